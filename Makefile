@@ -1,0 +1,45 @@
+# samsa — two set-up commands: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+LISTEN ?= 127.0.0.1:9092
+DATA ?= ./data
+PYTEST_ARGS ?=
+
+.PHONY: run test venv install install-dev system-deps lint typecheck bench clean
+
+$(VENV)/bin/activate:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+venv: $(VENV)/bin/activate
+
+install: venv
+	$(PIP) install -q -e .
+
+install-dev: venv
+	$(PIP) install -q -e '.[dev,spark]'
+
+# Tools the conformance suite drives that do not come from PyPI (kcat from Debian).
+system-deps:
+	@command -v kcat >/dev/null 2>&1 || command -v kafkacat >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat) >/dev/null; \
+	  else echo "kcat is not installed and cannot be installed here; its tests will be skipped"; fi; }
+
+run: install
+	$(VENV)/bin/samsa serve --listen $(LISTEN) --data-dir $(DATA)
+
+test: install-dev system-deps
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: install-dev
+	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/mypy
+
+bench: install-dev
+	$(PY) benchmarks/throughput.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build dist src/*.egg-info
