@@ -1,1 +1,47 @@
-"""samsa.broker.handlers."""
+"""One module per Kafka API; each exports ``API_KEY``, ``VERSIONS`` and ``handle``.
+
+``handle(ctx)`` is a coroutine returning the response entity (built with
+``ctx.respond(...)``), or ``None`` when the API sends no response (Produce with acks=0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from types import ModuleType
+from typing import Any
+
+from samsa.broker.context import RequestContext
+from samsa.broker.handlers import (
+    api_versions,
+    create_partitions,
+    create_topics,
+    delete_topics,
+    describe_cluster,
+    describe_configs,
+    fetch,
+    init_producer_id,
+    list_offsets,
+    metadata,
+    produce,
+)
+
+Handler = Callable[[RequestContext], Awaitable[Any]]
+
+MODULES: tuple[ModuleType, ...] = (
+    api_versions,
+    create_partitions,
+    create_topics,
+    delete_topics,
+    describe_cluster,
+    describe_configs,
+    fetch,
+    init_producer_id,
+    list_offsets,
+    metadata,
+    produce,
+)
+
+
+def registry(extra: tuple[ModuleType, ...] = ()) -> dict[int, tuple[tuple[int, int], Handler]]:
+    """API key → ((min version, max version), handler)."""
+    return {m.API_KEY: (m.VERSIONS, m.handle) for m in (*MODULES, *extra)}

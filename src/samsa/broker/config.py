@@ -1,0 +1,163 @@
+"""Broker configuration under Kafka's names and defaults.
+
+Values come from Kafka's ``server.properties`` names (``num.partitions``,
+``auto.create.topics.enable``, ``log.segment.bytes`` …), given as ``--config key=value``
+or in a properties file. Unknown names and bad values raise :class:`ConfigError` with a
+message naming the key, so ``samsa serve`` can print one clear line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A configuration key or value that cannot be used."""
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One broker setting: its type, Kafka default and short documentation."""
+
+    name: str
+    type: type
+    default: Any
+    doc: str
+
+
+_DAY_MS = 86_400_000
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("node.id", int, 0, "Id of this broker node."),
+    Setting("advertised.host", str, "", "Host given to clients (default: listen host)."),
+    Setting("advertised.port", int, 0, "Port given to clients (default: listen port)."),
+    Setting("cluster.id", str, "samsa-cluster", "Cluster id reported in Metadata."),
+    Setting("num.partitions", int, 1, "Partitions of auto-created topics."),
+    Setting("default.replication.factor", int, 1, "Replication factor of auto-created topics."),
+    Setting("auto.create.topics.enable", bool, True, "Create unknown topics on Metadata."),
+    Setting("delete.topic.enable", bool, True, "Allow DeleteTopics."),
+    Setting("socket.request.max.bytes", int, 104_857_600, "Largest request frame accepted."),
+    Setting("message.max.bytes", int, 1_048_588, "Largest record batch accepted."),
+    Setting("log.segment.bytes", int, 1_073_741_824, "Segment size before rolling."),
+    Setting("log.roll.ms", int, 7 * _DAY_MS, "Segment age before rolling."),
+    Setting("log.retention.ms", int, 7 * _DAY_MS, "Time retention (-1: keep forever)."),
+    Setting("log.retention.bytes", int, -1, "Size retention per partition (-1: none)."),
+    Setting("log.retention.check.interval.ms", int, 300_000, "Retention/compaction period."),
+    Setting("log.index.interval.bytes", int, 4096, "Bytes between offset index entries."),
+    Setting("log.cleanup.policy", str, "delete", "Default cleanup.policy of topics."),
+    Setting("log.message.timestamp.type", str, "CreateTime", "CreateTime or LogAppendTime."),
+    Setting("log.flush.interval.ms", int, 1000, "Background fsync period for acks<-1 data."),
+    Setting("offsets.topic.num.partitions", int, 50, "Partitions of __consumer_offsets."),
+    Setting("offsets.topic.segment.bytes", int, 104_857_600, "Segment size of __consumer_offsets."),
+    Setting("offsets.retention.minutes", int, 10_080, "Committed offset retention."),
+    Setting("offsets.retention.check.interval.ms", int, 600_000, "Offset expiry period."),
+    Setting("offset.metadata.max.bytes", int, 4096, "Largest offset commit metadata."),
+    Setting("group.initial.rebalance.delay.ms", int, 3000, "Delay of an Empty group's first join."),
+    Setting("group.min.session.timeout.ms", int, 6000, "Smallest session timeout accepted."),
+    Setting("group.max.session.timeout.ms", int, 1_800_000, "Largest session timeout accepted."),
+    Setting("group.max.size", int, 2_147_483_647, "Most members of a group."),
+)
+
+_BY_NAME = {s.name: s for s in SETTINGS}
+
+
+def _parse(setting: Setting, raw: Any) -> Any:
+    if isinstance(raw, setting.type) and not (setting.type is int and isinstance(raw, bool)):
+        return raw
+    text = str(raw).strip()
+    if setting.type is bool:
+        if text.lower() in ("true", "false"):
+            return text.lower() == "true"
+        raise ConfigError(f"{setting.name}: expected true or false, got {text!r}")
+    if setting.type is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise ConfigError(f"{setting.name}: expected an integer, got {text!r}") from None
+    return text
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Resolved broker settings (Kafka names) plus the listen address and data dir."""
+
+    host: str = "127.0.0.1"
+    port: int = 9092
+    data_dir: Path = Path("./data")
+    values: Mapping[str, Any] | None = None
+
+    def __getitem__(self, name: str) -> Any:
+        if self.values is not None and name in self.values:
+            return self.values[name]
+        try:
+            return _BY_NAME[name].default
+        except KeyError:
+            raise ConfigError(f"unknown broker config {name!r}") from None
+
+    @property
+    def node_id(self) -> int:
+        return int(self["node.id"])
+
+    @property
+    def advertised_host(self) -> str:
+        return str(self["advertised.host"]) or self.host
+
+    @property
+    def advertised_port(self) -> int:
+        return int(self["advertised.port"]) or self.port
+
+    def items(self) -> Iterable[tuple[Setting, Any, bool]]:
+        """Every setting with its value and whether it is the default."""
+        for s in SETTINGS:
+            explicit = self.values is not None and s.name in self.values
+            yield s, self[s.name], not explicit
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 9092,
+        data_dir: Path | str = Path("./data"),
+        overrides: Mapping[str, Any] | None = None,
+    ) -> BrokerConfig:
+        """Validate ``overrides`` (Kafka names) and build a config."""
+        values: dict[str, Any] = {}
+        for name, raw in (overrides or {}).items():
+            setting = _BY_NAME.get(name)
+            if setting is None:
+                raise ConfigError(f"unknown broker config {name!r}")
+            values[name] = _parse(setting, raw)
+        for name in ("num.partitions", "offsets.topic.num.partitions", "socket.request.max.bytes",
+                     "message.max.bytes", "log.segment.bytes"):
+            if name in values and values[name] <= 0:
+                raise ConfigError(f"{name}: must be positive, got {values[name]}")
+        if values.get("log.message.timestamp.type", "CreateTime") not in (
+            "CreateTime", "LogAppendTime"
+        ):
+            raise ConfigError("log.message.timestamp.type: expected CreateTime or LogAppendTime")
+        return cls(host=host, port=port, data_dir=Path(data_dir), values=values)
+
+
+def parse_assignments(pairs: Iterable[str]) -> dict[str, str]:
+    """Parse ``key=value`` strings (from ``--config``)."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"expected key=value, got {pair!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Read a Java-style properties file (``key=value`` lines, ``#`` comments)."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    lines = [ln.strip() for ln in text.splitlines()]
+    return parse_assignments(ln for ln in lines if ln and not ln.startswith(("#", "!")))

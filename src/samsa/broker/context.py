@@ -1,0 +1,33 @@
+"""What a request handler receives: the broker, the decoded request and its connection."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from samsa.protocol.build import build
+from samsa.protocol.codec import Request, response_class
+
+if TYPE_CHECKING:
+    from samsa.broker.server import Broker
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """One request in flight."""
+
+    broker: Broker
+    request: Request
+    client_host: str
+
+    @property
+    def version(self) -> int:
+        return self.request.api_version
+
+    @property
+    def body(self) -> Any:
+        return self.request.body
+
+    def respond(self, **fields: Any) -> Any:
+        """The response entity of this request's API version, built from ``fields``."""
+        return build(response_class(self.request.api_key, self.request.api_version), fields)

@@ -1,0 +1,56 @@
+"""Group commit: acks=all produce requests share fsyncs.
+
+A request that needs its data on disk awaits :meth:`Flusher.sync`. One worker thread
+fsyncs every partition that has waiters; requests arriving while an fsync runs are
+collected and served by the next round, so N concurrent writers cost about one fsync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from samsa.broker.partition import Partition
+
+
+class Flusher:
+    """Batches fsync requests per event loop."""
+
+    def __init__(self) -> None:
+        self._pending: dict[Partition, list[tuple[int, asyncio.Future[None]]]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self.fsyncs = 0
+
+    async def sync(self, partition: Partition, offset: int) -> None:
+        """Return once everything below ``offset`` in ``partition`` is on disk."""
+        if partition.log.flushed_offset >= offset:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.setdefault(partition, []).append((offset, fut))
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run())
+        await fut
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._pending:
+            batch, self._pending = self._pending, {}
+            logs = [p.log for p in batch]
+            try:
+                await loop.run_in_executor(None, _flush_all, logs)
+                self.fsyncs += 1
+                error: BaseException | None = None
+            except OSError as exc:
+                error = exc
+            for waiters in batch.values():
+                for _, fut in waiters:
+                    if fut.done():
+                        continue
+                    if error is None:
+                        fut.set_result(None)
+                    else:
+                        fut.set_exception(error)
+
+
+def _flush_all(logs: list[object]) -> None:
+    for log in logs:
+        log.flush()  # type: ignore[attr-defined]

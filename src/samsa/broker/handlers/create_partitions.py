@@ -1,0 +1,32 @@
+"""CreatePartitions (key 37)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from samsa.broker.context import RequestContext
+from samsa.broker.server import now_ms
+from samsa.broker.topics import TopicError
+
+API_KEY = 37
+VERSIONS = (0, 3)
+
+
+async def handle(ctx: RequestContext) -> Any:
+    results = []
+    for t in ctx.body.topics:
+        code, message = ErrorCode.none, None
+        if t.assignments is not None and any(
+            list(a.broker_ids) != [ctx.broker.config.node_id] for a in t.assignments
+        ):
+            code, message = ErrorCode.invalid_replica_assignment, "Unknown broker in assignment."
+        else:
+            try:
+                ctx.broker.topics.add_partitions(t.name, t.count, now_ms=now_ms(),
+                                                 validate_only=ctx.body.validate_only)
+            except TopicError as exc:
+                code, message = ErrorCode(exc.error_code), exc.message
+        results.append({"name": t.name, "error_code": code, "error_message": message})
+    return ctx.respond(throttle_time=0, results=results)

@@ -1,0 +1,83 @@
+"""CreateTopics (key 19)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from samsa.broker.context import RequestContext
+from samsa.broker.server import now_ms
+from samsa.broker.topics import TopicError
+
+API_KEY = 19
+VERSIONS = (2, 7)
+
+
+async def handle(ctx: RequestContext) -> Any:
+    broker = ctx.broker
+    validate_only = bool(getattr(ctx.body, "validate_only", False))
+    seen: set[str] = set()
+    dupes = {t.name for t in ctx.body.topics if t.name in seen or seen.add(t.name)}  # type: ignore[func-returns-value]
+    results = []
+    for req in ctx.body.topics:
+        if req.name in dupes:
+            results.append(_error(req.name, ErrorCode.invalid_request,
+                                  "Duplicate topic name in the request."))
+            continue
+        results.append(_create_one(ctx, req, validate_only))
+    del broker
+    return ctx.respond(throttle_time=0, topics=results)
+
+
+def _error(name: str, code: ErrorCode, message: str) -> dict[str, Any]:
+    return {"name": name, "error_code": code, "error_message": message, "num_partitions": -1,
+            "replication_factor": -1, "configs": None}
+
+
+def _create_one(ctx: RequestContext, req: Any, validate_only: bool) -> dict[str, Any]:
+    broker = ctx.broker
+    node = broker.config.node_id
+    if req.assignments:
+        if req.num_partitions != -1 or req.replication_factor != -1:
+            return _error(req.name, ErrorCode.invalid_request,
+                          "Both numPartitions or replicationFactor and replicasAssignments "
+                          "were set. Both cannot be used at the same time.")
+        for a in req.assignments:
+            if list(a.broker_ids) != [node]:
+                return _error(req.name, ErrorCode.invalid_replica_assignment,
+                              f"Replica assignment {list(a.broker_ids)} names brokers "
+                              f"other than the only one, {node}.")
+        count = len(req.assignments)
+    else:
+        count = req.num_partitions if req.num_partitions != -1 else int(
+            broker.config["num.partitions"])
+        rf = req.replication_factor if req.replication_factor != -1 else 1
+        if rf <= 0:
+            return _error(req.name, ErrorCode.invalid_replication_factor,
+                          "Replication factor must be larger than 0, or -1 to use the default.")
+        if rf > 1:
+            return _error(req.name, ErrorCode.invalid_replication_factor,
+                          f"Unable to replicate the partition {rf} time(s): The target "
+                          "replication factor of "
+                          f"{rf} cannot be reached because only 1 broker(s) are registered.")
+    overrides = {c.name: c.value for c in req.configs if c.value is not None}
+    try:
+        topic = broker.topics.create(req.name, count, overrides, now_ms=now_ms(),
+                                     validate_only=validate_only)
+    except TopicError as exc:
+        return _error(req.name, ErrorCode(exc.error_code), exc.message)
+    config = broker.topics.log_config(topic.overrides, topic.name).to_mapping()
+    return {
+        "name": req.name,
+        "topic_id": topic.topic_id,
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "num_partitions": count,
+        "replication_factor": 1,
+        "configs": [
+            {"name": k, "value": str(v), "read_only": False,
+             "config_source": 1 if k in overrides else 5, "is_sensitive": False}
+            for k, v in sorted(config.items())
+        ],
+    }

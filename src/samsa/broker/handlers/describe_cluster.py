@@ -1,0 +1,29 @@
+"""DescribeCluster (key 60)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from samsa.broker.context import RequestContext
+
+API_KEY = 60
+VERSIONS = (0, 1)
+
+
+async def handle(ctx: RequestContext) -> Any:
+    config = ctx.broker.config
+    endpoint_type = getattr(ctx.body, "endpoint_type", 1)
+    if endpoint_type != 1:  # only brokers, no controller endpoints
+        return ctx.respond(throttle_time=0, error_code=ErrorCode.unsupported_endpoint_type,
+                           error_message="Only broker endpoints are served.",
+                           endpoint_type=endpoint_type, cluster_id=str(config["cluster.id"]),
+                           controller_id=-1, brokers=[], cluster_authorized_operations=-2147483648)
+    return ctx.respond(
+        throttle_time=0, error_code=ErrorCode.none, error_message=None, endpoint_type=1,
+        cluster_id=str(config["cluster.id"]), controller_id=config.node_id,
+        brokers=[{"broker_id": config.node_id, "host": config.advertised_host,
+                  "port": config.advertised_port, "rack": None}],
+        cluster_authorized_operations=-2147483648,
+    )

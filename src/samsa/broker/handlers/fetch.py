@@ -1,0 +1,128 @@
+"""Fetch (key 1): long poll with min/max bytes, whole batches, topic ids from v13.
+
+Fetch sessions (KIP-227) are declined by answering session id 0, so clients send full
+fetch requests; that is allowed by the protocol and keeps the broker stateless here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from samsa.broker.context import RequestContext
+from samsa.broker.partition import Partition
+from samsa.log import OffsetOutOfRange
+from samsa.protocol.build import millis
+
+API_KEY = 1
+VERSIONS = (4, 13)
+
+
+@dataclass(slots=True)
+class _Want:
+    topic_key: Any  # name (v<13) or topic id
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    part: Partition | None
+    error: ErrorCode
+
+
+def _wants(ctx: RequestContext) -> list[_Want]:
+    topics = ctx.broker.topics
+    out = []
+    for t in ctx.body.topics:
+        if ctx.version >= 13:
+            topic = topics.by_id(t.topic_id)
+            key: Any = t.topic_id
+            missing = ErrorCode.unknown_topic_id
+        else:
+            topic = topics.get(t.topic)
+            key = t.topic
+            missing = ErrorCode.unknown_topic_or_partition
+        for p in t.partitions:
+            part = None
+            error = missing
+            if topic is not None:
+                part = topics.partition(topic.name, p.partition)
+                error = ErrorCode.none if part else ErrorCode.unknown_topic_or_partition
+            out.append(_Want(key, p.partition, p.fetch_offset, p.partition_max_bytes, part, error))
+    return out
+
+
+def _read(wants: list[_Want], max_bytes: int) -> tuple[list[dict[str, Any]], int]:
+    """Read every wanted partition within the limits; returns (partition results, bytes)."""
+    total = 0
+    results = []
+    for w in wants:
+        entry: dict[str, Any] = {"partition_index": w.partition, "error_code": w.error,
+                                 "high_watermark": -1, "last_stable_offset": -1,
+                                 "log_start_offset": -1, "aborted_transactions": None,
+                                 "preferred_read_replica": -1, "records": b""}
+        if w.part is not None:
+            log = w.part.log
+            hw = log.log_end_offset
+            entry.update(high_watermark=hw, last_stable_offset=hw,
+                         log_start_offset=log.log_start_offset)
+            budget = min(w.max_bytes, max_bytes - total)
+            try:
+                if total and budget <= 0:
+                    data = b""
+                else:
+                    # The response's first batch is returned even if it exceeds the limits.
+                    data = log.read(w.fetch_offset, budget if total else max(budget, 1))
+                    if total and len(data) > budget:
+                        data = b""
+            except OffsetOutOfRange:
+                entry["error_code"] = ErrorCode.offset_out_of_range
+                data = b""
+            entry["records"] = data
+            total += len(data)
+        results.append(entry)
+    return results, total
+
+
+def _group(wants: list[_Want], results: list[dict[str, Any]], version: int) -> list[dict[str, Any]]:
+    grouped: dict[Any, list[dict[str, Any]]] = {}
+    for w, r in zip(wants, results, strict=True):
+        grouped.setdefault(w.topic_key, []).append(r)
+    key = "topic_id" if version >= 13 else "topic"
+    return [{key: k, "partitions": v} for k, v in grouped.items()]
+
+
+async def handle(ctx: RequestContext) -> Any:
+    body = ctx.body
+    wants = _wants(ctx)
+    max_bytes = body.max_bytes if ctx.version >= 3 else 2**31 - 1
+    results, total = _read(wants, max_bytes)
+    wait_ms = millis(body.max_wait)
+    if total < body.min_bytes and wait_ms > 0 and not _has_errors(results):
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_ms / 1000
+        while total < body.min_bytes:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            fut: asyncio.Future[None] = loop.create_future()
+            parts = [w.part for w in wants if w.part is not None]
+            for part in parts:
+                part.waiters.add(fut)
+            try:
+                await asyncio.wait_for(fut, remaining)
+            except TimeoutError:
+                pass
+            finally:
+                for part in parts:
+                    part.waiters.discard(fut)
+            wants = _wants(ctx)
+            results, total = _read(wants, max_bytes)
+    return ctx.respond(throttle_time=0, error_code=ErrorCode.none, session_id=0,
+                       responses=_group(wants, results, ctx.version))
+
+
+def _has_errors(results: list[dict[str, Any]]) -> bool:
+    return any(r["error_code"] != ErrorCode.none for r in results)
+

@@ -1,0 +1,107 @@
+"""Metadata (key 3): brokers, topics and partitions; auto-creates topics like Kafka."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from samsa.broker.context import RequestContext
+from samsa.broker.server import now_ms
+from samsa.broker.topics import Topic, TopicError, validate_topic_name
+
+API_KEY = 3
+VERSIONS = (0, 12)
+
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+def topic_entry(ctx: RequestContext, topic: Topic) -> dict[str, Any]:
+    node = ctx.broker.config.node_id
+    return {
+        "error_code": ErrorCode.none,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": topic.internal,
+        "partitions": [
+            {
+                "error_code": ErrorCode.none,
+                "partition_index": p.index,
+                "leader_id": node,
+                "leader_epoch": 0,
+                "replica_nodes": [node],
+                "isr_nodes": [node],
+                "offline_replicas": [],
+            }
+            for p in topic.partitions
+        ],
+        "topic_authorized_operations": -2147483648,
+    }
+
+
+def _error_entry(
+    name: str | None, code: ErrorCode, topic_id: uuid.UUID = _ZERO_UUID
+) -> dict[str, Any]:
+    return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False,
+            "partitions": [], "topic_authorized_operations": -2147483648}
+
+
+def _requested(ctx: RequestContext) -> list[tuple[str | None, uuid.UUID | None]] | None:
+    topics = ctx.body.topics
+    if topics is None or (ctx.version == 0 and not topics):
+        return None  # all topics
+    out = []
+    for t in topics:
+        if ctx.version == 0:
+            out.append((t.name, None))
+        else:
+            tid = getattr(t, "topic_id", None)
+            out.append((t.name, tid if tid and tid != _ZERO_UUID else None))
+    return out
+
+
+async def handle(ctx: RequestContext) -> Any:
+    broker = ctx.broker
+    requested = _requested(ctx)
+    allow_create = getattr(ctx.body, "allow_auto_topic_creation", True) and bool(
+        broker.config["auto.create.topics.enable"]
+    )
+    entries: list[dict[str, Any]] = []
+    if requested is None:
+        entries = [topic_entry(ctx, t) for t in broker.topics]
+    else:
+        for name, tid in requested:
+            entries.append(_lookup(ctx, name, tid, allow_create))
+    brokers = [{"node_id": broker.config.node_id, "host": broker.config.advertised_host,
+                "port": broker.config.advertised_port, "rack": None}]
+    return ctx.respond(
+        throttle_time=0,
+        brokers=brokers,
+        cluster_id=str(broker.config["cluster.id"]),
+        controller_id=broker.config.node_id,
+        topics=entries,
+        cluster_authorized_operations=-2147483648,
+    )
+
+
+def _lookup(ctx: RequestContext, name: str | None, tid: uuid.UUID | None,
+            allow_create: bool) -> dict[str, Any]:
+    topics = ctx.broker.topics
+    if tid is not None:
+        topic = topics.by_id(tid)
+        if topic is None:
+            return _error_entry(None, ErrorCode.unknown_topic_id, tid)
+        return topic_entry(ctx, topic)
+    if name is None or validate_topic_name(name):
+        return _error_entry(name, ErrorCode.invalid_topic_exception)
+    topic = topics.get(name)
+    if topic is not None:
+        return topic_entry(ctx, topic)
+    if not allow_create:
+        return _error_entry(name, ErrorCode.unknown_topic_or_partition)
+    try:
+        topic = topics.create(name, int(ctx.broker.config["num.partitions"]), now_ms=now_ms())
+    except TopicError as exc:
+        return _error_entry(name, ErrorCode(exc.error_code))
+    return topic_entry(ctx, topic)

@@ -1,0 +1,87 @@
+"""Produce (key 0): validate batches, append, answer per acks (0: none, 1: OS, -1: fsync)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from samsa.broker.context import RequestContext
+from samsa.broker.partition import Partition
+from samsa.broker.server import now_ms
+from samsa.log import AppendInfo, LogError
+from samsa.protocol.batch import InvalidRecords
+
+API_KEY = 0
+VERSIONS = (3, 9)
+
+
+def _result(index: int, code: ErrorCode, message: str | None = None,
+            info: AppendInfo | None = None) -> dict[str, Any]:
+    return {
+        "index": index,
+        "error_code": code,
+        "base_offset": info.base_offset if info else -1,
+        "log_append_time": info.log_append_time if info else -1,
+        "log_start_offset": info.log_start_offset if info else -1,
+        "record_errors": [],
+        "error_message": message,
+    }
+
+
+def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None,
+            now: int) -> tuple[dict[str, Any], Partition | None, int]:
+    """Append one partition's records; returns (result, partition, offset to sync)."""
+    part = ctx.broker.topics.partition(topic, index)
+    if part is None:
+        return _result(index, ErrorCode.unknown_topic_or_partition), None, 0
+    if ctx.broker.topics.get(topic).internal:  # type: ignore[union-attr]
+        return _result(index, ErrorCode.invalid_topic_exception,
+                       f"Cannot append to internal topic {topic}"), None, 0
+    if not records:
+        return _result(index, ErrorCode.corrupt_message, "Produce request has no records"), None, 0
+    try:
+        info = part.log.append(records, now)
+    except InvalidRecords as exc:
+        return _result(index, ErrorCode(exc.error_code), str(exc)), None, 0
+    except LogError as exc:
+        return _result(index, ErrorCode(exc.error_code), str(exc)), None, 0
+    part.notify()
+    return _result(index, ErrorCode.none, None, info), part, info.last_offset + 1
+
+
+async def handle(ctx: RequestContext) -> Any:
+    body = ctx.body
+    acks = body.acks
+    now = now_ms()
+    topics: list[dict[str, Any]] = []
+    to_sync: list[tuple[Partition, int]] = []
+    if body.transactional_id is not None:
+        code = ErrorCode.transactional_id_authorization_failed
+    elif acks not in (0, 1, -1):
+        code = ErrorCode.invalid_required_acks
+    else:
+        code = ErrorCode.none
+    for t in body.topic_data:
+        results = []
+        for p in t.partition_data:
+            if code != ErrorCode.none:
+                results.append(_result(p.index, code))
+                continue
+            result, part, end = _append(ctx, t.name, p.index, p.records, now)
+            results.append(result)
+            if part is not None:
+                to_sync.append((part, end))
+        topics.append({"name": t.name, "partition_responses": results})
+    if acks == 0:
+        return None
+    if acks == -1 and to_sync:
+        try:
+            await asyncio.gather(*(ctx.broker.flusher.sync(p, end) for p, end in to_sync))
+        except OSError:
+            for topic in topics:
+                for r in topic["partition_responses"]:
+                    if r["error_code"] == ErrorCode.none:
+                        r["error_code"] = ErrorCode.kafka_storage_error
+    return ctx.respond(responses=topics, throttle_time=0)

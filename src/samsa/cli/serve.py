@@ -1,0 +1,83 @@
+"""``samsa serve``: run a broker until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from samsa.broker.config import BrokerConfig, ConfigError, parse_assignments, read_properties
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("serve", help="run a broker", description="Run a samsa broker node.")
+    p.add_argument("--listen", default="127.0.0.1:9092", metavar="HOST:PORT",
+                   help="address to listen on (port 0 picks a free port; default %(default)s)")
+    p.add_argument("--data-dir", default="./data", type=Path, metavar="DIR",
+                   help="where logs and metadata live (default %(default)s)")
+    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Kafka broker setting, e.g. num.partitions=3 (repeatable)")
+    p.add_argument("--config-file", type=Path, metavar="FILE",
+                   help="a server.properties-style file of settings (--config wins)")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.set_defaults(run=run)
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host:
+        raise ConfigError(f"--listen: expected HOST:PORT, got {text!r}")
+    try:
+        number = int(port)
+    except ValueError:
+        raise ConfigError(f"--listen: port {port!r} is not a number") from None
+    if not 0 <= number <= 65535:
+        raise ConfigError(f"--listen: port {number} is out of range")
+    return host.strip("[]"), number
+
+
+def load_config(args: argparse.Namespace) -> BrokerConfig:
+    host, port = parse_listen(args.listen)
+    overrides: dict[str, str] = {}
+    if args.config_file is not None:
+        overrides.update(read_properties(args.config_file))
+    overrides.update(parse_assignments(args.config))
+    return BrokerConfig.create(host=host, port=port, data_dir=args.data_dir, overrides=overrides)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args)
+    except ConfigError as exc:
+        print(f"samsa serve: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=args.log_level, stream=sys.stdout,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        import uvloop
+
+        loop_factory: Any = uvloop.new_event_loop
+    except ImportError:  # pragma: no cover - uvloop is optional off Linux
+        loop_factory = None
+    try:
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            runner.run(_serve(config))
+    except OSError as exc:
+        print(f"samsa serve: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _serve(config: BrokerConfig) -> None:
+    from samsa.broker.server import Broker
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    broker = Broker(config)
+    await broker.serve_forever(stop)

@@ -1,0 +1,142 @@
+"""Build kio entities of any API version from plain mappings.
+
+Handlers describe a response once, as nested mappings with the union of the fields that
+the versions they serve know about; :func:`build` maps it onto the exact kio dataclasses of
+the requested version. Fields a version lacks are dropped; fields it requires but the
+mapping leaves out get Kafka's zero value (0, empty string, empty array, null where
+nullable). Milliseconds become ``timedelta``, ints become ``ErrorCode``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import types
+import typing
+from collections.abc import Mapping
+from functools import cache
+from typing import Any, TypeVar
+from uuid import UUID
+
+from kio.schema.errors import ErrorCode
+
+E = TypeVar("E")
+
+_ZERO_UUID = UUID(int=0)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _FieldPlan:
+    name: str
+    kafka_type: str | None  # None for nested entities
+    nullable: bool
+    is_tuple: bool
+    entity: type[Any] | None
+    required: bool
+
+
+def _unwrap(tp: Any) -> tuple[Any, bool, bool]:
+    """Return (inner type, nullable, is_tuple) of a field annotation."""
+    nullable = False
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        nullable = len(args) < len(typing.get_args(tp))
+        tp = args[0]
+        origin = typing.get_origin(tp)
+    if origin is tuple:
+        inner = typing.get_args(tp)[0]
+        inner_origin = typing.get_origin(inner)
+        if inner_origin in (typing.Union, types.UnionType):
+            inner = next(a for a in typing.get_args(inner) if a is not type(None))
+        return inner, nullable, True
+    return tp, nullable, False
+
+
+@cache
+def _plan(cls: type[Any]) -> tuple[_FieldPlan, ...]:
+    hints = typing.get_type_hints(cls)
+    plans = []
+    for f in dataclasses.fields(cls):
+        inner, nullable, is_tuple = _unwrap(hints[f.name])
+        entity = inner if dataclasses.is_dataclass(inner) else None
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        plans.append(
+            _FieldPlan(f.name, f.metadata.get("kafka_type"), nullable, is_tuple, entity, required)
+        )
+    return tuple(plans)
+
+
+def _zero(p: _FieldPlan) -> Any:
+    if p.nullable:
+        return None
+    if p.is_tuple:
+        return ()
+    match p.kafka_type:
+        case "string":
+            return ""
+        case "bytes" | "records":
+            return b""
+        case "bool":
+            return False
+        case "timedelta_i32" | "timedelta_i64":
+            return datetime.timedelta(0)
+        case "error_code":
+            return ErrorCode.none
+        case "uuid":
+            return _ZERO_UUID
+        case "float64":
+            return 0.0
+        case "datetime_i64":
+            return datetime.datetime.fromtimestamp(0, datetime.UTC)
+        case _:
+            return 0
+
+
+def _scalar(kafka_type: str | None, value: Any) -> Any:
+    match kafka_type:
+        case "timedelta_i32" | "timedelta_i64" if isinstance(value, int):
+            return datetime.timedelta(milliseconds=value)
+        case "error_code" if not isinstance(value, ErrorCode):
+            return ErrorCode(int(value))
+        case "datetime_i64" if isinstance(value, int):
+            return datetime.datetime.fromtimestamp(value / 1000, datetime.UTC)
+        case "records" | "bytes" if isinstance(value, bytearray | memoryview):
+            return bytes(value)
+    return value
+
+
+def _convert(p: _FieldPlan, value: Any) -> Any:
+    if value is None:
+        return None
+    if p.entity is not None:
+        if p.is_tuple:
+            return tuple(_entity(p.entity, v) for v in value)
+        return _entity(p.entity, value)
+    if p.is_tuple:
+        return tuple(_scalar(p.kafka_type, v) for v in value)
+    return _scalar(p.kafka_type, value)
+
+
+def _entity(cls: type[E], value: Any) -> E:
+    if isinstance(value, cls):
+        return value
+    return build(cls, value)
+
+
+def build(cls: type[E], data: Mapping[str, Any]) -> E:
+    """Instantiate kio entity ``cls`` from ``data`` (see module docstring)."""
+    kwargs: dict[str, Any] = {}
+    for p in _plan(cls):
+        if p.name in data:
+            kwargs[p.name] = _convert(p, data[p.name])
+        elif p.required:
+            kwargs[p.name] = _zero(p)
+    return cls(**kwargs)
+
+
+def millis(value: datetime.timedelta | int) -> int:
+    """Milliseconds of a kio timedelta field (or a plain int)."""
+    if isinstance(value, datetime.timedelta):
+        return value.days * 86_400_000 + value.seconds * 1000 + value.microseconds // 1000
+    return int(value)

@@ -1,0 +1,136 @@
+"""Request/response framing: Kafka's size-prefixed frames around kio entities.
+
+A request frame is ``int32 size`` then a request header (v1, or v2 for flexible versions)
+and the body. The API key, version and correlation id sit at fixed positions in every
+header version, so they are read first; the header and body are then decoded with kio.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+_PREFIX = struct.Struct(">hhi")
+_SIZE = struct.Struct(">i")
+
+
+class FrameError(Exception):
+    """A frame that cannot be decoded: the connection is closed."""
+
+
+class UnsupportedApi(FrameError):
+    """Unknown API key, or a version this broker does not serve."""
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int) -> None:
+        super().__init__(f"unsupported api_key={api_key} version={api_version}")
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A decoded request: header fields plus the kio body entity."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any
+
+
+def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
+    """(api_key, api_version, correlation_id) of a request frame without its size prefix."""
+    if len(frame) < _PREFIX.size:
+        raise FrameError(f"request frame of {len(frame)} bytes is shorter than a header")
+    key, version, correlation_id = _PREFIX.unpack_from(frame, 0)
+    return key, version, correlation_id
+
+
+@cache
+def _request_codec(api_key: int, api_version: int) -> tuple[Any, Any]:
+    schema = load_request_schema(api_key, api_version)
+    return entity_reader(schema.__header_schema__), entity_reader(schema)
+
+
+@cache
+def _response_writers(cls: type[Any]) -> tuple[Any, Any]:
+    header = cls.__header_schema__
+    return header, (entity_writer(header), entity_writer(cls))
+
+
+def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Request:
+    """Decode ``frame`` (no size prefix) if its API and version are in ``supported``.
+
+    Raises :class:`UnsupportedApi` for an API/version we do not serve and
+    :class:`FrameError` for bytes that do not decode as that request.
+    """
+    api_key, api_version, correlation_id = peek_header(frame)
+    versions = supported.get(api_key)
+    if versions is None or not versions[0] <= api_version <= versions[1]:
+        raise UnsupportedApi(api_key, api_version, correlation_id)
+    read_header, read_body = _request_codec(api_key, api_version)
+    try:
+        header, used = read_header(frame, 0)
+        body, body_size = read_body(frame, used)
+    except Exception as exc:  # kio raises many types on malformed input
+        raise FrameError(f"malformed {api_key}v{api_version} request: {exc!r}") from exc
+    if used + body_size != len(frame):
+        raise FrameError(
+            f"{len(frame) - used - body_size} trailing bytes after {api_key}v{api_version} body"
+        )
+    return Request(api_key, api_version, correlation_id, header.client_id, body)
+
+
+def response_class(api_key: int, api_version: int) -> type[Any]:
+    """The kio response entity class for an API version."""
+    return load_response_schema(api_key, api_version)
+
+
+def encode_response(correlation_id: int, response: Any) -> bytes:
+    """Size-prefixed response frame: response header (v0 or v1 per schema) then body."""
+    header_cls, (write_header, write_body) = _response_writers(type(response))
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    write_header(buf, header_cls(correlation_id=correlation_id))
+    write_body(buf, response)
+    out = buf.getbuffer()
+    _SIZE.pack_into(out, 0, len(out) - 4)
+    del out
+    return buf.getvalue()
+
+
+def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None,
+                   body: Any) -> bytes:
+    """Size-prefixed request frame (for clients and tests)."""
+    schema = load_request_schema(api_key, api_version)
+    header_cls = schema.__header_schema__
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    header_fields: dict[str, Any] = {
+        "request_api_key": api_key,
+        "request_api_version": api_version,
+        "correlation_id": correlation_id,
+    }
+    if "client_id" in header_cls.__dataclass_fields__:
+        header_fields["client_id"] = client_id
+    entity_writer(header_cls)(buf, header_cls(**header_fields))
+    entity_writer(schema)(buf, body)
+    out = buf.getbuffer()
+    _SIZE.pack_into(out, 0, len(out) - 4)
+    del out
+    return buf.getvalue()
+
+
+def decode_response(frame: bytes, api_key: int, api_version: int) -> tuple[int, Any]:
+    """Decode a response frame (no size prefix): (correlation_id, body)."""
+    cls = load_response_schema(api_key, api_version)
+    header, used = entity_reader(cls.__header_schema__)(frame, 0)
+    body, _ = entity_reader(cls)(frame, used)
+    return header.correlation_id, body

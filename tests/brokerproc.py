@@ -1,0 +1,86 @@
+"""Start and stop real ``samsa serve`` processes for tests (127.0.0.1, ephemeral ports)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+_LISTENING = re.compile(r"samsa listening on ([\d.]+):(\d+)")
+
+
+class BrokerProcess:
+    """A broker subprocess; ``bootstrap`` is its ``host:port``."""
+
+    def __init__(self, data_dir: Path, config: dict[str, str] | None = None,
+                 port: int = 0) -> None:
+        self.data_dir = data_dir
+        self.config = dict(config or {})
+        self.requested_port = port
+        self.port = 0
+        self.proc: subprocess.Popen[str] | None = None
+        self.log_path = data_dir.parent / f"{data_dir.name}-broker.log"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> BrokerProcess:
+        args = [sys.executable, "-m", "samsa.cli.main", "serve",
+                "--listen", f"127.0.0.1:{self.requested_port}", "--data-dir", str(self.data_dir)]
+        for k, v in self.config.items():
+            args += ["--config", f"{k}={v}"]
+        log = open(self.log_path, "a")  # noqa: SIM115 - closed with the process
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True,
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        deadline = time.monotonic() + timeout
+        assert self.proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"broker exited: see {self.log_path}")
+            log.write(line)
+            m = _LISTENING.search(line)
+            if m:
+                self.port = int(m.group(2))
+                self.requested_port = self.port  # restarts keep the same port
+                break
+        else:
+            raise TimeoutError("broker did not start")
+        # Keep draining stdout into the log so the pipe never fills.
+        import threading
+
+        def drain() -> None:
+            assert self.proc is not None and self.proc.stdout is not None
+            for ln in self.proc.stdout:
+                log.write(ln)
+            log.close()
+
+        threading.Thread(target=drain, daemon=True).start()
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL, no clean shutdown."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> int:
+        """SIGTERM and wait for a clean exit; returns the exit code."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        return int(self.proc.returncode)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None

@@ -1,0 +1,31 @@
+"""Shared fixtures: real broker processes on 127.0.0.1."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.brokerproc import BrokerProcess
+
+FAST_GROUPS = {
+    "group.initial.rebalance.delay.ms": "0",
+    "group.min.session.timeout.ms": "1000",
+}
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker shared by tests that only need topics of their own."""
+    proc = BrokerProcess(tmp_path_factory.mktemp("broker") / "data", FAST_GROUPS).start()
+    yield proc
+    assert proc.stop() == 0, f"broker did not exit cleanly, see {proc.log_path}"
+
+
+@pytest.fixture
+def fresh_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    """A broker of the test's own (for restarts, crashes and config)."""
+    proc = BrokerProcess(tmp_path / "data", FAST_GROUPS)
+    yield proc
+    proc.kill()
