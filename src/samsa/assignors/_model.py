@@ -1,0 +1,143 @@
+"""Compact internal model shared by the strategies.
+
+Topics are sorted and numbered; partition ``p`` of topic ``t`` is the global index
+``offsets[t] + p`` so that index order is (topic, partition) order. Members are numbered in
+Java ``String`` order of their member ids. Strategies work on these integers and build
+:class:`TopicPartition` objects only for the final answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
+from itertools import repeat
+
+from samsa import TopicPartition
+from samsa.assignors.interface import Assignment, ClusterView, Subscription, java_order
+
+NO_OWNER = -1
+DISPUTED = -2
+"""Owner value of a partition claimed by two members in the same (highest) generation."""
+
+_new_tp = partial(tuple.__new__, TopicPartition)
+
+
+class Model:
+    """Subscribed, existing topics and members of one assignment call, as integers."""
+
+    __slots__ = (
+        "counts",
+        "member_ids",
+        "member_topics",
+        "offsets",
+        "racks",
+        "topic_index",
+        "topic_members",
+        "topics",
+        "total",
+    )
+
+    def __init__(self, cluster: ClusterView, subscriptions: Mapping[str, Subscription]) -> None:
+        self.member_ids: list[str] = sorted(subscriptions, key=java_order)
+        wanted = {t for s in subscriptions.values() for t in s.topics}
+        known = cluster.partitions_per_topic
+        self.topics: list[str] = sorted(t for t in wanted if known.get(t, 0) > 0)
+        self.topic_index: dict[str, int] = {t: i for i, t in enumerate(self.topics)}
+        self.counts: list[int] = [known[t] for t in self.topics]
+        self.offsets: list[int] = [0]
+        for n in self.counts:
+            self.offsets.append(self.offsets[-1] + n)
+        self.total: int = self.offsets[-1]
+        self.member_topics: list[list[int]] = []
+        self.topic_members: list[list[int]] = [[] for _ in self.topics]
+        for m, member in enumerate(self.member_ids):
+            subscribed = sorted(
+                {self.topic_index[t] for t in subscriptions[member].topics if t in self.topic_index}
+            )
+            self.member_topics.append(subscribed)
+            for t in subscribed:
+                self.topic_members[t].append(m)
+        self.racks: list[str | None] = [subscriptions[m].rack_id for m in self.member_ids]
+
+    @property
+    def uniform(self) -> bool:
+        """True when every member subscribes to every topic (Kafka's constrained case)."""
+        return all(len(ts) == len(self.topics) for ts in self.member_topics)
+
+    def resolve_owners(
+        self, claims: Sequence[tuple[Iterable[TopicPartition], int]]
+    ) -> list[int]:
+        """Current owner per global partition from each member's (claims, generation).
+
+        A claim counts only for a topic the member still subscribes to. The highest
+        generation wins; equal generations from two members make the partition DISPUTED.
+        """
+        owner = [NO_OWNER] * self.total
+        best = [-(2**31) - 1] * self.total
+        index = self.topic_index
+        offsets, counts = self.offsets, self.counts
+        for m, (partitions, generation) in enumerate(claims):
+            allowed = set(self.member_topics[m])
+            for topic, p in partitions:
+                t = index.get(topic)
+                if t is None or t not in allowed or not 0 <= p < counts[t]:
+                    continue
+                g = offsets[t] + p
+                if generation > best[g]:
+                    owner[g] = m
+                    best[g] = generation
+                elif generation == best[g] and owner[g] != m:
+                    owner[g] = DISPUTED
+        return owner
+
+    def topic_partitions(self) -> list[TopicPartition]:
+        """All partitions as TopicPartition, in global index order."""
+        out: list[TopicPartition] = []
+        for topic, n in zip(self.topics, self.counts, strict=True):
+            out.extend(map(_new_tp, zip(repeat(topic, n), range(n), strict=True)))
+        return out
+
+    def topic_of(self, g: int) -> int:
+        """Topic number of a global partition index."""
+        lo, hi = 0, len(self.topics) - 1
+        offsets = self.offsets
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if offsets[mid] <= g:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def answer(
+        self, per_member: Sequence[list[int]], subscriptions: Mapping[str, Subscription]
+    ) -> dict[str, Assignment]:
+        """Turn per-member global indices into Assignments (sorted) for every member."""
+        tps = self.topic_partitions()
+        get = tps.__getitem__
+        result: dict[str, Assignment] = {}
+        for m, member in enumerate(self.member_ids):
+            indices = per_member[m]
+            indices.sort()
+            result[member] = Assignment(tuple(map(get, indices)))
+        for member in subscriptions:
+            result.setdefault(member, Assignment(()))
+        return result
+
+    def partition_racks(self, cluster: ClusterView) -> list[Sequence[frozenset[str]]] | None:
+        """Replica racks per topic number, or None when rack-aware placement does not apply.
+
+        As in Kafka (KIP-881), racks are used only when some member has a rack, replica racks
+        are known, and at least one partition is not replicated on every member rack.
+        """
+        member_racks = {r for r in self.racks if r is not None}
+        if not member_racks or not cluster.partition_racks:
+            return None
+        per_topic: list[Sequence[frozenset[str]]] = []
+        useful = False
+        for topic, n in zip(self.topics, self.counts, strict=True):
+            racks = [cluster.racks_of(topic, p) for p in range(n)]
+            per_topic.append(racks)
+            if not useful:
+                useful = any(not member_racks <= r for r in racks)
+        return per_topic if useful else None
