@@ -1,0 +1,628 @@
+"""PartitionLog: the append-only log of one partition, as a list of segments.
+
+Threading: every method runs on the broker's event-loop thread, except :meth:`flush`, which
+a worker thread may call at any time (group commit). ``_lock`` guards the little state the
+two share (log end offset, the active descriptor, descriptors of rolled segments awaiting
+fsync); operations that replace the active segment (truncate, close, delete) also take
+``_flush_lock`` so they never race an fsync.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from bisect import bisect_right
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+from samsa.protocol.batch import (
+    BatchHeader,
+    parse_header,
+    patch_base_offset,
+    patch_log_append_time,
+    split_batches,
+)
+
+from .checkpoint import (
+    CLEANER_OFFSET,
+    LOG_START_OFFSET,
+    RECOVERY_POINT,
+    read_offset,
+    write_offset,
+)
+from .compaction import CleanPolicy, KeyMap, add_to_key_map, clean_batch
+from .config import LogConfig
+from .errors import MessageTooLarge, OffsetOutOfRange, RecordBatchTooLarge
+from .producer_state import BatchMetadata, ProducerStateManager
+from .records import RecordDecodeError, read_records
+from .recovery import list_segments, recover_segments
+from .retention import segments_to_delete
+from .segment import INT32_MAX, Segment
+
+__all__ = ["AppendInfo", "CompactionStats", "PartitionLog"]
+
+MAX_LOADED_SEGMENTS = 2
+"""Non-active segments kept open (descriptor + indexes) for reads, per partition."""
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """Result of an append; for a duplicate, the offsets of the original batch."""
+
+    base_offset: int
+    last_offset: int
+    log_append_time: int
+    """The broker's timestamp for LogAppendTime topics, -1 for CreateTime."""
+    log_start_offset: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionStats:
+    segments_cleaned: int
+    bytes_before: int
+    bytes_after: int
+
+
+class PartitionLog:
+    """Segments, indexes, producer state and checkpoints of one partition directory."""
+
+    def __init__(self, directory: Path, config: LogConfig) -> None:
+        self.directory = directory
+        self.config = config
+        self.producers = ProducerStateManager()
+        self._segments: list[Segment] = []
+        self._loaded: OrderedDict[int, Segment] = OrderedDict()
+        self._log_start_offset = 0
+        self._log_end_offset = 0
+        self._flushed_offset = 0
+        self._unsynced: list[int] = []
+        self._dir_dirty = False
+        self._closed = False
+        self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+
+    # -- opening ---------------------------------------------------------------------------
+    @classmethod
+    def open(cls, directory: Path, config: LogConfig, *, now_ms: int) -> PartitionLog:
+        """Open (creating or recovering) the log stored in ``directory``."""
+        directory.mkdir(parents=True, exist_ok=True)
+        log = cls(directory, config)
+        log._recover(now_ms)
+        return log
+
+    def _recover(self, now_ms: int) -> None:
+        interval = self.config.index_interval_bytes
+        recovery_point = read_offset(self.directory, RECOVERY_POINT)
+        stored_start = read_offset(self.directory, LOG_START_OFFSET)
+        segments, scanned = recover_segments(
+            list_segments(self.directory), recovery_point, interval
+        )
+        if not segments:
+            segments = [Segment.create(self.directory, max(stored_start or 0, 0))]
+            self._dir_dirty = True
+        active = segments[-1]
+        active.load(interval)
+        active.open_fd()
+        active.created_ms = now_ms
+        self._segments = segments
+        end = active.next_offset if active.next_offset is not None else active.base_offset
+        self._log_end_offset = end
+        self._log_start_offset = min(max(stored_start or 0, segments[0].base_offset), end)
+        # Whatever survived the scan is now made durable, so the recovery point is the end.
+        for seg in scanned:
+            if seg in segments and seg is not active:
+                fd = os.open(seg.log_path, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        os.fsync(active.open_fd())
+        _fsync_dir(self.directory)
+        self._dir_dirty = False
+        self._flushed_offset = end
+        write_offset(self.directory, RECOVERY_POINT, end)
+        self._rebuild_producer_state()
+
+    def _rebuild_producer_state(self) -> None:
+        """Replay the producer fields of every batch header (record bodies are not read)."""
+        self.producers.clear()
+        for seg in self._segments:
+            for header in seg.headers():
+                if header.producer_id >= 0:
+                    self.producers.replay(header)
+            if not seg.loaded:
+                seg.close()
+        self.producers.remove_before(self._log_start_offset)
+
+    # -- properties --------------------------------------------------------------------
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next appended record will get."""
+        return self._log_end_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        """Every offset below this one is fsynced."""
+        return self._flushed_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segments(self) -> list[Segment]:
+        """The segments, oldest first (read-only use: tests and tools)."""
+        return list(self._segments)
+
+    @property
+    def _active(self) -> Segment:
+        return self._segments[-1]
+
+    # -- appending ---------------------------------------------------------------------
+    def append(
+        self, records: bytes, now_ms: int, headers: list[BatchHeader] | None = None
+    ) -> AppendInfo:
+        """Append whole v2 batches, assigning offsets from the log end offset.
+
+        ``headers`` may be passed if the broker already ran :func:`split_batches`. Raises
+        InvalidRecords, MessageTooLarge, RecordBatchTooLarge, OutOfOrderSequence or
+        InvalidProducerEpoch (each with ``error_code``) and then writes nothing. A retried
+        idempotent batch is not written again: the result has ``duplicate=True`` and the
+        original offsets. The bytes reach the OS before returning (no fsync).
+        """
+        self._check_open()
+        if headers is None:
+            headers = split_batches(records)
+        cfg = self.config
+        for h in headers:
+            if h.size > cfg.max_message_bytes:
+                raise MessageTooLarge(
+                    f"batch of {h.size} bytes exceeds max.message.bytes {cfg.max_message_bytes}"
+                )
+            if h.size > cfg.segment_bytes:
+                raise RecordBatchTooLarge(
+                    f"batch of {h.size} bytes exceeds segment.bytes {cfg.segment_bytes}"
+                )
+        buf = bytearray(records)
+        log_append_time = now_ms if cfg.log_append_time else -1
+        offset = self._log_end_offset
+        assigned: list[BatchHeader] = []
+        for h in headers:
+            patch_base_offset(buf, h.position, offset)
+            if cfg.log_append_time:
+                patch_log_append_time(buf, h.position, now_ms)
+            assigned.append(parse_header(buf, h.position))
+            offset += h.last_offset_delta + 1
+        duplicate, staged = self.producers.check(assigned)
+        if duplicate is not None:
+            return self._duplicate_info(duplicate)
+        self._write(buf, assigned, now_ms)
+        self.producers.commit(staged)
+        with self._lock:
+            self._log_end_offset = offset
+        return AppendInfo(
+            assigned[0].base_offset, assigned[-1].last_offset, log_append_time,
+            self._log_start_offset,
+        )
+
+    def _duplicate_info(self, meta: BatchMetadata) -> AppendInfo:
+        ts = meta.timestamp if self.config.log_append_time else -1
+        return AppendInfo(
+            meta.base_offset, meta.last_offset, ts, self._log_start_offset, duplicate=True
+        )
+
+    def _write(self, buf: bytearray, headers: list[BatchHeader], now_ms: int) -> None:
+        """Write batches, rolling segments as needed; one write per segment touched."""
+        view = memoryview(buf)
+        interval = self.config.index_interval_bytes
+        chunk_start = 0
+        pending: list[BatchHeader] = []
+        for h in headers:
+            if self._should_roll(h, now_ms, pending):
+                self._write_chunk(view[chunk_start : h.position], pending, chunk_start, interval)
+                chunk_start, pending = h.position, []
+                self._roll(h.base_offset, now_ms)
+            pending.append(h)
+        self._write_chunk(view[chunk_start:], pending, chunk_start, interval)
+
+    def _write_chunk(
+        self, data: memoryview, headers: list[BatchHeader], chunk_start: int, interval: int
+    ) -> None:
+        if not headers:
+            return
+        seg = self._active
+        base_position = seg.size
+        seg.write(data)
+        for h in headers:
+            seg.note_batch(h, base_position + h.position - chunk_start, interval)
+
+    def _should_roll(self, h: BatchHeader, now_ms: int, pending: list[BatchHeader]) -> bool:
+        seg = self._active
+        pending_bytes = sum(p.size for p in pending)
+        if seg.size + pending_bytes == 0:
+            return False
+        cfg = self.config
+        if seg.size + pending_bytes + h.size > cfg.segment_bytes:
+            return True
+        index = seg.offset_index
+        if index is not None and len(index) + len(pending) >= cfg.segment_index_bytes // 8:
+            return True
+        if h.last_offset - seg.base_offset > INT32_MAX:
+            return True
+        first = seg.first_batch_timestamp
+        if first < 0 and pending:
+            first = pending[0].max_timestamp
+        if first >= 0 and h.max_timestamp >= 0:
+            elapsed = h.max_timestamp - first
+        elif seg.created_ms > 0:
+            elapsed = now_ms - seg.created_ms
+        else:
+            return False
+        return elapsed > cfg.segment_ms - cfg.segment_jitter_ms
+
+    def _roll(self, base_offset: int, now_ms: int) -> None:
+        old = self._active
+        old.persist_indexes()
+        new = Segment.create(self.directory, base_offset)
+        new.created_ms = now_ms
+        with self._lock:
+            fd = old.take_fd()
+            if fd is not None:
+                self._unsynced.append(fd)
+            self._segments.append(new)
+            self._dir_dirty = True
+        self._touch(old)
+
+    # -- flushing ----------------------------------------------------------------------
+    def flush(self) -> int:
+        """fsync everything appended so far; returns the new flushed offset.
+
+        Safe to call from a worker thread while the loop thread appends: the fsync covers
+        every write that completed before it started.
+        """
+        with self._flush_lock:
+            return self._flush_locked()
+
+    def _flush_locked(self) -> int:
+        with self._lock:
+            if self._closed:
+                return self._flushed_offset
+            target = self._log_end_offset
+            fds, self._unsynced = self._unsynced, []
+            active_fd = self._active.fd
+            dir_dirty, self._dir_dirty = self._dir_dirty, False
+            if target <= self._flushed_offset and not fds and not dir_dirty:
+                return self._flushed_offset
+        try:
+            for fd in fds:
+                os.fsync(fd)
+            if active_fd is not None:
+                os.fsync(active_fd)
+            if dir_dirty:
+                _fsync_dir(self.directory)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        with self._lock:
+            if target > self._flushed_offset:
+                self._flushed_offset = target
+        write_offset(self.directory, RECOVERY_POINT, target)
+        return target
+
+    # -- reading -----------------------------------------------------------------------
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        """Whole batches from the one containing ``offset``, up to ``max_bytes``.
+
+        At least one whole batch is returned when one exists at or after ``offset``, even
+        if it is larger than ``max_bytes``; reads stay within one segment. ``offset`` equal
+        to the log end offset gives b"", outside [log start, log end] OffsetOutOfRange.
+        """
+        self._check_open()
+        if offset < self._log_start_offset or offset > self._log_end_offset:
+            raise OffsetOutOfRange(
+                f"offset {offset} not in [{self._log_start_offset}, {self._log_end_offset}]"
+            )
+        if offset == self._log_end_offset:
+            return b""
+        for seg in self._segments[self._segment_index(offset) :]:
+            self._touch(seg)
+            data = seg.read(offset, max_bytes)
+            if data:
+                return data
+        return b""
+
+    def _segment_index(self, offset: int) -> int:
+        return max(bisect_right(self._segments, offset, key=lambda s: s.base_offset) - 1, 0)
+
+    def _touch(self, seg: Segment) -> None:
+        """Load ``seg`` and keep it among the few recently used non-active segments."""
+        seg.load(self.config.index_interval_bytes)
+        if seg is self._active:
+            return
+        self._loaded[seg.base_offset] = seg
+        self._loaded.move_to_end(seg.base_offset)
+        while len(self._loaded) > MAX_LOADED_SEGMENTS:
+            _, old = self._loaded.popitem(last=False)
+            if old is not self._active:
+                old.unload()
+
+    def _forget(self, seg: Segment) -> None:
+        self._loaded.pop(seg.base_offset, None)
+
+    # -- timestamps --------------------------------------------------------------------
+    def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the earliest record with timestamp >= ``ts_ms``.
+
+        The time index and batch max timestamps find the first batch that can hold such a
+        record; its records are then decoded (decompressing if needed) to find the exact
+        record. If decoding fails the batch's base offset and max timestamp are answered
+        (Kafka's batch-level answer). For LogAppendTime batches every record has the batch
+        max timestamp. None if no record is that recent.
+        """
+        self._check_open()
+        for seg in self._segments[self._segment_index(self._log_start_offset) :]:
+            self._touch(seg)
+            if seg.max_timestamp < ts_ms or seg.time_index is None:
+                continue
+            start = seg.time_index.start_for(ts_ms) + seg.base_offset
+            header = seg.find_position(max(start, self._log_start_offset))
+            while header is not None:
+                if header.max_timestamp >= ts_ms and header.next_offset > self._log_start_offset:
+                    return self._record_at_or_after(seg, header, ts_ms)
+                header = seg.header_at(header.end)
+        return None
+
+    def _record_at_or_after(self, seg: Segment, header: BatchHeader, ts_ms: int) -> tuple[int, int]:
+        floor = self._log_start_offset
+        fallback = (max(header.base_offset, floor), header.max_timestamp)
+        if header.timestamp_type == 1:
+            return fallback
+        try:
+            _, records = read_records(seg.pread(header.size, header.position), header)
+        except RecordDecodeError:
+            return fallback
+        for record in records:
+            ts = header.base_timestamp + record.timestamp_delta
+            offset = header.base_offset + record.offset_delta
+            if ts >= ts_ms and offset >= floor:
+                return offset, ts
+        return fallback
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with the largest timestamp, or None."""
+        self._check_open()
+        best: Segment | None = None
+        for seg in self._segments[self._segment_index(self._log_start_offset) :]:
+            self._touch(seg)
+            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
+                best = seg
+        if best is None:
+            return None
+        return self.offset_for_timestamp(best.max_timestamp)
+
+    # -- retention ---------------------------------------------------------------------
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete whole non-active segments by retention.ms, retention.bytes and the log
+        start offset; returns how many were deleted (advancing the log start offset)."""
+        self._check_open()
+        cfg = self.config
+        old = self._segments[:-1]
+        count = segments_to_delete(
+            [s.size for s in old],
+            [s.base_offset for s in self._segments[1:]],
+            lambda i: self._segment_max_timestamp(old[i]),
+            active_size=self._active.size,
+            now_ms=now_ms,
+            log_start_offset=self._log_start_offset,
+            retention_ms=cfg.retention_ms,
+            retention_bytes=cfg.retention_bytes,
+            delete_policy=cfg.delete,
+        )
+        if count:
+            self._delete_prefix(count)
+        return count
+
+    def _segment_max_timestamp(self, seg: Segment) -> int:
+        if seg.next_offset is None:
+            seg.load(self.config.index_interval_bytes)
+            if seg.base_offset not in self._loaded:
+                seg.unload()
+        if seg.max_timestamp >= 0:
+            return seg.max_timestamp
+        return int(os.stat(seg.log_path).st_mtime * 1000)  # Kafka's fallback: mtime
+
+    def _delete_prefix(self, count: int) -> None:
+        doomed = self._segments[:count]
+        new_start = max(self._log_start_offset, self._segments[count].base_offset)
+        self._set_log_start(new_start)
+        with self._lock:
+            self._segments = self._segments[count:]
+        for seg in doomed:
+            self._forget(seg)
+            seg.delete_files()
+
+    def _set_log_start(self, offset: int) -> None:
+        if offset != self._log_start_offset:
+            self._log_start_offset = offset
+            write_offset(self.directory, LOG_START_OFFSET, offset)
+            self.producers.remove_before(offset)
+
+    def delete_records(self, offset: int) -> int:
+        """Advance the log start offset to ``offset`` (DeleteRecords); returns it."""
+        self._check_open()
+        if offset > self._log_end_offset or offset < 0:
+            raise OffsetOutOfRange(f"offset {offset} beyond log end {self._log_end_offset}")
+        if offset > self._log_start_offset:
+            self._set_log_start(offset)
+            self.apply_retention_below_start()
+        return self._log_start_offset
+
+    def apply_retention_below_start(self) -> None:
+        """Delete segments wholly below the log start offset."""
+        count = 0
+        while (
+            count < len(self._segments) - 1
+            and self._segments[count + 1].base_offset <= self._log_start_offset
+        ):
+            count += 1
+        if count:
+            self._delete_prefix(count)
+
+    # -- compaction --------------------------------------------------------------------
+    def compact(self, now_ms: int) -> CompactionStats:
+        """Keep only the latest record per key in the non-active segments.
+
+        Applies when cleanup.policy contains compact, to the leading non-active segments
+        whose max timestamp is at least min.compaction.lag.ms old, once the dirty part
+        (beyond the ``cleaner-offset`` checkpoint) is at least min.cleanable.dirty.ratio of
+        them. Each segment is rewritten into ``.cleaned``, fsynced and renamed over the
+        original (crash-safe: a leftover ``.cleaned`` is deleted on open). See
+        :mod:`samsa.log.compaction` for the per-record rules.
+        """
+        self._check_open()
+        cfg = self.config
+        if not cfg.compact:
+            return CompactionStats(0, 0, 0)
+        horizon = now_ms - cfg.min_compaction_lag_ms
+        candidates: list[Segment] = []
+        for seg in self._segments[:-1]:
+            if self._segment_max_timestamp(seg) > horizon:
+                break
+            candidates.append(seg)
+        if not candidates:
+            return CompactionStats(0, 0, 0)
+        end = self._segments[len(candidates)].base_offset
+        dirty_from = read_offset(self.directory, CLEANER_OFFSET) or 0
+        total = sum(s.size for s in candidates)
+        dirty = sum(s.size for s in candidates if s.base_offset >= dirty_from)
+        if total == 0 or dirty / total < cfg.min_cleanable_dirty_ratio or dirty == 0:
+            return CompactionStats(0, 0, 0)
+        key_map: KeyMap = {}
+        for seg in candidates:
+            for header, batch in seg.batches():
+                add_to_key_map(key_map, header, batch)
+            if seg.base_offset not in self._loaded:
+                seg.close()
+        policy = CleanPolicy(key_map, now_ms - cfg.delete_retention_ms)
+        after = 0
+        for seg in candidates:
+            after += self._clean_segment(seg, policy)
+        write_offset(self.directory, CLEANER_OFFSET, end)
+        return CompactionStats(len(candidates), total, after)
+
+    def _clean_segment(self, seg: Segment, policy: CleanPolicy) -> int:
+        """Rewrite one segment through the cleaner; returns its new size."""
+        tmp = seg.log_path.with_name(seg.log_path.name + ".cleaned")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        size = 0
+        try:
+            for header, batch in seg.batches():
+                cleaned = clean_batch(header, batch, policy)
+                if cleaned is not None:
+                    size += _write_all(fd, cleaned)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._forget(seg)
+        seg.unload()
+        if size == 0 and seg is not self._segments[0]:
+            os.unlink(tmp)
+            with self._lock:
+                self._segments.remove(seg)
+            seg.delete_files()
+        else:
+            for path in (seg.index_path, seg.timeindex_path):
+                path.unlink(missing_ok=True)
+            os.replace(tmp, seg.log_path)
+            seg.size = size
+            seg.scan(self.config.index_interval_bytes)
+            seg.persist_indexes()
+            seg.unload()
+        _fsync_dir(self.directory)
+        return size
+
+    # -- truncation, closing, deletion -------------------------------------------------
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch whose last offset is >= ``offset`` (a batch is never split,
+        so the new log end offset may be below ``offset``). At or below the log start
+        offset the log is emptied and restarts at ``offset``."""
+        self._check_open()
+        with self._flush_lock:  # no fsync may run while descriptors change hands
+            if offset >= self._log_end_offset:
+                return
+            interval = self.config.index_interval_bytes
+            full = offset <= self._log_start_offset
+            idx = -1 if full else self._segment_index(offset)
+            keep, doomed = self._segments[: idx + 1], self._segments[idx + 1 :]
+            for old in doomed:
+                self._forget(old)
+                old.delete_files()
+            if full:
+                keep = [Segment.create(self.directory, offset)]
+                self._set_log_start(offset)
+            else:
+                seg = keep[-1]
+                self._forget(seg)
+                seg.load(interval)
+                header = seg.find_position(offset)
+                if header is not None:
+                    seg.truncate(header.position)
+                seg.scan(interval)
+                seg.persist_indexes()
+            active = keep[-1]
+            active.open_fd()
+            with self._lock:
+                self._segments = keep
+                end = active.next_offset
+                self._log_end_offset = end if end is not None else active.base_offset
+                self._flushed_offset = min(self._flushed_offset, self._log_end_offset)
+                self._dir_dirty = True
+            write_offset(self.directory, RECOVERY_POINT, self._flushed_offset)
+            cleaner = read_offset(self.directory, CLEANER_OFFSET)
+            if cleaner is not None and cleaner > self._log_end_offset:
+                write_offset(self.directory, CLEANER_OFFSET, self._log_end_offset)
+            self._rebuild_producer_state()
+
+    def close(self) -> None:
+        """fsync, persist indexes and checkpoints, release descriptors. Idempotent."""
+        with self._flush_lock:
+            if self._closed:
+                return
+            self._flush_locked()
+            self._active.persist_indexes()
+            with self._lock:
+                self._closed = True
+            for seg in self._segments:
+                seg.unload()
+            self._loaded.clear()
+
+    def delete(self) -> None:
+        """Close and remove the whole partition directory (DeleteTopics)."""
+        self.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError(f"log {self.directory} is closed")
+
+
+def _write_all(fd: int, data: bytes) -> int:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    return len(data)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,179 @@
+"""Idempotent-producer state: sequence and epoch checks, as Kafka 3.x does them.
+
+Pure data and functions; the partition log stages updates per append and commits them
+after the write. Rules (Kafka's ``ProducerStateEntry`` / ``ProducerAppendInfo``):
+
+* An older epoch than the producer's current one: INVALID_PRODUCER_EPOCH (47).
+* Same epoch and the same (first, last) sequence as one of the last 5 batches: a duplicate;
+  the broker answers success with that batch's original offsets.
+* Same epoch: the first sequence must follow the last one (wrapping from int32 max to 0),
+  else OUT_OF_ORDER_SEQUENCE_NUMBER (45).
+* A newer epoch must start at sequence 0, else OUT_OF_ORDER_SEQUENCE_NUMBER.
+* An unknown producer id (never seen, or its batches were all removed by retention) is
+  accepted at any sequence: since KIP-360 (Kafka 2.5) brokers no longer answer
+  UNKNOWN_PRODUCER_ID (59) on produce.
+
+Control batches (transaction markers) are not checked and do not change the state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from samsa.protocol.batch import BatchHeader
+
+from .errors import InvalidProducerEpoch, OutOfOrderSequence
+
+__all__ = [
+    "NUM_BATCHES_TO_RETAIN",
+    "BatchMetadata",
+    "ProducerEntry",
+    "ProducerStateManager",
+    "check_batch_sequence",
+    "in_sequence",
+    "next_entry",
+]
+
+NUM_BATCHES_TO_RETAIN = 5
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    """What a retried batch is recognised by, and what to answer for it."""
+
+    first_seq: int
+    last_seq: int
+    base_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerEntry:
+    producer_id: int
+    epoch: int
+    batches: tuple[BatchMetadata, ...]
+    last_timestamp: int
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+
+def in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+def check_batch_sequence(entry: ProducerEntry | None, header: BatchHeader) -> BatchMetadata | None:
+    """Validate one batch against its producer's entry.
+
+    Returns the metadata of the original batch if ``header`` is a duplicate, None if it may
+    be appended; raises :class:`InvalidProducerEpoch` or :class:`OutOfOrderSequence`.
+    """
+    if header.producer_id < 0 or header.is_control or entry is None:
+        return None
+    epoch, first_seq = header.producer_epoch, header.base_sequence
+    if epoch < entry.epoch:
+        raise InvalidProducerEpoch(
+            f"producer {header.producer_id} epoch {epoch} is older than {entry.epoch}"
+        )
+    if epoch > entry.epoch:
+        if first_seq != 0:
+            raise OutOfOrderSequence(
+                f"producer {header.producer_id} new epoch {epoch} starts at sequence "
+                f"{first_seq}, expected 0"
+            )
+        return None
+    last_seq = header.last_sequence
+    for batch in entry.batches:
+        if batch.first_seq == first_seq and batch.last_seq == last_seq:
+            return batch
+    if not in_sequence(entry.last_seq, first_seq):
+        raise OutOfOrderSequence(
+            f"producer {header.producer_id} sequence {first_seq} does not follow "
+            f"{entry.last_seq} (epoch {epoch})"
+        )
+    return None
+
+
+def next_entry(entry: ProducerEntry | None, header: BatchHeader) -> ProducerEntry | None:
+    """The entry after appending ``header`` (already carrying its final offsets)."""
+    if header.producer_id < 0 or header.is_control:
+        return entry
+    meta = BatchMetadata(
+        header.base_sequence,
+        header.last_sequence,
+        header.base_offset,
+        header.last_offset,
+        header.max_timestamp,
+    )
+    if entry is None or entry.epoch != header.producer_epoch:
+        batches: tuple[BatchMetadata, ...] = (meta,)
+    else:
+        batches = (*entry.batches, meta)[-NUM_BATCHES_TO_RETAIN:]
+    return ProducerEntry(header.producer_id, header.producer_epoch, batches, header.max_timestamp)
+
+
+class ProducerStateManager:
+    """Producer id -> entry for one partition."""
+
+    def __init__(self) -> None:
+        self.entries: dict[int, ProducerEntry] = {}
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def get(self, producer_id: int) -> ProducerEntry | None:
+        return self.entries.get(producer_id)
+
+    def check(
+        self, headers: Iterable[BatchHeader]
+    ) -> tuple[BatchMetadata | None, dict[int, ProducerEntry]]:
+        """Check batches of one append in order.
+
+        Returns (duplicate metadata or None, staged entries to :meth:`commit` after the
+        write). Raises on the first invalid batch; nothing is changed until commit.
+        """
+        staged: dict[int, ProducerEntry] = {}
+        for header in headers:
+            if header.producer_id < 0 or header.is_control:
+                continue
+            pid = header.producer_id
+            entry = staged.get(pid) or self.entries.get(pid)
+            duplicate = check_batch_sequence(entry, header)
+            if duplicate is not None:
+                return duplicate, {}
+            new = next_entry(entry, header)
+            assert new is not None
+            staged[pid] = new
+        return None, staged
+
+    def commit(self, staged: dict[int, ProducerEntry]) -> None:
+        self.entries.update(staged)
+
+    def replay(self, header: BatchHeader) -> None:
+        """Update from a batch found in the log (rebuilding state on open); no checks."""
+        new = next_entry(self.entries.get(header.producer_id), header)
+        if new is not None:
+            self.entries[header.producer_id] = new
+
+    def remove_before(self, log_start_offset: int) -> None:
+        """Forget producers whose last batch is entirely below the log start offset."""
+        self.entries = {
+            pid: e for pid, e in self.entries.items() if e.last_offset >= log_start_offset
+        }
+
+    def expire(self, now_ms: int, max_idle_ms: int) -> None:
+        """Forget producers idle longer than ``max_idle_ms`` (producer.id.expiration.ms)."""
+        self.entries = {
+            pid: e for pid, e in self.entries.items() if now_ms - e.last_timestamp <= max_idle_ms
+        }
+
+    def clear(self) -> None:
+        self.entries.clear()

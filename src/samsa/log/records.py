@@ -1,0 +1,121 @@
+"""Minimal reading of the records inside a v2 batch, for compaction and timestamp lookup.
+
+The broker never re-encodes records; compaction only needs each record's offset delta,
+timestamp delta, key and whether the value is null, plus the byte span of the record so a
+thinned batch can reuse the original bytes verbatim. kio's reader is not used because it
+truncates timestamps to whole seconds. Compressed record sections are decompressed with
+cramjam (gzip, snappy raw or xerial-framed, lz4 frame, zstd).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import cramjam
+
+from samsa.protocol.batch import BATCH_OVERHEAD, BatchHeader
+
+__all__ = ["RawRecord", "decompress", "read_records"]
+
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_INT32 = struct.Struct(">i")
+
+
+class RecordDecodeError(ValueError):
+    """The records section of a batch cannot be decoded."""
+
+
+@dataclass(frozen=True, slots=True)
+class RawRecord:
+    """One record: deltas relative to the batch, key, value nullness and its byte span."""
+
+    offset_delta: int
+    timestamp_delta: int
+    key: bytes | None
+    value_is_null: bool
+    start: int
+    end: int
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """Zigzag varint/varlong at ``pos`` -> (value, next position)."""
+    result = 0
+    shift = 0
+    while True:
+        if pos >= len(buf):
+            raise RecordDecodeError("varint runs past the end")
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise RecordDecodeError("varint too long")
+
+
+def _xerial_snappy(data: bytes) -> bytes:
+    out = bytearray()
+    pos = 16  # magic(8) + version(4) + compatible version(4)
+    while pos < len(data):
+        if pos + 4 > len(data):
+            raise RecordDecodeError("truncated xerial snappy block")
+        (size,) = _INT32.unpack_from(data, pos)
+        pos += 4
+        if size < 0 or pos + size > len(data):
+            raise RecordDecodeError("bad xerial snappy block size")
+        out += bytes(cramjam.snappy.decompress_raw(data[pos : pos + size]))
+        pos += size
+    return bytes(out)
+
+
+def decompress(codec: int, data: bytes) -> bytes:
+    """Decompress a records section; RecordDecodeError for unknown codecs or bad data."""
+    try:
+        if codec == 0:
+            return data
+        if codec == 1:
+            return bytes(cramjam.gzip.decompress(data))
+        if codec == 2:
+            if data.startswith(_XERIAL_MAGIC):
+                return _xerial_snappy(data)
+            return bytes(cramjam.snappy.decompress_raw(data))
+        if codec == 3:
+            return bytes(cramjam.lz4.decompress(data))
+        if codec == 4:
+            return bytes(cramjam.zstd.decompress(data))
+    except RecordDecodeError:
+        raise
+    except Exception as exc:  # cramjam raises its own DecompressionError
+        raise RecordDecodeError(f"cannot decompress codec {codec}: {exc}") from exc
+    raise RecordDecodeError(f"unknown compression codec {codec}")
+
+
+def read_records(batch: bytes, header: BatchHeader) -> tuple[bytes, list[RawRecord]]:
+    """Decode the records of ``batch`` (one whole batch starting at index 0).
+
+    Returns the (decompressed) records section and the records; spans index that section.
+    """
+    section = decompress(header.compression, batch[BATCH_OVERHEAD : header.size])
+    records: list[RawRecord] = []
+    pos = 0
+    for _ in range(header.record_count):
+        length, body = _varint(section, pos)
+        end = body + length
+        if length < 0 or end > len(section):
+            raise RecordDecodeError("record length past the end of the batch")
+        cur = body + 1  # attributes int8
+        ts_delta, cur = _varint(section, cur)
+        off_delta, cur = _varint(section, cur)
+        key_len, cur = _varint(section, cur)
+        key: bytes | None = None
+        if key_len >= 0:
+            key = section[cur : cur + key_len]
+            cur += key_len
+        value_len, cur = _varint(section, cur)
+        if cur > end or (value_len > 0 and cur + value_len > end):
+            raise RecordDecodeError("record fields past the record length")
+        records.append(RawRecord(off_delta, ts_delta, key, value_len < 0, pos, end))
+        pos = end
+    return section, records
