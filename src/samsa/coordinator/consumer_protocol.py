@@ -1,0 +1,46 @@
+"""The one piece of the consumer protocol the broker reads: subscribed topics.
+
+Every ConsumerProtocolSubscription version starts with the v0 layout
+``{version int16, topics [string], user_data nullable bytes}``, so the topic list is
+readable whatever the client's version.
+"""
+
+from __future__ import annotations
+
+import struct
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
+
+
+def subscribed_topics(metadata: bytes) -> frozenset[str] | None:
+    """Topics of a consumer subscription; ``None`` if the bytes cannot be parsed."""
+    try:
+        pos = 2
+        (count,) = struct.unpack_from(">i", metadata, pos)
+        pos += 4
+        if count < 0:
+            return None
+        topics: set[str] = set()
+        for _ in range(count):
+            (n,) = struct.unpack_from(">h", metadata, pos)
+            pos += 2
+            if n < 0 or pos + n > len(metadata):
+                return None
+            topics.add(metadata[pos : pos + n].decode("utf-8"))
+            pos += n
+        return frozenset(topics)
+    except (struct.error, UnicodeDecodeError):
+        return None
+
+
+def encode_subscription(topics: list[str], user_data: bytes | None = None) -> bytes:
+    """A v0 subscription (used by tests and the simulation)."""
+    parts = [struct.pack(">hi", 0, len(topics))]
+    for t in topics:
+        raw = t.encode("utf-8")
+        parts.append(struct.pack(">h", len(raw)) + raw)
+    if user_data is None:
+        parts.append(struct.pack(">i", -1))
+    else:
+        parts.append(struct.pack(">i", len(user_data)) + user_data)
+    return b"".join(parts)

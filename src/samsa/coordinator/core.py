@@ -1,0 +1,185 @@
+"""Shard state and the primitives every handler uses.
+
+Hard state (:class:`HardState`) is exactly what the ``__consumer_offsets`` records say: the
+latest group metadata value per group and the latest committed offset per partition. It
+changes only in :meth:`HardState.replay`. Soft state is the live groups (:class:`Group`),
+their parked requests, and the shard's timer deadlines.
+
+How results are applied: a handler mutates soft state and calls :meth:`ShardCore.write`,
+which encodes the record, appends it to the call's result and immediately replays it into
+hard state. The edge appends ``Result.records`` to the log and only then delivers
+``Result.replies``. If the append fails, the edge restores the shard with
+``revert_to(snapshot)`` (taken before the call) and answers the failed request with an error;
+replies to other requests in the failed result are dropped, because those requests are
+parked again in the restored state.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from samsa.coordinator.config import CoordinatorConfig
+from samsa.coordinator.group import Group
+from samsa.coordinator.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    decode_group_metadata_value,
+    decode_key,
+    decode_offset_commit_value,
+    encode_group_metadata_key,
+    encode_group_metadata_value,
+    encode_offset_commit_key,
+    encode_offset_commit_value,
+)
+from samsa.coordinator.responses import Response
+from samsa.coordinator.result import Record, Reply, Result
+from samsa.coordinator.state import GroupState
+from samsa.coordinator.timers import Timer, TimerKey, TimerKind
+
+TopicPartition = tuple[str, int]
+MemberIdFactory = Callable[[str], str]
+
+
+def default_member_id(prefix: str) -> str:
+    """Kafka's member ids: ``<client id or group instance id>-<uuid4>``."""
+    return f"{prefix}-{uuid.uuid4()}"
+
+
+@dataclass
+class HardState:
+    """The persisted state of one shard, rebuilt by replaying its records."""
+
+    groups: dict[str, GroupMetadataValue] = field(default_factory=dict)
+    offsets: dict[str, dict[TopicPartition, OffsetCommitValue]] = field(default_factory=dict)
+
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        """Apply one record; records of types this coordinator does not own are skipped."""
+        decoded = decode_key(key)
+        if isinstance(decoded, OffsetCommitKey):
+            tp = (decoded.topic, decoded.partition)
+            if value is None:
+                offsets = self.offsets.get(decoded.group)
+                if offsets is not None:
+                    offsets.pop(tp, None)
+                    if not offsets:
+                        del self.offsets[decoded.group]
+            else:
+                self.offsets.setdefault(decoded.group, {})[tp] = decode_offset_commit_value(value)
+        elif isinstance(decoded, GroupMetadataKey):
+            if value is None:
+                self.groups.pop(decoded.group, None)
+            else:
+                self.groups[decoded.group] = decode_group_metadata_value(value)
+
+    def group_ids(self) -> list[str]:
+        return list(dict.fromkeys([*self.groups, *self.offsets]))
+
+    def copy(self) -> HardState:
+        return HardState(dict(self.groups), {g: dict(o) for g, o in self.offsets.items()})
+
+
+class ShardCore:
+    """State of one ``__consumer_offsets`` partition plus record/reply/timer primitives."""
+
+    def __init__(
+        self,
+        partition: int,
+        config: CoordinatorConfig,
+        timer: Timer,
+        member_id_factory: MemberIdFactory = default_member_id,
+    ) -> None:
+        self.partition = partition
+        self.config = config
+        self.timer = timer
+        self.new_member_id = member_id_factory
+        self.hard = HardState()
+        self.groups: dict[str, Group] = {}
+        self.deadlines: dict[TimerKey, int] = {}
+        self.now_ms = 0
+        self._records: list[Record] = []
+        self._replies: list[Reply] = []
+
+    # ------------------------------------------------------------------ call framing
+
+    def _begin(self, now_ms: int) -> None:
+        self.now_ms = now_ms
+        self._records = []
+        self._replies = []
+
+    def _end(self) -> Result:
+        result = Result(tuple(self._records), tuple(self._replies))
+        self._records = []
+        self._replies = []
+        return result
+
+    # ------------------------------------------------------------------ records
+
+    def write(self, key: bytes, value: bytes | None) -> None:
+        self._records.append(Record(key, value, self.partition))
+        self.hard.replay(key, value)
+
+    def write_group(self, group: Group, assignments: dict[str, bytes]) -> None:
+        value = encode_group_metadata_value(group.to_record(assignments))
+        self.write(encode_group_metadata_key(group.group_id), value)
+
+    def write_group_tombstone(self, group_id: str) -> None:
+        self.write(encode_group_metadata_key(group_id), None)
+
+    def write_offset(self, group_id: str, tp: TopicPartition, value: OffsetCommitValue) -> None:
+        key = encode_offset_commit_key(group_id, tp[0], tp[1])
+        self.write(key, encode_offset_commit_value(value))
+
+    def write_offset_tombstone(self, group_id: str, tp: TopicPartition) -> None:
+        self.write(encode_offset_commit_key(group_id, tp[0], tp[1]), None)
+
+    def offsets_of(self, group_id: str) -> dict[TopicPartition, OffsetCommitValue]:
+        return self.hard.offsets.get(group_id, {})
+
+    # ------------------------------------------------------------------ replies
+
+    def reply(self, token: object, response: Response) -> None:
+        self._replies.append(Reply(token, response))
+
+    # ------------------------------------------------------------------ timers
+
+    def key(self, kind: TimerKind, group_id: str = "", member_id: str = "") -> TimerKey:
+        return TimerKey(self.partition, kind, group_id, member_id)
+
+    def schedule(self, kind: TimerKind, group_id: str, member_id: str, delay_ms: int) -> None:
+        key = self.key(kind, group_id, member_id)
+        deadline = self.now_ms + max(delay_ms, 0)
+        self.deadlines[key] = deadline
+        self.timer.schedule(key, deadline)
+
+    def cancel(self, kind: TimerKind, group_id: str, member_id: str = "") -> None:
+        key = self.key(kind, group_id, member_id)
+        if self.deadlines.pop(key, None) is not None:
+            self.timer.cancel(key)
+
+    def is_scheduled(self, kind: TimerKind, group_id: str, member_id: str = "") -> bool:
+        return self.key(kind, group_id, member_id) in self.deadlines
+
+    def cancel_group_timers(self, group_id: str) -> None:
+        for key in [k for k in self.deadlines if k.group_id == group_id and k.group_id]:
+            del self.deadlines[key]
+            self.timer.cancel(key)
+
+    # ------------------------------------------------------------------ groups
+
+    def create_group(self, group_id: str) -> Group:
+        group = Group(group_id, state_timestamp=self.now_ms)
+        self.groups[group_id] = group
+        return group
+
+    def transition(self, group: Group, target: GroupState) -> None:
+        group.transition(target, self.now_ms)
+
+    def remove_group(self, group: Group) -> None:
+        """Mark ``group`` Dead and forget its soft state and timers."""
+        self.transition(group, GroupState.DEAD)
+        self.cancel_group_timers(group.group_id)
+        self.groups.pop(group.group_id, None)

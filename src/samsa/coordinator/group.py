@@ -1,0 +1,279 @@
+"""The live (soft) model of one classic group and its members.
+
+Everything here is in-memory state beside the persisted records: parked requests (tokens),
+pending members, join/sync bookkeeping. The persisted projection is :meth:`Group.to_record`.
+Methods mirror Kafka's ``GroupMetadata``/``ClassicGroup``; they never emit records, replies or
+timers (the procedures in :mod:`samsa.coordinator.rebalance` do that).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from samsa.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
+from samsa.coordinator.records import GroupMetadataValue, MemberMetadataValue
+from samsa.coordinator.state import GroupState, apply_transition
+
+Protocols = tuple[tuple[str, bytes], ...]
+
+
+@dataclass
+class Member:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    protocols: Protocols
+    assignment: bytes = b""
+    is_new: bool = False
+    awaiting_join: bool = False
+    join_token: object = None
+    awaiting_sync: bool = False
+    sync_token: object = None
+
+    @property
+    def is_static(self) -> bool:
+        return self.group_instance_id is not None
+
+    def protocol_names(self) -> list[str]:
+        return [name for name, _ in self.protocols]
+
+    def metadata(self, protocol: str) -> bytes:
+        for name, data in self.protocols:
+            if name == protocol:
+                return data
+        raise KeyError(f"member {self.member_id} does not support protocol {protocol}")
+
+    def matches(self, protocols: Protocols) -> bool:
+        return tuple(protocols) == tuple(self.protocols)
+
+    def vote(self, candidates: set[str]) -> str:
+        for name, _ in self.protocols:
+            if name in candidates:
+                return name
+        raise ValueError(f"member {self.member_id} supports none of {sorted(candidates)}")
+
+
+@dataclass
+class Group:
+    group_id: str
+    state: GroupState = GroupState.EMPTY
+    state_timestamp: int | None = None
+    generation: int = 0
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)
+    pending_members: dict[str, None] = field(default_factory=dict)
+    pending_sync: dict[str, None] = field(default_factory=dict)
+    #: initial-delay bookkeeping (Kafka's InitialDelayedJoin)
+    new_member_added: bool = False
+    initial_delay_ms: int = 0
+    initial_remaining_ms: int = 0
+    subscribed_topics: frozenset[str] | None = None
+
+    # ------------------------------------------------------------------ state
+
+    def transition(self, target: GroupState, now_ms: int) -> None:
+        self.state = apply_transition(self.state, target)
+        self.state_timestamp = now_ms
+
+    def is_(self, *states: GroupState) -> bool:
+        return self.state in states
+
+    # ------------------------------------------------------------------ membership
+
+    def add(self, member: Member) -> None:
+        if not self.members:
+            self.protocol_type = member.protocol_type
+        self.members[member.member_id] = member
+        if member.group_instance_id is not None:
+            self.static_members[member.group_instance_id] = member.member_id
+        if self.leader_id is None:
+            self.leader_id = member.member_id
+        self.pending_members.pop(member.member_id, None)
+
+    def remove(self, member_id: str) -> Member | None:
+        member = self.members.pop(member_id, None)
+        instance_id = member.group_instance_id if member is not None else None
+        if instance_id is not None and self.static_members.get(instance_id) == member_id:
+            del self.static_members[instance_id]
+        if self.leader_id == member_id:
+            self.leader_id = next(iter(self.members), None)
+        self.pending_members.pop(member_id, None)
+        self.pending_sync.pop(member_id, None)
+        return member
+
+    def replace_static_member(self, instance_id: str, old_id: str, new_id: str) -> Member:
+        """Re-key a static member under ``new_id`` (callers answer the old parked requests)."""
+        member = self.members.pop(old_id)
+        member.member_id = new_id
+        self.members[new_id] = member
+        if self.leader_id == old_id:
+            self.leader_id = new_id
+        self.static_members[instance_id] = new_id
+        if old_id in self.pending_sync:
+            del self.pending_sync[old_id]
+            self.pending_sync[new_id] = None
+        return member
+
+    def has_static(self, instance_id: str | None) -> bool:
+        return instance_id is not None and instance_id in self.static_members
+
+    def is_static_fenced(self, instance_id: str | None, member_id: str) -> bool:
+        if instance_id is None:
+            return False
+        current = self.static_members.get(instance_id)
+        return current is not None and current != member_id
+
+    def is_leader(self, member_id: str) -> bool:
+        return self.leader_id == member_id
+
+    def num_awaiting_join(self) -> int:
+        return sum(1 for m in self.members.values() if m.awaiting_join)
+
+    def has_all_members_joined(self) -> bool:
+        return len(self.members) == self.num_awaiting_join() and not self.pending_members
+
+    def not_yet_rejoined(self) -> list[Member]:
+        return [m for m in self.members.values() if not m.awaiting_join]
+
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def elect_joined_leader(self) -> bool:
+        """Kafka's ``maybeElectNewJoinedLeader``: keep a rejoined leader, else pick any
+        rejoined member; False if there is no leader or nobody rejoined."""
+        if self.leader_id is None:
+            return False
+        leader = self.members.get(self.leader_id)
+        if leader is not None and leader.awaiting_join:
+            return True
+        for member in self.members.values():
+            if member.awaiting_join:
+                self.leader_id = member.member_id
+                return True
+        return False
+
+    # ------------------------------------------------------------------ protocols
+
+    def supports_protocols(self, protocol_type: str, names: list[str]) -> bool:
+        if self.state is GroupState.EMPTY:
+            return bool(protocol_type) and bool(names)
+        if self.protocol_type != protocol_type:
+            return False
+        return not self.members or any(n in self.candidate_protocols() for n in names)
+
+    def candidate_protocols(self) -> set[str]:
+        counts: dict[str, int] = {}
+        for m in self.members.values():
+            for name in set(m.protocol_names()):
+                counts[name] = counts.get(name, 0) + 1
+        return {name for name, c in counts.items() if c == len(self.members)}
+
+    def select_protocol(self) -> str:
+        """Every member votes for its first candidate; most votes wins, ties go to the
+        protocol that got its first vote earliest (member insertion order)."""
+        if not self.members:
+            raise ValueError("cannot select a protocol for an empty group")
+        candidates = self.candidate_protocols()
+        votes: dict[str, int] = {}
+        for m in self.members.values():
+            choice = m.vote(candidates)
+            votes[choice] = votes.get(choice, 0) + 1
+        best = max(votes.values())
+        return next(name for name, n in votes.items() if n == best)
+
+    def compute_subscribed_topics(self) -> frozenset[str] | None:
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return None
+        if not self.members:
+            return frozenset()
+        if self.protocol_name is None:
+            return None
+        topics: set[str] = set()
+        for m in self.members.values():
+            parsed = subscribed_topics(m.metadata(self.protocol_name))
+            if parsed is None:
+                return None
+            topics |= parsed
+        return frozenset(topics)
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        return self.subscribed_topics is not None and topic in self.subscribed_topics
+
+    # ------------------------------------------------------------------ persistence
+
+    def to_record(self, assignments: dict[str, bytes]) -> GroupMetadataValue:
+        """The group metadata value Kafka writes for this group and ``assignments``."""
+        protocol = self.protocol_name
+        return GroupMetadataValue(
+            protocol_type=self.protocol_type or "",
+            generation=self.generation,
+            protocol=protocol,
+            leader=self.leader_id,
+            current_state_timestamp=-1 if self.state_timestamp is None else self.state_timestamp,
+            members=tuple(
+                MemberMetadataValue(
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    rebalance_timeout=m.rebalance_timeout_ms,
+                    session_timeout=m.session_timeout_ms,
+                    subscription=m.metadata(protocol) if protocol is not None else b"",
+                    assignment=assignments.get(m.member_id, b""),
+                )
+                for m in self.members.values()
+            ),
+        )
+
+    @classmethod
+    def from_record(cls, group_id: str, value: GroupMetadataValue | None) -> Group:
+        """A loaded group: Stable with its members, or Empty (Kafka's ``loadGroup``)."""
+        group = cls(group_id)
+        if value is None:
+            return group
+        group.generation = value.generation
+        group.protocol_type = value.protocol_type or None
+        group.protocol_name = value.protocol
+        group.leader_id = value.leader
+        group.state_timestamp = (
+            None if value.current_state_timestamp == -1 else value.current_state_timestamp
+        )
+        for mv in value.members:
+            protocols: Protocols = ((value.protocol or "", mv.subscription),)
+            member = Member(
+                member_id=mv.member_id,
+                group_instance_id=mv.group_instance_id,
+                client_id=mv.client_id,
+                client_host=mv.client_host,
+                rebalance_timeout_ms=mv.rebalance_timeout,
+                session_timeout_ms=mv.session_timeout,
+                protocol_type=value.protocol_type,
+                protocols=protocols,
+                assignment=mv.assignment,
+            )
+            group.members[member.member_id] = member
+            if member.group_instance_id is not None:
+                group.static_members[member.group_instance_id] = member.member_id
+        if group.members:
+            group.state = GroupState.STABLE
+            if group.leader_id not in group.members:
+                group.leader_id = next(iter(group.members))
+        group.subscribed_topics = group.compute_subscribed_topics()
+        return group
+
+    def clone(self) -> Group:
+        """A copy whose members can be mutated independently (tokens are shared)."""
+        return replace(
+            self,
+            members={k: replace(m) for k, m in self.members.items()},
+            static_members=dict(self.static_members),
+            pending_members=dict(self.pending_members),
+            pending_sync=dict(self.pending_sync),
+        )

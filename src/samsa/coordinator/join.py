@@ -1,0 +1,191 @@
+"""JoinGroup (API key 11): new members, known members, static members.
+
+Order of checks follows Kafka's ``handleJoinGroup``: session timeout bounds, group lookup
+(only a member without id may create a group), group size, then the new-member or
+known-member path; finally the join phase is completed if everyone is in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kio.schema.errors import ErrorCode
+
+from samsa.coordinator import rebalance as rb
+from samsa.coordinator.core import ShardCore
+from samsa.coordinator.events import UNKNOWN_MEMBER_ID, JoinGroup
+from samsa.coordinator.group import Group, Member
+from samsa.coordinator.responses import JoinGroupResponse, SyncGroupResponse
+from samsa.coordinator.state import GroupState
+from samsa.coordinator.timers import TimerKind
+
+S = GroupState
+E = ErrorCode
+
+
+def handle_join(core: ShardCore, ev: JoinGroup, token: object) -> None:
+    cfg = core.config
+    if not cfg.min_session_timeout_ms <= ev.session_timeout_ms <= cfg.max_session_timeout_ms:
+        core.reply(token, JoinGroupResponse(E.invalid_session_timeout, ev.member_id))
+        return
+    is_new = ev.member_id == UNKNOWN_MEMBER_ID
+    group = core.groups.get(ev.group_id)
+    if group is None:
+        if not is_new:
+            core.reply(token, JoinGroupResponse(E.unknown_member_id, ev.member_id))
+            return
+        group = core.create_group(ev.group_id)
+    if not _accept_joining_member(core, group, ev.member_id):
+        rb.remove_member(core, group, ev.member_id)
+        core.reply(token, JoinGroupResponse(E.group_max_size_reached, UNKNOWN_MEMBER_ID))
+    elif is_new:
+        _join_new_member(core, group, ev, token)
+    else:
+        _join_known_member(core, group, ev, token)
+    rb.try_complete_join(core, group)
+
+
+def _accept_joining_member(core: ShardCore, group: Group, member_id: str) -> bool:
+    max_size = core.config.max_size
+    member = group.members.get(member_id)
+    if group.is_(S.EMPTY, S.DEAD):
+        return True
+    if group.is_(S.PREPARING_REBALANCE):
+        return (member is not None and member.awaiting_join) or group.num_awaiting_join() < max_size
+    return member is not None or len(group.members) < max_size
+
+
+def _new_member(ev: JoinGroup, member_id: str, instance_id: str | None) -> Member:
+    return Member(
+        member_id=member_id,
+        group_instance_id=instance_id,
+        client_id=ev.client_id,
+        client_host=ev.client_host,
+        rebalance_timeout_ms=ev.rebalance_timeout_ms,
+        session_timeout_ms=ev.session_timeout_ms,
+        protocol_type=ev.protocol_type,
+        protocols=tuple(ev.protocols),
+    )
+
+
+def _protocol_names(ev: JoinGroup) -> list[str]:
+    return [name for name, _ in ev.protocols]
+
+
+# ---------------------------------------------------------------------- new members
+
+
+def _join_new_member(core: ShardCore, group: Group, ev: JoinGroup, token: object) -> None:
+    if group.is_(S.DEAD):
+        core.reply(token, JoinGroupResponse(E.coordinator_not_available, UNKNOWN_MEMBER_ID))
+        return
+    if not group.supports_protocols(ev.protocol_type, _protocol_names(ev)):
+        core.reply(token, JoinGroupResponse(E.inconsistent_group_protocol, UNKNOWN_MEMBER_ID))
+        return
+    instance_id = ev.group_instance_id
+    new_id = core.new_member_id(instance_id if instance_id is not None else ev.client_id)
+    if instance_id is not None:
+        if group.has_static(instance_id):
+            _static_member_rejoin(core, group, ev, new_id, token)
+        else:
+            rb.add_member_and_rebalance(core, group, _new_member(ev, new_id, instance_id), token)
+    elif ev.require_known_member_id:
+        group.pending_members[new_id] = None
+        core.schedule(TimerKind.PENDING_MEMBER, group.group_id, new_id, ev.session_timeout_ms)
+        core.reply(token, JoinGroupResponse(E.member_id_required, new_id))
+    else:
+        rb.add_member_and_rebalance(core, group, _new_member(ev, new_id, None), token)
+
+
+def _static_member_rejoin(
+    core: ShardCore, group: Group, ev: JoinGroup, new_id: str, token: object
+) -> None:
+    """A known group.instance.id rejoins without member id: fence the old id, keep the
+    member, and rebalance only if the group's protocol would change."""
+    assert ev.group_instance_id is not None
+    old_id = group.static_members[ev.group_instance_id]
+    previous_leader = group.leader_id or ""
+    member = group.members[old_id]
+    rb.answer_join(core, member, JoinGroupResponse(E.fenced_instance_id, old_id))
+    rb.answer_sync(core, member, SyncGroupResponse(E.fenced_instance_id))
+    core.cancel(TimerKind.SESSION, group.group_id, old_id)
+    group.replace_static_member(ev.group_instance_id, old_id, new_id)
+    rb.schedule_heartbeat(core, group, member)
+    rb.update_member(member, ev.protocols, ev.rebalance_timeout_ms, ev.session_timeout_ms)
+    rb.park_join(core, member, token)
+
+    if group.is_(S.STABLE):
+        if group.protocol_name == group.select_protocol():
+            _static_rejoin_without_rebalance(core, group, member, ev, previous_leader)
+        else:
+            rb.maybe_prepare_rebalance(core, group)
+    elif group.is_(S.COMPLETING_REBALANCE):
+        rb.prepare_rebalance(core, group)
+    elif not group.is_(S.PREPARING_REBALANCE):
+        raise AssertionError(f"static member in a {group.state.value} group")
+
+
+def _static_rejoin_without_rebalance(
+    core: ShardCore, group: Group, member: Member, ev: JoinGroup, previous_leader: str
+) -> None:
+    core.write_group(group, {mid: m.assignment for mid, m in group.members.items()})
+    if ev.supports_skip_assignment:
+        is_leader = group.is_leader(member.member_id)
+        response = rb.join_response(group, member, skip_assignment=is_leader)
+    else:
+        # Before v9 the old leader id is returned so a rejoining leader does not assign.
+        response = replace(rb.join_response(group, member), leader=previous_leader, members=())
+    rb.answer_join(core, member, response)
+
+
+# ---------------------------------------------------------------------- known members
+
+
+def _join_known_member(core: ShardCore, group: Group, ev: JoinGroup, token: object) -> None:
+    mid = ev.member_id
+    if group.is_(S.DEAD):
+        core.reply(token, JoinGroupResponse(E.coordinator_not_available, mid))
+    elif not group.supports_protocols(ev.protocol_type, _protocol_names(ev)):
+        core.reply(token, JoinGroupResponse(E.inconsistent_group_protocol, mid))
+    elif mid in group.pending_members:
+        if ev.group_instance_id is not None:
+            # Kafka raises IllegalStateException here: a pending member is never static.
+            core.reply(token, JoinGroupResponse(E.unknown_server_error, mid))
+            return
+        rb.add_member_and_rebalance(core, group, _new_member(ev, mid, None), token)
+    elif group.is_static_fenced(ev.group_instance_id, mid):
+        core.reply(token, JoinGroupResponse(E.fenced_instance_id, mid))
+    elif mid not in group.members or (
+        ev.group_instance_id is not None and not group.has_static(ev.group_instance_id)
+    ):
+        core.reply(token, JoinGroupResponse(E.unknown_member_id, mid))
+    else:
+        _rejoin(core, group, group.members[mid], ev, token)
+
+
+def _rejoin(core: ShardCore, group: Group, member: Member, ev: JoinGroup, token: object) -> None:
+    def rebalance() -> None:
+        rb.update_member_and_rebalance(
+            core,
+            group,
+            member,
+            ev.protocols,
+            ev.rebalance_timeout_ms,
+            ev.session_timeout_ms,
+            token,
+        )
+
+    if group.is_(S.PREPARING_REBALANCE):
+        rebalance()
+    elif group.is_(S.COMPLETING_REBALANCE):
+        if member.matches(ev.protocols):
+            core.reply(token, rb.join_response(group, member))
+        else:
+            rebalance()
+    elif group.is_(S.STABLE):
+        if group.is_leader(member.member_id) or not member.matches(ev.protocols):
+            rebalance()
+        else:
+            core.reply(token, rb.join_response(group, member))
+    else:
+        core.reply(token, JoinGroupResponse(E.unknown_member_id, member.member_id))

@@ -1,0 +1,215 @@
+"""The coordinator of one node: the shards (``__consumer_offsets`` partitions) it owns.
+
+Nothing here assumes one node owns every shard: a group whose shard is not loaded here is
+answered NOT_COORDINATOR, one whose shard is loading COORDINATOR_LOAD_IN_PROGRESS.
+Multi-group requests (OffsetFetch v8+, DescribeGroups, DeleteGroups, ListGroups) are split
+per group, handled by each group's shard and merged in request order; their records carry
+each shard's partition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+
+from samsa.coordinator.answers import error_response, status_error_response
+from samsa.coordinator.config import CoordinatorConfig
+from samsa.coordinator.core import MemberIdFactory, default_member_id
+from samsa.coordinator.events import (
+    DeleteGroups,
+    DescribeGroups,
+    Event,
+    FetchGroup,
+    ListGroups,
+    OffsetFetch,
+)
+from samsa.coordinator.hashing import partition_for
+from samsa.coordinator.responses import (
+    DeletedGroup,
+    DeleteGroupsResponse,
+    DescribedGroup,
+    DescribeGroupsResponse,
+    FetchedGroup,
+    ListedGroup,
+    ListGroupsResponse,
+    OffsetFetchResponse,
+    Response,
+)
+from samsa.coordinator.result import EMPTY_RESULT, Record, Reply, Result
+from samsa.coordinator.shard import CoordinatorShard, ShardSnapshot, ShardStatus
+from samsa.coordinator.timers import Timer, TimerKey
+
+E = ErrorCode
+
+_Split = Callable[[Event], list[tuple[str, Event]]]
+
+
+@dataclass(frozen=True)
+class CoordinatorSnapshot:
+    shards: dict[int, ShardSnapshot]
+
+
+class Coordinator:
+    """Owns shards; routes requests and timer expiries to them."""
+
+    def __init__(
+        self,
+        config: CoordinatorConfig,
+        timer: Timer,
+        member_id_factory: MemberIdFactory = default_member_id,
+    ) -> None:
+        self.config = config
+        self.timer = timer
+        self.member_id_factory = member_id_factory
+        self.shards: dict[int, CoordinatorShard] = {}
+
+    # ------------------------------------------------------------------ routing
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.config.offsets_topic_num_partitions)
+
+    def shard_for(self, group_id: str) -> CoordinatorShard | None:
+        return self.shards.get(self.partition_for(group_id))
+
+    def coordinator_error(self, group_id: str) -> int:
+        """FindCoordinator's answer for a group on this node: NONE, LOAD_IN_PROGRESS or
+        NOT_COORDINATOR."""
+        shard = self.shard_for(group_id)
+        if shard is None or shard.status is ShardStatus.UNLOADED:
+            return E.not_coordinator
+        if shard.status is ShardStatus.LOADING:
+            return E.coordinator_load_in_progress
+        return E.none
+
+    # ------------------------------------------------------------------ shard lifecycle
+
+    def begin_load(self, partition: int) -> CoordinatorShard:
+        """Create a LOADING shard; feed it with ``shard.replay(key, value)``."""
+        shard = CoordinatorShard(partition, self.config, self.timer, self.member_id_factory)
+        self.shards[partition] = shard
+        return shard
+
+    def finish_load(self, partition: int, now_ms: int) -> Result:
+        return self.shards[partition].finish_load(now_ms)
+
+    def load(
+        self, partition: int, records: Iterable[tuple[bytes, bytes | None]], now_ms: int
+    ) -> Result:
+        return self.begin_load(partition).load(records, now_ms)
+
+    def unload(self, partition: int) -> Result:
+        shard = self.shards.pop(partition, None)
+        return EMPTY_RESULT if shard is None else shard.unload()
+
+    # ------------------------------------------------------------------ requests
+
+    def handle(self, event: Event, now_ms: int, reply_to: object = None) -> Result:
+        if isinstance(event, ListGroups):
+            return self._list_groups(event, now_ms, reply_to)
+        if isinstance(event, OffsetFetch):
+            return self._per_group(event, now_ms, reply_to, _split_fetch)
+        if isinstance(event, DescribeGroups):
+            return self._per_group(event, now_ms, reply_to, _split_describe)
+        if isinstance(event, DeleteGroups):
+            return self._per_group(event, now_ms, reply_to, _split_delete)
+        shard = self.shard_for(event.group_id)
+        if shard is None:
+            return Result((), (Reply(reply_to, status_error_response(event, E.not_coordinator)),))
+        return shard.handle(event, now_ms, reply_to)
+
+    def _per_group(
+        self,
+        event: OffsetFetch | DescribeGroups | DeleteGroups,
+        now_ms: int,
+        reply_to: object,
+        split: _Split,
+    ) -> Result:
+        records: list[Record] = []
+        items: list[object] = []
+        for gid, sub in split(event):
+            shard = self.shard_for(gid)
+            if shard is None:
+                response = error_response(sub, E.not_coordinator)
+            else:
+                result = shard.handle(sub, now_ms, None)
+                records.extend(result.records)
+                response = result.replies[0].response
+            items.append(_only_item(response))
+        return Result(tuple(records), (Reply(reply_to, _merge(event, items)),))
+
+    def _list_groups(self, event: ListGroups, now_ms: int, reply_to: object) -> Result:
+        groups: list[ListedGroup] = []
+        error = E.none
+        for shard in self.shards.values():
+            if shard.status is ShardStatus.LOADING:
+                error = E.coordinator_load_in_progress
+            elif shard.status is ShardStatus.ACTIVE:
+                reply = shard.handle(event, now_ms, None).replies[0].response
+                assert isinstance(reply, ListGroupsResponse)
+                groups.extend(reply.groups)
+        return Result((), (Reply(reply_to, ListGroupsResponse(error, tuple(groups))),))
+
+    # ------------------------------------------------------------------ timers
+
+    def fire(self, key: TimerKey, now_ms: int) -> Result:
+        shard = self.shards.get(key.partition)
+        return EMPTY_RESULT if shard is None else shard.fire(key, now_ms)
+
+    def expire_offsets(self, now_ms: int) -> Result:
+        result = EMPTY_RESULT
+        for shard in self.shards.values():
+            result = result + shard.expire_offsets(now_ms)
+        return result
+
+    # ------------------------------------------------------------------ snapshots
+
+    def snapshot(self, partitions: Iterable[int] | None = None) -> CoordinatorSnapshot:
+        """Snapshot the given shards (all by default) before a call."""
+        wanted = self.shards.keys() if partitions is None else partitions
+        return CoordinatorSnapshot(
+            {p: self.shards[p].snapshot() for p in wanted if p in self.shards}
+        )
+
+    def revert_to(self, snap: CoordinatorSnapshot) -> None:
+        """Undo every call since ``snap`` on the snapshotted shards (after a failed append)."""
+        for partition, shard_snap in snap.shards.items():
+            shard = self.shards.get(partition)
+            if shard is not None:
+                shard.revert_to(shard_snap)
+
+
+# ---------------------------------------------------------------------- splitting / merging
+
+
+def _split_fetch(event: Event) -> list[tuple[str, Event]]:
+    assert isinstance(event, OffsetFetch)
+    return [(g.group_id, OffsetFetch((g,), event.require_stable)) for g in event.groups]
+
+
+def _split_describe(event: Event) -> list[tuple[str, Event]]:
+    assert isinstance(event, DescribeGroups)
+    return [(g, DescribeGroups((g,))) for g in event.groups]
+
+
+def _split_delete(event: Event) -> list[tuple[str, Event]]:
+    assert isinstance(event, DeleteGroups)
+    return [(g, DeleteGroups((g,))) for g in event.groups]
+
+
+def _only_item(response: Response) -> object:
+    if isinstance(response, OffsetFetchResponse | DescribeGroupsResponse | DeleteGroupsResponse):
+        return response.groups[0]
+    raise TypeError(f"unexpected response {response!r}")
+
+
+def _merge(event: Event, items: list[object]) -> Response:
+    if isinstance(event, OffsetFetch):
+        return OffsetFetchResponse(tuple(i for i in items if isinstance(i, FetchedGroup)))
+    if isinstance(event, DescribeGroups):
+        return DescribeGroupsResponse(tuple(i for i in items if isinstance(i, DescribedGroup)))
+    return DeleteGroupsResponse(tuple(i for i in items if isinstance(i, DeletedGroup)))
+
+
+__all__ = ["Coordinator", "CoordinatorSnapshot", "FetchGroup"]

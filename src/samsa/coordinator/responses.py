@@ -1,0 +1,177 @@
+"""Coordinator answers: frozen dataclasses with Kafka error codes as ints.
+
+The broker edge maps these to kio responses of the request's version (e.g. LeaveGroup v0-2
+report the single member's error at the top level; JoinGroup v0-6 send ``""`` for a null
+protocol name).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+
+from samsa.coordinator.events import UNKNOWN_GENERATION_ID
+
+NONE = int(ErrorCode.none)
+
+
+@dataclass(frozen=True)
+class JoinGroupMember:
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(frozen=True)
+class JoinGroupResponse:
+    error_code: int
+    member_id: str
+    generation_id: int = UNKNOWN_GENERATION_ID
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    skip_assignment: bool = False
+    members: tuple[JoinGroupMember, ...] = ()
+
+
+@dataclass(frozen=True)
+class SyncGroupResponse:
+    error_code: int
+    assignment: bytes = b""
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+
+
+@dataclass(frozen=True)
+class HeartbeatResponse:
+    error_code: int
+
+
+@dataclass(frozen=True)
+class LeaveGroupMemberResponse:
+    member_id: str
+    group_instance_id: str | None
+    error_code: int
+
+
+@dataclass(frozen=True)
+class LeaveGroupResponse:
+    error_code: int
+    members: tuple[LeaveGroupMemberResponse, ...] = ()
+
+
+@dataclass(frozen=True)
+class PartitionError:
+    partition: int
+    error_code: int
+
+
+@dataclass(frozen=True)
+class TopicErrors:
+    name: str
+    partitions: tuple[PartitionError, ...]
+
+
+@dataclass(frozen=True)
+class OffsetCommitResponse:
+    topics: tuple[TopicErrors, ...]
+
+
+@dataclass(frozen=True)
+class FetchedPartition:
+    partition: int
+    committed_offset: int = -1
+    committed_leader_epoch: int = -1
+    metadata: str = ""
+    error_code: int = NONE
+
+
+@dataclass(frozen=True)
+class FetchedTopic:
+    name: str
+    partitions: tuple[FetchedPartition, ...]
+
+
+@dataclass(frozen=True)
+class FetchedGroup:
+    group_id: str
+    topics: tuple[FetchedTopic, ...]
+    error_code: int = NONE
+
+
+@dataclass(frozen=True)
+class OffsetFetchResponse:
+    """v0-7: one group (its ``error_code`` is the top-level error); v8+: all groups."""
+
+    groups: tuple[FetchedGroup, ...]
+
+
+@dataclass(frozen=True)
+class OffsetDeleteResponse:
+    error_code: int
+    topics: tuple[TopicErrors, ...] = ()
+
+
+@dataclass(frozen=True)
+class DescribedMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True)
+class DescribedGroup:
+    group_id: str
+    error_code: int
+    state: str
+    protocol_type: str = ""
+    protocol_data: str = ""
+    members: tuple[DescribedMember, ...] = ()
+
+
+@dataclass(frozen=True)
+class DescribeGroupsResponse:
+    groups: tuple[DescribedGroup, ...]
+
+
+@dataclass(frozen=True)
+class ListedGroup:
+    group_id: str
+    protocol_type: str
+    state: str
+    group_type: str = "classic"
+
+
+@dataclass(frozen=True)
+class ListGroupsResponse:
+    error_code: int
+    groups: tuple[ListedGroup, ...]
+
+
+@dataclass(frozen=True)
+class DeletedGroup:
+    group_id: str
+    error_code: int
+
+
+@dataclass(frozen=True)
+class DeleteGroupsResponse:
+    groups: tuple[DeletedGroup, ...]
+
+
+Response = (
+    JoinGroupResponse
+    | SyncGroupResponse
+    | HeartbeatResponse
+    | LeaveGroupResponse
+    | OffsetCommitResponse
+    | OffsetFetchResponse
+    | OffsetDeleteResponse
+    | DescribeGroupsResponse
+    | ListGroupsResponse
+    | DeleteGroupsResponse
+)

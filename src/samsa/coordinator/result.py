@@ -1,0 +1,39 @@
+"""What every coordinator call returns: records to append and replies to send."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from samsa.coordinator.responses import Response
+
+
+class Record(NamedTuple):
+    """One ``__consumer_offsets`` record: key bytes, value bytes (``None`` = tombstone),
+    and the partition (shard) it must be appended to."""
+
+    key: bytes
+    value: bytes | None
+    partition: int
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An answer to the request that was handed in with ``reply_to=token``."""
+
+    token: object
+    response: Response
+
+
+@dataclass(frozen=True)
+class Result:
+    """Records to append (in order) and replies to deliver once the append succeeded."""
+
+    records: tuple[Record, ...] = ()
+    replies: tuple[Reply, ...] = ()
+
+    def __add__(self, other: Result) -> Result:
+        return Result(self.records + other.records, self.replies + other.replies)
+
+
+EMPTY_RESULT = Result()

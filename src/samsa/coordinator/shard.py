@@ -1,0 +1,233 @@
+"""One coordinator shard: the groups of one ``__consumer_offsets`` partition.
+
+Lifecycle: a shard starts LOADING; the edge feeds it the partition's log with
+:meth:`CoordinatorShard.replay` and calls :meth:`finish_load` (ACTIVE). :meth:`unload`
+answers parked requests with NOT_COORDINATOR and makes the shard UNLOADED.
+
+Per call (``handle``, ``fire``, ``expire_offsets``) the shard returns a :class:`Result`. The edge
+appends ``records`` to this partition, then delivers ``replies``. To survive a failed append:
+``snap = shard.snapshot()`` before the call, ``shard.revert_to(snap)`` after the failure (or
+build a fresh shard and replay the log). Calls for one shard must be serialised, including the
+append (one in flight per shard).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from samsa.coordinator import admin, heartbeat, join, offsets, sync
+from samsa.coordinator import rebalance as rb
+from samsa.coordinator.answers import group_ids, invalid_group_id, status_error_response
+from samsa.coordinator.config import CoordinatorConfig
+from samsa.coordinator.core import HardState, MemberIdFactory, ShardCore, default_member_id
+from samsa.coordinator.events import (
+    DeleteGroups,
+    DescribeGroups,
+    Event,
+    Heartbeat,
+    JoinGroup,
+    LeaveGroup,
+    ListGroups,
+    OffsetCommit,
+    OffsetDelete,
+    OffsetFetch,
+    SyncGroup,
+)
+from samsa.coordinator.group import Group
+from samsa.coordinator.responses import JoinGroupResponse, SyncGroupResponse
+from samsa.coordinator.result import EMPTY_RESULT, Result
+from samsa.coordinator.state import GroupState
+from samsa.coordinator.timers import Timer, TimerKey, TimerKind
+
+E = ErrorCode
+S = GroupState
+
+
+class ShardStatus(enum.Enum):
+    LOADING = "loading"
+    ACTIVE = "active"
+    UNLOADED = "unloaded"
+
+
+_HANDLERS: dict[type, Callable[[ShardCore, Any, object], None]] = {
+    JoinGroup: join.handle_join,
+    SyncGroup: sync.handle_sync,
+    Heartbeat: heartbeat.handle_heartbeat,
+    LeaveGroup: heartbeat.handle_leave,
+    OffsetCommit: offsets.handle_commit,
+    OffsetFetch: offsets.handle_fetch,
+    OffsetDelete: offsets.handle_offset_delete,
+    DescribeGroups: admin.handle_describe,
+    ListGroups: admin.handle_list,
+    DeleteGroups: admin.handle_delete,
+}
+
+
+@dataclass(frozen=True)
+class ShardSnapshot:
+    status: ShardStatus
+    hard: HardState
+    groups: dict[str, Group]
+    deadlines: dict[TimerKey, int]
+
+
+class CoordinatorShard(ShardCore):
+    """Groups and committed offsets of ``__consumer_offsets`` partition ``partition``."""
+
+    def __init__(
+        self,
+        partition: int,
+        config: CoordinatorConfig | None = None,
+        timer: Timer | None = None,
+        member_id_factory: MemberIdFactory = default_member_id,
+    ) -> None:
+        super().__init__(
+            partition, config or CoordinatorConfig(), timer or _NoTimer(), member_id_factory
+        )
+        self.status = ShardStatus.LOADING
+
+    # ------------------------------------------------------------------ loading
+
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        """Apply one log record to hard state (while loading)."""
+        self.hard.replay(key, value)
+
+    def load(self, records: Iterable[tuple[bytes, bytes | None]], now_ms: int) -> Result:
+        for key, value in records:
+            self.replay(key, value)
+        return self.finish_load(now_ms)
+
+    def finish_load(self, now_ms: int) -> Result:
+        """Build live groups from hard state (Stable with members, else Empty), start their
+        session timers and the offsets-expiry timer."""
+        self._begin(now_ms)
+        self.groups = {
+            gid: Group.from_record(gid, self.hard.groups.get(gid)) for gid in self.hard.group_ids()
+        }
+        self.status = ShardStatus.ACTIVE
+        for group in self.groups.values():
+            if len(group.members) > self.config.max_size:
+                rb.prepare_rebalance(self, group)
+            for member in group.members.values():
+                rb.schedule_heartbeat(self, group, member)
+        self._schedule_offsets_expiry()
+        return self._end()
+
+    def unload(self) -> Result:
+        """Give the shard up: parked requests get NOT_COORDINATOR, groups become Dead."""
+        self._begin(self.now_ms)
+        for group in self.groups.values():
+            for member in group.members.values():
+                rb.answer_join(
+                    core=self,
+                    member=member,
+                    response=JoinGroupResponse(E.not_coordinator, member.member_id),
+                )
+                rb.answer_sync(self, member, SyncGroupResponse(E.not_coordinator))
+            self.transition(group, S.DEAD)
+        for key in list(self.deadlines):
+            self.timer.cancel(key)
+        self.deadlines.clear()
+        self.groups.clear()
+        self.hard = HardState()
+        self.status = ShardStatus.UNLOADED
+        return self._end()
+
+    # ------------------------------------------------------------------ requests and timers
+
+    def handle(self, event: Event, now_ms: int, reply_to: object = None) -> Result:
+        """Handle one request; its reply is in the result now, or later if it is parked."""
+        self._begin(now_ms)
+        error = self._status_error(event)
+        if error is not None:
+            self.reply(reply_to, status_error_response(event, error))
+        else:
+            _HANDLERS[type(event)](self, event, reply_to)
+        return self._end()
+
+    def _status_error(self, event: Event) -> int | None:
+        ids = group_ids(event)
+        if len(ids) == 1 and invalid_group_id(event, ids[0]):
+            return E.invalid_group_id
+        if self.status is ShardStatus.LOADING:
+            return E.coordinator_load_in_progress
+        if self.status is ShardStatus.UNLOADED:
+            return E.not_coordinator
+        return None
+
+    def fire(self, key: TimerKey, now_ms: int) -> Result:
+        """A timer expired; stale or early fires are ignored."""
+        deadline = self.deadlines.get(key)
+        if self.status is not ShardStatus.ACTIVE or deadline is None or deadline > now_ms:
+            return EMPTY_RESULT
+        del self.deadlines[key]
+        self._begin(now_ms)
+        if key.kind is TimerKind.OFFSETS_EXPIRY:
+            offsets.expire_offsets(self)
+            self._schedule_offsets_expiry()
+            return self._end()
+        group = self.groups.get(key.group_id)
+        if group is not None:
+            self._fire_group_timer(group, key)
+        return self._end()
+
+    def _fire_group_timer(self, group: Group, key: TimerKey) -> None:
+        if key.kind is TimerKind.INITIAL_REBALANCE_DELAY:
+            rb.initial_delay_expired(self, group)
+        elif key.kind is TimerKind.REBALANCE_TIMEOUT:
+            if group.is_(S.PREPARING_REBALANCE):
+                rb.complete_join(self, group)
+        elif key.kind is TimerKind.SESSION:
+            rb.session_expired(self, group, key.member_id)
+        elif key.kind is TimerKind.PENDING_MEMBER:
+            rb.remove_pending_member(self, group, key.member_id)
+        elif key.kind is TimerKind.PENDING_SYNC:
+            rb.pending_sync_expired(self, group)
+
+    def expire_offsets(self, now_ms: int) -> Result:
+        """Run offset retention now (the offsets-expiry timer does this periodically)."""
+        self._begin(now_ms)
+        if self.status is ShardStatus.ACTIVE:
+            offsets.expire_offsets(self)
+        return self._end()
+
+    def _schedule_offsets_expiry(self) -> None:
+        self.schedule(
+            TimerKind.OFFSETS_EXPIRY, "", "", self.config.offsets_retention_check_interval_ms
+        )
+
+    # ------------------------------------------------------------------ snapshots
+
+    def snapshot(self) -> ShardSnapshot:
+        """Everything :meth:`revert_to` needs to undo later calls (O(shard size))."""
+        return ShardSnapshot(
+            self.status,
+            self.hard.copy(),
+            {gid: g.clone() for gid, g in self.groups.items()},
+            dict(self.deadlines),
+        )
+
+    def revert_to(self, snap: ShardSnapshot) -> None:
+        """Restore hard state, live groups and timers to ``snap``."""
+        for key in self.deadlines.keys() - snap.deadlines.keys():
+            self.timer.cancel(key)
+        for key, deadline in snap.deadlines.items():
+            if self.deadlines.get(key) != deadline:
+                self.timer.schedule(key, deadline)
+        self.status = snap.status
+        self.hard = snap.hard.copy()
+        self.groups = {gid: g.clone() for gid, g in snap.groups.items()}
+        self.deadlines = dict(snap.deadlines)
+
+
+class _NoTimer:
+    def schedule(self, key: TimerKey, deadline_ms: int) -> None:
+        pass
+
+    def cancel(self, key: TimerKey) -> None:
+        pass
