@@ -479,8 +479,8 @@ class PartitionLog:
     def compact(self, now_ms: int) -> CompactionStats:
         """Keep only the latest record per key in the non-active segments.
 
-        Applies when cleanup.policy contains compact, to the leading non-active segments
-        whose max timestamp is at least min.compaction.lag.ms old, once the dirty part
+        Applies when cleanup.policy contains compact, to the leading non-active, fsynced
+        segments whose max timestamp is at least min.compaction.lag.ms old, once the dirty part
         (beyond the ``cleaner-offset`` checkpoint) is at least min.cleanable.dirty.ratio of
         them. Each segment is rewritten into ``.cleaned``, fsynced and renamed over the
         original (crash-safe: a leftover ``.cleaned`` is deleted on open). See
@@ -491,8 +491,13 @@ class PartitionLog:
         if not cfg.compact:
             return CompactionStats(0, 0, 0)
         horizon = now_ms - cfg.min_compaction_lag_ms
+        # Only fsynced segments (below the checkpointed recovery point): recovery relies on
+        # segments past it being contiguous, which cleaning does not preserve.
+        durable = read_offset(self.directory, RECOVERY_POINT) or 0
         candidates: list[Segment] = []
-        for seg in self._segments[:-1]:
+        for i, seg in enumerate(self._segments[:-1]):
+            if self._segments[i + 1].base_offset > durable:
+                break
             if self._segment_max_timestamp(seg) > horizon:
                 break
             candidates.append(seg)

@@ -3,10 +3,11 @@
 Everything below the recovery point (the offset below which every batch was fsynced, kept
 in the ``recovery-point`` checkpoint) is trusted. Every segment from the one holding the
 recovery point onwards is scanned: batch headers must be well formed with increasing
-offsets, and batches past the recovery point must pass their CRC. At the first bad batch
-the segment is truncated there and any later segment is deleted, so the log reopens with a
-prefix of whole batches. Index files of scanned segments are rebuilt; those of other
-segments are checked when first loaded and rebuilt if inconsistent.
+offsets; batches past the recovery point must pass their CRC and follow their predecessor
+without a hole, and a segment past it must end where its successor begins. At the first bad
+batch or missing tail the segment is truncated and any later segment is deleted, so the log
+reopens with a prefix of whole batches. Index files of scanned segments are rebuilt; those
+of other segments are checked when first loaded and rebuilt if inconsistent.
 """
 
 from __future__ import annotations
@@ -51,8 +52,10 @@ def recover_segments(
 ) -> tuple[list[Segment], list[Segment]]:
     """Validate segments past the recovery point; returns (kept, scanned).
 
-    ``recovery_point`` None means unknown: every batch is CRC-checked. Scanned segments
-    other than the last are unloaded again (their indexes were persisted).
+    ``recovery_point`` None means unknown (checkpoint lost): every batch is CRC-checked,
+    but offset holes are accepted since compaction may have made them, so a lost tail in
+    a non-last segment is not detected then. Scanned segments other than the last are
+    unloaded again (their indexes were persisted).
     """
     if not segments:
         return segments, []
@@ -67,8 +70,18 @@ def recover_segments(
                 later.delete_files()
             segments = segments[:i]
             break
-        whole = seg.scan(interval, verify_from=rp, min_offset=expected)
+        whole = seg.scan(
+            interval, verify_from=rp, min_offset=expected, contiguous=recovery_point is not None
+        )
         scanned.append(seg)
+        if whole and i + 1 < len(segments):
+            # Rolling starts the next segment at this one's end; a shortfall past the
+            # recovery point means this segment lost unsynced batches (compaction, which
+            # also leaves gaps, only rewrites segments below the recovery point).
+            following = segments[i + 1].base_offset
+            whole = (
+                seg.next_offset == following or following <= rp or recovery_point is None
+            )
         if not whole:
             seg.truncate(seg.valid_size)
             for later in segments[i + 1 :]:

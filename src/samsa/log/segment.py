@@ -249,12 +249,22 @@ class Segment:
         self.bytes_since_index = end - position
         return True
 
-    def scan(self, interval: int, verify_from: int | None = None, min_offset: int = -1) -> bool:
+    def scan(
+        self,
+        interval: int,
+        verify_from: int | None = None,
+        min_offset: int = -1,
+        *,
+        contiguous: bool = False,
+    ) -> bool:
         """Rebuild the indexes by walking every batch header; True if the file is whole.
 
-        Batches whose next offset is above ``verify_from`` are read whole and CRC-checked.
-        The scan stops at the first malformed, corrupt or non-increasing batch (offsets
-        must be >= ``min_offset`` and fit a relative int32); the caller may truncate there.
+        Batches whose next offset is above ``verify_from`` are read whole and checked as
+        freshly produced ones (CRC, record count) and, with ``contiguous``, must start
+        exactly where the previous batch (or the segment) ends: only compaction leaves
+        holes, and it never touches unsynced data. The scan stops at the first malformed,
+        corrupt or non-increasing batch (offsets must be >= ``min_offset`` and fit a
+        relative int32); the caller may truncate there.
         """
         self.size = os.fstat(self.open_fd()).st_size
         self._reset_stats()
@@ -267,9 +277,11 @@ class Segment:
             if header.base_offset < expected or header.last_offset - self.base_offset > INT32_MAX:
                 break
             if verify_from is not None and header.next_offset > verify_from:
+                if contiguous and header.base_offset != expected:
+                    break
                 data = self.pread(header.size, position)
                 try:
-                    check_batch(data, 0, strict=False)
+                    check_batch(data, 0, strict=contiguous)
                 except InvalidRecords:
                     break
             self.note_batch(header, position, interval)
