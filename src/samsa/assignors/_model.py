@@ -65,12 +65,16 @@ class Model:
         return all(len(ts) == len(self.topics) for ts in self.member_topics)
 
     def resolve_owners(
-        self, claims: Sequence[tuple[Iterable[TopicPartition], int]]
+        self,
+        claims: Sequence[tuple[Iterable[TopicPartition], int]],
+        unsubscribed: dict[int, int] | None = None,
     ) -> list[int]:
         """Current owner per global partition from each member's (claims, generation).
 
         A claim counts only for a topic the member still subscribes to. The highest
         generation wins; equal generations from two members make the partition DISPUTED.
+        Claims on topics the claimant no longer subscribes to are collected in
+        ``unsubscribed`` (partition -> member) when given: the claimant may still hold them.
         """
         owner = [NO_OWNER] * self.total
         best = [-(2**31) - 1] * self.total
@@ -80,9 +84,13 @@ class Model:
             allowed = set(self.member_topics[m])
             for topic, p in partitions:
                 t = index.get(topic)
-                if t is None or t not in allowed or not 0 <= p < counts[t]:
+                if t is None or not 0 <= p < counts[t]:
                     continue
                 g = offsets[t] + p
+                if t not in allowed:
+                    if unsubscribed is not None:
+                        unsubscribed[g] = m
+                    continue
                 if generation > best[g]:
                     owner[g] = m
                     best[g] = generation

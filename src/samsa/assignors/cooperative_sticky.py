@@ -24,9 +24,21 @@ from samsa.assignors.sticky import StickyAssignor, claims_from, sticky_assign
 __all__ = ["CooperativeStickyAssignor", "withhold_moves"]
 
 
-def withhold_moves(per_member: list[list[int]], owner: Sequence[int]) -> list[list[int]]:
-    """Drop partitions assigned away from their current owner (disputed ones: from everyone)."""
-    return [[g for g in gs if owner[g] == m or owner[g] == -1] for m, gs in enumerate(per_member)]
+def withhold_moves(
+    per_member: list[list[int]], owner: Sequence[int], unsubscribed: Mapping[int, int]
+) -> list[list[int]]:
+    """Drop partitions assigned away from their current owner (disputed ones: from everyone).
+
+    ``unsubscribed`` holds partitions still claimed by a member that dropped their topic; a
+    Java or librdkafka consumer revokes those before rejoining, but we do not rely on it.
+    """
+    out = []
+    for m, gs in enumerate(per_member):
+        mine = [g for g in gs if owner[g] == m or owner[g] == -1]
+        if unsubscribed:
+            mine = [g for g in mine if unsubscribed.get(g, m) == m]
+        out.append(mine)
+    return out
 
 
 @register_assignor
@@ -39,15 +51,14 @@ class CooperativeStickyAssignor(StickyAssignor):
     def user_data(self, topics: Sequence[str]) -> bytes | None:
         return struct.pack(">i", self._generation)
 
-    def _owners(self, model: Model, subscriptions: Mapping[str, Subscription]) -> list[int]:
-        return model.resolve_owners(
-            [claims_from(subscriptions[m], use_user_data=False) for m in model.member_ids]
-        )
-
     def assign(
         self, cluster: ClusterView, subscriptions: Mapping[str, Subscription]
     ) -> dict[str, Assignment]:
         model = Model(cluster, subscriptions)
-        owner = self._owners(model, subscriptions)
+        unsubscribed: dict[int, int] = {}
+        owner = model.resolve_owners(
+            [claims_from(subscriptions[m], use_user_data=False) for m in model.member_ids],
+            unsubscribed,
+        )
         planned = sticky_assign(model, owner, cluster)
-        return model.answer(withhold_moves(planned, owner), subscriptions)
+        return model.answer(withhold_moves(planned, owner, unsubscribed), subscriptions)

@@ -79,6 +79,8 @@ def general_counts(model: Model, owner: Sequence[int]) -> list[dict[int, int]]:
         units = model.counts[t] - sum(x[t].values())
         if units and model.topic_members[t]:
             _waterfill(model.topic_members[t], load, units, x[t])
+    owned = owned_counts(model, owner)
+    budget = model.total  # neutral moves allowed, so that the loop surely ends
     moved = True
     while moved:
         moved = False
@@ -90,15 +92,49 @@ def general_counts(model: Model, owner: Sequence[int]) -> list[dict[int, int]]:
                 gap = load[a] - load[b]
                 if gap < 2:
                     break
-                k = min(xt[a], gap // 2)
-                xt[a] -= k
-                if not xt[a]:
-                    del xt[a]
-                xt[b] = xt.get(b, 0) + k
-                load[a] -= k
-                load[b] += k
+                if budget > 0 and xt[a] <= owned[t].get(a, 0):
+                    # a would give up a partition it owns: first try to lift b with a
+                    # partition that a member got only in this round.
+                    donor = _free_donor(model, x, owned, load, b)
+                    if donor is not None:
+                        _move(x[donor[1]], load, donor[0], b, 1)
+                        budget -= 1
+                        moved = True
+                        continue
+                _move(xt, load, a, b, min(xt[a], gap // 2))
                 moved = True
     return [dict(sorted(xt.items())) for xt in x]
+
+
+def _move(xt: dict[int, int], load: list[int], a: int, b: int, k: int) -> None:
+    xt[a] -= k
+    if not xt[a]:
+        del xt[a]
+    xt[b] = xt.get(b, 0) + k
+    load[a] -= k
+    load[b] += k
+
+
+def _free_donor(
+    model: Model,
+    x: Sequence[dict[int, int]],
+    owned: Sequence[dict[int, int]],
+    load: Sequence[int],
+    b: int,
+) -> tuple[int, int] | None:
+    """(member, topic): the most loaded member above ``load[b]`` holding a not-owned unit of a
+    topic ``b`` subscribes to."""
+    best: tuple[int, int] | None = None
+    for s in model.member_topics[b]:
+        for c, k in x[s].items():
+            if (
+                c != b
+                and k > owned[s].get(c, 0)
+                and load[c] > load[b]
+                and (best is None or load[c] > load[best[0]])
+            ):
+                best = (c, s)
+    return best
 
 
 def _constrained(model: Model, owner: Sequence[int]) -> list[list[int]]:
