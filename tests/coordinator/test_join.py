@@ -134,7 +134,7 @@ def test_changed_metadata_in_stable_rebalances() -> None:
 
 def test_duplicate_join_while_parked_answers_the_older_request() -> None:
     ctx = Ctx()
-    (a, b), _ = ctx.stable_group(2)
+    (a, _b), _ = ctx.stable_group(2)
     t1 = ctx.join(a)
     t2 = ctx.join(a)
     assert ctx.join_reply(t1).error_code == 27
@@ -186,7 +186,7 @@ def test_pending_member_can_leave() -> None:
 
 def test_parked_join_of_leaving_member_gets_unknown_member_id() -> None:
     ctx = Ctx()
-    (a, b), _ = ctx.stable_group(2)
+    (a, _b), _ = ctx.stable_group(2)
     ta = ctx.join(a)
     ctx.leave(a)
     r = ctx.join_reply(ta)

@@ -49,7 +49,7 @@ def test_static_restart_in_stable_fences_old_id_without_rebalance() -> None:
 
 def test_static_leader_restart_v9_skips_assignment() -> None:
     ctx = Ctx()
-    (a, b), gen = static_group(ctx, "ia", "ib")
+    (_a, b), _gen = static_group(ctx, "ia", "ib")
     r = ctx.join_reply(ctx.join(instance_id="ia", client_id="ia"))
     assert r.skip_assignment is True
     assert r.leader == r.member_id
@@ -109,7 +109,7 @@ def test_static_replacement_while_completing_fences_parked_sync_and_rebalances()
 
 def test_wrong_member_id_for_instance_is_fenced() -> None:
     ctx = Ctx()
-    (a, b), gen = static_group(ctx, "ia", "ib")
+    (a, _b), gen = static_group(ctx, "ia", "ib")
     assert ctx.join_reply(ctx.join(a, instance_id="ib")).error_code == FENCED
     assert ctx.sync_reply(ctx.sync(a, gen, instance_id="ib")).error_code == FENCED
     r = ctx.reply(ctx.commit({("t", 0): 1}, a, gen, instance_id="ib"))
@@ -118,7 +118,7 @@ def test_wrong_member_id_for_instance_is_fenced() -> None:
 
 def test_leave_by_instance_id() -> None:
     ctx = Ctx()
-    (a, b), _ = static_group(ctx, "ia", "ib")
+    (_a, b), _ = static_group(ctx, "ia", "ib")
     t = ctx.call(LeaveGroup("g", (LeavingMember("", "ib"), LeavingMember("", "nope"))))
     r = ctx.reply(t)
     assert [m.error_code for m in r.members] == [0, 25]  # type: ignore[union-attr]

@@ -199,7 +199,7 @@ def test_member_that_never_syncs_is_removed_after_rebalance_timeout() -> None:
 
 def test_leader_that_never_syncs_is_removed_and_parked_syncs_get_rebalance_in_progress() -> None:
     ctx = Ctx()
-    (a, b), gen = ctx.stable_group(2)
+    (a, b), _gen = ctx.stable_group(2)
     ta, tb = ctx.join(a), ctx.join(b)
     gen2 = ctx.join_reply(ta).generation_id
     ts = ctx.sync(b, gen2)
@@ -219,7 +219,7 @@ def test_leader_that_never_syncs_is_removed_and_parked_syncs_get_rebalance_in_pr
 
 def test_stale_or_early_fire_is_ignored() -> None:
     ctx = Ctx()
-    (a,), gen = ctx.stable_group(1)
+    (a,), _gen = ctx.stable_group(1)
     key = TimerKey(0, TimerKind.SESSION, "g", a)
     assert ctx.coord.fire(key, ctx.now).records == ()
     assert ctx.state() is S.STABLE
