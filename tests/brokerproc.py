@@ -42,6 +42,8 @@ class BrokerProcess:
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()
             if not line:
+                log.close()
+                self.proc.wait(10)
                 raise RuntimeError(f"broker exited: see {self.log_path}")
             log.write(line)
             m = _LISTENING.search(line)
@@ -54,20 +56,30 @@ class BrokerProcess:
         # Keep draining stdout into the log so the pipe never fills.
         import threading
 
+        stdout = self.proc.stdout
+
         def drain() -> None:
-            assert self.proc is not None and self.proc.stdout is not None
-            for ln in self.proc.stdout:
+            for ln in stdout:
                 log.write(ln)
+            stdout.close()
             log.close()
 
-        threading.Thread(target=drain, daemon=True).start()
+        self._drain = threading.Thread(target=drain, daemon=True)
+        self._drain.start()
         return self
+
+    def _join_drain(self) -> None:
+        drain = getattr(self, "_drain", None)
+        if drain is not None:
+            drain.join(10)
+            self._drain = None
 
     def kill(self) -> None:
         """SIGKILL, no clean shutdown."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(10)
+        self._join_drain()
 
     def stop(self) -> int:
         """SIGTERM and wait for a clean exit; returns the exit code."""
@@ -80,6 +92,7 @@ class BrokerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+        self._join_drain()
         return int(self.proc.returncode)
 
     def alive(self) -> bool:

@@ -13,10 +13,10 @@ import asyncio
 import contextlib
 import logging
 import struct
-import time
 from collections import deque
 from typing import Any
 
+from samsa.broker.clock import now_ms
 from samsa.broker.config import BrokerConfig
 from samsa.broker.context import RequestContext
 from samsa.broker.flusher import Flusher
@@ -30,10 +30,6 @@ log = logging.getLogger("samsa.broker")
 
 _SIZE = struct.Struct(">i")
 MAX_IN_FLIGHT = 128
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class Broker:
@@ -116,7 +112,7 @@ class Broker:
             for part in topic.partitions:
                 try:
                     part.log.apply_retention(now)
-                    if "compact" in part.log.config.cleanup_policy:
+                    if part.log.config.compact:
                         part.log.compact(now)
                 except Exception:  # keep serving; report the partition
                     log.exception("retention failed for %s-%d", part.topic, part.index)

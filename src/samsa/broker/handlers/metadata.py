@@ -8,7 +8,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from samsa.broker.context import RequestContext
-from samsa.broker.server import now_ms
+from samsa.broker.clock import now_ms
 from samsa.broker.topics import Topic, TopicError, validate_topic_name
 
 API_KEY = 3

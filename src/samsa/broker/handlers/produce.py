@@ -9,7 +9,7 @@ from kio.schema.errors import ErrorCode
 
 from samsa.broker.context import RequestContext
 from samsa.broker.partition import Partition
-from samsa.broker.server import now_ms
+from samsa.broker.clock import now_ms
 from samsa.log import AppendInfo, LogError
 from samsa.protocol.batch import InvalidRecords
 
