@@ -100,7 +100,8 @@ class PartitionLog:
         segments, scanned = recover_segments(
             list_segments(self.directory), recovery_point, interval
         )
-        if not segments:
+        fresh = not segments
+        if fresh:
             segments = [Segment.create(self.directory, max(stored_start or 0, 0))]
             self._dir_dirty = True
         active = segments[-1]
@@ -111,19 +112,22 @@ class PartitionLog:
         end = active.next_offset if active.next_offset is not None else active.base_offset
         self._log_end_offset = end
         self._log_start_offset = min(max(stored_start or 0, segments[0].base_offset), end)
-        # Whatever survived the scan is now made durable, so the recovery point is the end.
-        for seg in scanned:
-            if seg in segments and seg is not active:
-                fd = os.open(seg.log_path, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-        os.fsync(active.open_fd())
-        _fsync_dir(self.directory)
-        self._dir_dirty = False
+        if fresh:
+            write_offset(self.directory, RECOVERY_POINT, end)
+        elif recovery_point != end:
+            # Whatever survived the scan is made durable: the recovery point becomes the end.
+            for seg in scanned:
+                if seg in segments and seg is not active:
+                    fd = os.open(seg.log_path, os.O_RDONLY)
+                    try:
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
+            os.fsync(active.open_fd())
+            _fsync_dir(self.directory)
+            self._dir_dirty = False
+            write_offset(self.directory, RECOVERY_POINT, end)
         self._flushed_offset = end
-        write_offset(self.directory, RECOVERY_POINT, end)
         self._rebuild_producer_state()
 
     def _rebuild_producer_state(self) -> None:
