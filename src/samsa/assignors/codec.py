@@ -171,8 +171,9 @@ def decode_assignment(data: bytes) -> Assignment:
 
 
 # --- StickyAssignor user data (Java StickyAssignor / kafka-python StickyPartitionAssignor) ---
-# No version prefix: v1 = [topic string, partitions [int32]] array, then generation int32;
-# v0 lacks the generation. Readers try v1 and fall back to v0.
+# Java: no version prefix; v1 = [topic string, partitions [int32]] array, then generation
+# int32; v0 lacks the generation; readers try v1 and fall back to v0. kafka-python 3.x writes
+# the same struct behind an int16 version (its ApiData header); we read that form too.
 
 
 class StickyUserData(tuple[tuple[TopicPartition, ...], int | None]):
@@ -205,9 +206,33 @@ def encode_sticky_user_data(partitions: Iterable[TopicPartition], generation: in
 
 
 def decode_sticky_user_data(data: bytes) -> StickyUserData:
-    """Decode sticky user data (v1, or v0 when the generation is missing)."""
+    """Decode sticky user data: Java's v1/v0, or kafka-python 3.x's version-prefixed form."""
+    raw = bytes(data)
     try:
-        pos = 0
+        parts, pos = _read_assignment_array(raw, 0)
+        if pos == len(raw):
+            return StickyUserData((parts, None))
+        if pos + 4 == len(raw):
+            return StickyUserData((parts, _I32.unpack_from(raw, pos)[0]))
+        raise ConsumerProtocolError(f"sticky user data: {len(raw) - pos} trailing bytes")
+    except ConsumerProtocolError as first:
+        if len(raw) < 2 or _I16.unpack_from(raw)[0] not in (0, 1):
+            raise first from None
+        version = _I16.unpack_from(raw)[0]
+        try:
+            parts, pos = _read_assignment_array(raw, 2)
+        except ConsumerProtocolError:
+            raise first from None
+        if version == 0 and pos == len(raw):
+            return StickyUserData((parts, None))
+        if version == 1 and pos + 4 == len(raw):
+            return StickyUserData((parts, _I32.unpack_from(raw, pos)[0]))
+        raise first from None
+
+
+def _read_assignment_array(data: bytes, pos: int) -> tuple[tuple[TopicPartition, ...], int]:
+    """Read [topic string, partitions [int32]] at ``pos``; return partitions and end."""
+    try:
         (count,) = _I32.unpack_from(data, pos)
         pos += 4
         if count < 0:
@@ -218,7 +243,7 @@ def decode_sticky_user_data(data: bytes) -> StickyUserData:
             pos += 2
             if length < 0 or pos + length > len(data):
                 raise ConsumerProtocolError("sticky user data: bad topic name")
-            topic = bytes(data[pos : pos + length]).decode()
+            topic = data[pos : pos + length].decode()
             pos += length
             (n,) = _I32.unpack_from(data, pos)
             pos += 4
@@ -227,7 +252,6 @@ def decode_sticky_user_data(data: bytes) -> StickyUserData:
             raw_parts = struct.iter_unpack(">i", data[pos : pos + 4 * n])
             parts.extend(TopicPartition(topic, p) for (p,) in raw_parts)
             pos += 4 * n
-        generation = _I32.unpack_from(data, pos)[0] if len(data) >= pos + 4 else None
     except (struct.error, UnicodeDecodeError) as exc:
         raise ConsumerProtocolError(f"sticky user data: {exc}") from exc
-    return StickyUserData((tuple(parts), generation))
+    return tuple(parts), pos
