@@ -287,3 +287,15 @@ def test_open_creates_directory(tmp_path: Path) -> None:
     log = PartitionLog.open(tmp_path / "a" / "b", LogConfig(), now_ms=0)
     assert (tmp_path / "a" / "b" / "00000000000000000000.log").exists()
     log.close()
+
+
+def test_reconfigure_changes_rolling(open_log: OpenLog) -> None:
+    from samsa.log import LogConfig
+
+    log = open_log()
+    fill(log, 5)
+    assert len(log.segments) == 1
+    log.reconfigure(LogConfig.from_mapping({"segment.bytes": "200"}))
+    fill(log, 5)
+    assert len(log.segments) > 2
+    assert [h.base_offset for h in all_batches(log)] == list(range(0, 30, 3))

@@ -1,4 +1,9 @@
-"""samsa.log: the partition log (segments, indexes, recovery, retention, compaction)."""
+"""samsa.log: the partition log (segments, indexes, recovery, retention, compaction).
+
+Entry point: ``PartitionLog.open(directory, LogConfig.from_mapping(topic_configs),
+now_ms=...)``. Every method runs on the event-loop thread except ``flush()``, which may run
+on a worker thread. Errors carry the Kafka ``error_code`` to answer.
+"""
 
 from .config import LogConfig
 from .errors import (

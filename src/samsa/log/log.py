@@ -165,6 +165,10 @@ class PartitionLog:
         """The segments, oldest first (read-only use: tests and tools)."""
         return list(self._segments)
 
+    def reconfigure(self, config: LogConfig) -> None:
+        """Apply new topic settings (AlterConfigs); they take effect from the next call."""
+        self.config = config
+
     @property
     def _active(self) -> Segment:
         return self._segments[-1]
