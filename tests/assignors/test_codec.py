@@ -30,7 +30,8 @@ def string(s: str) -> bytes:
 def partitions_array(groups: list[tuple[str, list[int]]]) -> bytes:
     out = struct.pack(">i", len(groups))
     for topic, ps in groups:
-        out += string(topic) + struct.pack(">i", len(ps)) + b"".join(struct.pack(">i", p) for p in ps)
+        out += string(topic) + struct.pack(">i", len(ps))
+        out += b"".join(struct.pack(">i", p) for p in ps)
     return out
 
 
