@@ -93,11 +93,17 @@ def general_counts(model: Model, owner: Sequence[int]) -> list[dict[int, int]]:
                 if gap < 2:
                     break
                 if budget > 0 and xt[a] <= owned[t].get(a, 0):
-                    # a would give up a partition it owns: first try to lift b with a
-                    # partition that a member got only in this round.
+                    # a would give up a partition it owns: first try to lift b, or to relieve
+                    # a, with a partition that its holder got only in this round.
                     donor = _free_donor(model, x, owned, load, b)
                     if donor is not None:
                         _move(x[donor[1]], load, donor[0], b, 1)
+                        budget -= 1
+                        moved = True
+                        continue
+                    receiver = _free_receiver(model, x, owned, load, a)
+                    if receiver is not None:
+                        _move(x[receiver[1]], load, a, receiver[0], 1)
                         budget -= 1
                         moved = True
                         continue
@@ -113,6 +119,24 @@ def _move(xt: dict[int, int], load: list[int], a: int, b: int, k: int) -> None:
     xt[b] = xt.get(b, 0) + k
     load[a] -= k
     load[b] += k
+
+
+def _free_receiver(
+    model: Model,
+    x: Sequence[dict[int, int]],
+    owned: Sequence[dict[int, int]],
+    load: Sequence[int],
+    a: int,
+) -> tuple[int, int] | None:
+    """(member, topic): the least loaded member below ``load[a]`` that subscribes to a topic
+    of which ``a`` holds a not-owned unit."""
+    best: tuple[int, int] | None = None
+    for s, xs in enumerate(x):
+        if xs.get(a, 0) > owned[s].get(a, 0):
+            c = min(model.topic_members[s], key=load.__getitem__)
+            if load[c] < load[a] and (best is None or load[c] < load[best[0]]):
+                best = (c, s)
+    return best
 
 
 def _free_donor(
