@@ -114,6 +114,8 @@ def test_corrupt_batch_rejected_and_data_intact(broker: BrokerProcess) -> None:
     assert r.responses[0].partition_responses[0].error_code == ErrorCode.corrupt_message
     r = _produce(c, topic, good[:30])  # truncated batch
     assert r.responses[0].partition_responses[0].error_code == ErrorCode.corrupt_message
+    r = _produce(c, topic, good + good)  # two batches in one partition's records
+    assert r.responses[0].partition_responses[0].error_code == ErrorCode.invalid_record
     r = _produce(c, topic, good, partition=7)  # partition out of range
     assert r.responses[0].partition_responses[0].error_code == ErrorCode.unknown_topic_or_partition
     r = _produce(c, "__consumer_offsets", good)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from samsa.broker.partition import Partition
+from samsa.log import PartitionLog
 
 
 class Flusher:
@@ -51,6 +52,6 @@ class Flusher:
                         fut.set_exception(error)
 
 
-def _flush_all(logs: list[object]) -> None:
+def _flush_all(logs: list[PartitionLog]) -> None:
     for log in logs:
-        log.flush()  # type: ignore[attr-defined]
+        log.flush()

@@ -14,7 +14,6 @@ import datetime
 import types
 import typing
 from collections.abc import Mapping
-from functools import cache
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -53,18 +52,26 @@ def _unwrap(tp: Any) -> tuple[Any, bool, bool]:
     return tp, nullable, False
 
 
-@cache
+_PLANS: dict[type[Any], tuple[_FieldPlan, ...]] = {}
+
+
 def _plan(cls: type[Any]) -> tuple[_FieldPlan, ...]:
+    cached = _PLANS.get(cls)
+    if cached is not None:
+        return cached
     hints = typing.get_type_hints(cls)
     plans = []
     for f in dataclasses.fields(cls):
         inner, nullable, is_tuple = _unwrap(hints[f.name])
-        entity = inner if dataclasses.is_dataclass(inner) else None
+        entity: type[Any] | None = (
+            inner if isinstance(inner, type) and dataclasses.is_dataclass(inner) else None
+        )
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         plans.append(
             _FieldPlan(f.name, f.metadata.get("kafka_type"), nullable, is_tuple, entity, required)
         )
-    return tuple(plans)
+    _PLANS[cls] = result = tuple(plans)
+    return result
 
 
 def _zero(p: _FieldPlan) -> Any:

@@ -59,10 +59,15 @@ def _request_codec(api_key: int, api_version: int) -> tuple[Any, Any]:
     return entity_reader(schema.__header_schema__), entity_reader(schema)
 
 
-@cache
-def _response_writers(cls: type[Any]) -> tuple[Any, Any]:
-    header = cls.__header_schema__
-    return header, (entity_writer(header), entity_writer(cls))
+_WRITERS: dict[type[Any], tuple[Any, tuple[Any, Any]]] = {}
+
+
+def _response_writers(cls: type[Any]) -> tuple[Any, tuple[Any, Any]]:
+    found = _WRITERS.get(cls)
+    if found is None:
+        header = cls.__header_schema__
+        found = _WRITERS[cls] = (header, (entity_writer(header), entity_writer(cls)))
+    return found
 
 
 def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Request:
@@ -78,13 +83,10 @@ def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Reque
     read_header, read_body = _request_codec(api_key, api_version)
     try:
         header, used = read_header(frame, 0)
-        body, body_size = read_body(frame, used)
+        body, _ = read_body(frame, used)
     except Exception as exc:  # kio raises many types on malformed input
         raise FrameError(f"malformed {api_key}v{api_version} request: {exc!r}") from exc
-    if used + body_size != len(frame):
-        raise FrameError(
-            f"{len(frame) - used - body_size} trailing bytes after {api_key}v{api_version} body"
-        )
+    # Like Kafka, bytes after the body are ignored (librdkafka sends some on Metadata v12).
     return Request(api_key, api_version, correlation_id, header.client_id, body)
 
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from samsa.broker.context import RequestContext
 from samsa.broker.clock import now_ms
+from samsa.broker.context import RequestContext
 from samsa.broker.topics import TopicError
 
 API_KEY = 37

@@ -7,8 +7,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from samsa.broker.context import RequestContext
 from samsa.broker.clock import now_ms
+from samsa.broker.context import RequestContext
 from samsa.broker.topics import Topic, TopicError, validate_topic_name
 
 API_KEY = 3
@@ -51,7 +51,7 @@ def _requested(ctx: RequestContext) -> list[tuple[str | None, uuid.UUID | None]]
     topics = ctx.body.topics
     if topics is None or (ctx.version == 0 and not topics):
         return None  # all topics
-    out = []
+    out: list[tuple[str | None, uuid.UUID | None]] = []
     for t in topics:
         if ctx.version == 0:
             out.append((t.name, None))

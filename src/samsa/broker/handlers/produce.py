@@ -7,11 +7,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from samsa.broker.clock import now_ms
 from samsa.broker.context import RequestContext
 from samsa.broker.partition import Partition
-from samsa.broker.clock import now_ms
 from samsa.log import AppendInfo, LogError
-from samsa.protocol.batch import InvalidRecords
+from samsa.protocol.batch import InvalidRecords, split_batches
 
 API_KEY = 0
 VERSIONS = (3, 9)
@@ -42,7 +42,12 @@ def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None,
     if not records:
         return _result(index, ErrorCode.corrupt_message, "Produce request has no records"), None, 0
     try:
-        info = part.log.append(records, now)
+        headers = split_batches(records)
+        if len(headers) != 1:
+            # Kafka: Produce v3+ carries exactly one record batch per partition.
+            return _result(index, ErrorCode.invalid_record,
+                           f"expected one record batch per partition, got {len(headers)}"), None, 0
+        info = part.log.append(records, now, headers)
     except InvalidRecords as exc:
         return _result(index, ErrorCode(exc.error_code), str(exc)), None, 0
     except LogError as exc:
