@@ -12,4 +12,16 @@ class TopicPartition(NamedTuple):
     partition: int
 
 
-__all__ = ["TopicPartition", "__version__"]
+_CLIENT = ("Admin", "Consumer", "ConsumerRebalanceListener", "Producer")
+
+
+def __getattr__(name: str) -> object:
+    """Lazy client exports: ``samsa.Consumer``, ``samsa.Producer``, ``samsa.Admin``."""
+    if name in _CLIENT:
+        import samsa.client
+
+        return getattr(samsa.client, name)
+    raise AttributeError(f"module 'samsa' has no attribute {name!r}")
+
+
+__all__ = ["TopicPartition", "__version__", *_CLIENT]

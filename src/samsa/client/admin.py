@@ -1,0 +1,263 @@
+"""``samsa.Admin``: topics, partitions, groups and offsets (blocking calls)."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from samsa import TopicPartition
+from samsa.assignors import decode_assignment, decode_subscription
+from samsa.client.errors import KafkaTimeoutError, error_for
+from samsa.client.metadata import Metadata
+from samsa.client.net import ApiKey, NetworkClient
+from samsa.client.offsets import EARLIEST, LATEST, list_offsets
+
+__all__ = ["Admin", "GroupDescription", "MemberDescription"]
+
+_ids = itertools.count(1)
+_COORDINATOR_RETRY = {14, 15, 16}
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    topics: tuple[str, ...]
+    """Subscribed topics (decoded consumer-protocol metadata; empty for other types)."""
+    assignment: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[MemberDescription, ...]
+    error_code: int = 0
+
+
+class Admin:
+    """Administrative operations against a cluster."""
+
+    def __init__(self, bootstrap_servers: str | list[str] = "localhost:9092",
+                 client_id: str | None = None, request_timeout_ms: int = 30000) -> None:
+        self.client_id = client_id or f"samsa-admin-{next(_ids)}"
+        self.timeout_ms = request_timeout_ms
+        self._net = NetworkClient(self.client_id, request_timeout_ms)
+        self._metadata = Metadata(self._net, bootstrap_servers)
+
+    def close(self) -> None:
+        self._net.close()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _any(self, api: int, body: Mapping[str, Any]) -> Any:
+        return self._net.call(self._metadata.any_node(), api, body, timeout_ms=self.timeout_ms)
+
+    # ---- topics -------------------------------------------------------------------------
+
+    def create_topics(self, topics: Mapping[str, int] | Iterable[str], *,
+                      configs: Mapping[str, Mapping[str, str]] | None = None,
+                      replication_factor: int = 1, exist_ok: bool = False) -> None:
+        """Create topics (name -> partition count, or names with the broker default)."""
+        counts = dict(topics) if isinstance(topics, Mapping) else dict.fromkeys(topics, -1)
+        configs = configs or {}
+        body = {"topics": [{"name": name, "num_partitions": n,
+                            "replication_factor": replication_factor, "assignments": [],
+                            "configs": [{"name": k, "value": v}
+                                        for k, v in configs.get(name, {}).items()]}
+                           for name, n in counts.items()],
+                "timeout": self.timeout_ms, "validate_only": False}
+        resp = self._any(ApiKey.CREATE_TOPICS, body)
+        for t in resp.topics:
+            code = int(t.error_code)
+            if code and not (exist_ok and code == 36):
+                raise error_for(code, f"create topic {t.name}: {t.error_message or ''}")
+        self._wait_for(set(counts), present=True)
+
+    def delete_topics(self, topics: Iterable[str]) -> None:
+        names = list(topics)
+        resp = self._any(ApiKey.DELETE_TOPICS, {"topic_names": names, "topics":
+                                                [{"name": n} for n in names],
+                                                "timeout": self.timeout_ms})
+        for r in resp.responses:
+            if int(r.error_code):
+                raise error_for(int(r.error_code), f"delete topic {r.name}")
+
+    def create_partitions(self, new_totals: Mapping[str, int]) -> None:
+        """Grow topics to the given total partition counts."""
+        body = {"topics": [{"name": t, "count": n, "assignments": None}
+                           for t, n in new_totals.items()],
+                "timeout": self.timeout_ms, "validate_only": False}
+        resp = self._any(ApiKey.CREATE_PARTITIONS, body)
+        for r in resp.results:
+            if int(r.error_code):
+                raise error_for(int(r.error_code), f"create partitions {r.name}")
+
+    def list_topics(self) -> dict[str, int]:
+        """Topic -> partition count (internal topics excluded)."""
+        cluster = self._metadata.refresh(None, allow_auto_create=False)
+        return {t: len(p) for t, p in cluster.partitions.items() if t not in cluster.internal}
+
+    def _wait_for(self, topics: set[str], present: bool, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            cluster = self._metadata.refresh(topics, allow_auto_create=False)
+            if all((cluster.partition_count(t) or 0) > 0 for t in topics) == present:
+                return
+            time.sleep(0.05)
+
+    # ---- offsets --------------------------------------------------------------------------
+
+    def list_offsets(self, partitions: Mapping[TopicPartition, str | int]
+                     ) -> dict[TopicPartition, tuple[int, int]]:
+        """tp -> "earliest" | "latest" | timestamp ms; returns tp -> (offset, timestamp)."""
+        specs = {TopicPartition(*tp): EARLIEST if v == "earliest" else
+                 LATEST if v == "latest" else int(v) for tp, v in partitions.items()}
+        self._metadata.refresh({tp.topic for tp in specs})
+        return list_offsets(self._metadata, specs, self.timeout_ms / 1000)
+
+    # ---- groups -------------------------------------------------------------------------
+
+    def _coordinator(self, group_id: str) -> Any:
+        deadline = time.monotonic() + self.timeout_ms / 1000
+        while True:
+            resp = self._any(ApiKey.FIND_COORDINATOR, {"key": group_id, "key_type": 0,
+                                                       "coordinator_keys": [group_id]})
+            if hasattr(resp, "coordinators"):
+                c = resp.coordinators[0]
+                code, node, host, port = int(c.error_code), int(c.node_id), c.host, int(c.port)
+            else:
+                code, node, host, port = (int(resp.error_code), int(resp.node_id), resp.host,
+                                          int(resp.port))
+            if code == 0:
+                dest = ("coordinator", node)
+                self._net.set_address(dest, host, port)
+                return dest
+            if code not in _COORDINATOR_RETRY or time.monotonic() > deadline:
+                raise error_for(code, f"FindCoordinator {group_id}")
+            time.sleep(0.1)
+
+    def _group_call(self, group_id: str, api: int, body: Mapping[str, Any],
+                    error_of: Any = lambda r: int(r.error_code)) -> Any:
+        deadline = time.monotonic() + self.timeout_ms / 1000
+        while True:
+            resp = self._net.call(self._coordinator(group_id), api, body,
+                                  timeout_ms=self.timeout_ms)
+            code = error_of(resp)
+            if code not in _COORDINATOR_RETRY:
+                return resp
+            if time.monotonic() > deadline:
+                raise KafkaTimeoutError(f"group {group_id}: coordinator not available")
+            time.sleep(0.1)
+
+    def list_groups(self, states: Iterable[str] = ()) -> dict[str, str]:
+        """Group id -> group state ("Stable", "Empty", ...)."""
+        resp = self._any(ApiKey.LIST_GROUPS, {"states_filter": list(states)})
+        if int(resp.error_code):
+            raise error_for(int(resp.error_code), "ListGroups")
+        return {g.group_id: getattr(g, "group_state", "") for g in resp.groups}
+
+    def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
+        """Describe groups; consumer-protocol members are decoded (topics, assignment)."""
+        out = {}
+        for gid in group_ids:
+            resp = self._group_call(gid, ApiKey.DESCRIBE_GROUPS,
+                                    {"groups": [gid], "include_authorized_operations": False},
+                                    lambda r: int(r.groups[0].error_code))
+            g = resp.groups[0]
+            members = []
+            for m in g.members:
+                topics: tuple[str, ...] = ()
+                assignment: tuple[TopicPartition, ...] = ()
+                if g.protocol_type == "consumer":
+                    try:
+                        if m.member_metadata:
+                            topics = decode_subscription(bytes(m.member_metadata)).topics
+                        if m.member_assignment:
+                            assignment = tuple(TopicPartition(*tp) for tp in decode_assignment(
+                                bytes(m.member_assignment)).partitions)
+                    except Exception:  # foreign or corrupt metadata: leave undecoded
+                        pass
+                members.append(MemberDescription(m.member_id, m.group_instance_id, m.client_id,
+                                                 m.client_host, topics, assignment))
+            out[gid] = GroupDescription(g.group_id, g.group_state, g.protocol_type,
+                                        g.protocol_data, tuple(members), int(g.error_code))
+        return out
+
+    def delete_groups(self, group_ids: Iterable[str]) -> None:
+        for gid in group_ids:
+            resp = self._group_call(gid, ApiKey.DELETE_GROUPS, {"groups_names": [gid]},
+                                    lambda r: int(r.results[0].error_code))
+            code = int(resp.results[0].error_code)
+            if code:
+                raise error_for(code, f"delete group {gid}")
+
+    def list_consumer_group_offsets(self, group_id: str,
+                                    partitions: Iterable[TopicPartition] | None = None
+                                    ) -> dict[TopicPartition, int]:
+        """Committed offsets of a group (all partitions when ``partitions`` is None)."""
+        topics = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = defaultdict(list)
+            for tp in partitions:
+                by_topic[tp.topic].append(tp.partition)
+            topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
+        resp = self._group_call(group_id, ApiKey.OFFSET_FETCH,
+                                {"group_id": group_id, "topics": topics,
+                                 "require_stable": False})
+        if int(resp.error_code):
+            raise error_for(int(resp.error_code), "OffsetFetch")
+        out = {}
+        for t in resp.topics:
+            for p in t.partitions:
+                if int(p.committed_offset) >= 0:
+                    out[TopicPartition(t.name, int(p.partition_index))] = int(p.committed_offset)
+        return out
+
+    def alter_consumer_group_offsets(self, group_id: str,
+                                     offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit offsets for an (empty) group, as ``kafka-consumer-groups --reset-offsets``."""
+        by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for tp, off in offsets.items():
+            by_topic[tp.topic].append({"partition_index": tp.partition,
+                                       "committed_offset": int(off),
+                                       "committed_leader_epoch": -1, "committed_metadata": ""})
+        body = {"group_id": group_id, "generation_id_or_member_epoch": -1, "member_id": "",
+                "group_instance_id": None, "retention_time": -1,
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+        resp = self._group_call(group_id, ApiKey.OFFSET_COMMIT, body,
+                                lambda r: max((int(p.error_code) for t in r.topics
+                                               for p in t.partitions), default=0))
+        for t in resp.topics:
+            for p in t.partitions:
+                if int(p.error_code):
+                    raise error_for(int(p.error_code), f"commit {t.name}-{p.partition_index}")
+
+    def delete_consumer_group_offsets(self, group_id: str,
+                                      partitions: Iterable[TopicPartition]) -> None:
+        by_topic: dict[str, list[dict[str, int]]] = defaultdict(list)
+        for tp in partitions:
+            by_topic[tp.topic].append({"partition_index": tp.partition})
+        body = {"group_id": group_id,
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+        resp = self._group_call(group_id, ApiKey.OFFSET_DELETE, body)
+        if int(resp.error_code):
+            raise error_for(int(resp.error_code), "OffsetDelete")
+        for t in resp.topics:
+            for p in t.partitions:
+                if int(p.error_code):
+                    raise error_for(int(p.error_code), f"delete offset {t.name}")
+
+

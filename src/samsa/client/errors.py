@@ -1,0 +1,96 @@
+"""Client exceptions: Kafka error codes as exceptions, plus client-side conditions."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+__all__ = [
+    "CommitFailedError",
+    "FencedInstanceIdError",
+    "IllegalStateError",
+    "KafkaConnectionError",
+    "KafkaError",
+    "KafkaTimeoutError",
+    "NoOffsetForPartitionError",
+    "OffsetOutOfRangeError",
+    "WakeupError",
+    "error_for",
+]
+
+
+class KafkaError(Exception):
+    """A Kafka error; ``code`` is the protocol error code (-1 for client-side errors)."""
+
+    code: int = -1
+    retriable: bool = False
+
+    def __init__(self, message: str = "", code: int | None = None) -> None:
+        super().__init__(message or self.__class__.__name__)
+        if code is not None:
+            self.code = code
+            try:
+                self.retriable = bool(ErrorCode(code).retriable)
+            except ValueError:
+                self.retriable = False
+
+    @property
+    def name(self) -> str:
+        """Kafka's name of the error code (lower case), or the class name."""
+        try:
+            return ErrorCode(self.code).name
+        except ValueError:
+            return self.__class__.__name__
+
+
+class KafkaConnectionError(KafkaError):
+    """The connection to a broker failed or was closed; the request may be retried."""
+
+    retriable = True
+
+
+class KafkaTimeoutError(KafkaError):
+    """An operation did not complete within its timeout."""
+
+    retriable = True
+
+
+class WakeupError(KafkaError):
+    """A blocked ``Consumer.poll`` was interrupted by ``Consumer.wakeup()``."""
+
+
+class IllegalStateError(KafkaError):
+    """The call is not allowed in the consumer's current state."""
+
+
+class CommitFailedError(KafkaError):
+    """A synchronous commit failed because the group rebalanced; the member rejoins."""
+
+
+class FencedInstanceIdError(KafkaError):
+    """Another consumer with the same ``group_instance_id`` took over: fatal."""
+
+    code = int(ErrorCode.fenced_instance_id)
+
+
+class NoOffsetForPartitionError(KafkaError):
+    """No committed offset and ``auto_offset_reset="none"``."""
+
+
+class OffsetOutOfRangeError(KafkaError):
+    """The fetch position is out of range and ``auto_offset_reset="none"``."""
+
+    code = int(ErrorCode.offset_out_of_range)
+
+
+def error_for(code: int | ErrorCode, message: str = "") -> KafkaError:
+    """The exception for a non-zero Kafka error code."""
+    code = int(code)
+    if code == ErrorCode.fenced_instance_id:
+        return FencedInstanceIdError(message or "fenced_instance_id")
+    if code == ErrorCode.offset_out_of_range:
+        return OffsetOutOfRangeError(message or "offset_out_of_range")
+    try:
+        name = ErrorCode(code).name
+    except ValueError:
+        name = f"error {code}"
+    return KafkaError(f"{name}: {message}" if message else name, code)

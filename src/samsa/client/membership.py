@@ -1,0 +1,449 @@
+"""The consumer's group membership as a pure state machine (no sockets, no clock).
+
+The driver (:mod:`samsa.client.coordinator`) feeds it events with the current time in
+milliseconds and performs the actions it returns, in order:
+
+* :class:`FindCoordinator`, :class:`SendJoinGroup`, :class:`SendSyncGroup`,
+  :class:`SendHeartbeat`, :class:`SendLeaveGroup`: requests to send; their responses come
+  back as ``on_*`` events.
+* :class:`PerformAssignment`: this member leads the generation; run the voted assignor and
+  call :meth:`Membership.on_assignment_computed`.
+* :class:`CommitOffsets`, :class:`RevokePartitions`, :class:`AssignPartitions`,
+  :class:`LosePartitions`: auto-commit and rebalance listener calls on the user's thread.
+* :class:`RaiseError`: a fatal error for the user (fenced static member, bad config).
+
+Member states follow Kafka's client: UNJOINED -> REBALANCING (JoinGroup/SyncGroup in
+flight) -> STABLE (heartbeating); any failure goes back to UNJOINED with a rejoin pending.
+Eager members revoke everything before they join; cooperative members revoke only what the
+new assignment takes away, then rejoin (KIP-429).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from samsa import TopicPartition
+
+__all__ = [
+    "Action",
+    "AssignPartitions",
+    "CommitOffsets",
+    "FindCoordinator",
+    "JoinedMember",
+    "LosePartitions",
+    "MemberState",
+    "Membership",
+    "MembershipConfig",
+    "PerformAssignment",
+    "RaiseError",
+    "RevokePartitions",
+    "SendHeartbeat",
+    "SendJoinGroup",
+    "SendLeaveGroup",
+    "SendSyncGroup",
+]
+
+# Kafka error codes the machine reacts to.
+NONE = 0
+REQUEST_TIMED_OUT = 7
+NETWORK_EXCEPTION = 13
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+ILLEGAL_GENERATION = 22
+UNKNOWN_MEMBER_ID = 25
+REBALANCE_IN_PROGRESS = 27
+MEMBER_ID_REQUIRED = 79
+FENCED_INSTANCE_ID = 82
+
+COORDINATOR_ERRORS = frozenset({REQUEST_TIMED_OUT, NETWORK_EXCEPTION, COORDINATOR_NOT_AVAILABLE,
+                                NOT_COORDINATOR})
+"""Errors after which the coordinator is rediscovered (NETWORK_EXCEPTION = disconnect)."""
+
+
+class MemberState(enum.Enum):
+    UNJOINED = "UNJOINED"
+    REBALANCING = "REBALANCING"
+    STABLE = "STABLE"
+
+
+@dataclass(frozen=True)
+class MembershipConfig:
+    group_id: str
+    group_instance_id: str | None = None
+    session_timeout_ms: int = 45000
+    rebalance_timeout_ms: int = 300000
+    """``max_poll_interval_ms``: also the poll timeout that makes the member leave."""
+    heartbeat_interval_ms: int = 3000
+    retry_backoff_ms: int = 100
+    cooperative: bool = False
+
+
+@dataclass(frozen=True)
+class JoinedMember:
+    """One member of the JoinGroup response (leader only)."""
+
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+# ---- actions ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FindCoordinator:
+    pass
+
+
+@dataclass(frozen=True)
+class SendJoinGroup:
+    member_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class PerformAssignment:
+    generation: int
+    protocol: str
+    leader_id: str
+    members: tuple[JoinedMember, ...]
+
+
+@dataclass(frozen=True)
+class SendSyncGroup:
+    generation: int
+    member_id: str
+    protocol: str
+    assignments: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True)
+class SendHeartbeat:
+    generation: int
+    member_id: str
+
+
+@dataclass(frozen=True)
+class SendLeaveGroup:
+    member_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class CommitOffsets:
+    """Commit consumed positions synchronously (auto-commit before a revocation)."""
+
+    generation: int
+    member_id: str
+
+
+@dataclass(frozen=True)
+class RevokePartitions:
+    partitions: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True)
+class AssignPartitions:
+    added: frozenset[TopicPartition]
+    assignment: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True)
+class LosePartitions:
+    partitions: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True)
+class RaiseError:
+    code: int
+    message: str
+
+
+Action = (FindCoordinator | SendJoinGroup | PerformAssignment | SendSyncGroup | SendHeartbeat
+          | SendLeaveGroup | CommitOffsets | RevokePartitions | AssignPartitions
+          | LosePartitions | RaiseError)
+
+
+@dataclass
+class Membership:
+    """State of one consumer in its group; all times are milliseconds from the caller."""
+
+    config: MembershipConfig
+    auto_commit: bool = False
+    state: MemberState = MemberState.UNJOINED
+    member_id: str = ""
+    generation: int = -1
+    protocol: str | None = None
+    leader_id: str | None = None
+    coordinator: int | None = None
+    owned: frozenset[TopicPartition] = frozenset()
+    rejoin_needed: bool = True
+    rejoin_reason: str = "initial join"
+    needs_join_prepare: bool = True
+    fatal: RaiseError | None = None
+    retry_at: float = 0.0
+    last_poll: float = 0.0
+    last_heartbeat_ok: float = 0.0
+    next_heartbeat: float = 0.0
+    heartbeat_in_flight: bool = False
+    left_for_poll_timeout: bool = False
+    history: list[str] = field(default_factory=list)
+
+    # ---- queries ---------------------------------------------------------------------
+
+    @property
+    def is_static(self) -> bool:
+        return self.config.group_instance_id is not None
+
+    def needs_rejoin(self) -> bool:
+        """True while the member must (re)join before it may fetch with its assignment."""
+        return self.rejoin_needed or self.state != MemberState.STABLE
+
+    def commit_identity(self) -> tuple[int, str]:
+        """(generation, member id) for OffsetCommit: the stable generation or (-1, "")."""
+        if self.state == MemberState.STABLE and self.generation >= 0:
+            return self.generation, self.member_id
+        return -1, ""
+
+    # ---- user thread: poll and join ----------------------------------------------------
+
+    def poll(self, now: float) -> None:
+        """The user called ``poll``: resets the max-poll-interval clock."""
+        self.last_poll = now
+        self.left_for_poll_timeout = False
+
+    def request_rejoin(self, reason: str) -> None:
+        """Metadata or subscription changed, or a cooperative revocation finished."""
+        self.rejoin_needed = True
+        self.rejoin_reason = reason
+
+    def next_step(self, now: float) -> list[Action]:
+        """What the join loop does next (empty: wait for a response or the backoff)."""
+        if self.fatal is not None:
+            return [self.fatal]
+        if not self.needs_rejoin() or self.state == MemberState.REBALANCING:
+            return []
+        if now < self.retry_at:
+            return []
+        if self.coordinator is None:
+            return [FindCoordinator()]
+        actions: list[Action] = []
+        if self.needs_join_prepare:
+            self.needs_join_prepare = False
+            actions.extend(self._prepare_join())
+        self.state = MemberState.REBALANCING
+        self.rejoin_needed = False
+        self.heartbeat_in_flight = False
+        actions.append(SendJoinGroup(self.member_id, self.rejoin_reason))
+        self._log(f"join as {self.member_id or '<new>'}: {self.rejoin_reason}")
+        return actions
+
+    def _prepare_join(self) -> list[Action]:
+        actions: list[Action] = []
+        if self.generation < 0:
+            # Generation lost (poll timeout, unknown member, illegal generation): the
+            # partitions may already belong to others; no commit, "lost" not "revoked".
+            if self.owned:
+                actions.append(LosePartitions(self.owned))
+                self.owned = frozenset()
+            return actions
+        if self.auto_commit:
+            actions.append(CommitOffsets(self.generation, self.member_id))
+        if not self.config.cooperative and self.owned:
+            actions.append(RevokePartitions(self.owned))
+            self.owned = frozenset()
+        return actions
+
+    def abort_rebalance(self) -> None:
+        """The join loop was interrupted (an exception in the driver): join again later."""
+        if self.state == MemberState.REBALANCING:
+            self.state = MemberState.UNJOINED
+            self.rejoin_needed = True
+
+    def coordinator_found(self, node: int, now: float) -> None:
+        self.coordinator = node
+        self.last_heartbeat_ok = now
+        self._log(f"coordinator {node}")
+
+    def coordinator_lookup_failed(self, code: int, now: float) -> list[Action]:
+        self.coordinator = None
+        self.retry_at = now + self.config.retry_backoff_ms
+        return self._fatal_if(code)
+
+    def coordinator_dead(self, reason: str, now: float) -> None:
+        """Mark the coordinator unknown (disconnect, NOT_COORDINATOR, session expiry)."""
+        if self.coordinator is not None:
+            self._log(f"coordinator lost: {reason}")
+        self.coordinator = None
+        self.heartbeat_in_flight = False
+        self.retry_at = now + self.config.retry_backoff_ms
+
+    def on_join_response(self, code: int, now: float, *, generation: int = -1,
+                         member_id: str = "", protocol: str | None = None,
+                         leader_id: str = "",
+                         members: tuple[JoinedMember, ...] = ()) -> list[Action]:
+        if self.state != MemberState.REBALANCING:
+            return []
+        if code == NONE:
+            self.generation = generation
+            self.member_id = member_id
+            self.protocol = protocol
+            self.leader_id = leader_id
+            self._log(f"joined generation {generation} as {member_id}"
+                      f"{' (leader)' if leader_id == member_id else ''}")
+            if leader_id == member_id:
+                return [PerformAssignment(generation, protocol or "", leader_id, members)]
+            return [SendSyncGroup(generation, member_id, protocol or "", ())]
+        self.state = MemberState.UNJOINED
+        self.rejoin_needed = True
+        if code == MEMBER_ID_REQUIRED:
+            self.member_id = member_id
+            self.rejoin_reason = "member id required"
+            return []
+        return self._on_group_error(code, now, "JoinGroup")
+
+    def on_assignment_computed(self, assignments: dict[str, bytes]) -> list[Action]:
+        if self.state != MemberState.REBALANCING or self.protocol is None:
+            return []
+        return [SendSyncGroup(self.generation, self.member_id, self.protocol,
+                              tuple(sorted(assignments.items())))]
+
+    def on_sync_response(self, code: int, now: float, generation: int,
+                         assignment: frozenset[TopicPartition] = frozenset()) -> list[Action]:
+        if self.state != MemberState.REBALANCING or generation != self.generation:
+            return []
+        if code != NONE:
+            self.state = MemberState.UNJOINED
+            self.rejoin_needed = True
+            return self._on_group_error(code, now, "SyncGroup")
+        self.state = MemberState.STABLE
+        self.needs_join_prepare = True
+        self.last_heartbeat_ok = now
+        self.next_heartbeat = now + self.config.heartbeat_interval_ms
+        self.heartbeat_in_flight = False
+        actions: list[Action] = []
+        revoked = self.owned - assignment
+        added = assignment - self.owned
+        if revoked:
+            # Only cooperative members still own partitions at this point.
+            actions.append(RevokePartitions(frozenset(revoked)))
+            self.request_rejoin("revoked partitions moved to other members")
+        self.owned = assignment
+        actions.append(AssignPartitions(frozenset(added), assignment))
+        self._log(f"stable in generation {generation} with {len(assignment)} partitions")
+        return actions
+
+    # ---- heartbeat thread ---------------------------------------------------------------
+
+    def heartbeat_tick(self, now: float) -> list[Action]:
+        """Heartbeat if due; leave the group if the user stopped polling."""
+        if self.fatal is not None or self.state == MemberState.UNJOINED:
+            return []
+        if now - self.last_poll > self.config.rebalance_timeout_ms:
+            return self._poll_timeout(now)
+        if self.state != MemberState.STABLE or self.coordinator is None:
+            return []
+        if now - self.last_heartbeat_ok > self.config.session_timeout_ms:
+            self.coordinator_dead("no heartbeat response within the session timeout", now)
+            return []
+        if self.heartbeat_in_flight or now < self.next_heartbeat:
+            return []
+        self.heartbeat_in_flight = True
+        self.next_heartbeat = now + self.config.heartbeat_interval_ms
+        return [SendHeartbeat(self.generation, self.member_id)]
+
+    def heartbeat_delay(self, now: float) -> float:
+        """Milliseconds until :meth:`heartbeat_tick` may have something to do."""
+        if self.state != MemberState.STABLE:
+            return self.config.retry_backoff_ms
+        until_poll = self.last_poll + self.config.rebalance_timeout_ms - now
+        return max(0.0, min(self.next_heartbeat - now, until_poll,
+                            self.config.retry_backoff_ms * 5))
+
+    def _poll_timeout(self, now: float) -> list[Action]:
+        self._log("max_poll_interval_ms exceeded: leaving the group")
+        actions: list[Action] = []
+        if not self.is_static and self.member_id and self.coordinator is not None:
+            actions.append(SendLeaveGroup(self.member_id, "consumer poll timeout has expired"))
+        self._reset_generation(reset_member=True)
+        self.left_for_poll_timeout = True
+        self.request_rejoin("poll timeout expired")
+        return actions
+
+    def on_heartbeat_response(self, code: int, now: float, generation: int) -> list[Action]:
+        self.heartbeat_in_flight = False
+        if code == NONE:
+            self.last_heartbeat_ok = now
+            return []
+        if generation != self.generation:
+            return []  # answer to an old generation: already handled
+        if code == REBALANCE_IN_PROGRESS:
+            self.request_rejoin("group is rebalancing")
+            return []
+        return self._on_group_error(code, now, "Heartbeat")
+
+    # ---- offsets and leaving ------------------------------------------------------------
+
+    def on_commit_error(self, code: int, now: float, generation: int) -> list[Action]:
+        """An OffsetCommit failed with ``code``; same recovery as for heartbeats."""
+        if generation != self.generation and code != FENCED_INSTANCE_ID:
+            return []
+        if code == REBALANCE_IN_PROGRESS:
+            self.request_rejoin("commit during a rebalance")
+            return []
+        return self._on_group_error(code, now, "OffsetCommit")
+
+    def leave(self, reason: str) -> list[Action]:
+        """The consumer closes or unsubscribes: leave (dynamic members only) and reset."""
+        actions: list[Action] = []
+        if not self.is_static and self.member_id and self.coordinator is not None:
+            actions.append(SendLeaveGroup(self.member_id, reason))
+        self._reset_generation(reset_member=True)
+        self.owned = frozenset()
+        self.needs_join_prepare = True
+        return actions
+
+    # ---- shared error handling ----------------------------------------------------------
+
+    def _on_group_error(self, code: int, now: float, what: str) -> list[Action]:
+        self._log(f"{what} error {code}")
+        if code == UNKNOWN_MEMBER_ID:
+            self._reset_generation(reset_member=True)
+            self.request_rejoin(f"{what}: unknown member id")
+            return []
+        if code == ILLEGAL_GENERATION:
+            self._reset_generation(reset_member=False)
+            self.request_rejoin(f"{what}: illegal generation")
+            return []
+        if code == REBALANCE_IN_PROGRESS:
+            self.request_rejoin(f"{what}: rebalance in progress")
+            return []
+        if code in COORDINATOR_ERRORS:
+            self.coordinator_dead(f"{what} error {code}", now)
+            return []
+        if code == COORDINATOR_LOAD_IN_PROGRESS:
+            self.retry_at = now + self.config.retry_backoff_ms
+            return []
+        return self._fatal_if(code, f"{what} failed")
+
+    def _fatal_if(self, code: int, message: str = "FindCoordinator failed") -> list[Action]:
+        if code in (NONE, COORDINATOR_LOAD_IN_PROGRESS) or code in COORDINATOR_ERRORS:
+            return []
+        self.fatal = RaiseError(code, f"{message} with error {code}")
+        return [self.fatal]
+
+    def _reset_generation(self, *, reset_member: bool) -> None:
+        self.generation = -1
+        self.protocol = None
+        self.leader_id = None
+        if reset_member:
+            self.member_id = ""
+        self.state = MemberState.UNJOINED
+        self.heartbeat_in_flight = False
+
+    def _log(self, message: str) -> None:
+        self.history.append(message)
+        if len(self.history) > 100:
+            del self.history[:50]

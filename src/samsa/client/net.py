@@ -1,0 +1,479 @@
+"""Connections and the network thread shared by the consumer, producer and admin client.
+
+One background thread owns every socket (non-blocking, one selector). Any thread calls
+:meth:`NetworkClient.send` with a destination, an API key and the request as a plain mapping;
+it gets a :class:`~samsa.client.future.Future` of the decoded kio response. Each connection
+negotiates versions with ApiVersions first; requests use the highest version both sides
+support, capped by :data:`CLIENT_MAX_VERSIONS`. Requests on one connection are answered in
+order; a request past its deadline closes its connection, as in Kafka's clients.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import selectors
+import socket
+import struct
+import threading
+import time
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader
+
+from samsa.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from samsa.client.future import Future
+from samsa.protocol.build import build
+from samsa.protocol.codec import encode_request
+
+__all__ = ["CLIENT_MAX_VERSIONS", "ApiKey", "NetworkClient"]
+
+log = logging.getLogger(__name__)
+
+
+class ApiKey:
+    """Kafka API keys used by the client."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    OFFSET_DELETE = 47
+
+
+CLIENT_MAX_VERSIONS: dict[int, int] = {
+    ApiKey.PRODUCE: 9,
+    ApiKey.FETCH: 12,  # v13 addresses topics by id only
+    ApiKey.LIST_OFFSETS: 7,
+    ApiKey.METADATA: 9,
+    ApiKey.OFFSET_COMMIT: 8,
+    ApiKey.OFFSET_FETCH: 7,
+    ApiKey.FIND_COORDINATOR: 4,
+    ApiKey.JOIN_GROUP: 9,
+    ApiKey.HEARTBEAT: 4,
+    ApiKey.LEAVE_GROUP: 5,
+    ApiKey.SYNC_GROUP: 5,
+    ApiKey.DESCRIBE_GROUPS: 5,
+    ApiKey.LIST_GROUPS: 4,
+    ApiKey.API_VERSIONS: 3,
+    ApiKey.CREATE_TOPICS: 7,
+    ApiKey.DELETE_TOPICS: 5,
+    ApiKey.INIT_PRODUCER_ID: 4,
+    ApiKey.CREATE_PARTITIONS: 3,
+    ApiKey.DELETE_GROUPS: 2,
+    ApiKey.OFFSET_DELETE: 0,
+}
+"""Highest version of each API this client speaks."""
+
+_SIZE = struct.Struct(">i")
+_CORR = struct.Struct(">i")
+_RECV = 256 * 1024
+
+
+class _Pending:
+    __slots__ = ("api_key", "body", "deadline", "expect_response", "future", "version")
+
+    def __init__(self, api_key: int, body: Mapping[str, Any], future: Future[Any],
+                 deadline: float, expect_response: bool) -> None:
+        self.api_key = api_key
+        self.body = body
+        self.future = future
+        self.deadline = deadline
+        self.expect_response = expect_response
+        self.version = -1
+
+
+class _Connection:
+    """One socket: queued requests, in-flight requests (FIFO) and the read buffer."""
+
+    def __init__(self, dest: Hashable, address: tuple[str, int]) -> None:
+        self.dest = dest
+        self.address = address
+        self.sock: socket.socket | None = None
+        self.state = "disconnected"  # connecting, negotiating, ready
+        self.versions: dict[int, tuple[int, int]] = {}
+        self.queued: collections.deque[_Pending] = collections.deque()
+        self.in_flight: collections.deque[tuple[int, _Pending]] = collections.deque()
+        self.out = bytearray()
+        self.inbuf = bytearray()
+        self.correlation = 0
+        self.events = 0
+
+
+class NetworkClient:
+    """The network thread and its connections (see module docstring)."""
+
+    def __init__(self, client_id: str, request_timeout_ms: int = 30000,
+                 reconnect_backoff_ms: int = 50) -> None:
+        self.client_id = client_id
+        self.request_timeout = request_timeout_ms / 1000
+        self.reconnect_backoff = reconnect_backoff_ms / 1000
+        self._addresses: dict[Hashable, tuple[str, int]] = {}
+        self._conns: dict[Hashable, _Connection] = {}
+        self._blocked_until: dict[Hashable, float] = {}
+        self._tasks: collections.deque[tuple[Hashable, _Pending]] = collections.deque()
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._closed = False
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name=f"samsa-net-{client_id}",
+                                        daemon=True)
+        self._thread.start()
+
+    # ---- any thread -------------------------------------------------------------------
+
+    def set_address(self, dest: Hashable, host: str, port: int) -> None:
+        """Name ``dest`` (a node id or any key) for ``host:port``."""
+        with self._lock:
+            self._addresses[dest] = (host, port)
+
+    def address(self, dest: Hashable) -> tuple[str, int] | None:
+        return self._addresses.get(dest)
+
+    def send(self, dest: Hashable, api_key: int, body: Mapping[str, Any], *,
+             timeout_ms: float | None = None, expect_response: bool = True) -> Future[Any]:
+        """Queue a request; the future resolves with the decoded response body."""
+        future: Future[Any] = Future()
+        if self._closed:
+            future.failure(KafkaConnectionError("client closed"))
+            return future
+        timeout = self.request_timeout if timeout_ms is None else timeout_ms / 1000
+        self._tasks.append((dest, _Pending(api_key, body, future, time.monotonic() + timeout,
+                                           expect_response)))
+        self._wakeup()
+        return future
+
+    def call(self, dest: Hashable, api_key: int, body: Mapping[str, Any], *,
+             timeout_ms: float | None = None) -> Any:
+        """Send and wait for the response (raises the failure)."""
+        fut = self.send(dest, api_key, body, timeout_ms=timeout_ms)
+        timeout = self.request_timeout if timeout_ms is None else timeout_ms / 1000
+        return fut.result(timeout + 1)
+
+    def disconnect(self, dest: Hashable) -> None:
+        """Close the connection to ``dest`` (its requests fail)."""
+        self._tasks.append((dest, _Pending(-1, {}, Future(), 0.0, False)))
+        self._wakeup()
+
+    def api_version(self, dest: Hashable, api_key: int) -> int | None:
+        """Negotiated version for ``api_key`` on ``dest``'s connection, once connected."""
+        conn = self._conns.get(dest)
+        if conn is None or conn.state != "ready":
+            return None
+        return self._choose(conn, api_key)
+
+    def close(self) -> None:
+        """Stop the network thread; in-flight requests fail."""
+        if self._closed:
+            return
+        self._closed = True
+        self._wakeup()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(5)
+
+    def _wakeup(self) -> None:
+        with contextlib.suppress(BlockingIOError, OSError):
+            self._wake_w.send(b"\0")
+
+    # ---- network thread ---------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while not self._closed:
+                self._drain_tasks()
+                timeout = self._expire(time.monotonic())
+                for key, mask in self._selector.select(timeout):
+                    conn = key.data
+                    if conn is None:
+                        with contextlib.suppress(BlockingIOError, OSError):
+                            self._wake_r.recv(4096)
+                        continue
+                    if mask & selectors.EVENT_WRITE:
+                        self._on_writable(conn)
+                    if mask & selectors.EVENT_READ and conn.sock is not None:
+                        self._on_readable(conn)
+        except Exception:  # pragma: no cover - a bug; fail everything loudly
+            log.exception("network thread crashed")
+        finally:
+            for conn in list(self._conns.values()):
+                self._close(conn, KafkaConnectionError("client closed"))
+            self._selector.close()
+            self._wake_r.close()
+            self._wake_w.close()
+
+    def _drain_tasks(self) -> None:
+        while self._tasks:
+            dest, pending = self._tasks.popleft()
+            if pending.api_key == -1:
+                conn = self._conns.get(dest)
+                if conn is not None:
+                    self._close(conn, KafkaConnectionError("disconnected by client"))
+                continue
+            conn = self._conns.get(dest)
+            if conn is None or conn.state == "disconnected":
+                address = self._addresses.get(dest)
+                if address is None:
+                    pending.future.failure(KafkaConnectionError(f"unknown node {dest!r}"))
+                    continue
+                if time.monotonic() < self._blocked_until.get(dest, 0.0):
+                    pending.future.failure(
+                        KafkaConnectionError(f"node {dest!r} in reconnect backoff"))
+                    continue
+                conn = _Connection(dest, address)
+                self._conns[dest] = conn
+                self._connect(conn)
+                if conn.state == "disconnected":
+                    pending.future.failure(KafkaConnectionError(f"cannot connect to {address}"))
+                    continue
+            conn.queued.append(pending)
+            if conn.state == "ready":
+                self._flush_queue(conn)
+
+    def _connect(self, conn: _Connection) -> None:
+        try:
+            sock = socket.socket(socket.AF_INET6 if ":" in conn.address[0] else socket.AF_INET,
+                                 socket.SOCK_STREAM)
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            err = sock.connect_ex(conn.address)
+        except OSError as exc:
+            log.debug("connect to %s failed: %s", conn.address, exc)
+            self._blocked_until[conn.dest] = time.monotonic() + self.reconnect_backoff
+            return
+        conn.sock = sock
+        conn.state = "connecting"
+        if err not in (0, 115, 36, 10035, 11):  # EINPROGRESS variants
+            sock.close()
+            conn.sock = None
+            conn.state = "disconnected"
+            self._blocked_until[conn.dest] = time.monotonic() + self.reconnect_backoff
+            return
+        conn.events = selectors.EVENT_READ | selectors.EVENT_WRITE
+        self._selector.register(sock, conn.events, conn)
+
+    def _set_events(self, conn: _Connection, events: int) -> None:
+        if conn.sock is not None and events != conn.events:
+            conn.events = events
+            self._selector.modify(conn.sock, events, conn)
+
+    def _on_writable(self, conn: _Connection) -> None:
+        assert conn.sock is not None
+        if conn.state == "connecting":
+            err = conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if err:
+                self._blocked_until[conn.dest] = time.monotonic() + self.reconnect_backoff
+                self._close(conn, KafkaConnectionError(f"connect to {conn.address}: errno {err}"))
+                return
+            conn.state = "negotiating"
+            self._send_api_versions(conn)
+        self._write(conn)
+
+    def _send_api_versions(self, conn: _Connection) -> None:
+        fut: Future[Any] = Future()
+        pending = _Pending(ApiKey.API_VERSIONS, {"client_software_name": "samsa",
+                                                 "client_software_version": "0.1.0"},
+                           fut, time.monotonic() + self.request_timeout, True)
+        pending.version = 3
+        self._enqueue_frame(conn, pending)
+
+        def done(f: Future[Any]) -> None:
+            if f.failed():
+                return
+            resp = f.value
+            if int(resp.error_code) != 0:
+                self._close(conn, KafkaConnectionError(f"ApiVersions failed: {resp.error_code}"))
+                return
+            conn.versions = {int(k.api_key): (int(k.min_version), int(k.max_version))
+                             for k in resp.api_keys}
+            conn.state = "ready"
+            self._flush_queue(conn)
+
+        fut.add_done_callback(done)
+
+    def _choose(self, conn: _Connection, api_key: int) -> int | None:
+        broker = conn.versions.get(api_key)
+        mine = CLIENT_MAX_VERSIONS.get(api_key)
+        if broker is None or mine is None:
+            return None
+        version = min(mine, broker[1])
+        return version if version >= broker[0] else None
+
+    def _flush_queue(self, conn: _Connection) -> None:
+        while conn.queued and conn.state == "ready":
+            pending = conn.queued.popleft()
+            version = pending.body.get("__version__") if pending.body else None
+            if version is None:
+                version = self._choose(conn, pending.api_key)
+            if version is None:
+                pending.future.failure(KafkaError(
+                    f"broker does not support API {pending.api_key}", 35))
+                continue
+            pending.version = int(version)
+            try:
+                self._enqueue_frame(conn, pending)
+            except Exception as exc:  # a bad request mapping: fail that request only
+                pending.future.failure(exc)
+        self._write(conn)
+
+    def _enqueue_frame(self, conn: _Connection, pending: _Pending) -> None:
+        conn.correlation = (conn.correlation + 1) & 0x7FFFFFFF
+        schema = load_request_schema(pending.api_key, pending.version)
+        body = {k: v for k, v in pending.body.items() if k != "__version__"}
+        frame = encode_request(pending.api_key, pending.version, conn.correlation,
+                               self.client_id, build(schema, body))
+        conn.out += frame
+        if pending.expect_response:
+            conn.in_flight.append((conn.correlation, pending))
+        else:
+            pending.future.success(None)
+
+    def _write(self, conn: _Connection) -> None:
+        if conn.sock is None or conn.state == "connecting":
+            return
+        if conn.out:
+            try:
+                sent = conn.sock.send(conn.out)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError as exc:
+                self._close(conn, KafkaConnectionError(f"send to {conn.address}: {exc}"))
+                return
+            del conn.out[:sent]
+        self._set_events(conn, selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.out else 0))
+
+    def _on_readable(self, conn: _Connection) -> None:
+        assert conn.sock is not None
+        try:
+            data = conn.sock.recv(_RECV)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._close(conn, KafkaConnectionError(f"recv from {conn.address}: {exc}"))
+            return
+        if not data:
+            self._close(conn, KafkaConnectionError(f"connection to {conn.address} closed"))
+            return
+        buf = conn.inbuf
+        buf += data
+        # Read more while the socket has data queued (large fetch responses).
+        pos = 0
+        while len(buf) - pos >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if len(buf) - pos - 4 < size:
+                need = size + 4 - (len(buf) - pos)
+                if need > 0:
+                    try:
+                        more = conn.sock.recv(max(need, _RECV))
+                    except (BlockingIOError, InterruptedError):
+                        break
+                    except OSError as exc:
+                        self._close(conn, KafkaConnectionError(str(exc)))
+                        return
+                    if not more:
+                        self._close(conn, KafkaConnectionError("connection closed"))
+                        return
+                    buf += more
+                    continue
+            frame = bytes(buf[pos + 4 : pos + 4 + size])
+            pos += 4 + size
+            self._on_frame(conn, frame)
+            if conn.sock is None:
+                return
+        del buf[:pos]
+
+    def _on_frame(self, conn: _Connection, frame: bytes) -> None:
+        if not conn.in_flight:
+            self._close(conn, KafkaConnectionError("unexpected response"))
+            return
+        correlation, pending = conn.in_flight.popleft()
+        (got,) = _CORR.unpack_from(frame, 0)
+        if got != correlation:
+            self._close(conn, KafkaConnectionError(
+                f"correlation id {got} does not match expected {correlation}"))
+            pending.future.failure(KafkaConnectionError("correlation mismatch"))
+            return
+        try:
+            cls = load_response_schema(pending.api_key, pending.version)
+            header_reader, body_reader = _readers(cls)
+            _, used = header_reader(frame, 0)
+            body, _ = body_reader(frame, used)
+        except Exception as exc:
+            pending.future.failure(KafkaError(f"cannot decode response to API "
+                                              f"{pending.api_key} v{pending.version}: {exc}"))
+            return
+        try:
+            pending.future.success(body)
+        except Exception:  # a callback bug must not kill the network thread
+            log.exception("response callback failed")
+
+    def _expire(self, now: float) -> float | None:
+        """Fail requests past their deadline (closing their connection); next timeout."""
+        nearest: float | None = None
+        for conn in list(self._conns.values()):
+            for _, pending in conn.in_flight:
+                if pending.deadline <= now:
+                    self._close(conn, KafkaTimeoutError(
+                        f"request API {pending.api_key} to {conn.address} timed out"))
+                    break
+                if nearest is None or pending.deadline < nearest:
+                    nearest = pending.deadline
+            else:
+                for pending in conn.queued:
+                    if pending.deadline <= now:
+                        self._close(conn, KafkaTimeoutError(f"connect to {conn.address} timed out"))
+                        break
+                    if nearest is None or pending.deadline < nearest:
+                        nearest = pending.deadline
+        if nearest is None:
+            return 1.0
+        return max(0.0, min(1.0, nearest - now))
+
+    def _close(self, conn: _Connection, exc: KafkaError) -> None:
+        if conn.sock is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self._selector.unregister(conn.sock)
+            conn.sock.close()
+            conn.sock = None
+        conn.state = "disconnected"
+        if self._conns.get(conn.dest) is conn:
+            del self._conns[conn.dest]
+        failed = [p for _, p in conn.in_flight] + list(conn.queued)
+        conn.in_flight.clear()
+        conn.queued.clear()
+        for pending in failed:
+            try:
+                pending.future.failure(exc)
+            except Exception:
+                log.exception("failure callback failed")
+
+
+_READERS: dict[type[Any], tuple[Any, Any]] = {}
+
+
+def _readers(cls: type[Any]) -> tuple[Any, Any]:
+    r = _READERS.get(cls)
+    if r is None:
+        r = (entity_reader(cls.__header_schema__), entity_reader(cls))
+        _READERS[cls] = r
+    return r

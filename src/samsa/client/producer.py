@@ -1,0 +1,417 @@
+"""``samsa.Producer``: batching, Java-compatible key partitioning, idempotent retries.
+
+``send`` appends a record to its partition's open batch and returns a future. A sender
+thread drains batches that are full, older than ``linger_ms``, or being flushed: one Produce
+request per broker node with at most one batch per partition. With idempotence (default)
+every batch carries the producer id, epoch and a per-partition sequence; a retried batch
+keeps its sequence, so the broker discards the duplicate of a batch it already appended.
+Delivery callbacks and futures resolve on the network thread.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from samsa import TopicPartition
+from samsa.client.errors import KafkaError, KafkaTimeoutError, error_for
+from samsa.client.future import Future
+from samsa.client.metadata import Metadata
+from samsa.client.net import ApiKey, NetworkClient
+from samsa.client.partitioner import StickyPartitioner, partition_for_key
+from samsa.client.records import RecordMetadata
+from samsa.protocol.records import COMPRESSION_CODES, ProducerRecordData, encode_batch
+
+__all__ = ["Producer"]
+
+log = logging.getLogger(__name__)
+_ids = itertools.count(1)
+
+DEFAULTS: dict[str, Any] = {
+    "bootstrap_servers": "localhost:9092",
+    "client_id": None,
+    "acks": -1,
+    "linger_ms": 5,
+    "batch_size": 16384,
+    "compression_type": None,
+    "enable_idempotence": True,
+    "retries": 2**31 - 1,
+    "delivery_timeout_ms": 120000,
+    "request_timeout_ms": 30000,
+    "retry_backoff_ms": 100,
+    "reconnect_backoff_ms": 50,
+    "max_in_flight_requests_per_connection": 5,
+    "max_request_size": 1048576,
+    "max_block_ms": 60000,
+    "metadata_max_age_ms": 300000,
+    "key_serializer": None,
+    "value_serializer": None,
+    "partitioner": None,
+}
+
+_DUPLICATE_SEQUENCE = 46
+_OUT_OF_ORDER_SEQUENCE = 45
+_RECORD_OVERHEAD = 16
+
+
+@dataclass
+class _Batch:
+    tp: TopicPartition
+    created: float
+    records: list[ProducerRecordData] = field(default_factory=list)
+    futures: list[Future[RecordMetadata]] = field(default_factory=list)
+    size: int = 61
+    attempts: int = 0
+    base_sequence: int = -1
+    retry_at: float = 0.0
+    encoded: bytes | None = None
+    full: bool = False
+
+    def done(self, base_offset: int, log_append_time: int) -> None:
+        for i, (fut, rec) in enumerate(zip(self.futures, self.records, strict=True)):
+            ts = log_append_time if log_append_time > 0 else rec.timestamp
+            fut.success(RecordMetadata(self.tp.topic, self.tp.partition,
+                                       base_offset + i if base_offset >= 0 else -1, ts))
+
+    def fail(self, exc: BaseException) -> None:
+        for fut in self.futures:
+            fut.failure(exc)
+
+
+class Producer:
+    """Send records to topics; thread-safe."""
+
+    def __init__(self, **configs: Any) -> None:
+        unknown = set(configs) - set(DEFAULTS)
+        if unknown:
+            raise TypeError(f"unknown producer config {sorted(unknown)}")
+        c = self.config = {**DEFAULTS, **configs}
+        acks = c["acks"]
+        self.acks = -1 if acks in ("all", -1, "-1") else int(acks)
+        self.compression = COMPRESSION_CODES[c["compression_type"] or "none"]
+        self.idempotent = bool(c["enable_idempotence"]) and self.acks == -1
+        self.client_id = c["client_id"] or f"samsa-producer-{next(_ids)}"
+        self._net = NetworkClient(self.client_id, c["request_timeout_ms"],
+                                  c["reconnect_backoff_ms"])
+        self._metadata = Metadata(self._net, c["bootstrap_servers"], c["retry_backoff_ms"])
+        self._sticky = StickyPartitioner()
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._batches: dict[TopicPartition, collections.deque[_Batch]] = {}
+        self._in_flight: dict[int, int] = defaultdict(int)
+        self._tp_in_flight: dict[TopicPartition, int] = defaultdict(int)
+        self._incomplete = 0
+        self._flushing = 0
+        self._closed = False
+        self._metadata_stale = False
+        self._producer_id = -1
+        self._producer_epoch = -1
+        self._sequences: dict[TopicPartition, int] = defaultdict(int)
+        self._linger = c["linger_ms"] / 1000
+        self._batch_size = c["batch_size"]
+        self._sender = threading.Thread(target=self._run, daemon=True,
+                                        name=f"samsa-sender-{self.client_id}")
+        self._sender.start()
+
+    # ---- user API -----------------------------------------------------------------------
+
+    def send(self, topic: str, value: Any = None, key: Any = None, *,
+             partition: int | None = None, timestamp_ms: int | None = None,
+             headers: Sequence[tuple[str, bytes | None]] | None = None,
+             on_delivery: Callable[[BaseException | None, RecordMetadata | None], None]
+             | None = None) -> Future[RecordMetadata]:
+        """Queue a record; the future resolves with its :class:`RecordMetadata`."""
+        if self._closed:
+            raise KafkaError("producer is closed")
+        c = self.config
+        if c["key_serializer"] is not None and key is not None:
+            key = c["key_serializer"](key)
+        if c["value_serializer"] is not None and value is not None:
+            value = c["value_serializer"](value)
+        if isinstance(key, str):
+            key = key.encode()
+        if isinstance(value, str):
+            value = value.encode()
+        count = self._metadata.cluster.partition_count(topic)
+        if count is None:
+            count = self._wait_for_topic(topic)
+        if partition is None:
+            if c["partitioner"] is not None:
+                partition = int(c["partitioner"](key, count))
+            elif key is not None:
+                partition = partition_for_key(key, count)
+            else:
+                partition = self._sticky.partition(topic, count)
+        elif not 0 <= partition < count:
+            raise KafkaError(f"partition {partition} of {topic} does not exist", 3)
+        tp = TopicPartition(topic, partition)
+        ts = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
+        hdrs = list(headers or ())
+        size = (len(key) if key else 0) + (len(value) if value else 0) + _RECORD_OVERHEAD
+        fut: Future[RecordMetadata] = Future()
+        if on_delivery is not None:
+            fut.add_done_callback(lambda f: on_delivery(f.exception(),
+                                                        None if f.failed() else f.value))
+        with self._lock:
+            queue = self._batches.get(tp)
+            if queue is None:
+                queue = self._batches[tp] = collections.deque()
+            batch = queue[-1] if queue else None
+            if batch is None or batch.full or batch.encoded is not None or \
+                    (batch.size + size > self._batch_size and batch.records):
+                if batch is not None and not batch.full:
+                    batch.full = True
+                batch = _Batch(tp, time.monotonic())
+                queue.append(batch)
+            batch.records.append(ProducerRecordData(ts, key, value, hdrs))
+            batch.futures.append(fut)
+            batch.size += size
+            self._incomplete += 1
+            if batch.size >= self._batch_size:
+                batch.full = True
+                if key is None and c["partitioner"] is None:
+                    self._sticky.batch_done(topic, partition, count)
+                self._cond.notify()
+            elif len(queue) > 1 or self._linger == 0:
+                self._cond.notify()
+        return fut
+
+    produce = send
+
+    def _wait_for_topic(self, topic: str) -> int:
+        deadline = time.monotonic() + self.config["max_block_ms"] / 1000
+        while True:
+            cluster = self._metadata.refresh({topic}, max(0.1, deadline - time.monotonic()))
+            count = cluster.partition_count(topic)
+            if count:
+                return count
+            if time.monotonic() >= deadline:
+                raise KafkaTimeoutError(f"topic {topic} not available")
+            time.sleep(0.1)
+
+    def partitions_for(self, topic: str) -> set[int]:
+        if self._metadata.cluster.partition_count(topic) is None:
+            self._wait_for_topic(topic)
+        return set(self._metadata.cluster.partitions_for(topic))
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Send everything queued and wait for it; returns the records still undelivered."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            self._flushing += 1
+            self._cond.notify_all()
+            try:
+                while self._incomplete:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        break
+                    self._cond.wait(0.05 if remaining is None else min(remaining, 0.05))
+            finally:
+                self._flushing -= 1
+            return self._incomplete
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush, then stop the sender and the network thread."""
+        if self._closed:
+            return
+        self.flush(timeout)
+        self._closed = True
+        with self._cond:
+            self._cond.notify_all()
+        self._sender.join(5)
+        self._net.close()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- sender thread ------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            try:
+                if self._closed and not self._incomplete:
+                    return
+                if self.idempotent and self._producer_id < 0:
+                    self._init_producer_id()
+                    continue
+                if self._metadata_stale:
+                    self._metadata_stale = False
+                    topics = {tp.topic for tp in self._batches}
+                    if topics:
+                        self._metadata.refresh(topics, 5.0)
+                requests = self._drain()
+                for node, batches in requests.items():
+                    self._send_produce(node, batches)
+            except Exception as exc:  # keep the sender alive; fail nothing silently
+                log.warning("producer sender error: %s", exc)
+                time.sleep(self.config["retry_backoff_ms"] / 1000)
+
+    def _init_producer_id(self) -> None:
+        body = {"transactional_id": None, "transaction_timeout": 60000,
+                "producer_id": -1, "producer_epoch": -1}
+        try:
+            resp = self._net.call(self._metadata.any_node(), ApiKey.INIT_PRODUCER_ID, body,
+                                  timeout_ms=self.config["request_timeout_ms"])
+        except KafkaError as exc:
+            log.info("InitProducerId failed: %s", exc)
+            time.sleep(self.config["retry_backoff_ms"] / 1000)
+            return
+        code = int(resp.error_code)
+        if code:
+            err = error_for(code, "InitProducerId")
+            if not err.retriable:
+                log.warning("idempotence disabled: %s", err)
+                self.idempotent = False
+                return
+            time.sleep(self.config["retry_backoff_ms"] / 1000)
+            return
+        self._producer_id = int(resp.producer_id)
+        self._producer_epoch = int(resp.producer_epoch)
+
+    def _drain(self) -> dict[int, list[_Batch]]:
+        """Wait for ready batches; take at most one per partition, grouped by leader."""
+        max_in_flight = self.config["max_in_flight_requests_per_connection"]
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                flushing = self._flushing > 0 or self._closed
+                cluster = self._metadata.cluster
+                out: dict[int, list[_Batch]] = defaultdict(list)
+                sizes: dict[int, int] = defaultdict(int)
+                wait = 0.1
+                for tp, queue in self._batches.items():
+                    if not queue:
+                        continue
+                    batch = queue[0]
+                    if batch.retry_at > now:
+                        wait = min(wait, batch.retry_at - now)
+                        continue
+                    ready_at = batch.created + self._linger
+                    if not (batch.full or len(queue) > 1 or flushing or ready_at <= now
+                            or batch.encoded is not None):
+                        wait = min(wait, ready_at - now)
+                        continue
+                    leader = cluster.leader(tp)
+                    if leader is None:
+                        self._metadata_stale = True
+                        continue
+                    if self._in_flight[leader] >= max_in_flight:
+                        continue
+                    if self.idempotent and self._tp_in_flight[tp] >= max_in_flight:
+                        continue
+                    if out[leader] and sizes[leader] + batch.size > \
+                            self.config["max_request_size"]:
+                        continue
+                    out[leader].append(batch)
+                    sizes[leader] += batch.size
+                out = {n: bs for n, bs in out.items() if bs}
+                if out:
+                    for node, batches in out.items():
+                        self._in_flight[node] += 1
+                        for batch in batches:
+                            self._batches[batch.tp].popleft()
+                            self._tp_in_flight[batch.tp] += 1
+                    return out
+                if self._metadata_stale or (self._closed and not self._incomplete):
+                    return {}
+                self._cond.wait(max(0.001, wait))
+
+    def _encode(self, batch: _Batch) -> bytes:
+        if batch.encoded is None:
+            if self.idempotent:
+                batch.base_sequence = self._sequences[batch.tp]
+                self._sequences[batch.tp] = (batch.base_sequence + len(batch.records)) \
+                    % (2**31)
+            batch.encoded = encode_batch(
+                batch.records, compression=self.compression,
+                producer_id=self._producer_id if self.idempotent else -1,
+                producer_epoch=self._producer_epoch if self.idempotent else -1,
+                base_sequence=batch.base_sequence)
+        return batch.encoded
+
+    def _send_produce(self, node: int, batches: list[_Batch]) -> None:
+        topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for batch in batches:
+            batch.attempts += 1
+            topics[batch.tp.topic].append({"index": batch.tp.partition,
+                                           "records": self._encode(batch)})
+        body = {"transactional_id": None, "acks": self.acks,
+                "timeout": self.config["request_timeout_ms"],
+                "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()]}
+        fut = self._net.send(node, ApiKey.PRODUCE, body, expect_response=self.acks != 0)
+        fut.add_done_callback(lambda f: self._on_produce(f, node, batches))
+
+    def _on_produce(self, fut: Future[Any], node: int, batches: list[_Batch]) -> None:
+        """Network thread: complete, retry or fail each batch of one Produce request."""
+        results: dict[TopicPartition, tuple[int, int, int]] = {}
+        if fut.succeeded() and fut.value is not None:
+            for t in fut.value.responses:
+                for p in t.partition_responses:
+                    lat = p.log_append_time
+                    lat_ms = int(lat.timestamp() * 1000) if hasattr(lat, "timestamp") else \
+                        int(lat or -1)
+                    results[TopicPartition(t.name, int(p.index))] = (
+                        int(p.error_code), int(p.base_offset), lat_ms)
+        finished: list[tuple[_Batch, BaseException | None, int, int]] = []
+        with self._cond:
+            self._in_flight[node] -= 1
+            for batch in batches:
+                self._tp_in_flight[batch.tp] -= 1
+                if fut.succeeded() and self.acks == 0:
+                    finished.append((batch, None, -1, -1))
+                    continue
+                if fut.failed():
+                    code, base, lat_ms = 13, -1, -1
+                    exc: BaseException | None = fut.exception()
+                    self._metadata_stale = True
+                else:
+                    code, base, lat_ms = results.get(batch.tp, (13, -1, -1))
+                    exc = None if code in (0, _DUPLICATE_SEQUENCE) else error_for(code)
+                if exc is None:
+                    finished.append((batch, None, base if code == 0 else -1, lat_ms))
+                    continue
+                retriable = (isinstance(exc, KafkaError) and exc.retriable) or (
+                    self.idempotent and code == _OUT_OF_ORDER_SEQUENCE)
+                expired = time.monotonic() - batch.created > \
+                    self.config["delivery_timeout_ms"] / 1000
+                if retriable and batch.attempts <= self.config["retries"] and not expired:
+                    if code in (3, 5, 6):
+                        self._metadata_stale = True
+                    batch.retry_at = time.monotonic() + self.config["retry_backoff_ms"] / 1000
+                    self._requeue(batch)
+                else:
+                    finished.append((batch, exc, -1, -1))
+            self._cond.notify_all()
+        for batch, error, base, lat_ms in finished:
+            if error is None:
+                batch.done(base, lat_ms)
+            else:
+                batch.fail(error)
+        if finished:
+            with self._cond:
+                self._incomplete -= sum(len(b.records) for b, _, _, _ in finished)
+                self._cond.notify_all()
+
+    def _requeue(self, batch: _Batch) -> None:
+        """Put a batch back in sequence order ahead of newer batches of its partition."""
+        queue = self._batches[batch.tp]
+        items = list(queue)
+        pos = 0
+        while pos < len(items) and items[pos].encoded is not None and \
+                items[pos].base_sequence < batch.base_sequence:
+            pos += 1
+        items.insert(pos, batch)
+        queue.clear()
+        queue.extend(items)
+
+

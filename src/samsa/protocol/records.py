@@ -1,0 +1,339 @@
+"""Client-side record codec: decode fetched v2 batches into records, encode produced batches.
+
+Decoding checks each batch's CRC-32C, decompresses gzip, snappy (raw or xerial-framed, as
+old Java clients wrote it), lz4 (frame) and zstd with cramjam, and reads every record with
+its millisecond timestamp and headers (kio's record reader truncates timestamps to seconds,
+so it is not used). Encoding writes one v2 batch, optionally compressed, with the producer
+id, epoch and base sequence of an idempotent producer.
+
+``samsa.log.records`` decodes the same format for compaction (a subset of this module).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+import cramjam
+from crc32c import crc32c
+
+__all__ = [
+    "COMPRESSION_CODES",
+    "CorruptRecordError",
+    "DecodedBatch",
+    "ProducerRecordData",
+    "compress",
+    "decode_batches",
+    "decompress",
+    "encode_batch",
+]
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_HEADER_SIZE = 61
+_LOG_OVERHEAD = 12
+_CRC_START = 21
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+_INT32 = struct.Struct(">i")
+
+COMPRESSION_CODES = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+"""``compression_type`` names to the codec id in the batch attributes."""
+
+
+class CorruptRecordError(ValueError):
+    """A fetched batch whose CRC, length or record encoding is invalid."""
+
+
+class DecodedBatch(NamedTuple):
+    """One decoded batch: header fields consumers need and its records.
+
+    Each record is ``(offset, timestamp_ms, key, value, headers)``.
+    """
+
+    base_offset: int
+    next_offset: int
+    timestamp_type: int
+    is_control: bool
+    is_transactional: bool
+    producer_id: int
+    records: list[tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]]
+
+
+class ProducerRecordData(NamedTuple):
+    """A record to encode: timestamp (ms), key, value and headers."""
+
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: Sequence[tuple[str, bytes | None]]
+
+
+def _xerial_decompress(data: bytes) -> bytes:
+    out = bytearray()
+    pos = len(_XERIAL_HEADER)
+    while pos < len(data):
+        (size,) = _INT32.unpack_from(data, pos)
+        pos += 4
+        out += bytes(cramjam.snappy.decompress_raw(data[pos : pos + size]))
+        pos += size
+    return bytes(out)
+
+
+def decompress(codec: int, data: bytes) -> bytes:
+    """Decompress a records section compressed with ``codec`` (1 gzip .. 4 zstd)."""
+    try:
+        if codec == 1:
+            return bytes(cramjam.gzip.decompress(data))
+        if codec == 2:
+            if data[:8] == _XERIAL_MAGIC:
+                return _xerial_decompress(data)
+            return bytes(cramjam.snappy.decompress_raw(data))
+        if codec == 3:
+            return bytes(cramjam.lz4.decompress(data))
+        if codec == 4:
+            return bytes(cramjam.zstd.decompress(data))
+    except Exception as exc:  # cramjam raises its own error type
+        raise CorruptRecordError(f"cannot decompress codec {codec}: {exc}") from exc
+    raise CorruptRecordError(f"unknown compression codec {codec}")
+
+
+def compress(codec: int, data: bytes) -> bytes:
+    """Compress a records section; snappy uses raw blocks (as librdkafka writes)."""
+    if codec == 1:
+        return bytes(cramjam.gzip.compress(data))
+    if codec == 2:
+        return bytes(cramjam.snappy.compress_raw(data))
+    if codec == 3:
+        return bytes(cramjam.lz4.compress(data))
+    if codec == 4:
+        return bytes(cramjam.zstd.compress(data))
+    raise ValueError(f"unknown compression codec {codec}")
+
+
+def _slow_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("varint too long")
+
+
+def _decode_records(
+    buf: bytes, count: int, base_offset: int, base_ts: int, fixed_ts: int | None
+) -> list[tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]]:
+    """Decode ``count`` records from ``buf`` (an uncompressed records section)."""
+    out: list[tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]] = []
+    append = out.append
+    varint = _slow_varint
+    pos = 0
+    for _ in range(count):
+        # length
+        b = buf[pos]
+        if b < 0x80:
+            pos += 1
+        else:
+            _, pos = varint(buf, pos)
+        pos += 1  # attributes
+        b = buf[pos]
+        if b < 0x80:
+            ts_delta = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            ts_delta, pos = varint(buf, pos)
+        b = buf[pos]
+        if b < 0x80:
+            off_delta = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            off_delta, pos = varint(buf, pos)
+        b = buf[pos]
+        if b < 0x80:
+            n = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            n, pos = varint(buf, pos)
+        if n < 0:
+            key = None
+        else:
+            key = buf[pos : pos + n]
+            pos += n
+        b = buf[pos]
+        if b < 0x80:
+            n = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            n, pos = varint(buf, pos)
+        if n < 0:
+            value = None
+        else:
+            value = buf[pos : pos + n]
+            pos += n
+        b = buf[pos]
+        headers: list[tuple[str, bytes | None]] = []
+        if b == 0:
+            pos += 1
+        else:
+            nh, pos = varint(buf, pos)
+            for _h in range(nh):
+                n, pos = varint(buf, pos)
+                hkey = buf[pos : pos + n].decode()
+                pos += n
+                n, pos = varint(buf, pos)
+                if n < 0:
+                    hval = None
+                else:
+                    hval = buf[pos : pos + n]
+                    pos += n
+                headers.append((hkey, hval))
+        append((
+            base_offset + off_delta,
+            base_ts + ts_delta if fixed_ts is None else fixed_ts,
+            key,
+            value,
+            headers,
+        ))
+    if pos > len(buf):
+        raise CorruptRecordError("records run past the end of the batch")
+    return out
+
+
+def decode_batches(data: bytes, *, check_crc: bool = True) -> Iterator[DecodedBatch]:
+    """Decode the whole v2 batches in ``data`` (a fetch response's record set).
+
+    A truncated batch at the end (brokers may cut the last one at the fetch size limit) is
+    ignored. Raises :class:`CorruptRecordError` on a CRC mismatch or undecodable records.
+    """
+    pos = 0
+    end = len(data)
+    while end - pos >= _LOG_OVERHEAD:
+        base_offset, batch_length = struct.unpack_from(">qi", data, pos)
+        size = batch_length + _LOG_OVERHEAD
+        if end - pos < size:
+            return
+        magic = data[pos + 16]
+        if magic != 2:
+            raise CorruptRecordError(f"unsupported record batch magic {magic}")
+        if size < _HEADER_SIZE:
+            raise CorruptRecordError(f"batch length {batch_length} too small")
+        (_, _, _, _, crc, attributes, last_delta, base_ts, max_ts, producer_id, _, _,
+         count) = _HEADER.unpack_from(data, pos)
+        if check_crc and crc32c(memoryview(data)[pos + _CRC_START : pos + size]) != crc:
+            raise CorruptRecordError(f"CRC mismatch in batch at offset {base_offset}")
+        body = data[pos + _HEADER_SIZE : pos + size]
+        codec = attributes & 0x07
+        if codec:
+            body = decompress(codec, body)
+        ts_type = 1 if attributes & 0x08 else 0
+        try:
+            records = _decode_records(
+                body, count, base_offset, base_ts, max_ts if ts_type else None
+            )
+        except (IndexError, UnicodeDecodeError) as exc:
+            raise CorruptRecordError(f"bad record in batch at offset {base_offset}") from exc
+        yield DecodedBatch(
+            base_offset,
+            base_offset + last_delta + 1,
+            ts_type,
+            bool(attributes & 0x20),
+            bool(attributes & 0x10),
+            producer_id,
+            records,
+        )
+        pos += size
+
+
+def _varint_bytes(value: int) -> bytes:
+    v = (value << 1) ^ (value >> 63)
+    if v < 0x80:
+        return bytes((v,))
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+_SMALL = [bytes(((i << 1) ^ (i >> 63),)) if -64 <= i < 64 else b"" for i in range(-64, 64)]
+
+
+def _zz(value: int) -> bytes:
+    if -64 <= value < 64:
+        return _SMALL[value + 64]
+    return _varint_bytes(value)
+
+
+def encode_batch(
+    records: Sequence[ProducerRecordData],
+    *,
+    base_offset: int = 0,
+    compression: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    transactional: bool = False,
+) -> bytes:
+    """Encode ``records`` as one v2 batch (CreateTime timestamps, CRC-32C set)."""
+    if not records:
+        raise ValueError("a batch needs at least one record")
+    base_ts = records[0].timestamp
+    max_ts = base_ts
+    body = bytearray()
+    zz = _zz
+    for i, (ts, key, value, headers) in enumerate(records):
+        if ts > max_ts:
+            max_ts = ts
+        rec = bytearray(b"\x00")
+        rec += zz(ts - base_ts)
+        rec += zz(i)
+        if key is None:
+            rec += b"\x01"
+        else:
+            rec += zz(len(key))
+            rec += key
+        if value is None:
+            rec += b"\x01"
+        else:
+            rec += zz(len(value))
+            rec += value
+        rec += zz(len(headers))
+        for hk, hv in headers:
+            hkb = hk.encode()
+            rec += zz(len(hkb))
+            rec += hkb
+            if hv is None:
+                rec += b"\x01"
+            else:
+                rec += zz(len(hv))
+                rec += hv
+        body += zz(len(rec))
+        body += rec
+    payload = compress(compression, bytes(body)) if compression else bytes(body)
+    attributes = compression | (0x10 if transactional else 0)
+    header = bytearray(
+        _HEADER.pack(
+            base_offset,
+            _HEADER_SIZE - _LOG_OVERHEAD + len(payload),
+            -1,
+            2,
+            0,
+            attributes,
+            len(records) - 1,
+            base_ts,
+            max_ts,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(records),
+        )
+    )
+    crc = crc32c(bytes(header[_CRC_START:]) + payload)
+    struct.pack_into(">I", header, 17, crc)
+    return bytes(header) + payload

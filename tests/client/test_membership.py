@@ -1,0 +1,304 @@
+"""The membership state machine on a fake clock: joins, heartbeats and every error path."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from samsa import TopicPartition
+from samsa.client.membership import (
+    AssignPartitions,
+    CommitOffsets,
+    FindCoordinator,
+    JoinedMember,
+    LosePartitions,
+    Membership,
+    MembershipConfig,
+    MemberState,
+    PerformAssignment,
+    RaiseError,
+    RevokePartitions,
+    SendHeartbeat,
+    SendJoinGroup,
+    SendLeaveGroup,
+    SendSyncGroup,
+)
+
+NONE, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, DISCONNECTED = 0, 16, 15, 13
+ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS = 22, 25, 27
+MEMBER_ID_REQUIRED, FENCED_INSTANCE_ID, LOAD_IN_PROGRESS, INCONSISTENT_PROTOCOL = 79, 82, 14, 23
+
+A0, A1, A2 = (TopicPartition("t", i) for i in range(3))
+
+
+def machine(cooperative: bool = False, instance: str | None = None,
+            auto_commit: bool = True) -> Membership:
+    cfg = MembershipConfig("g", group_instance_id=instance, session_timeout_ms=10_000,
+                           rebalance_timeout_ms=60_000, heartbeat_interval_ms=1_000,
+                           retry_backoff_ms=100, cooperative=cooperative)
+    m = Membership(cfg, auto_commit=auto_commit)
+    m.poll(0)
+    return m
+
+
+def stable(m: Membership, parts: frozenset[TopicPartition], now: float = 0,
+           generation: int = 1) -> list[object]:
+    """Drive ``m`` through a follower join into STABLE with ``parts``."""
+    if m.coordinator is None:
+        assert m.next_step(now) == [FindCoordinator()]
+        m.coordinator_found(0, now)
+    actions = m.next_step(now)
+    assert isinstance(actions[-1], SendJoinGroup)
+    assert m.state == MemberState.REBALANCING
+    got = m.on_join_response(NONE, now, generation=generation, member_id="m1",
+                             protocol="range", leader_id="other")
+    assert got == [SendSyncGroup(generation, "m1", "range", ())]
+    return actions + m.on_sync_response(NONE, now, generation, parts)
+
+
+def test_first_join_with_member_id_required_then_leader_assignment() -> None:
+    m = machine()
+    assert m.state == MemberState.UNJOINED and m.needs_rejoin()
+    assert m.next_step(0) == [FindCoordinator()]
+    m.coordinator_found(0, 0)
+    assert m.next_step(0) == [SendJoinGroup("", "initial join")]
+    assert m.on_join_response(MEMBER_ID_REQUIRED, 1, member_id="c-123") == []
+    assert m.state == MemberState.UNJOINED and m.member_id == "c-123"
+    (join,) = m.next_step(1)
+    assert join == SendJoinGroup("c-123", "member id required")
+    members = (JoinedMember("c-123", None, b"meta"), JoinedMember("c-456", None, b"meta2"))
+    actions = m.on_join_response(NONE, 2, generation=1, member_id="c-123", protocol="range",
+                                 leader_id="c-123", members=members)
+    assert actions == [PerformAssignment(1, "range", "c-123", members)]
+    assert m.on_assignment_computed({"c-456": b"b", "c-123": b"a"}) == [
+        SendSyncGroup(1, "c-123", "range", (("c-123", b"a"), ("c-456", b"b")))]
+    actions = m.on_sync_response(NONE, 3, 1, frozenset({A0}))
+    assert actions == [AssignPartitions(frozenset({A0}), frozenset({A0}))]
+    assert m.state == MemberState.STABLE and not m.needs_rejoin()
+    assert m.commit_identity() == (1, "c-123")
+
+
+def test_heartbeats_on_interval_one_in_flight() -> None:
+    m = machine()
+    stable(m, frozenset({A0}))
+    assert m.heartbeat_tick(500) == []
+    assert m.heartbeat_tick(1000) == [SendHeartbeat(1, "m1")]
+    assert m.heartbeat_tick(2500) == []  # still in flight
+    assert m.on_heartbeat_response(NONE, 2600, 1) == []
+    assert m.heartbeat_tick(2600) == [SendHeartbeat(1, "m1")]
+
+
+def test_eager_rebalance_commits_and_revokes_everything_first() -> None:
+    m = machine()
+    stable(m, frozenset({A0, A1}))
+    m.heartbeat_tick(1000)
+    m.on_heartbeat_response(REBALANCE_IN_PROGRESS, 1001, 1)
+    assert m.needs_rejoin() and m.state == MemberState.STABLE
+    actions = m.next_step(1002)
+    assert actions == [CommitOffsets(1, "m1"), RevokePartitions(frozenset({A0, A1})),
+                       SendJoinGroup("m1", "group is rebalancing")]
+    m.on_join_response(NONE, 1003, generation=2, member_id="m1", protocol="range",
+                       leader_id="x")
+    assert m.on_sync_response(NONE, 1004, 2, frozenset({A1})) == [
+        AssignPartitions(frozenset({A1}), frozenset({A1}))]
+    assert not m.needs_rejoin()
+
+
+def test_cooperative_revokes_only_moved_partitions_then_rejoins() -> None:
+    m = machine(cooperative=True)
+    stable(m, frozenset({A0, A1}))
+    m.request_rejoin("new member")
+    assert m.next_step(5) == [CommitOffsets(1, "m1"), SendJoinGroup("m1", "new member")]
+    m.on_join_response(NONE, 6, generation=2, member_id="m1", protocol="cooperative-sticky",
+                       leader_id="x")
+    actions = m.on_sync_response(NONE, 7, 2, frozenset({A0, A2}))
+    assert actions == [RevokePartitions(frozenset({A1})),
+                       AssignPartitions(frozenset({A2}), frozenset({A0, A2}))]
+    assert m.needs_rejoin()  # second rebalance gives A1 to its new owner
+    assert m.next_step(8)[-1] == SendJoinGroup("m1", "revoked partitions moved to other members")
+    m.on_join_response(NONE, 9, generation=3, member_id="m1", protocol="cooperative-sticky",
+                       leader_id="x")
+    assert m.on_sync_response(NONE, 10, 3, frozenset({A0, A2})) == [
+        AssignPartitions(frozenset(), frozenset({A0, A2}))]
+    assert not m.needs_rejoin()
+
+
+def test_unknown_member_resets_id_and_loses_partitions() -> None:
+    m = machine()
+    stable(m, frozenset({A0}))
+    m.heartbeat_tick(1000)
+    m.on_heartbeat_response(UNKNOWN_MEMBER_ID, 1001, 1)
+    assert m.member_id == "" and m.generation == -1 and m.state == MemberState.UNJOINED
+    assert m.next_step(1002) == [LosePartitions(frozenset({A0})),
+                                 SendJoinGroup("", "Heartbeat: unknown member id")]
+
+
+def test_illegal_generation_keeps_member_id_and_rejoins() -> None:
+    m = machine()
+    stable(m, frozenset({A0}))
+    m.heartbeat_tick(1000)
+    m.on_heartbeat_response(ILLEGAL_GENERATION, 1001, 1)
+    assert m.member_id == "m1" and m.generation == -1
+    assert m.next_step(1002) == [LosePartitions(frozenset({A0})),
+                                 SendJoinGroup("m1", "Heartbeat: illegal generation")]
+
+
+@pytest.mark.parametrize("code", [NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, DISCONNECTED])
+def test_coordinator_errors_rediscover_without_rejoining(code: int) -> None:
+    m = machine()
+    stable(m, frozenset({A0}))
+    m.heartbeat_tick(1000)
+    m.on_heartbeat_response(code, 1001, 1)
+    assert m.coordinator is None and m.state == MemberState.STABLE and not m.needs_rejoin()
+    assert m.heartbeat_tick(3000) == []
+    m.coordinator_found(0, 3000)
+    assert m.heartbeat_tick(3000) == [SendHeartbeat(1, "m1")]
+
+
+@pytest.mark.parametrize("code", [NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, DISCONNECTED])
+def test_coordinator_error_during_join_finds_coordinator_again(code: int) -> None:
+    m = machine()
+    m.coordinator_found(0, 0)
+    m.next_step(0)
+    assert m.on_join_response(code, 1) == []
+    assert m.coordinator is None
+    assert m.next_step(50) == []  # retry backoff
+    assert m.next_step(200) == [FindCoordinator()]
+
+
+def test_load_in_progress_backs_off_then_rejoins() -> None:
+    m = machine()
+    m.coordinator_found(0, 0)
+    m.next_step(0)
+    m.on_join_response(LOAD_IN_PROGRESS, 10)
+    assert m.next_step(20) == []
+    assert isinstance(m.next_step(200)[-1], SendJoinGroup)
+
+
+def test_rebalance_in_progress_on_join_and_sync_rejoins_at_once() -> None:
+    m = machine()
+    m.coordinator_found(0, 0)
+    m.next_step(0)
+    m.on_join_response(REBALANCE_IN_PROGRESS, 1)
+    assert isinstance(m.next_step(1)[-1], SendJoinGroup)
+    m.on_join_response(NONE, 2, generation=4, member_id="m", protocol="range", leader_id="x")
+    assert m.on_sync_response(REBALANCE_IN_PROGRESS, 3, 4) == []
+    assert m.state == MemberState.UNJOINED
+    assert isinstance(m.next_step(3)[-1], SendJoinGroup)
+
+
+def test_fenced_instance_is_fatal() -> None:
+    m = machine(instance="i-1")
+    stable(m, frozenset({A0}))
+    m.heartbeat_tick(1000)
+    actions = m.on_heartbeat_response(FENCED_INSTANCE_ID, 1001, 1)
+    assert actions == [RaiseError(FENCED_INSTANCE_ID, "Heartbeat failed with error 82")]
+    assert m.next_step(2000) == actions
+
+
+def test_other_join_errors_are_fatal() -> None:
+    m = machine()
+    m.coordinator_found(0, 0)
+    m.next_step(0)
+    (err,) = m.on_join_response(INCONSISTENT_PROTOCOL, 1)
+    assert isinstance(err, RaiseError) and err.code == INCONSISTENT_PROTOCOL
+
+
+def test_poll_timeout_leaves_group_and_next_join_loses_partitions() -> None:
+    m = machine()
+    stable(m, frozenset({A0}))
+    for t in range(1000, 60_001, 1000):
+        m.on_heartbeat_response(NONE, t, 1)
+        m.heartbeat_tick(t)
+    assert m.state == MemberState.STABLE
+    assert m.heartbeat_tick(60_001) == [SendLeaveGroup("m1", "consumer poll timeout has expired")]
+    assert m.state == MemberState.UNJOINED and m.member_id == "" and m.needs_rejoin()
+    m.poll(70_000)
+    assert m.next_step(70_000) == [LosePartitions(frozenset({A0})),
+                                   SendJoinGroup("", "poll timeout expired")]
+
+
+def test_static_member_poll_timeout_sends_no_leave() -> None:
+    m = machine(instance="i-1")
+    stable(m, frozenset({A0}))
+    m.last_heartbeat_ok = 60_001
+    assert m.heartbeat_tick(60_001) == []
+    assert m.state == MemberState.UNJOINED
+    assert m.leave("close") == []
+
+
+def test_session_timeout_without_heartbeat_answers_marks_coordinator_dead() -> None:
+    m = machine()
+    stable(m, frozenset({A0}))
+    m.poll(10_001)
+    assert m.heartbeat_tick(1000) == [SendHeartbeat(1, "m1")]
+    m.heartbeat_in_flight = False  # answer never came; the request timed out silently
+    assert m.heartbeat_tick(10_001) == []
+    assert m.coordinator is None
+
+
+def test_stale_responses_are_ignored() -> None:
+    m = machine()
+    stable(m, frozenset({A0}), generation=5)
+    m.heartbeat_tick(1000)
+    assert m.on_heartbeat_response(ILLEGAL_GENERATION, 1001, 4) == []
+    assert m.generation == 5 and m.state == MemberState.STABLE
+    assert m.on_sync_response(NONE, 1002, 5, frozenset({A1})) == []  # not rebalancing
+    assert m.on_commit_error(UNKNOWN_MEMBER_ID, 1003, 4) == []
+    assert m.member_id == "m1"
+
+
+def test_commit_errors_trigger_rejoin() -> None:
+    m = machine()
+    stable(m, frozenset({A0}))
+    m.on_commit_error(REBALANCE_IN_PROGRESS, 10, 1)
+    assert m.needs_rejoin() and m.generation == 1
+    m.on_commit_error(ILLEGAL_GENERATION, 11, 1)
+    assert m.generation == -1
+
+
+def test_leave_dynamic_member() -> None:
+    m = machine()
+    stable(m, frozenset({A0}))
+    assert m.leave("close") == [SendLeaveGroup("m1", "close")]
+    assert m.state == MemberState.UNJOINED and m.owned == frozenset()
+
+
+def test_random_event_sequences_keep_invariants() -> None:
+    rng = random.Random(1234)
+    codes = [NONE, NONE, NONE, NOT_COORDINATOR, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
+             REBALANCE_IN_PROGRESS, MEMBER_ID_REQUIRED, LOAD_IN_PROGRESS, DISCONNECTED]
+    for seed in range(50):
+        rng.seed(seed)
+        m = machine(cooperative=bool(seed % 2))
+        now = 0.0
+        owned: frozenset[TopicPartition] = frozenset()
+        for _ in range(200):
+            now += rng.choice([1, 50, 500, 2000])
+            m.poll(now)
+            for a in m.next_step(now) + m.heartbeat_tick(now):
+                if isinstance(a, FindCoordinator):
+                    m.coordinator_found(0, now)
+                elif isinstance(a, SendJoinGroup):
+                    code = rng.choice(codes)
+                    leader = rng.random() < 0.5
+                    out = m.on_join_response(code, now, generation=rng.randint(1, 9),
+                                             member_id="m", protocol="p",
+                                             leader_id="m" if leader else "x")
+                    for b in out:
+                        if isinstance(b, PerformAssignment):
+                            out = m.on_assignment_computed({"m": b""})
+                    if out and isinstance(out[0], SendSyncGroup):
+                        parts = frozenset(rng.sample([A0, A1, A2], rng.randint(0, 3)))
+                        for b in m.on_sync_response(rng.choice(codes), now, m.generation,
+                                                    parts):
+                            if isinstance(b, AssignPartitions):
+                                owned = b.assignment
+                elif isinstance(a, SendHeartbeat):
+                    m.on_heartbeat_response(rng.choice(codes), now, a.generation)
+            if m.state == MemberState.STABLE:
+                assert m.generation >= 0 and m.member_id
+                assert m.owned == owned
+            if m.state != MemberState.REBALANCING:
+                assert m.generation >= 0 or m.state == MemberState.UNJOINED
