@@ -1,0 +1,551 @@
+"""Deterministic simulation of a consumer group against the coordinator (VOPR-style).
+
+One seed fixes everything: configuration, members (dynamic or static), their timeouts,
+network delays (requests and replies may arrive late and out of order), crashes, stalls,
+leaves, restarts, subscription changes and shard fail-overs (unload + reload from the log).
+Simulated members behave like Kafka clients: the MEMBER_ID_REQUIRED step, a leader that
+assigns partitions round-robin over the union of subscriptions, heartbeats, commits.
+
+Invariants checked after every step (see :meth:`Simulation.check`): one leader per
+generation, generations never decrease, a Stable generation assigns each partition at most
+once, every reply's error is legal for the request and situation, each request is answered
+at most once (and, after draining, exactly once), the timer service mirrors the shards'
+deadlines, and replaying all records rebuilds the live hard state.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+from dataclasses import dataclass, field
+
+from samsa.coordinator import (
+    CommitPartition,
+    CommitTopic,
+    Coordinator,
+    CoordinatorConfig,
+    FakeTimer,
+    GroupState,
+    HardState,
+    Heartbeat,
+    JoinGroup,
+    LeaveGroup,
+    LeavingMember,
+    OffsetCommit,
+    Record,
+    Result,
+    SyncGroup,
+    TimerKey,
+)
+from samsa.coordinator.consumer_protocol import encode_subscription
+from samsa.coordinator.events import Event
+from samsa.coordinator.group import Group
+from samsa.coordinator.records import encode_group_metadata_key
+from samsa.coordinator.responses import (
+    HeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    OffsetCommitResponse,
+    Response,
+    SyncGroupResponse,
+)
+
+from .harness import check_replay
+
+GROUP = "sim"
+GROUP_KEY = encode_group_metadata_key(GROUP)
+TOPICS = {"t0": 4, "t1": 3, "t2": 2}
+
+NONE, UNKNOWN_MEMBER, ILLEGAL_GEN, REBALANCING = 0, 25, 22, 27
+MEMBER_ID_REQUIRED, FENCED, NOT_COORDINATOR, MAX_SIZE = 79, 82, 16, 81
+
+LEGAL: dict[str, set[int]] = {
+    "join": {NONE, MEMBER_ID_REQUIRED, UNKNOWN_MEMBER, FENCED, REBALANCING},
+    "sync": {NONE, REBALANCING, UNKNOWN_MEMBER, ILLEGAL_GEN, FENCED},
+    "heartbeat": {NONE, REBALANCING, UNKNOWN_MEMBER, ILLEGAL_GEN, FENCED},
+    "commit": {NONE, REBALANCING, UNKNOWN_MEMBER, ILLEGAL_GEN, FENCED},
+    "leave": {NONE, UNKNOWN_MEMBER, FENCED},
+}
+
+
+class InvariantViolation(AssertionError):
+    pass
+
+
+def encode_assignment(partitions: list[str]) -> bytes:
+    return ",".join(partitions).encode()
+
+
+def decode_assignment(data: bytes) -> list[str]:
+    return [p for p in data.decode().split(",") if p]
+
+
+def round_robin(subscriptions: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Kafka's RoundRobinAssignor over the union of subscriptions."""
+    members = sorted(subscriptions)
+    result: dict[str, list[str]] = {m: [] for m in members}
+    topics = sorted({t for ts in subscriptions.values() for t in ts})
+    partitions = [f"{t}:{p}" for t in topics for p in range(TOPICS.get(t, 1))]
+    cycle = itertools.cycle(members)
+    for tp in partitions:
+        topic = tp.split(":")[0]
+        for _ in range(len(members)):
+            m = next(cycle)
+            if topic in subscriptions[m]:
+                result[m].append(tp)
+                break
+    return result
+
+
+def parse_subscription(metadata: bytes) -> list[str]:
+    from samsa.coordinator.consumer_protocol import subscribed_topics
+
+    return sorted(subscribed_topics(metadata) or ())
+
+
+@dataclass
+class Sent:
+    member: str
+    incarnation: int
+    kind: str
+    event: Event
+
+
+@dataclass
+class SimMember:
+    name: str
+    instance_id: str | None
+    session_ms: int
+    rebalance_ms: int
+    heartbeat_ms: int
+    topics: list[str]
+    status: str = "down"  # down | joining | syncing | stable
+    incarnation: int = 0
+    member_id: str = ""
+    generation: int = -1
+    join_token: int | None = None
+    sync_token: int | None = None
+    hb_token: int | None = None
+    next_hb_at: int = 0
+    stalled_until: int = 0
+    assignment: list[str] = field(default_factory=list)
+    inbox: list[tuple[int, Response]] = field(default_factory=list)
+
+    def protocols(self) -> tuple[tuple[str, bytes], ...]:
+        meta = encode_subscription(self.topics)
+        return (("roundrobin", meta), ("range", meta))
+
+
+class Simulation:
+    def __init__(self, seed: int, steps: int = 300) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        rng = self.rng
+        self.steps = steps
+        self.config = CoordinatorConfig(
+            initial_rebalance_delay_ms=rng.choice([0, 500, 3000]),
+            min_session_timeout_ms=1000,
+            offsets_topic_num_partitions=1,
+            offsets_retention_minutes=rng.choice([1, 10080]),
+            offsets_retention_check_interval_ms=rng.choice([5000, 600_000]),
+            max_size=rng.choice([2**31 - 1, 2**31 - 1, 3]),
+        )
+        self.timer = FakeTimer()
+        self.timer.on_fire = self._on_fire
+        self._ids = itertools.count(1)
+        self.coord = Coordinator(self.config, self.timer, lambda p: f"{p}-{next(self._ids)}")
+        self.records: list[Record] = []
+        self.shadow = HardState()
+        self._tokens = itertools.count(1)
+        self.sent: dict[int, Sent] = {}
+        self.answered: dict[int, Response] = {}
+        self.network: list[tuple[int, int, str, object]] = []  # (at, seq, kind, payload)
+        self._seq = itertools.count()
+        self.leaders: dict[int, str] = {}  # generation -> leader identity
+        self.last_generation = 0
+        self.log: list[str] = []
+        self._in_unload = False
+        self.members = [self._new_member(i) for i in range(rng.randint(2, 6))]
+        self._absorb(self.coord.load(0, [], 0))
+
+    # ------------------------------------------------------------------ setup
+
+    def _new_member(self, i: int) -> SimMember:
+        rng = self.rng
+        session = rng.choice([6000, 10_000])
+        return SimMember(
+            name=f"m{i}",
+            instance_id=f"inst{i}" if rng.random() < 0.4 else None,
+            session_ms=session,
+            rebalance_ms=rng.choice([8000, 15_000, 30_000]),
+            heartbeat_ms=rng.choice([1000, 2000, 3000]),
+            topics=self._random_topics(),
+        )
+
+    def _random_topics(self) -> list[str]:
+        return sorted(self.rng.sample(sorted(TOPICS), self.rng.randint(1, len(TOPICS))))
+
+    @property
+    def now(self) -> int:
+        return self.timer.now_ms
+
+    def group(self) -> Group | None:
+        shard = self.coord.shard_for(GROUP)
+        return None if shard is None else shard.groups.get(GROUP)
+
+    # ------------------------------------------------------------------ coordinator plumbing
+
+    def _on_fire(self, key: TimerKey, now_ms: int) -> None:
+        self._absorb(self.coord.fire(key, now_ms))
+
+    def _absorb(self, result: Result) -> None:
+        for r in result.records:
+            self.records.append(r)
+            self.shadow.replay(r.key, r.value)
+            if r.value is None and r.key == GROUP_KEY:
+                # the group died (and may be re-created): a new generation sequence starts
+                self.last_generation = 0
+                self.leaders.clear()
+        group = self.group()
+        for reply in result.replies:
+            token = reply.token
+            assert isinstance(token, int)
+            if token in self.answered:
+                raise InvariantViolation(f"token {token} answered twice")
+            self.answered[token] = reply.response
+            self._check_reply(self.sent[token], reply.response, group)
+            sent = self.sent[token]
+            self._post(
+                self.rng.choice([0, 0, 50, 300, 2000]), "resp", (token, reply.response, sent)
+            )
+
+    def _post(self, delay: int, kind: str, payload: object) -> None:
+        heapq.heappush(self.network, (self.now + delay, next(self._seq), kind, payload))
+
+    def send(self, m: SimMember, kind: str, event: Event) -> int:
+        token = next(self._tokens)
+        self.sent[token] = Sent(m.name, m.incarnation, kind, event)
+        r = self.rng.random()
+        delay = (
+            0
+            if r < 0.5
+            else self.rng.randint(1, 500)
+            if r < 0.95
+            else self.rng.randint(2000, 20_000)
+        )
+        self._post(delay, "req", token)
+        return token
+
+    def _deliver_due(self) -> None:
+        while self.network and self.network[0][0] <= self.now:
+            _, _, kind, payload = heapq.heappop(self.network)
+            if kind == "req":
+                assert isinstance(payload, int)
+                self._absorb(self.coord.handle(self.sent[payload].event, self.now, payload))
+            else:
+                token, response, sent = payload  # type: ignore[misc]
+                m = self._member(sent.member)
+                if m.incarnation == sent.incarnation:
+                    m.inbox.append((token, response))
+
+    def _member(self, name: str) -> SimMember:
+        return next(m for m in self.members if m.name == name)
+
+    # ------------------------------------------------------------------ member behaviour
+
+    def join(self, m: SimMember) -> None:
+        m.status = "joining"
+        m.sync_token = None
+        m.join_token = self.send(
+            m,
+            "join",
+            JoinGroup(
+                GROUP,
+                m.member_id,
+                "consumer",
+                m.protocols(),
+                m.session_ms,
+                m.rebalance_ms,
+                group_instance_id=m.instance_id,
+                client_id=m.name,
+                client_host="/sim",
+            ),
+        )
+
+    def reset_and_rejoin(self, m: SimMember) -> None:
+        m.member_id = ""
+        m.generation = -1
+        m.assignment = []
+        self.join(m)
+
+    def on_join(self, m: SimMember, token: int, r: JoinGroupResponse) -> None:
+        if token != m.join_token:
+            return
+        m.join_token = None
+        if r.error_code == MEMBER_ID_REQUIRED:
+            m.member_id = r.member_id
+            self.join(m)
+        elif r.error_code == NONE:
+            m.member_id, m.generation = r.member_id, r.generation_id
+            assignments: tuple[tuple[str, bytes], ...] = ()
+            if r.leader == m.member_id and not r.skip_assignment:
+                subs = {x.member_id: parse_subscription(x.metadata) for x in r.members}
+                plan = round_robin(subs)
+                assignments = tuple((k, encode_assignment(v)) for k, v in plan.items())
+            m.status = "syncing"
+            m.sync_token = self.send(
+                m,
+                "sync",
+                SyncGroup(GROUP, m.generation, m.member_id, assignments, m.instance_id),
+            )
+        elif r.error_code == FENCED:
+            self.crash(m)
+        elif r.error_code == UNKNOWN_MEMBER:
+            self.reset_and_rejoin(m)
+        else:
+            self.join(m)
+
+    def on_sync(self, m: SimMember, token: int, r: SyncGroupResponse) -> None:
+        if token != m.sync_token:
+            return
+        m.sync_token = None
+        if r.error_code == NONE:
+            m.status = "stable"
+            m.assignment = decode_assignment(r.assignment)
+            m.next_hb_at = self.now + m.heartbeat_ms
+        else:
+            self.on_error(m, r.error_code)
+
+    def on_error(self, m: SimMember, error: int) -> None:
+        if error == FENCED:
+            self.crash(m)
+        elif error in (UNKNOWN_MEMBER, ILLEGAL_GEN):
+            self.reset_and_rejoin(m)
+        elif error in (REBALANCING, NOT_COORDINATOR):
+            if m.status in ("stable", "syncing") or (m.status == "joining" and m.join_token is None):
+                self.join(m)
+
+    def crash(self, m: SimMember) -> None:
+        m.status = "down"
+        m.incarnation += 1
+        m.join_token = m.sync_token = m.hb_token = None
+        m.inbox.clear()
+
+    def restart(self, m: SimMember) -> None:
+        m.incarnation += 1
+        m.member_id = ""
+        m.generation = -1
+        m.assignment = []
+        m.inbox.clear()
+        self.join(m)
+
+    def act(self, m: SimMember) -> None:
+        rng = self.rng
+        if m.status == "down":
+            if rng.random() < 0.03:
+                self.restart(m)
+            return
+        if self.now < m.stalled_until:
+            return
+        for token, response in m.inbox:
+            if isinstance(response, JoinGroupResponse):
+                self.on_join(m, token, response)
+            elif isinstance(response, SyncGroupResponse):
+                self.on_sync(m, token, response)
+            elif isinstance(response, HeartbeatResponse):
+                if token == m.hb_token:
+                    m.hb_token = None
+                    if response.error_code != NONE and m.status == "stable":
+                        self.on_error(m, response.error_code)
+            elif isinstance(response, OffsetCommitResponse):
+                codes = {p.error_code for t in response.topics for p in t.partitions}
+                if m.status == "stable" and codes - {NONE}:
+                    self.on_error(m, max(codes))
+            if m.status == "down":
+                break
+        m.inbox.clear()
+        if m.status == "down":
+            return
+        p = rng.random()
+        if p < 0.004:
+            self.log.append(f"{self.now} {m.name} crashes")
+            self.crash(m)
+        elif p < 0.008:
+            self.log.append(f"{self.now} {m.name} leaves")
+            self.send(m, "leave", LeaveGroup(GROUP, (LeavingMember(m.member_id, m.instance_id),)))
+            self.crash(m)
+        elif p < 0.014:
+            m.stalled_until = self.now + rng.randint(2000, 40_000)
+            self.log.append(f"{self.now} {m.name} stalls until {m.stalled_until}")
+        elif p < 0.018 and m.status == "stable":
+            m.topics = self._random_topics()
+            self.join(m)
+        elif m.status == "stable":
+            if self.now >= m.next_hb_at and m.hb_token is None:
+                m.hb_token = self.send(
+                    m, "heartbeat", Heartbeat(GROUP, m.generation, m.member_id, m.instance_id)
+                )
+                m.next_hb_at = self.now + m.heartbeat_ms
+            if m.assignment and rng.random() < 0.05:
+                by_topic: dict[str, list[CommitPartition]] = {}
+                for tp in m.assignment:
+                    t, part = tp.split(":")
+                    by_topic.setdefault(t, []).append(CommitPartition(int(part), self.now))
+                topics = tuple(CommitTopic(t, tuple(ps)) for t, ps in by_topic.items())
+                self.send(
+                    m,
+                    "commit",
+                    OffsetCommit(GROUP, topics, m.generation, m.member_id, m.instance_id),
+                )
+
+    def failover(self) -> None:
+        """The shard moves away and comes back: unload, then reload from the log."""
+        self.log.append(f"{self.now} failover")
+        self._in_unload = True
+        self._absorb(self.coord.unload(0))
+        self._in_unload = False
+        self._absorb(self.coord.load(0, [(r.key, r.value) for r in self.records], self.now))
+        persisted = self.coord.shards[0].hard.groups.get(GROUP)
+        floor = 0 if persisted is None else persisted.generation
+        self.leaders = {g: ld for g, ld in self.leaders.items() if g <= floor}
+        self.last_generation = floor
+
+    # ------------------------------------------------------------------ invariants
+
+    def _identity(self, group: Group | None, member_id: str) -> str:
+        """A leader's identity: its instance id if static (a static leader may be replaced
+        within a generation), else its member id."""
+        if group is not None and member_id in group.members:
+            instance = group.members[member_id].group_instance_id
+            if instance is not None:
+                return f"instance:{instance}"
+        return member_id
+
+    def _check_reply(self, sent: Sent, response: Response, group: Group | None) -> None:
+        legal = set(LEGAL[sent.kind])
+        if self.config.max_size < 2**31 - 1:
+            legal.add(MAX_SIZE)
+        if self._in_unload:
+            legal.add(NOT_COORDINATOR)
+        if isinstance(response, LeaveGroupResponse):
+            codes = {m.error_code for m in response.members}
+            if response.error_code != NONE or not codes <= legal:
+                raise InvariantViolation(f"illegal leave answer {response}")
+            return
+        if isinstance(response, OffsetCommitResponse):
+            codes = {p.error_code for t in response.topics for p in t.partitions}
+        else:
+            assert isinstance(response, JoinGroupResponse | SyncGroupResponse | HeartbeatResponse)
+            codes = {response.error_code}
+        if not codes <= legal:
+            raise InvariantViolation(f"illegal {sent.kind} answer {response} to {sent.event}")
+        if isinstance(response, JoinGroupResponse) and response.error_code == NONE:
+            self._check_join_ok(response, group)
+        if isinstance(response, SyncGroupResponse) and response.error_code == NONE:
+            assert isinstance(sent.event, SyncGroup)
+            if group is None or group.state is not GroupState.STABLE:
+                raise InvariantViolation("sync answered NONE outside Stable")
+            if group.generation != sent.event.generation_id:
+                raise InvariantViolation("sync answered NONE for another generation")
+            member = group.members.get(sent.event.member_id)
+            if member is not None and member.assignment != response.assignment:
+                raise InvariantViolation("sync answer differs from the stored assignment")
+        if isinstance(response, HeartbeatResponse) and response.error_code == NONE:
+            assert isinstance(sent.event, Heartbeat)
+            if group is None or sent.event.member_id not in group.members:
+                raise InvariantViolation("heartbeat NONE for a non-member")
+            if group.state not in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+                raise InvariantViolation(f"heartbeat NONE in {group.state}")
+
+    def _check_join_ok(self, r: JoinGroupResponse, group: Group | None) -> None:
+        if group is None or r.member_id not in group.members:
+            raise InvariantViolation(f"join NONE for a non-member {r.member_id}")
+        if r.generation_id != group.generation:
+            raise InvariantViolation("join answered with a stale generation")
+        leader = self._identity(group, r.leader)
+        known = self.leaders.setdefault(r.generation_id, leader)
+        if known != leader:
+            raise InvariantViolation(
+                f"two leaders in generation {r.generation_id}: {known} and {leader}"
+            )
+        if r.members and r.leader != r.member_id:
+            raise InvariantViolation("member list sent to a follower")
+
+    def check(self) -> None:
+        shard = self.coord.shards[0]
+        if self.shadow != shard.hard:
+            raise InvariantViolation("replaying the records does not give the live hard state")
+        mirrored = {k: d for s in self.coord.shards.values() for k, d in s.deadlines.items()}
+        if mirrored != self.timer.deadlines:
+            raise InvariantViolation("timer service and shard deadlines disagree")
+        group = self.group()
+        if group is None:
+            self.last_generation = 0
+            self.leaders.clear()
+            return
+        if group.generation < self.last_generation:
+            raise InvariantViolation(
+                f"generation went back {self.last_generation} -> {group.generation}"
+            )
+        self.last_generation = group.generation
+        if group.members and group.leader_id not in group.members:
+            raise InvariantViolation("leader is not a member")
+        if not set(group.pending_sync) <= set(group.members):
+            raise InvariantViolation("pending-sync member is not a member")
+        if group.state is GroupState.EMPTY and group.members:
+            raise InvariantViolation("Empty group with members")
+        if group.state is GroupState.STABLE:
+            seen: set[str] = set()
+            for member in group.members.values():
+                for tp in decode_assignment(member.assignment):
+                    if tp in seen:
+                        raise InvariantViolation(f"partition {tp} assigned twice")
+                    seen.add(tp)
+
+    # ------------------------------------------------------------------ driver
+
+    def step(self) -> None:
+        self.timer.advance(self.rng.choice([0, 100, 300, 700, 1500]))
+        self._deliver_due()
+        for m in self.rng.sample(self.members, len(self.members)):
+            self.act(m)
+        if self.rng.random() < 0.003:
+            self.failover()
+        self._deliver_due()
+
+    def run(self) -> None:
+        for i in range(self.steps):
+            self.step()
+            self.check()
+            if i % 50 == 49:
+                check_replay(self.coord, self.records)
+        self.drain()
+
+    def drain(self) -> None:
+        """Everyone stops; after the network empties and timers run out, every request
+        must have been answered exactly once."""
+        for m in self.members:
+            self.crash(m)
+        while self.network:
+            self.timer.advance(max(0, self.network[0][0] - self.now))
+            self._deliver_due()
+        self.timer.advance(3_600_000)
+        self.check()
+        check_replay(self.coord, self.records)
+        missing = sorted(set(self.sent) - set(self.answered))
+        if missing:
+            raise InvariantViolation(f"requests never answered: {missing[:5]}")
+        group = self.group()
+        if group is not None and (group.members or group.pending_members):
+            raise InvariantViolation("members of a silent group never expired")
+
+
+def run_seed(seed: int, steps: int = 300) -> Simulation:
+    sim = Simulation(seed, steps)
+    try:
+        sim.run()
+    except Exception as exc:
+        tail = "\n".join(sim.log[-15:])
+        raise AssertionError(f"simulation seed {seed} failed: {exc}\n{tail}") from exc
+    return sim
