@@ -322,9 +322,12 @@ class Simulation:
             self.crash(m)
         elif error in (UNKNOWN_MEMBER, ILLEGAL_GEN):
             self.reset_and_rejoin(m)
-        elif error in (REBALANCING, NOT_COORDINATOR):
-            if m.status in ("stable", "syncing") or (m.status == "joining" and m.join_token is None):
-                self.join(m)
+        elif error in (REBALANCING, NOT_COORDINATOR) and self._may_rejoin(m):
+            self.join(m)
+
+    @staticmethod
+    def _may_rejoin(m: SimMember) -> bool:
+        return m.status in ("stable", "syncing") or (m.status == "joining" and m.join_token is None)
 
     def crash(self, m: SimMember) -> None:
         m.status = "down"
