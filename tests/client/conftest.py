@@ -1,0 +1,41 @@
+"""Helpers for client tests against a real broker (the session ``broker`` fixture)."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from samsa.client import Admin
+from tests.brokerproc import BrokerProcess
+
+_names = itertools.count()
+
+
+@pytest.fixture
+def admin(broker: BrokerProcess) -> Iterator[Admin]:
+    with Admin(bootstrap_servers=broker.bootstrap) as a:
+        yield a
+
+
+@pytest.fixture
+def topic(admin: Admin, request: pytest.FixtureRequest) -> Callable[[int], str]:
+    """Factory: a fresh topic with ``n`` partitions."""
+
+    def make(partitions: int = 1) -> str:
+        name = f"{request.node.name[:40]}-{next(_names)}".replace("[", "-").replace("]", "")
+        admin.create_topics({name: partitions})
+        return name
+
+    return make
+
+
+def wait_until(cond: Callable[[], bool], timeout: float = 20.0, step: float = 0.05) -> None:
+    """Poll ``cond`` until true; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(step)
