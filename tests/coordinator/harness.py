@@ -37,6 +37,10 @@ SUB = encode_subscription(["t"])
 PROTOCOLS: tuple[tuple[str, bytes], ...] = (("range", SUB),)
 
 
+#: Every context created by the running test; ``conftest.py`` replays them all afterwards.
+LIVE: list[Ctx] = []
+
+
 @dataclass
 class Ctx:
     config: CoordinatorConfig = field(
@@ -45,6 +49,7 @@ class Ctx:
     partitions: Iterable[int] | None = None
 
     def __post_init__(self) -> None:
+        LIVE.append(self)
         self.timer = FakeTimer()
         self._ids = itertools.count(1)
         self._tokens = itertools.count(1)

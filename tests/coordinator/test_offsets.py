@@ -284,3 +284,11 @@ def test_subscriptions_are_read_from_v0_prefix_of_any_version() -> None:
     r = ctx.join_reply(tokens[0])
     ctx.sync(r.member_id, r.generation_id)
     assert ctx.shard().groups["g"].subscribed_topics == frozenset({"t", "u"})
+
+
+def test_empty_group_accepts_negative_generation_even_with_member_id() -> None:
+    ctx = Ctx()
+    (a,), _ = ctx.stable_group(1)
+    ctx.leave(a)
+    assert commit_errors(ctx, ctx.commit({("t", 0): 1}, "whoever", -1)) == {("t", 0): 0}
+    assert commit_errors(ctx, ctx.commit({("t", 0): 1}, "whoever", 3)) == {("t", 0): UNKNOWN_MEMBER}

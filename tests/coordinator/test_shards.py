@@ -82,6 +82,7 @@ def test_loaded_group_over_capacity_rebalances() -> None:
     ctx.stable_group(3)
     records = [(r.key, r.value) for r in ctx.records]
     small = Ctx(CoordinatorConfig(offsets_topic_num_partitions=1, max_size=2), partitions=[])
+    small.records.extend(ctx.records)
     small.absorb(small.coord.load(0, records, 0))
     assert small.state() is S.PREPARING_REBALANCE
 

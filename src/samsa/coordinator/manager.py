@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from samsa.coordinator.answers import error_response, status_error_response
+from samsa.coordinator.answers import error_response, group_ids, status_error_response
 from samsa.coordinator.config import CoordinatorConfig
 from samsa.coordinator.core import MemberIdFactory, default_member_id
 from samsa.coordinator.events import (
@@ -72,6 +72,12 @@ class Coordinator:
 
     def shard_for(self, group_id: str) -> CoordinatorShard | None:
         return self.shards.get(self.partition_for(group_id))
+
+    def partitions_for(self, event: Event) -> set[int]:
+        """The shards a request touches (snapshot these before handling it)."""
+        if isinstance(event, ListGroups):
+            return set(self.shards)
+        return {self.partition_for(gid) for gid in group_ids(event)}
 
     def coordinator_error(self, group_id: str) -> int:
         """FindCoordinator's answer for a group on this node: NONE, LOAD_IN_PROGRESS or

@@ -73,8 +73,12 @@ def _member_id(group: Group, ev: OffsetCommit) -> str:
 
 
 def _validate_commit(group: Group, ev: OffsetCommit) -> int | None:
+    """Kafka's ``ClassicGroup.validateOffsetCommit``: generation < 0 on an Empty group is a
+    simple consumer (accepted whatever member id it sends); otherwise member + generation."""
     if group.is_(S.DEAD):
         return E.coordinator_not_available
+    if ev.generation_id < 0 and group.is_(S.EMPTY):
+        return None
     if (
         ev.generation_id >= 0
         or ev.member_id != UNKNOWN_MEMBER_ID
@@ -86,9 +90,7 @@ def _validate_commit(group: Group, ev: OffsetCommit) -> int | None:
         if ev.generation_id != group.generation:
             return E.illegal_generation
         return None
-    if not group.is_(S.EMPTY):
-        return E.unknown_member_id
-    return None
+    return E.unknown_member_id
 
 
 def _commit_response(ev: OffsetCommit, error_for: _ErrorFor) -> OffsetCommitResponse:

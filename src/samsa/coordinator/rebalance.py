@@ -135,9 +135,10 @@ def update_member_and_rebalance(
 
 
 def remove_member(core: ShardCore, group: Group, member_id: str) -> Member | None:
-    """Drop a member and its session timer (no state change)."""
+    """Drop a member (or pending member) and its timers (no state change)."""
     member = group.remove(member_id)
     core.cancel(TimerKind.SESSION, group.group_id, member_id)
+    core.cancel(TimerKind.PENDING_MEMBER, group.group_id, member_id)
     if not group.pending_sync:
         core.cancel(TimerKind.PENDING_SYNC, group.group_id)
     return member

@@ -181,10 +181,6 @@ class _Reader:
                 self.uvarint()
                 self._take(self.uvarint())
 
-    def end(self) -> None:
-        # Kafka ignores trailing bytes of newer minor versions; so do we.
-        return None
-
 
 # --------------------------------------------------------------------------- keys
 
