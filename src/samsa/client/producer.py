@@ -17,7 +17,6 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from samsa import TopicPartition
@@ -29,7 +28,7 @@ from samsa.client.partitioner import StickyPartitioner, partition_for_key
 from samsa.client.records import RecordMetadata
 from samsa.protocol.records import COMPRESSION_CODES, ProducerRecordData, encode_batch
 
-__all__ = ["Producer"]
+__all__ = ["Producer", "RecordFuture"]
 
 log = logging.getLogger(__name__)
 _ids = itertools.count(1)
@@ -61,28 +60,101 @@ _OUT_OF_ORDER_SEQUENCE = 45
 _RECORD_OVERHEAD = 16
 
 
-@dataclass
 class _Batch:
-    tp: TopicPartition
-    created: float
-    records: list[ProducerRecordData] = field(default_factory=list)
-    futures: list[Future[RecordMetadata]] = field(default_factory=list)
-    size: int = 61
-    attempts: int = 0
-    base_sequence: int = -1
-    retry_at: float = 0.0
-    encoded: bytes | None = None
-    full: bool = False
+    """Records of one partition sent together; one event for all their futures."""
+
+    __slots__ = ("attempts", "base_sequence", "callbacks", "created", "encoded", "error",
+                 "event", "full", "metadata", "records", "retry_at", "size", "tp")
+
+    def __init__(self, tp: TopicPartition, created: float) -> None:
+        self.tp = tp
+        self.created = created
+        self.records: list[ProducerRecordData] = []
+        self.size = 61
+        self.attempts = 0
+        self.base_sequence = -1
+        self.retry_at = 0.0
+        self.encoded: bytes | None = None
+        self.full = False
+        self.event = threading.Event()
+        self.error: BaseException | None = None
+        self.metadata: tuple[int, int] | None = None
+        self.callbacks: list[tuple[int, Callable[[Any], None], Any]] = []
 
     def done(self, base_offset: int, log_append_time: int) -> None:
-        for i, (fut, rec) in enumerate(zip(self.futures, self.records, strict=True)):
-            ts = log_append_time if log_append_time > 0 else rec.timestamp
-            fut.success(RecordMetadata(self.tp.topic, self.tp.partition,
-                                       base_offset + i if base_offset >= 0 else -1, ts))
+        self.metadata = (base_offset, log_append_time)
+        self._finish()
 
     def fail(self, exc: BaseException) -> None:
-        for fut in self.futures:
-            fut.failure(exc)
+        self.error = exc
+        self._finish()
+
+    def _finish(self) -> None:
+        self.event.set()
+        for _, cb, fut in self.callbacks:
+            try:
+                cb(fut)
+            except Exception:
+                log.exception("delivery callback failed")
+        self.callbacks = []
+
+    def record_metadata(self, index: int) -> RecordMetadata:
+        assert self.metadata is not None
+        base, log_append_time = self.metadata
+        ts = log_append_time if log_append_time > 0 else self.records[index].timestamp
+        return RecordMetadata(self.tp.topic, self.tp.partition,
+                              base + index if base >= 0 else -1, ts)
+
+
+class RecordFuture:
+    """Delivery future of one record (shares its batch's completion)."""
+
+    __slots__ = ("_batch", "_index")
+
+    def __init__(self, batch: _Batch, index: int) -> None:
+        self._batch = batch
+        self._index = index
+
+    def done(self) -> bool:
+        return self._batch.event.is_set()
+
+    def failed(self) -> bool:
+        return self.done() and self._batch.error is not None
+
+    def succeeded(self) -> bool:
+        return self.done() and self._batch.error is None
+
+    def exception(self) -> BaseException | None:
+        return self._batch.error if self.done() else None
+
+    @property
+    def value(self) -> RecordMetadata | None:
+        return self._batch.record_metadata(self._index) if self.succeeded() else None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._batch.event.wait(timeout)
+
+    def result(self, timeout: float | None = None) -> RecordMetadata:
+        """The record's metadata; raises the delivery error or :class:`KafkaTimeoutError`."""
+        if not self._batch.event.wait(timeout):
+            raise KafkaTimeoutError(f"record not delivered within {timeout}s")
+        if self._batch.error is not None:
+            raise self._batch.error
+        return self._batch.record_metadata(self._index)
+
+    get = result
+
+    def add_done_callback(self, cb: Callable[[RecordFuture], None]) -> None:
+        """``cb(future)`` once delivered or failed (on the network thread)."""
+        batch = self._batch
+        with _CALLBACK_LOCK:
+            if not batch.event.is_set():
+                batch.callbacks.append((self._index, cb, self))
+                return
+        cb(self)
+
+
+_CALLBACK_LOCK = threading.Lock()
 
 
 class Producer:
@@ -126,7 +198,7 @@ class Producer:
              partition: int | None = None, timestamp_ms: int | None = None,
              headers: Sequence[tuple[str, bytes | None]] | None = None,
              on_delivery: Callable[[BaseException | None, RecordMetadata | None], None]
-             | None = None) -> Future[RecordMetadata]:
+             | None = None) -> RecordFuture:
         """Queue a record; the future resolves with its :class:`RecordMetadata`."""
         if self._closed:
             raise KafkaError("producer is closed")
@@ -153,12 +225,7 @@ class Producer:
             raise KafkaError(f"partition {partition} of {topic} does not exist", 3)
         tp = TopicPartition(topic, partition)
         ts = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
-        hdrs = list(headers or ())
         size = (len(key) if key else 0) + (len(value) if value else 0) + _RECORD_OVERHEAD
-        fut: Future[RecordMetadata] = Future()
-        if on_delivery is not None:
-            fut.add_done_callback(lambda f: on_delivery(f.exception(),
-                                                        None if f.failed() else f.value))
         with self._lock:
             queue = self._batches.get(tp)
             if queue is None:
@@ -168,10 +235,13 @@ class Producer:
                     (batch.size + size > self._batch_size and batch.records):
                 if batch is not None and not batch.full:
                     batch.full = True
+                    self._cond.notify()
                 batch = _Batch(tp, time.monotonic())
                 queue.append(batch)
-            batch.records.append(ProducerRecordData(ts, key, value, hdrs))
-            batch.futures.append(fut)
+                if self._linger == 0:
+                    self._cond.notify()
+            fut = RecordFuture(batch, len(batch.records))
+            batch.records.append(ProducerRecordData(ts, key, value, headers or ()))
             batch.size += size
             self._incomplete += 1
             if batch.size >= self._batch_size:
@@ -179,8 +249,8 @@ class Producer:
                 if key is None and c["partitioner"] is None:
                     self._sticky.batch_done(topic, partition, count)
                 self._cond.notify()
-            elif len(queue) > 1 or self._linger == 0:
-                self._cond.notify()
+        if on_delivery is not None:
+            fut.add_done_callback(lambda f: on_delivery(f.exception(), f.value))
         return fut
 
     produce = send
