@@ -1,9 +1,22 @@
 """The sans-I/O group coordinator (Kafka's classic consumer-group protocol).
 
-Public API for the broker edge: :class:`Coordinator` (shards, routing, load/unload, timers,
-snapshots), the request events in :mod:`.events`, responses in :mod:`.responses`,
-:class:`Result`/:class:`Record`/:class:`Reply`, the :class:`Timer` protocol and
-:class:`TimerKey`, record codecs in :mod:`.records` and :func:`partition_for`.
+How the broker edge drives it (one asyncio task per shard keeps calls serialised):
+
+* ``coord = Coordinator(CoordinatorConfig.from_properties(props), timer)`` where ``timer``
+  implements :class:`Timer` on the event loop and calls ``coord.fire(key, now_ms)`` when a
+  deadline passes.
+* Owning ``__consumer_offsets`` partition ``p``: ``coord.begin_load(p)``, then
+  ``shard.replay(key, value)`` for each record of the log, then ``coord.finish_load(p, now)``
+  (or ``coord.load(p, records, now)``). ``coord.unload(p)`` when giving it up.
+* Each request: translate the kio request into an event (:mod:`.events`), take
+  ``snap = coord.snapshot(coord.partitions_for(event))``, call
+  ``result = coord.handle(event, now_ms, reply_to=token)``. Append ``result.records`` (each
+  :class:`Record` names its partition) to the log; on success deliver every
+  ``result.replies`` entry to the request its ``token`` names (a parked JoinGroup/SyncGroup is
+  answered in a later call's result). On failure call ``coord.revert_to(snap)`` and answer
+  ``token`` with ``error_response(event, code)``; drop the failed result's other replies.
+* Timer expiries (``coord.fire``), loads and unloads return results handled the same way.
+* FindCoordinator: ``coord.partition_for(key)`` and ``coord.coordinator_error(key)``.
 """
 
 from samsa.coordinator.answers import error_response
