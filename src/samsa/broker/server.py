@@ -24,12 +24,22 @@ from samsa.broker.handlers import Handler, registry
 from samsa.broker.handlers.api_versions import unsupported_version_response
 from samsa.broker.producer_ids import ProducerIdAllocator
 from samsa.broker.topics import TopicManager
-from samsa.protocol.codec import FrameError, UnsupportedApi, decode_request, encode_response
+from samsa.protocol.codec import (
+    FrameError,
+    Spliced,
+    UnsupportedApi,
+    decode_request,
+    encode_response,
+    encode_spliced,
+)
 
 log = logging.getLogger("samsa.broker")
 
 _SIZE = struct.Struct(">i")
 MAX_IN_FLIGHT = 128
+
+Outgoing = bytes | list[bytes | memoryview] | None
+"""A response frame, as one buffer or several (spliced), or nothing (acks=0)."""
 
 
 class Broker:
@@ -133,7 +143,7 @@ class Connection:
         self.writer = writer
         peer = writer.get_extra_info("peername")
         self.host = f"/{peer[0]}" if peer else "/unknown"
-        self._queue: deque[asyncio.Task[bytes | None]] = deque()
+        self._queue: deque[asyncio.Task[Outgoing]] = deque()
         self._ready = asyncio.Event()
         self._closed = False
 
@@ -175,7 +185,7 @@ class Connection:
             if len(self._queue) >= MAX_IN_FLIGHT:
                 await asyncio.wait({self._queue[0]})
 
-    async def _handle(self, frame: bytes) -> bytes | None:
+    async def _handle(self, frame: bytes) -> Outgoing:
         try:
             request = decode_request(frame, self.broker.supported)
         except UnsupportedApi as exc:
@@ -187,6 +197,8 @@ class Connection:
         response = await self.broker.dispatch(ctx)
         if response is None:
             return None
+        if isinstance(response, Spliced):
+            return encode_spliced(request.correlation_id, response)
         return encode_response(request.correlation_id, response)
 
     async def _write_loop(self) -> None:
@@ -210,7 +222,11 @@ class Connection:
                 self.close()
                 return
             self._queue.popleft()
-            if out is not None:
+            if out is None:
+                continue
+            if isinstance(out, list):
+                self.writer.writelines(out)
+            else:
                 self.writer.write(out)
-                if self.writer.transport.get_write_buffer_size() > 1 << 20:
-                    await self.writer.drain()
+            if self.writer.transport.get_write_buffer_size() > 1 << 20:
+                await self.writer.drain()

@@ -325,7 +325,7 @@ class PartitionLog:
         return target
 
     # -- reading -----------------------------------------------------------------------
-    def read(self, offset: int, max_bytes: int) -> bytes:
+    def read(self, offset: int, max_bytes: int) -> bytes | memoryview:
         """Whole batches from the one containing ``offset``, up to ``max_bytes``.
 
         At least one whole batch is returned when one exists at or after ``offset``, even

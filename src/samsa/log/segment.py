@@ -157,8 +157,11 @@ class Segment:
                 return header
         return None
 
-    def read(self, offset: int, max_bytes: int) -> bytes:
-        """Whole batches from the one containing ``offset``; at least one if any."""
+    def read(self, offset: int, max_bytes: int) -> bytes | memoryview:
+        """Whole batches from the one containing ``offset``; at least one if any.
+
+        A read cut short of ``max_bytes`` at a batch boundary is returned as a memoryview
+        of the buffer read (no copy of what may be megabytes)."""
         first = self.find_position(offset)
         if first is None:
             return b""
@@ -171,7 +174,7 @@ class Segment:
             if length < _MIN_BATCH_LENGTH or nxt > len(data):
                 break
             end = nxt
-        return data if end == len(data) else data[:end]
+        return data if end == len(data) else memoryview(data)[:end]
 
     # -- appending -----------------------------------------------------------------------
     def note_batch(self, header: BatchHeader, position: int, interval: int) -> None:

@@ -108,6 +108,54 @@ def encode_response(correlation_id: int, response: Any) -> bytes:
     return buf.getvalue()
 
 
+@dataclass(frozen=True, slots=True)
+class Spliced:
+    """A response whose large byte fields travel as separate buffers (no copies).
+
+    The entity carries :func:`placeholder` ``i`` where ``payloads[i]`` belongs;
+    :func:`encode_spliced` replaces each placeholder and its length prefix.
+    """
+
+    response: Any
+    payloads: list[bytes | memoryview]
+
+
+def placeholder(i: int) -> bytes:
+    """A marker that cannot occur in the rest of a response (0xff is never in a name)."""
+    return b"\xffsamsa\xff" + struct.pack(">I", i)
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def encode_spliced(correlation_id: int, spliced: Spliced) -> list[bytes | memoryview]:
+    """Buffers of a size-prefixed frame, the payloads spliced in where their markers are."""
+    frame = encode_response(correlation_id, spliced.response)
+    flexible = bool(type(spliced.response).__flexible__)
+    chunks: list[bytes | memoryview] = []
+    pos = 4
+    for i, data in enumerate(spliced.payloads):
+        mark = placeholder(i)
+        at = frame.find(mark, pos)
+        if at < 0:
+            raise ValueError(f"placeholder {i} missing from the encoded response")
+        if flexible:  # compact bytes: uvarint(length + 1)
+            start, prefix = at - 1, _uvarint(len(data) + 1)
+        else:  # int32 length
+            start, prefix = at - 4, struct.pack(">i", len(data))
+        chunks += [frame[pos:start], prefix, data]
+        pos = at + len(mark)
+    chunks.append(frame[pos:])
+    total = sum(len(c) for c in chunks)
+    return [_SIZE.pack(total), *chunks]
+
+
 def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None,
                    body: Any) -> bytes:
     """Size-prefixed request frame (for clients and tests)."""

@@ -16,6 +16,7 @@ from samsa.broker.context import RequestContext
 from samsa.broker.partition import Partition
 from samsa.log import OffsetOutOfRange
 from samsa.protocol.build import millis
+from samsa.protocol.codec import Spliced, placeholder
 
 API_KEY = 1
 VERSIONS = (4, 13)
@@ -119,8 +120,15 @@ async def handle(ctx: RequestContext) -> Any:
                     part.waiters.discard(fut)
             wants = _wants(ctx)
             results, total = _read(wants, max_bytes)
-    return ctx.respond(throttle_time=0, error_code=ErrorCode.none, session_id=0,
-                       responses=_group(wants, results, ctx.version))
+    # Record bytes are spliced into the encoded response rather than copied through kio.
+    payloads: list[bytes | memoryview] = []
+    for r in results:
+        if r["records"]:
+            payloads.append(r["records"])
+            r["records"] = placeholder(len(payloads) - 1)
+    response = ctx.respond(throttle_time=0, error_code=ErrorCode.none, session_id=0,
+                           responses=_group(wants, results, ctx.version))
+    return Spliced(response, payloads) if payloads else response
 
 
 def _has_errors(results: list[dict[str, Any]]) -> bool:
