@@ -1,0 +1,103 @@
+"""A consumer polled by its own thread, recording records, assignments and listener calls."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from samsa import TopicPartition
+from samsa.client import Consumer, KafkaError, WakeupError
+from tests.wire import WireClient
+
+
+def broker_has_groups(bootstrap: str) -> bool:
+    """True when the broker serves JoinGroup (the group coordinator's handlers landed)."""
+    from kio.index import load_request_schema
+
+    from samsa.protocol.build import build
+
+    w = WireClient(bootstrap)
+    try:
+        resp = w.call(18, 3, build(load_request_schema(18, 3), {
+            "client_software_name": "t", "client_software_version": "0"}))
+        return any(int(k.api_key) == 11 for k in resp.api_keys)
+    finally:
+        w.close()
+
+
+class Recorder:
+    """Rebalance listener that records every call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, frozenset[TopicPartition]]] = []
+        self.lock = threading.Lock()
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        with self.lock:
+            self.calls.append(("revoked", frozenset(revoked)))
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        with self.lock:
+            self.calls.append(("assigned", frozenset(assigned)))
+
+    def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+        with self.lock:
+            self.calls.append(("lost", frozenset(lost)))
+
+    def kinds(self) -> list[str]:
+        with self.lock:
+            return [k for k, _ in self.calls]
+
+
+class Runner(threading.Thread):
+    """Polls ``consumer`` until stopped; commits after each batch when ``commit``."""
+
+    def __init__(self, consumer: Consumer, topics: list[str] | None = None,
+                 pattern: str | None = None, commit: bool = False) -> None:
+        super().__init__(daemon=True)
+        self.consumer = consumer
+        self.listener = Recorder()
+        self.records: list[Any] = []
+        self.commit = commit
+        self.error: BaseException | None = None
+        self.assignment: frozenset[TopicPartition] = frozenset()
+        self.stopped = threading.Event()
+        self.paused_polling = threading.Event()
+        consumer.subscribe(topics, pattern=pattern, listener=self.listener)
+
+    def run(self) -> None:
+        try:
+            while not self.stopped.is_set():
+                if self.paused_polling.is_set():
+                    self.stopped.wait(0.05)
+                    continue
+                got = self.consumer.poll(100)
+                self.records.extend(got)
+                if got and self.commit:
+                    self.consumer.commit()
+                self.assignment = frozenset(self.consumer.assignment())
+        except WakeupError:
+            pass
+        except KafkaError as exc:
+            self.error = exc
+
+    def stable(self) -> bool:
+        return self.consumer.member_state == "STABLE" and not \
+            self.consumer._coordinator.machine.needs_rejoin()  # type: ignore[union-attr]
+
+    def stop(self, close: bool = True) -> None:
+        self.stopped.set()
+        self.consumer.wakeup()
+        self.join(30)
+        if close:
+            self.consumer.close()
+
+    def crash(self) -> None:
+        """Stop without leaving the group: no LeaveGroup, no more heartbeats."""
+        self.stopped.set()
+        self.consumer.wakeup()
+        self.join(30)
+        coord = self.consumer._coordinator
+        assert coord is not None
+        coord._closed.set()
+        self.consumer._net.close()

@@ -1,0 +1,260 @@
+"""Groups of samsa consumers against the samsa broker's group coordinator."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from samsa import TopicPartition
+from samsa.assignors import PartitionAssignor, Subscription
+from samsa.client import Admin, Consumer, FencedInstanceIdError, Producer
+from tests.brokerproc import BrokerProcess
+from tests.client.conftest import wait_until
+from tests.client.runner import Runner, broker_has_groups
+
+pytestmark = pytest.mark.slow
+_groups = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _needs_groups(broker: BrokerProcess) -> None:
+    if not broker_has_groups(broker.bootstrap):
+        pytest.skip("the broker does not serve JoinGroup yet (group coordinator handlers)")
+
+
+@pytest.fixture
+def group() -> str:
+    return f"g-{next(_groups)}"
+
+
+def make(broker: BrokerProcess, group: str, **kw: Any) -> Consumer:
+    config: dict[str, Any] = {
+        "bootstrap_servers": broker.bootstrap, "group_id": group,
+        "auto_offset_reset": "earliest", "session_timeout_ms": 3000,
+        "heartbeat_interval_ms": 200, "max_poll_interval_ms": 10000,
+        "metadata_max_age_ms": 500}
+    config.update(kw)
+    return Consumer(**config)
+
+
+def split_ok(runners: Sequence[Runner], partitions: set[TopicPartition]) -> bool:
+    """Every partition owned by exactly one stable runner."""
+    if not all(r.stable() for r in runners):
+        return False
+    owned = [tp for r in runners for tp in r.assignment]
+    return len(owned) == len(set(owned)) and set(owned) == partitions
+
+
+def all_tps(topic: str, n: int) -> set[TopicPartition]:
+    return {TopicPartition(topic, p) for p in range(n)}
+
+
+@pytest.fixture
+def runners() -> Iterator[list[Runner]]:
+    started: list[Runner] = []
+    yield started
+    for r in started:
+        if r.is_alive():
+            r.stop()
+
+
+@pytest.mark.parametrize("strategy", ["range", "roundrobin", "sticky", "cooperative-sticky"])
+def test_members_join_leave_and_crash(broker: BrokerProcess, topic: Callable[[int], str],
+                                      group: str, strategy: str,
+                                      runners: list[Runner]) -> None:
+    t = topic(6)
+    parts = all_tps(t, 6)
+    for i in range(3):
+        r = Runner(make(broker, group, partition_assignment_strategy=[strategy]), [t])
+        r.start()
+        runners.append(r)
+        wait_until(lambda n=i + 1: split_ok(runners[:n], parts))
+    assert all(len(r.assignment) == 2 for r in runners)
+    runners[0].stop()  # clean leave
+    wait_until(lambda: split_ok(runners[1:], parts))
+    runners[1].crash()  # no LeaveGroup: the session timeout removes it
+    wait_until(lambda: split_ok(runners[2:], parts), timeout=30)
+    assert runners[2].error is None
+
+
+def test_cooperative_revokes_only_moved_partitions(broker: BrokerProcess,
+                                                   topic: Callable[[int], str], group: str,
+                                                   runners: list[Runner]) -> None:
+    t = topic(6)
+    parts = all_tps(t, 6)
+    first = Runner(make(broker, group, partition_assignment_strategy=["cooperative-sticky"]),
+                   [t])
+    first.start()
+    runners.append(first)
+    wait_until(lambda: split_ok([first], parts))
+    second = Runner(make(broker, group, partition_assignment_strategy=["cooperative-sticky"]),
+                    [t])
+    second.start()
+    runners.append(second)
+    wait_until(lambda: split_ok(runners, parts))
+    revoked = [p for kind, p in first.listener.calls if kind == "revoked"]
+    assert revoked, "the first member must give up partitions"
+    moved = set().union(*revoked)
+    assert moved == set(second.assignment)  # only what moved, never everything
+    assert len(first.assignment) == 3 and first.assignment.isdisjoint(moved)
+    assert "lost" not in first.listener.kinds()
+
+
+class FirstTakesAll(PartitionAssignor):
+    """A custom strategy: the member with the smallest id gets every partition."""
+
+    name = "first-takes-all"
+
+    def assign_partitions(self, partitions_per_topic: Mapping[str, int],
+                          subscriptions: Mapping[str, Subscription]
+                          ) -> Mapping[str, Sequence[TopicPartition]]:
+        first = min(subscriptions)
+        return {first: [TopicPartition(t, p) for t, n in partitions_per_topic.items()
+                        for p in range(n)]}
+
+
+def test_custom_python_assignor(broker: BrokerProcess, topic: Callable[[int], str],
+                                group: str, runners: list[Runner]) -> None:
+    t = topic(3)
+    parts = all_tps(t, 3)
+    for _ in range(2):
+        r = Runner(make(broker, group, partition_assignment_strategy=[FirstTakesAll()]), [t])
+        r.start()
+        runners.append(r)
+    wait_until(lambda: split_ok(runners, parts))
+    owner = min(runners, key=lambda r: r.consumer.member_id)
+    assert owner.assignment == parts
+    assert all(not r.assignment for r in runners if r is not owner)
+
+
+def test_static_member_restart_keeps_partitions_without_rebalance(
+        broker: BrokerProcess, topic: Callable[[int], str], group: str,
+        runners: list[Runner]) -> None:
+    t = topic(4)
+    parts = all_tps(t, 4)
+    a = Runner(make(broker, group, group_instance_id="a", session_timeout_ms=10000), [t])
+    b = Runner(make(broker, group, group_instance_id="b", session_timeout_ms=10000), [t])
+    runners += [a, b]
+    a.start()
+    b.start()
+    wait_until(lambda: split_ok(runners, parts))
+    before, generation = a.assignment, b.consumer.generation
+    a.stop()  # static members do not send LeaveGroup
+    a2 = Runner(make(broker, group, group_instance_id="a", session_timeout_ms=10000), [t])
+    runners.append(a2)
+    a2.start()
+    wait_until(lambda: split_ok([a2, b], parts))
+    assert a2.assignment == before
+    assert b.consumer.generation == generation  # b never rebalanced
+
+
+def test_duplicate_static_instance_is_fenced(broker: BrokerProcess,
+                                             topic: Callable[[int], str], group: str,
+                                             runners: list[Runner]) -> None:
+    t = topic(2)
+    old = Runner(make(broker, group, group_instance_id="same"), [t])
+    runners.append(old)
+    old.start()
+    wait_until(lambda: old.stable())
+    new = Runner(make(broker, group, group_instance_id="same"), [t])
+    runners.append(new)
+    new.start()
+    wait_until(lambda: isinstance(old.error, FencedInstanceIdError), timeout=30)
+
+
+def test_max_poll_interval_expiry_leaves_then_rejoins(broker: BrokerProcess,
+                                                      topic: Callable[[int], str], group: str,
+                                                      runners: list[Runner]) -> None:
+    t = topic(4)
+    parts = all_tps(t, 4)
+    slow = Runner(make(broker, group, max_poll_interval_ms=1500), [t])
+    other = Runner(make(broker, group), [t])
+    runners += [slow, other]
+    slow.start()
+    other.start()
+    wait_until(lambda: split_ok(runners, parts))
+    slow.paused_polling.set()  # processing takes longer than max_poll_interval_ms
+    wait_until(lambda: split_ok([other], parts), timeout=30)
+    slow.paused_polling.clear()
+    wait_until(lambda: split_ok(runners, parts), timeout=30)
+    assert "lost" in slow.listener.kinds()
+
+
+def test_pattern_subscription_picks_up_new_topic(broker: BrokerProcess, admin: Admin,
+                                                 group: str, runners: list[Runner]) -> None:
+    prefix = f"pat{next(_groups)}-"
+    admin.create_topics({prefix + "a": 2})
+    r = Runner(make(broker, group), pattern=prefix.replace("-", r"\-") + ".*")
+    runners.append(r)
+    r.start()
+    wait_until(lambda: split_ok([r], all_tps(prefix + "a", 2)))
+    admin.create_topics({prefix + "b": 1})
+    wait_until(lambda: split_ok([r], all_tps(prefix + "a", 2) | all_tps(prefix + "b", 1)))
+
+
+def test_added_partitions_trigger_rebalance(broker: BrokerProcess, admin: Admin,
+                                            topic: Callable[[int], str], group: str,
+                                            runners: list[Runner]) -> None:
+    t = topic(2)
+    r = Runner(make(broker, group), [t])
+    runners.append(r)
+    r.start()
+    wait_until(lambda: split_ok([r], all_tps(t, 2)))
+    admin.create_partitions({t: 4})
+    wait_until(lambda: split_ok([r], all_tps(t, 4)))
+
+
+def test_commits_resume_the_group_and_describe(broker: BrokerProcess, admin: Admin,
+                                               topic: Callable[[int], str],
+                                               group: str) -> None:
+    t = topic(2)
+    with Producer(bootstrap_servers=broker.bootstrap) as p:
+        for i in range(40):
+            p.send(t, value=b"%d" % i)
+    c = make(broker, group, enable_auto_commit=False)
+    c.subscribe([t])
+    got: list[Any] = []
+    while len(got) < 20:
+        got += c.poll(500, max_records=20 - len(got))
+    c.commit()
+    tp0 = TopicPartition(t, 0)
+    assert c.committed(tp0) == c.position(tp0)
+    described = admin.describe_groups([group])[group]
+    assert described.state == "Stable"
+    assert set(described.members[0].assignment) == all_tps(t, 2)
+    assert described.members[0].topics == (t,)
+    c.close()
+    with make(broker, group, enable_auto_commit=False) as c2:
+        c2.subscribe([t])
+        rest: list[Any] = []
+        for _ in range(100):
+            rest += c2.poll(200)
+            if len(got) + len(rest) >= 40:
+                break
+    assert sorted(r.value for r in got + rest) == sorted(b"%d" % i for i in range(40))
+    assert admin.list_groups().get(group) == "Empty"
+    assert set(admin.list_consumer_group_offsets(group)) == all_tps(t, 2)
+    admin.alter_consumer_group_offsets(group, {tp0: 0})
+    assert admin.list_consumer_group_offsets(group)[tp0] == 0
+    admin.delete_consumer_group_offsets(group, [tp0])
+    assert tp0 not in admin.list_consumer_group_offsets(group)
+    admin.delete_groups([group])
+    assert group not in admin.list_groups()
+
+
+def test_wakeup_during_group_poll(broker: BrokerProcess, topic: Callable[[int], str],
+                                  group: str) -> None:
+    import threading
+
+    from samsa.client import WakeupError
+
+    t = topic(1)
+    with make(broker, group) as c:
+        c.subscribe([t])
+        c.poll(2000)
+        threading.Timer(0.3, c.wakeup).start()
+        with pytest.raises(WakeupError):
+            c.poll(30_000)
