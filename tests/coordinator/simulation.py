@@ -242,12 +242,34 @@ class Simulation:
             _, _, kind, payload = heapq.heappop(self.network)
             if kind == "req":
                 assert isinstance(payload, int)
-                self._absorb(self.coord.handle(self.sent[payload].event, self.now, payload))
+                event = self.sent[payload].event
+                if self.rng.random() < 0.2:
+                    self._failed_append(event, payload)
+                self._absorb(self.coord.handle(event, self.now, payload))
             else:
                 token, response, sent = payload  # type: ignore[misc]
                 m = self._member(sent.member)
                 if m.incarnation == sent.incarnation:
                     m.inbox.append((token, response))
+
+    def _state(self) -> object:
+        shard = self.coord.shards[0]
+        return (
+            shard.status,
+            shard.hard.copy(),
+            {g: grp.clone() for g, grp in shard.groups.items()},
+            dict(shard.deadlines),
+            dict(self.timer.deadlines),
+        )
+
+    def _failed_append(self, event: Event, token: int) -> None:
+        """Handle ``event`` as if its append failed: revert_to must restore everything."""
+        before = self._state()
+        snap = self.coord.snapshot_for(event)
+        self.coord.handle(event, self.now, token)
+        self.coord.revert_to(snap)
+        if self._state() != before:
+            raise InvariantViolation(f"revert_to after {event} did not restore the shard")
 
     def _member(self, name: str) -> SimMember:
         return next(m for m in self.members if m.name == name)

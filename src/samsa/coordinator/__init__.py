@@ -9,7 +9,7 @@ How the broker edge drives it (one asyncio task per shard keeps calls serialised
   ``shard.replay(key, value)`` for each record of the log, then ``coord.finish_load(p, now)``
   (or ``coord.load(p, records, now)``). ``coord.unload(p)`` when giving it up.
 * Each request: translate the kio request into an event (:mod:`.events`), take
-  ``snap = coord.snapshot(coord.partitions_for(event))``, call
+  ``snap = coord.snapshot_for(event)``, call
   ``result = coord.handle(event, now_ms, reply_to=token)``. Append ``result.records`` (each
   :class:`Record` names its partition) to the log; on success deliver every
   ``result.replies`` entry to the request its ``token`` names (a parked JoinGroup/SyncGroup is

@@ -39,7 +39,7 @@ from samsa.coordinator.responses import (
 )
 from samsa.coordinator.result import EMPTY_RESULT, Record, Reply, Result
 from samsa.coordinator.shard import CoordinatorShard, ShardSnapshot, ShardStatus
-from samsa.coordinator.timers import Timer, TimerKey
+from samsa.coordinator.timers import Timer, TimerKey, TimerKind
 
 E = ErrorCode
 
@@ -172,10 +172,28 @@ class Coordinator:
     # ------------------------------------------------------------------ snapshots
 
     def snapshot(self, partitions: Iterable[int] | None = None) -> CoordinatorSnapshot:
-        """Snapshot the given shards (all by default) before a call."""
+        """Snapshot whole shards (all by default)."""
         wanted = self.shards.keys() if partitions is None else partitions
         return CoordinatorSnapshot(
             {p: self.shards[p].snapshot() for p in wanted if p in self.shards}
+        )
+
+    def snapshot_for(self, target: Event | TimerKey) -> CoordinatorSnapshot:
+        """The smallest snapshot that undoes ``handle(target)`` / ``fire(target)``: the
+        groups the request names (nothing for ListGroups), the timer's group, or the whole
+        shard for the offsets-expiry timer."""
+        if isinstance(target, TimerKey):
+            shard = self.shards.get(target.partition)
+            if shard is None:
+                return CoordinatorSnapshot({})
+            if target.kind is TimerKind.OFFSETS_EXPIRY:
+                return CoordinatorSnapshot({target.partition: shard.snapshot()})
+            return CoordinatorSnapshot({target.partition: shard.snapshot([target.group_id])})
+        by_partition: dict[int, list[str]] = {}
+        for gid in group_ids(target):
+            by_partition.setdefault(self.partition_for(gid), []).append(gid)
+        return CoordinatorSnapshot(
+            {p: self.shards[p].snapshot(g) for p, g in by_partition.items() if p in self.shards}
         )
 
     def revert_to(self, snap: CoordinatorSnapshot) -> None:

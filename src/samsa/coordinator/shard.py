@@ -6,8 +6,8 @@ answers parked requests with NOT_COORDINATOR and makes the shard UNLOADED.
 
 Per call (``handle``, ``fire``, ``expire_offsets``) the shard returns a :class:`Result`. The edge
 appends ``records`` to this partition, then delivers ``replies``. To survive a failed append:
-``snap = shard.snapshot()`` before the call, ``shard.revert_to(snap)`` after the failure (or
-build a fresh shard and replay the log). Calls for one shard must be serialised, including the
+``snap = shard.snapshot(groups)`` before the call, ``shard.revert_to(snap)`` after the failure
+(or build a fresh shard and replay the log). Calls for one shard must be serialised, including the
 append (one in flight per shard).
 """
 
@@ -24,7 +24,13 @@ from samsa.coordinator import admin, heartbeat, join, offsets, sync
 from samsa.coordinator import rebalance as rb
 from samsa.coordinator.answers import group_ids, invalid_group_id, status_error_response
 from samsa.coordinator.config import CoordinatorConfig
-from samsa.coordinator.core import HardState, MemberIdFactory, ShardCore, default_member_id
+from samsa.coordinator.core import (
+    HardState,
+    MemberIdFactory,
+    ShardCore,
+    TopicPartition,
+    default_member_id,
+)
 from samsa.coordinator.events import (
     DeleteGroups,
     DescribeGroups,
@@ -39,6 +45,7 @@ from samsa.coordinator.events import (
     SyncGroup,
 )
 from samsa.coordinator.group import Group
+from samsa.coordinator.records import GroupMetadataValue, OffsetCommitValue
 from samsa.coordinator.responses import JoinGroupResponse, SyncGroupResponse
 from samsa.coordinator.result import EMPTY_RESULT, Result
 from samsa.coordinator.state import GroupState
@@ -70,8 +77,12 @@ _HANDLERS: dict[type, Callable[[ShardCore, Any, object], None]] = {
 
 @dataclass(frozen=True)
 class ShardSnapshot:
+    """A shard's state (all of it, or the groups in ``scope``) at one moment."""
+
     status: ShardStatus
-    hard: HardState
+    scope: frozenset[str] | None
+    hard_groups: dict[str, GroupMetadataValue]
+    hard_offsets: dict[str, dict[TopicPartition, OffsetCommitValue]]
     groups: dict[str, Group]
     deadlines: dict[TimerKey, int]
 
@@ -203,26 +214,53 @@ class CoordinatorShard(ShardCore):
 
     # ------------------------------------------------------------------ snapshots
 
-    def snapshot(self) -> ShardSnapshot:
-        """Everything :meth:`revert_to` needs to undo later calls (O(shard size))."""
+    def snapshot(self, group_ids: Iterable[str] | None = None) -> ShardSnapshot:
+        """What :meth:`revert_to` needs to undo later calls: the whole shard (O(shard size)),
+        or only ``group_ids`` when the calls to undo touch only those groups (every
+        single-group request and group timer does)."""
+        scope = None if group_ids is None else frozenset(group_ids)
+
+        def wanted(gid: str) -> bool:
+            return scope is None or gid in scope
+
         return ShardSnapshot(
-            self.status,
-            self.hard.copy(),
-            {gid: g.clone() for gid, g in self.groups.items()},
-            dict(self.deadlines),
+            status=self.status,
+            scope=scope,
+            hard_groups={g: v for g, v in self.hard.groups.items() if wanted(g)},
+            hard_offsets={g: dict(o) for g, o in self.hard.offsets.items() if wanted(g)},
+            groups={g: grp.clone() for g, grp in self.groups.items() if wanted(g)},
+            deadlines={k: d for k, d in self.deadlines.items() if _in_scope(k, scope)},
         )
 
     def revert_to(self, snap: ShardSnapshot) -> None:
-        """Restore hard state, live groups and timers to ``snap``."""
-        for key in self.deadlines.keys() - snap.deadlines.keys():
-            self.timer.cancel(key)
+        """Restore hard state, live groups and timers (within the snapshot's scope)."""
+        scope = snap.scope
+        for key in [k for k in self.deadlines if _in_scope(k, scope)]:
+            if key not in snap.deadlines:
+                del self.deadlines[key]
+                self.timer.cancel(key)
         for key, deadline in snap.deadlines.items():
             if self.deadlines.get(key) != deadline:
+                self.deadlines[key] = deadline
                 self.timer.schedule(key, deadline)
         self.status = snap.status
-        self.hard = snap.hard.copy()
-        self.groups = {gid: g.clone() for gid, g in snap.groups.items()}
-        self.deadlines = dict(snap.deadlines)
+        if scope is None:
+            self.hard = HardState(dict(snap.hard_groups), {})
+            self.groups = {}
+        else:
+            for gid in scope:
+                self.hard.groups.pop(gid, None)
+                self.hard.offsets.pop(gid, None)
+                self.groups.pop(gid, None)
+            self.hard.groups.update(snap.hard_groups)
+        self.hard.offsets.update({g: dict(o) for g, o in snap.hard_offsets.items()})
+        self.groups.update({g: grp.clone() for g, grp in snap.groups.items()})
+
+
+def _in_scope(key: TimerKey, scope: frozenset[str] | None) -> bool:
+    if scope is None:
+        return True
+    return key.kind is not TimerKind.OFFSETS_EXPIRY and key.group_id in scope
 
 
 class _NoTimer:
