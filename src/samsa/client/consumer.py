@@ -352,6 +352,12 @@ class Consumer:
         return {tp: o for tp, (o, _) in list_offsets(
             self._metadata, dict.fromkeys(partitions, LATEST)).items()}
 
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]
+                          ) -> dict[TopicPartition, int | None]:
+        """First offset with a timestamp >= the given one (None when there is none)."""
+        found = list_offsets(self._metadata, dict(timestamps))
+        return {tp: (o if o >= 0 else None) for tp, (o, _) in found.items()}
+
     def partitions_for_topic(self, topic: str) -> set[int]:
         cluster = self._metadata.cluster
         if cluster.partition_count(topic) is None:

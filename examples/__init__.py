@@ -1,0 +1,1 @@
+"""Runnable client examples (the consumer usage patterns of Kafka's consumer design)."""
