@@ -41,10 +41,11 @@ def optimal_counts(model: Model, owner: Sequence[int]) -> list[dict[int, int]]:
     topics, members = len(model.topics), len(model.member_ids)
     owned = owned_counts(model, owner)
     # Any balanced assignment bounds the optimum's largest load: no tier above it is needed.
-    bound = max(
-        (sum(xt.get(m, 0) for xt in general_counts(model, owner)) for m in range(members)),
-        default=0,
-    )
+    balanced_load = [0] * members
+    for xt in general_counts(model, owner):
+        for m, k in xt.items():
+            balanced_load[m] += k
+    bound = max(balanced_load, default=0)
     source, sink = topics + members, topics + members + 1
     tails: list[int] = []
     heads: list[int] = []

@@ -80,7 +80,9 @@ def general_counts(model: Model, owner: Sequence[int]) -> list[dict[int, int]]:
         if units and model.topic_members[t]:
             _waterfill(model.topic_members[t], load, units, x[t])
     owned = owned_counts(model, owner)
-    budget = model.total  # neutral moves allowed, so that the loop surely ends
+    # Units that are owned, or were placed by a side move, are "pinned": side moves only
+    # shift free units, and each side move pins the unit it places, so they cannot cycle.
+    pinned = [dict(o) for o in owned]
     moved = True
     while moved:
         moved = False
@@ -92,24 +94,38 @@ def general_counts(model: Model, owner: Sequence[int]) -> list[dict[int, int]]:
                 gap = load[a] - load[b]
                 if gap < 2:
                     break
-                if budget > 0 and xt[a] <= owned[t].get(a, 0):
-                    # a would give up a partition it owns: first try to lift b, or to relieve
-                    # a, with a partition that its holder got only in this round.
-                    donor = _free_donor(model, x, owned, load, b)
-                    if donor is not None:
-                        _move(x[donor[1]], load, donor[0], b, 1)
-                        budget -= 1
-                        moved = True
-                        continue
-                    receiver = _free_receiver(model, x, owned, load, a)
-                    if receiver is not None:
-                        _move(x[receiver[1]], load, a, receiver[0], 1)
-                        budget -= 1
-                        moved = True
-                        continue
+                if xt[a] <= owned[t].get(a, 0) and _side_move(model, x, pinned, load, a, b):
+                    # a would give up a partition it owns; instead b was lifted, or a
+                    # relieved, with a partition its holder got only in this round.
+                    moved = True
+                    continue
                 _move(xt, load, a, b, min(xt[a], gap // 2))
                 moved = True
     return [dict(sorted(xt.items())) for xt in x]
+
+
+def _side_move(
+    model: Model,
+    x: Sequence[dict[int, int]],
+    pinned: Sequence[dict[int, int]],
+    load: list[int],
+    a: int,
+    b: int,
+) -> bool:
+    """Move one free unit into ``b`` or out of ``a`` without unbalancing; pin it."""
+    found = _free_donor(model, x, pinned, load, b)
+    if found is not None:
+        donor, s = found
+        _move(x[s], load, donor, b, 1)
+        pinned[s][b] = pinned[s].get(b, 0) + 1
+        return True
+    found = _free_receiver(model, x, pinned, load, a)
+    if found is not None:
+        receiver, s = found
+        _move(x[s], load, a, receiver, 1)
+        pinned[s][receiver] = pinned[s].get(receiver, 0) + 1
+        return True
+    return False
 
 
 def _move(xt: dict[int, int], load: list[int], a: int, b: int, k: int) -> None:
@@ -124,15 +140,15 @@ def _move(xt: dict[int, int], load: list[int], a: int, b: int, k: int) -> None:
 def _free_receiver(
     model: Model,
     x: Sequence[dict[int, int]],
-    owned: Sequence[dict[int, int]],
+    pinned: Sequence[dict[int, int]],
     load: Sequence[int],
     a: int,
 ) -> tuple[int, int] | None:
     """(member, topic): the least loaded member below ``load[a]`` that subscribes to a topic
-    of which ``a`` holds a not-owned unit."""
+    of which ``a`` holds a free (not pinned) unit."""
     best: tuple[int, int] | None = None
     for s, xs in enumerate(x):
-        if xs.get(a, 0) > owned[s].get(a, 0):
+        if xs.get(a, 0) > pinned[s].get(a, 0):
             c = min(model.topic_members[s], key=load.__getitem__)
             if load[c] < load[a] and (best is None or load[c] < load[best[0]]):
                 best = (c, s)
@@ -142,18 +158,18 @@ def _free_receiver(
 def _free_donor(
     model: Model,
     x: Sequence[dict[int, int]],
-    owned: Sequence[dict[int, int]],
+    pinned: Sequence[dict[int, int]],
     load: Sequence[int],
     b: int,
 ) -> tuple[int, int] | None:
-    """(member, topic): the most loaded member above ``load[b]`` holding a not-owned unit of a
-    topic ``b`` subscribes to."""
+    """(member, topic): the most loaded member above ``load[b]`` holding a free (not pinned)
+    unit of a topic ``b`` subscribes to."""
     best: tuple[int, int] | None = None
     for s in model.member_topics[b]:
         for c, k in x[s].items():
             if (
                 c != b
-                and k > owned[s].get(c, 0)
+                and k > pinned[s].get(c, 0)
                 and load[c] > load[b]
                 and (best is None or load[c] > load[best[0]])
             ):

@@ -1,0 +1,215 @@
+"""Assignor scale benchmark: prints timings, peak memory and ratios.
+
+    .venv/bin/python benchmarks/assignors.py [--quick]
+
+Cases (each in a fresh forked process, so peak RSS is per case):
+
+1. sticky / cooperative-sticky, 500 topics x 2000 partitions (1,000,000) over 2000 members with
+   identical subscriptions: round 1 (nothing owned), round 2 (one member left, the others
+   report what they own: sticky user data for ``sticky``, owned partitions + generation for
+   ``cooperative-sticky``). Target: both rounds together <= 10 s.
+2. the same, with one member subscribed to a single topic (Kafka's general path).
+3. samsa ``sticky`` vs kafka-python's ``StickyPartitionAssignor``, 100 topics x 100 partitions
+   (10,000) over 100 members, the same two rounds. Target: >= 10x faster.
+4. ``optimal``, 1000 topics x 100 partitions (100,000) over 1000 members, each subscribed to a
+   random 5-100 topics (seeded), two rounds. Target: <= 10 s per round.
+
+Only ``assign()`` is timed: building members' subscriptions is the members' work.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import random
+import resource
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from samsa.assignors import (
+    Assignment,
+    ClusterView,
+    CooperativeStickyAssignor,
+    OptimalAssignor,
+    StickyAssignor,
+    Subscription,
+)
+
+QUICK = "--quick" in sys.argv
+SCALE = 10 if QUICK else 1
+
+
+def rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def summary(result: Mapping[str, Assignment], total: int) -> str:
+    sizes = [len(a.partitions) for a in result.values()]
+    assigned = sum(sizes)
+    return f"assigned {assigned:,}/{total:,}, loads {min(sizes)}..{max(sizes)}"
+
+
+def subscriptions(
+    strategy: str,
+    topics_of: Mapping[str, tuple[str, ...]],
+    owned: Mapping[str, Assignment] | None,
+    generation: int,
+) -> dict[str, Subscription]:
+    """What each member sends, built as the member would build it."""
+    subs = {}
+    for member, topics in topics_of.items():
+        if owned is None:
+            subs[member] = Subscription(topics)
+        elif strategy == "sticky" or strategy == "optimal":
+            assignor = StickyAssignor()
+            assignor.on_assignment(owned[member], generation)
+            subs[member] = assignor.metadata(topics)
+        else:
+            subs[member] = Subscription(
+                topics, owned_partitions=owned[member].partitions, generation_id=generation
+            )
+    return subs
+
+
+def two_rounds(
+    strategy: str, counts: dict[str, int], topics_of: dict[str, tuple[str, ...]], leaver: str
+) -> dict[str, Any]:
+    assignor = {"sticky": StickyAssignor, "cooperative-sticky": CooperativeStickyAssignor,
+                "optimal": OptimalAssignor}[strategy]()
+    cluster = ClusterView(counts)
+    total = sum(counts.values())
+    subs = subscriptions(strategy, topics_of, None, -1)
+    before = rss_mib()
+    start = time.perf_counter()
+    first = assignor.assign(cluster, subs)
+    t1 = time.perf_counter() - start
+    remaining = {m: t for m, t in topics_of.items() if m != leaver}
+    subs = subscriptions(strategy, remaining, first, 1)
+    start = time.perf_counter()
+    second = assignor.assign(cluster, subs)
+    t2 = time.perf_counter() - start
+    kept = sum(len(set(first[m].partitions) & set(second[m].partitions)) for m in remaining)
+    return {
+        "round1": t1,
+        "round2": t2,
+        "check1": summary(first, total),
+        "check2": summary(second, total),
+        "kept": kept,
+        "owned": sum(len(first[m].partitions) for m in remaining),
+        "rss": rss_mib(),
+        "rss_before": before,
+    }
+
+
+def uniform_case(strategy: str, single_topic_member: bool) -> dict[str, Any]:
+    ntopics, nparts, nmembers = 500 // SCALE, 2000, 2000 // SCALE
+    counts = {f"topic-{i:03d}": nparts for i in range(ntopics)}
+    every = tuple(sorted(counts))
+    topics_of = {f"consumer-{i:04d}": every for i in range(nmembers)}
+    if single_topic_member:
+        topics_of["consumer-0007"] = (every[0],)
+    return two_rounds(strategy, counts, topics_of, leaver="consumer-0042")
+
+
+def kafka_python_case() -> dict[str, Any]:
+    from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+    from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+
+    ntopics, nparts, nmembers = 100, 100, 100
+    counts = {f"topic-{i:03d}": nparts for i in range(ntopics)}
+    every = tuple(sorted(counts))
+    topics_of = {f"consumer-{i:03d}": every for i in range(nmembers)}
+
+    class Cluster:
+        def topics(self) -> set[str]:
+            return set(counts)
+
+        def partitions_for_topic(self, topic: str) -> set[int] | None:
+            return set(range(counts[topic])) if topic in counts else None
+
+    class Member:
+        def __init__(self, member_id: str, metadata: Any) -> None:
+            self.member_id = member_id
+            self.metadata = metadata
+            self.group_instance_id = None
+
+    def theirs(owned: Mapping[str, list[Any]] | None, members: Mapping[str, Any]) -> Any:
+        out = []
+        for m, topics in members.items():
+            prev = None if owned is None else owned[m]
+            meta = StickyPartitionAssignor._metadata(list(topics), prev, 1)
+            out.append(Member(m, ConsumerProtocolSubscription.decode(meta.encode())))
+        return out
+
+    kp = StickyPartitionAssignor()
+    cluster = Cluster()
+    start = time.perf_counter()
+    first = kp.assign(cluster, theirs(None, topics_of))
+    k1 = time.perf_counter() - start
+    remaining = {m: t for m, t in topics_of.items() if m != "consumer-042"}
+    owned = {m: first[m].partitions() for m in remaining}
+    members = theirs(owned, remaining)
+    start = time.perf_counter()
+    kp.assign(cluster, members)
+    k2 = time.perf_counter() - start
+    ours = two_rounds("sticky", counts, topics_of, leaver="consumer-042")
+    return {"kafka_python": (k1, k2), "samsa": (ours["round1"], ours["round2"]),
+            "rss": rss_mib()}
+
+
+def optimal_case() -> dict[str, Any]:
+    ntopics, nparts, nmembers = 1000 // SCALE, 100, 1000 // SCALE
+    rng = random.Random(20261121)
+    counts = {f"topic-{i:04d}": nparts for i in range(ntopics)}
+    names = sorted(counts)
+    topics_of = {
+        f"consumer-{i:04d}": tuple(sorted(rng.sample(names, rng.randint(5, 100 // SCALE + 5))))
+        for i in range(nmembers)
+    }
+    wanted = {t for ts in topics_of.values() for t in ts}
+    result = two_rounds("optimal", {t: n for t, n in counts.items() if t in wanted}, topics_of,
+                        leaver="consumer-0042")
+    result["partitions"] = len(wanted) * nparts
+    return result
+
+
+def in_child(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        return pool.apply(fn, args)
+
+
+def main() -> None:
+    print(f"samsa assignor benchmark{' (quick: 1/10 scale)' if QUICK else ''}")
+    print("-" * 78)
+    for single in (False, True):
+        label = "one member on a single topic" if single else "identical subscriptions"
+        for strategy in ("sticky", "cooperative-sticky"):
+            r = in_child(uniform_case, strategy, single)
+            total = r["round1"] + r["round2"]
+            print(f"{strategy:>18}, 1M partitions / 2000 members, {label}")
+            print(f"{'':>20}round 1 {r['round1']:6.2f} s  ({r['check1']})")
+            print(f"{'':>20}round 2 {r['round2']:6.2f} s  ({r['check2']}; kept "
+                  f"{r['kept']:,}/{r['owned']:,} owned)")
+            print(f"{'':>20}both    {total:6.2f} s  target <= 10 s: "
+                  f"{'ok' if total <= 10 else 'MISSED'}; peak RSS {r['rss']:.0f} MiB "
+                  f"(inputs alone {r['rss_before']:.0f} MiB)")
+    r = in_child(kafka_python_case)
+    k, s = sum(r["kafka_python"]), sum(r["samsa"])
+    print("sticky vs kafka-python StickyPartitionAssignor, 10k partitions / 100 members")
+    print(f"{'':>20}kafka-python {r['kafka_python'][0]:7.3f} s + {r['kafka_python'][1]:7.3f} s")
+    print(f"{'':>20}samsa        {r['samsa'][0]:7.3f} s + {r['samsa'][1]:7.3f} s")
+    print(f"{'':>20}speed-up {k / s:6.1f}x  target >= 10x: {'ok' if k / s >= 10 else 'MISSED'}")
+    r = in_child(optimal_case)
+    print(f"optimal, {r['partitions']:,} partitions / 1000 members, random subscriptions")
+    print(f"{'':>20}round 1 {r['round1']:6.2f} s  ({r['check1']})")
+    print(f"{'':>20}round 2 {r['round2']:6.2f} s  ({r['check2']}; kept "
+          f"{r['kept']:,}/{r['owned']:,} owned)")
+    worst = max(r["round1"], r["round2"])
+    print(f"{'':>20}target <= 10 s per round: {'ok' if worst <= 10 else 'MISSED'}; "
+          f"peak RSS {r['rss']:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
