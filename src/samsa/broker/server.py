@@ -20,6 +20,7 @@ from samsa.broker.clock import now_ms
 from samsa.broker.config import BrokerConfig
 from samsa.broker.context import RequestContext
 from samsa.broker.flusher import Flusher
+from samsa.broker.groups import GroupRuntime
 from samsa.broker.handlers import Handler, registry
 from samsa.broker.handlers.api_versions import unsupported_version_response
 from samsa.broker.producer_ids import ProducerIdAllocator
@@ -50,6 +51,7 @@ class Broker:
         self.topics = TopicManager(config)
         self.flusher = Flusher()
         self.producer_ids = ProducerIdAllocator(config.data_dir / "producer-ids")
+        self.groups = GroupRuntime(self)
         self.handlers: dict[int, tuple[tuple[int, int], Handler]] = registry()
         self.supported = {key: versions for key, (versions, _) in self.handlers.items()}
         self._server: asyncio.Server | None = None
@@ -65,6 +67,7 @@ class Broker:
     async def start(self) -> None:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         self.topics.load(now_ms())
+        self.groups.start()
         self._server = await asyncio.start_server(
             self._accept, self.config.host, self.config.port, limit=1 << 20, backlog=1024
         )
@@ -85,6 +88,7 @@ class Broker:
             self._server.close()
         for conn in list(self._connections):
             conn.close()
+        await self.groups.stop()
         if self._server is not None:
             await self._server.wait_closed()
         await asyncio.get_running_loop().run_in_executor(None, self._flush_all)

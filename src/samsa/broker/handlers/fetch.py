@@ -69,6 +69,7 @@ def _read(wants: list[_Want], max_bytes: int) -> tuple[list[dict[str, Any]], int
             entry.update(high_watermark=hw, last_stable_offset=hw,
                          log_start_offset=log.log_start_offset)
             budget = min(w.max_bytes, max_bytes - total)
+            data: bytes | memoryview
             try:
                 if total and budget <= 0:
                     data = b""

@@ -1,0 +1,246 @@
+"""The group coordinator's asyncio edge.
+
+Owns the ``__consumer_offsets`` topic (created on first start, compacted, one partition per
+coordinator shard), replays each partition into its shard on start, runs the coordinator's
+keyed timers on the event loop and turns every coordinator result into log appends and
+replies:
+
+* a request's event goes to :meth:`GroupRuntime.call`, which hands the coordinator a future
+  as reply token and awaits it (a parked JoinGroup/SyncGroup is answered by a later result);
+* the result's records are appended synchronously (one batch per shard), then the replies
+  wait for their fsync (group commit with produce's acks=all writers) before being sent;
+* if an append fails (a storage error), the touched shards are reloaded from their logs (so
+  live state equals what is durable) and the request is answered COORDINATOR_NOT_AVAILABLE;
+  replies whose records could not be fsynced fail the same way.
+
+Snapshots (``Coordinator.snapshot_for``) are not taken per request: they clone the touched
+group, too costly for large groups on every heartbeat; reloading on the rare failed append
+gives the same guarantee.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from samsa.broker.clock import now_ms
+from samsa.broker.partition import Partition
+from samsa.broker.topics import OFFSETS_TOPIC, Topic
+from samsa.coordinator import (
+    Coordinator,
+    CoordinatorConfig,
+    Event,
+    Record,
+    Result,
+    TimerKey,
+    error_response,
+)
+from samsa.coordinator.responses import Response
+from samsa.protocol.records import ProducerRecordData, decode_batches, encode_batch
+
+if TYPE_CHECKING:
+    from samsa.broker.server import Broker
+
+log = logging.getLogger("samsa.groups")
+
+COORDINATOR_SETTINGS = (
+    "group.initial.rebalance.delay.ms",
+    "group.min.session.timeout.ms",
+    "group.max.session.timeout.ms",
+    "group.max.size",
+    "offsets.retention.minutes",
+    "offsets.retention.check.interval.ms",
+    "offset.metadata.max.bytes",
+)
+
+
+class StorageFailure(Exception):
+    """The records behind a reply could not be written or fsynced."""
+
+
+class LoopTimer:
+    """The coordinator's :class:`~samsa.coordinator.Timer` on the asyncio loop."""
+
+    def __init__(self, runtime: GroupRuntime) -> None:
+        self._runtime = runtime
+        self._handles: dict[TimerKey, asyncio.TimerHandle] = {}
+
+    def schedule(self, key: TimerKey, deadline_ms: int) -> None:
+        self.cancel(key)
+        delay = max(0.0, (deadline_ms - now_ms()) / 1000)
+        loop = asyncio.get_running_loop()
+        self._handles[key] = loop.call_later(delay, self._fire, key)
+
+    def cancel(self, key: TimerKey) -> None:
+        handle = self._handles.pop(key, None)
+        if handle is not None:
+            handle.cancel()
+
+    def _fire(self, key: TimerKey) -> None:
+        self._handles.pop(key, None)
+        self._runtime.fire(key)
+
+    def close(self) -> None:
+        for handle in self._handles.values():
+            handle.cancel()
+        self._handles.clear()
+
+
+class GroupRuntime:
+    """Runs the pure :class:`Coordinator` against the broker's log and loop."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.timer = LoopTimer(self)
+        self.coordinator: Coordinator | None = None
+        self.topic: Topic | None = None
+        self._expiry: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start(self) -> None:
+        """Create or open ``__consumer_offsets`` and load every shard (on the loop)."""
+        config = self.broker.config
+        topics = self.broker.topics
+        topic = topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            topic = topics.create(OFFSETS_TOPIC, int(config["offsets.topic.num.partitions"]),
+                                  now_ms=now_ms())
+        self.topic = topic
+        props: dict[str, object] = {name: config[name] for name in COORDINATOR_SETTINGS}
+        # Like Kafka, the existing topic's partition count decides where groups live.
+        props["offsets.topic.num.partitions"] = len(topic.partitions)
+        self.coordinator = Coordinator(CoordinatorConfig.from_properties(props), self.timer)
+        started = now_ms()
+        for part in topic.partitions:
+            self._load(part)
+        log.info("loaded %d coordinator shards in %d ms", len(topic.partitions),
+                 now_ms() - started)
+        self._expiry = asyncio.create_task(self._expire_offsets_periodically())
+
+    async def stop(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+        self.timer.close()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _load(self, part: Partition) -> None:
+        coord = self._coord()
+        shard = coord.begin_load(part.index)
+        for key, value in _records_of(part):
+            shard.replay(key, value)
+        self._apply(coord.finish_load(part.index, now_ms()))
+
+    async def _expire_offsets_periodically(self) -> None:
+        interval = int(self.broker.config["offsets.retention.check.interval.ms"]) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            self._apply(self._coord().expire_offsets(now_ms()))
+
+    # -- requests and timers --------------------------------------------------------------
+    def _coord(self) -> Coordinator:
+        assert self.coordinator is not None, "group runtime not started"
+        return self.coordinator
+
+    async def call(self, event: Event) -> Response:
+        """Handle one request event; returns its (possibly deferred) response."""
+        fut: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+        result = self._coord().handle(event, now_ms(), reply_to=fut)
+        if not self._apply(result) and not fut.done():
+            fut.set_exception(StorageFailure("group records could not be written"))
+        try:
+            return await fut
+        except StorageFailure:
+            return error_response(event, int(ErrorCode.coordinator_not_available))
+
+    def fire(self, key: TimerKey) -> None:
+        self._apply(self._coord().fire(key, now_ms()))
+
+    def _apply(self, result: Result) -> bool:
+        """Append the result's records, then deliver its replies once they are durable."""
+        if not result.records:
+            _deliver(result)
+            return True
+        try:
+            synced = self._append(result.records)
+        except Exception:
+            log.exception("appending group records failed; reloading the shards")
+            self._reload({r.partition for r in result.records})
+            return False
+        task = asyncio.create_task(self._deliver_when_durable(synced, result))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return True
+
+    def _append(self, records: tuple[Record, ...]) -> list[tuple[Partition, int]]:
+        assert self.topic is not None
+        by_partition: dict[int, list[Record]] = defaultdict(list)
+        for r in records:
+            by_partition[r.partition].append(r)
+        now = now_ms()
+        synced = []
+        for index, recs in by_partition.items():
+            part = self.topic.partitions[index]
+            batch = encode_batch([ProducerRecordData(now, r.key, r.value, ()) for r in recs])
+            info = part.log.append(batch, now)
+            part.notify()
+            synced.append((part, info.last_offset + 1))
+        return synced
+
+    async def _deliver_when_durable(self, synced: list[tuple[Partition, int]],
+                                    result: Result) -> None:
+        flusher = self.broker.flusher
+        try:
+            await asyncio.gather(*(flusher.sync(part, end) for part, end in synced))
+        except OSError:
+            log.exception("fsync of group records failed")
+            for reply in result.replies:
+                token = reply.token
+                if isinstance(token, asyncio.Future) and not token.done():
+                    token.set_exception(StorageFailure("fsync failed"))
+            return
+        _deliver(result)
+
+    def _reload(self, partitions: set[int]) -> None:
+        assert self.topic is not None
+        coord = self._coord()
+        for index in partitions:
+            _deliver(coord.unload(index))
+            self._load(self.topic.partitions[index])
+
+    # -- lookups for FindCoordinator ------------------------------------------------------
+    def coordinator_error(self, group_id: str) -> int:
+        return self._coord().coordinator_error(group_id)
+
+
+def _deliver(result: Result) -> None:
+    for reply in result.replies:
+        token = reply.token
+        if isinstance(token, asyncio.Future) and not token.done():
+            token.set_result(reply.response)
+
+
+def _records_of(part: Partition) -> list[tuple[bytes, bytes | None]]:
+    """Every (key, value) record of a ``__consumer_offsets`` partition, in order."""
+    out: list[tuple[bytes, bytes | None]] = []
+    log_ = part.log
+    offset = log_.log_start_offset
+    while offset < log_.log_end_offset:
+        data = bytes(log_.read(offset, 1 << 20))
+        if not data:
+            break
+        progressed = offset
+        for batch in decode_batches(data):
+            if not batch.is_control:
+                out.extend((key, value) for off, _, key, value, _ in batch.records
+                           if off >= offset and key is not None)
+            progressed = batch.next_offset
+        if progressed <= offset:
+            break
+        offset = progressed
+    return out
