@@ -197,6 +197,15 @@ class Simulation:
     # ------------------------------------------------------------------ coordinator plumbing
 
     def _on_fire(self, key: TimerKey, now_ms: int) -> None:
+        if self.rng.random() < 0.2:
+            before = self._state()
+            snap = self.coord.snapshot_for(key)
+            self.coord.fire(key, now_ms)
+            self.coord.revert_to(snap)
+            # the reverted timer is armed again (the edge retries it); this run fires it now
+            self.timer.deadlines.pop(key, None)
+            if self._state() != before:
+                raise InvariantViolation(f"revert_to after firing {key} did not restore the shard")
         self._absorb(self.coord.fire(key, now_ms))
 
     def _absorb(self, result: Result) -> None:
