@@ -29,7 +29,7 @@ def run(bootstrap: str, topic: str, group: str, db_path: str, *, batch: int = 50
         consumer.subscribe([topic])
         idle = 0
         while inserted < max_records and idle < idle_polls:
-            records = consumer.poll(timeout_ms=200)
+            records = consumer.poll(timeout_ms=200, max_records=batch - len(buffer))
             idle = 0 if records else idle + 1
             buffer.extend(records)
             if len(buffer) >= batch or (buffer and not records):
