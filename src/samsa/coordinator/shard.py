@@ -116,6 +116,8 @@ class CoordinatorShard(ShardCore):
     def finish_load(self, now_ms: int) -> Result:
         """Build live groups from hard state (Stable with members, else Empty), start their
         session timers and the offsets-expiry timer."""
+        if self.status is not ShardStatus.LOADING:
+            raise RuntimeError(f"shard {self.partition} is {self.status.value}, not loading")
         self._begin(now_ms)
         self.groups = {
             gid: Group.from_record(gid, self.hard.groups.get(gid)) for gid in self.hard.group_ids()
