@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
@@ -117,7 +118,9 @@ class GroupRuntime:
         self.coordinator = Coordinator(CoordinatorConfig.from_properties(props), self.timer)
         started = now_ms()
         for part in topic.partitions:
+            loading = time.perf_counter()
             self._load(part)
+            self.broker.metrics.shard_loaded(part.index, time.perf_counter() - loading)
         log.info("loaded %d coordinator shards in %d ms", len(topic.partitions),
                  now_ms() - started)
         self._expiry = asyncio.create_task(self._expire_offsets_periodically())
@@ -151,6 +154,7 @@ class GroupRuntime:
         """Handle one request event; returns its (possibly deferred) response."""
         fut: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         result = self._coord().handle(event, now_ms(), reply_to=fut)
+        self.broker.metrics.observe_group(self._coord(), getattr(event, "group_id", None))
         if not self._apply(result) and not fut.done():
             fut.set_exception(StorageFailure("group records could not be written"))
         try:
@@ -160,6 +164,7 @@ class GroupRuntime:
 
     def fire(self, key: TimerKey) -> None:
         self._apply(self._coord().fire(key, now_ms()))
+        self.broker.metrics.observe_group(self._coord(), key.group_id)
 
     def _apply(self, result: Result) -> bool:
         """Append the result's records, then deliver its replies once they are durable."""

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import struct
+import time
 from collections import deque
 from typing import Any
 
@@ -23,6 +24,7 @@ from samsa.broker.flusher import Flusher
 from samsa.broker.groups import GroupRuntime
 from samsa.broker.handlers import Handler, registry
 from samsa.broker.handlers.api_versions import unsupported_version_response
+from samsa.broker.metrics import BrokerMetrics
 from samsa.broker.producer_ids import ProducerIdAllocator
 from samsa.broker.topics import TopicManager
 from samsa.protocol.codec import (
@@ -51,6 +53,7 @@ class Broker:
         self.topics = TopicManager(config)
         self.flusher = Flusher()
         self.producer_ids = ProducerIdAllocator(config.data_dir / "producer-ids")
+        self.metrics = BrokerMetrics()
         self.groups = GroupRuntime(self)
         self.handlers: dict[int, tuple[tuple[int, int], Handler]] = registry()
         self.supported = {key: versions for key, (versions, _) in self.handlers.items()}
@@ -197,13 +200,18 @@ class Connection:
                 answer = unsupported_version_response(self.broker)
                 return encode_response(exc.correlation_id, answer)
             raise
+        started = time.perf_counter()
         ctx = RequestContext(self.broker, request, self.host)
         response = await self.broker.dispatch(ctx)
-        if response is None:
-            return None
+        out: Outgoing = None
         if isinstance(response, Spliced):
-            return encode_spliced(request.correlation_id, response)
-        return encode_response(request.correlation_id, response)
+            out = encode_spliced(request.correlation_id, response)
+        elif response is not None:
+            out = encode_response(request.correlation_id, response)
+        sent = 0 if out is None else len(out) if isinstance(out, bytes) else sum(map(len, out))
+        self.broker.metrics.observe_request(request.api_key, time.perf_counter() - started,
+                                            len(frame) + 4, sent)
+        return out
 
     async def _write_loop(self) -> None:
         while True:

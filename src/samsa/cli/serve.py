@@ -24,6 +24,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--config-file", type=Path, metavar="FILE",
                    help="a server.properties-style file of settings (--config wins)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument("--metrics-port", type=int, metavar="PORT",
+                   help="serve Prometheus metrics at http://LISTEN-HOST:PORT/metrics "
+                        "(0 picks a free port)")
     p.set_defaults(run=run)
 
 
@@ -52,6 +55,8 @@ def load_config(args: argparse.Namespace) -> BrokerConfig:
 def run(args: argparse.Namespace) -> int:
     try:
         config = load_config(args)
+        if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+            raise ConfigError(f"--metrics-port: {args.metrics_port} is out of range")
     except ConfigError as exc:
         print(f"samsa serve: {exc}", file=sys.stderr)
         return 2
@@ -65,14 +70,15 @@ def run(args: argparse.Namespace) -> int:
         loop_factory = None
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            runner.run(_serve(config))
+            runner.run(_serve(config, args.metrics_port))
     except OSError as exc:
         print(f"samsa serve: {exc}", file=sys.stderr)
         return 1
     return 0
 
 
-async def _serve(config: BrokerConfig) -> None:
+async def _serve(config: BrokerConfig, metrics_port: int | None = None) -> None:
+    from samsa.broker.metrics import MetricsServer
     from samsa.broker.server import Broker
 
     stop = asyncio.Event()
@@ -80,4 +86,8 @@ async def _serve(config: BrokerConfig) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     broker = Broker(config)
+    if metrics_port is not None:
+        metrics = asyncio.create_task(MetricsServer(broker, config.host, metrics_port).run(stop))
     await broker.serve_forever(stop)
+    if metrics_port is not None:
+        await metrics

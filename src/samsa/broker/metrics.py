@@ -1,0 +1,294 @@
+"""Prometheus metrics of a broker, served by ``samsa serve --metrics-port N``.
+
+The request path only bumps plain counters (:meth:`BrokerMetrics.observe_request`: a few
+dict operations and a bisect per request); everything else (log end offsets, groups by
+state, members, committed offsets and lag, shard load times) is read from the broker's
+state when Prometheus scrapes. Rebalances are counted by
+:meth:`BrokerMetrics.observe_group`, which the group runtime calls after each group request
+or timer: it compares the group's state with the last one seen.
+
+The HTTP endpoint runs on the broker's event loop (so a scrape never races the loop's
+mutations of broker state) and answers ``GET /metrics``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from bisect import bisect_left
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+if TYPE_CHECKING:
+    from samsa.broker.server import Broker
+    from samsa.coordinator import Coordinator
+
+__all__ = ["API_NAMES", "BrokerMetrics", "MetricsServer"]
+
+log = logging.getLogger("samsa.metrics")
+
+API_NAMES = {
+    0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
+    9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat",
+    13: "LeaveGroup", 14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups",
+    18: "ApiVersions", 19: "CreateTopics", 20: "DeleteTopics", 22: "InitProducerId",
+    32: "DescribeConfigs", 37: "CreatePartitions", 42: "DeleteGroups", 47: "OffsetDelete",
+    60: "DescribeCluster",
+}
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                   2.5, 5.0, 10.0, 30.0)
+REBALANCE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+_REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance"})
+
+
+class _Histogram:
+    """Bucket counts without locks (the event loop is the only writer)."""
+
+    __slots__ = ("bounds", "count", "counts", "total")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.count = 0
+        self.total = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.count += 1
+        self.total += value
+
+    def buckets(self) -> list[tuple[str, float]]:
+        out, running = [], 0
+        for bound, n in zip((*map(str, self.bounds), "+Inf"), self.counts, strict=True):
+            running += n
+            out.append((bound, float(running)))
+        return out
+
+
+class BrokerMetrics:
+    """Counters fed by the broker, and a collector reading its state at scrape time."""
+
+    def __init__(self) -> None:
+        self.latency: dict[int, _Histogram] = {}
+        self.bytes_in: dict[int, int] = {}
+        self.bytes_out: dict[int, int] = {}
+        self.rebalances: dict[str, int] = {}
+        self.rebalance_seconds = _Histogram(REBALANCE_BUCKETS)
+        self.shard_load_seconds: dict[int, float] = {}
+        self._seen: dict[str, tuple[str, int]] = {}
+        self._rebalance_started: dict[str, float] = {}
+        self.broker: Broker | None = None
+
+    # ---- hooks -----------------------------------------------------------------------------
+
+    def observe_request(self, api_key: int, seconds: float, bytes_in: int,
+                        bytes_out: int) -> None:
+        """One request handled (called by ``Connection._handle``)."""
+        hist = self.latency.get(api_key)
+        if hist is None:
+            hist = self.latency[api_key] = _Histogram(LATENCY_BUCKETS)
+        hist.observe(seconds)
+        self.bytes_in[api_key] = self.bytes_in.get(api_key, 0) + bytes_in
+        self.bytes_out[api_key] = self.bytes_out.get(api_key, 0) + bytes_out
+
+    def observe_group(self, coordinator: Coordinator, group_id: str | None) -> None:
+        """Note a group's state after a request or timer; counts rebalances and times them."""
+        if not group_id:
+            return
+        shard = coordinator.shard_for(group_id)
+        group = shard.groups.get(group_id) if shard is not None else None
+        now = (group.state.value, group.generation) if group is not None else ("Dead", -1)
+        before = self._seen.get(group_id)
+        if now == before:
+            return
+        self._seen[group_id] = now
+        was_rebalancing = before is not None and before[0] in _REBALANCING
+        if now[0] in _REBALANCING:
+            if not was_rebalancing:
+                self._rebalance_started[group_id] = time.monotonic()
+                self.rebalances[group_id] = self.rebalances.get(group_id, 0) + 1
+            return
+        started = self._rebalance_started.pop(group_id, None)
+        if started is None and before is not None and group is not None and now[1] > before[1]:
+            # A whole rebalance inside one call (the last member left): count it, zero time.
+            started = time.monotonic()
+            self.rebalances[group_id] = self.rebalances.get(group_id, 0) + 1
+        if started is not None:
+            self.rebalance_seconds.observe(time.monotonic() - started)
+        if group is None:
+            self._seen.pop(group_id, None)
+
+    def shard_loaded(self, partition: int, seconds: float) -> None:
+        self.shard_load_seconds[partition] = seconds
+
+    # ---- scrape ----------------------------------------------------------------------------
+
+    def collect(self) -> Iterator[Metric]:
+        """Every metric family (prometheus_client's collector protocol)."""
+        yield from self._request_metrics()
+        if self.broker is not None:
+            yield from self._log_metrics(self.broker)
+            coordinator = self.broker.groups.coordinator
+            if coordinator is not None:
+                yield from self._group_metrics(self.broker, coordinator)
+        rebalances = CounterMetricFamily(
+            "samsa_group_rebalances", "Rebalances per group since the broker started",
+            labels=["group"])
+        for gid, n in sorted(self.rebalances.items()):
+            rebalances.add_metric([gid], n)
+        yield rebalances
+        duration = HistogramMetricFamily(
+            "samsa_group_rebalance_duration_seconds",
+            "Time from a rebalance's start until the group is Stable or Empty again")
+        duration.add_metric([], self.rebalance_seconds.buckets(), self.rebalance_seconds.total)
+        yield duration
+        load = GaugeMetricFamily("samsa_coordinator_shard_load_seconds",
+                                 "Time the last load of each coordinator shard took",
+                                 labels=["partition"])
+        for part, secs in sorted(self.shard_load_seconds.items()):
+            load.add_metric([str(part)], secs)
+        yield load
+
+    def _request_metrics(self) -> Iterator[Metric]:
+        requests = CounterMetricFamily("samsa_requests", "Requests handled per API",
+                                       labels=["api"])
+        latency = HistogramMetricFamily("samsa_request_latency_seconds",
+                                        "Time from a request's arrival to its encoded response",
+                                        labels=["api"])
+        bytes_in = CounterMetricFamily("samsa_request_bytes", "Request bytes received per API",
+                                       labels=["api"])
+        bytes_out = CounterMetricFamily("samsa_response_bytes", "Response bytes sent per API",
+                                        labels=["api"])
+        for key in sorted(self.latency):
+            name = [API_NAMES.get(key, str(key))]
+            hist = self.latency[key]
+            requests.add_metric(name, hist.count)
+            latency.add_metric(name, hist.buckets(), hist.total)
+            bytes_in.add_metric(name, self.bytes_in.get(key, 0))
+            bytes_out.add_metric(name, self.bytes_out.get(key, 0))
+        yield from (requests, latency, bytes_in, bytes_out)
+
+    def _log_metrics(self, broker: Broker) -> Iterator[Metric]:
+        end = GaugeMetricFamily("samsa_log_end_offset", "Log end offset per partition",
+                                labels=["topic", "partition"])
+        start = GaugeMetricFamily("samsa_log_start_offset", "Log start offset per partition",
+                                  labels=["topic", "partition"])
+        for topic in broker.topics:
+            for part in topic.partitions:
+                labels = [topic.name, str(part.index)]
+                end.add_metric(labels, part.log.log_end_offset)
+                start.add_metric(labels, part.log.log_start_offset)
+        yield from (end, start)
+
+    def _group_metrics(self, broker: Broker, coordinator: Coordinator) -> Iterator[Metric]:
+        by_state = GaugeMetricFamily("samsa_groups", "Groups per state", labels=["state"])
+        members = GaugeMetricFamily("samsa_group_members", "Members per group",
+                                    labels=["group"])
+        generation = GaugeMetricFamily("samsa_group_generation", "Generation per group",
+                                       labels=["group"])
+        info = GaugeMetricFamily("samsa_group_info", "A group's state, protocol and leader",
+                                 labels=["group", "state", "protocol_type", "protocol",
+                                         "leader"])
+        committed = GaugeMetricFamily("samsa_group_committed_offset",
+                                      "Committed offset per group and partition",
+                                      labels=["group", "topic", "partition"])
+        lag = GaugeMetricFamily("samsa_group_lag",
+                                "Log end offset minus committed offset per group and partition",
+                                labels=["group", "topic", "partition"])
+        counts = dict.fromkeys(GROUP_STATES, 0)
+        for shard in list(coordinator.shards.values()):
+            for gid, group in sorted(shard.groups.items()):
+                state = group.state.value
+                counts[state] = counts.get(state, 0) + 1
+                members.add_metric([gid], len(group.members))
+                generation.add_metric([gid], group.generation)
+                info.add_metric([gid, state, group.protocol_type or "",
+                                 group.protocol_name or "", group.leader_id or ""], 1)
+            for gid, offsets in sorted(shard.hard.offsets.items()):
+                for (topic, index), value in sorted(offsets.items()):
+                    labels = [gid, topic, str(index)]
+                    committed.add_metric(labels, value.offset)
+                    part = broker.topics.partition(topic, index)
+                    if part is not None:
+                        lag.add_metric(labels, part.log.log_end_offset - value.offset)
+        for state, n in counts.items():
+            by_state.add_metric([state], n)
+        yield from (by_state, members, generation, info, committed, lag)
+
+    def registry(self) -> CollectorRegistry:
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(self)
+        return registry
+
+
+class MetricsServer:
+    """``GET /metrics`` over HTTP/1.0 on the broker's event loop."""
+
+    def __init__(self, broker: Broker, host: str, port: int) -> None:
+        self.broker = broker
+        self.host = host
+        self.requested_port = port
+        self.registry = broker.metrics.registry()
+        broker.metrics.broker = broker
+        self._server: asyncio.Server | None = None
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, self.host, self.requested_port)
+        log.info("samsa metrics on http://%s:%d/metrics", self.host, self.port)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Start once the broker has started, serve until ``stop`` is set."""
+        await self.broker.started.wait()
+        try:
+            await self.start()
+        except OSError:
+            stop.set()  # the operator asked for metrics: do not run without them
+            raise
+        try:
+            await stop.wait()
+        finally:
+            await self.stop()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            parts = head.split(b"\r\n", 1)[0].split()
+            path = parts[1].split(b"?", 1)[0] if len(parts) >= 2 else b""
+            if parts[:1] != [b"GET"] or path not in (b"/", b"/metrics"):
+                body, status, ctype = b"not found\n", "404 Not Found", "text/plain"
+            else:
+                body, status, ctype = generate_latest(self.registry), "200 OK", \
+                    CONTENT_TYPE_LATEST
+            writer.write(f"HTTP/1.0 {status}\r\nContent-Type: {ctype}\r\n"
+                         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                         + body)
+            await writer.drain()
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
+                TimeoutError):
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
