@@ -9,9 +9,10 @@ replies:
   as reply token and awaits it (a parked JoinGroup/SyncGroup is answered by a later result);
 * the result's records are appended synchronously (one batch per shard), then the replies
   wait for their fsync (group commit with produce's acks=all writers) before being sent;
-* if an append fails (a storage error), the touched shards are reloaded from their logs (so
-  live state equals what is durable) and the request is answered COORDINATOR_NOT_AVAILABLE;
-  replies whose records could not be fsynced fail the same way.
+* if an append or its fsync fails (a storage error), the touched shards are reloaded from
+  their logs and the requests are answered COORDINATOR_NOT_AVAILABLE.
+
+Offsets expiry is the coordinator's own keyed timer (``offsets.retention.check.interval.ms``).
 
 Snapshots (``Coordinator.snapshot_for``) are not taken per request: they clone the touched
 group, too costly for large groups on every heartbeat; reloading on the rare failed append
@@ -99,7 +100,6 @@ class GroupRuntime:
         self.timer = LoopTimer(self)
         self.coordinator: Coordinator | None = None
         self.topic: Topic | None = None
-        self._expiry: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -123,11 +123,8 @@ class GroupRuntime:
             self.broker.metrics.shard_loaded(part.index, time.perf_counter() - loading)
         log.info("loaded %d coordinator shards in %d ms", len(topic.partitions),
                  now_ms() - started)
-        self._expiry = asyncio.create_task(self._expire_offsets_periodically())
 
     async def stop(self) -> None:
-        if self._expiry is not None:
-            self._expiry.cancel()
         self.timer.close()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -138,12 +135,6 @@ class GroupRuntime:
         for key, value in _records_of(part):
             shard.replay(key, value)
         self._apply(coord.finish_load(part.index, now_ms()))
-
-    async def _expire_offsets_periodically(self) -> None:
-        interval = int(self.broker.config["offsets.retention.check.interval.ms"]) / 1000
-        while True:
-            await asyncio.sleep(interval)
-            self._apply(self._coord().expire_offsets(now_ms()))
 
     # -- requests and timers --------------------------------------------------------------
     def _coord(self) -> Coordinator:
@@ -203,7 +194,8 @@ class GroupRuntime:
         try:
             await asyncio.gather(*(flusher.sync(part, end) for part, end in synced))
         except OSError:
-            log.exception("fsync of group records failed")
+            log.exception("fsync of group records failed; reloading the shards")
+            self._reload({part.index for part, _ in synced})
             for reply in result.replies:
                 token = reply.token
                 if isinstance(token, asyncio.Future) and not token.done():
