@@ -1,0 +1,207 @@
+"""Helpers for the group-coordinator conformance tests (tests/conformance/test_groups_*.py).
+
+Every wait is bounded; nothing asserts on wall-clock durations. Consumers are polled from
+the test's own thread, so their rebalance callbacks run in a known order and an
+:class:`OwnershipLog` can check that no partition is ever held by two live members at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+
+Tp = tuple[str, int]
+
+# Short but legal timings: the test broker allows session timeouts down to 1000 ms.
+FAST = {
+    "session.timeout.ms": 6000,
+    "heartbeat.interval.ms": 300,
+    "max.poll.interval.ms": 10000,
+    "auto.offset.reset": "earliest",
+    "enable.auto.commit": False,
+    "topic.metadata.refresh.interval.ms": 1000,
+    "reconnect.backoff.max.ms": 200,
+}
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 20.0, step: float = 0.05,
+               what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(step)
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, num_partitions=partitions)])[name].result(15)
+
+
+def produce(bootstrap: str, topic: str, partitions: int, per_partition: int,
+            tag: str = "") -> set[bytes]:
+    """``per_partition`` records to every partition; returns their (unique) values."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+    values: set[bytes] = set()
+    for part in range(partitions):
+        for i in range(per_partition):
+            v = f"{topic}/{part}/{tag}{i}".encode()
+            p.produce(topic, value=v, partition=part)
+            values.add(v)
+    assert p.flush(15) == 0
+    return values
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[Tp, int]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    res = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps})
+    return {(tp.topic, tp.partition): f.result(15).offset for tp, f in res.items()}
+
+
+def committed(bootstrap: str, group: str, tps: Iterable[Tp]) -> dict[Tp, int]:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    req = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in tps])
+    res = admin.list_consumer_group_offsets([req])[group].result(15)
+    return {(tp.topic, tp.partition): tp.offset for tp in res.topic_partitions}
+
+
+class OwnershipLog:
+    """Ownership as the members' rebalance callbacks report it, checked on every change.
+
+    A partition may only be assigned to a member when no other *live* member holds it
+    (eager strategies revoke everything before rejoining; cooperative ones revoke what
+    moves before the next generation gives it away). Members declared dead (killed,
+    stalled past max.poll.interval.ms) no longer count as holders.
+    """
+
+    def __init__(self) -> None:
+        self.owned: dict[str, set[Tp]] = {}
+        self.dead: set[str] = set()
+        self.violations: list[str] = []
+        self.events: list[tuple[float, str, str, tuple[Tp, ...]]] = []
+        self._lock = threading.Lock()
+
+    def assigned(self, member: str, tps: Iterable[Tp]) -> None:
+        tps = tuple(tps)
+        with self._lock:
+            self.events.append((time.monotonic(), member, "assign", tps))
+            for tp in tps:
+                for other, held in self.owned.items():
+                    if other != member and other not in self.dead and tp in held:
+                        self.violations.append(f"{tp} assigned to {member} while {other} "
+                                               "holds it")
+            self.owned.setdefault(member, set()).update(tps)
+
+    def revoked(self, member: str, tps: Iterable[Tp]) -> None:
+        tps = tuple(tps)
+        with self._lock:
+            self.events.append((time.monotonic(), member, "revoke", tps))
+            self.owned.setdefault(member, set()).difference_update(tps)
+
+    def mark_dead(self, member: str) -> None:
+        with self._lock:
+            self.dead.add(member)
+
+    def callbacks(self, member: str) -> int:
+        return sum(1 for e in self.events if e[1] == member)
+
+
+class Member:
+    """A confluent-kafka consumer polled by the test thread; records what it consumed."""
+
+    def __init__(self, bootstrap: str, group: str, name: str, log: OwnershipLog | None = None,
+                 **config: Any) -> None:
+        self.name = name
+        self.log = log if log is not None else OwnershipLog()
+        self.seen: list[bytes] = []
+        self.errors: list[KafkaError] = []
+        conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "group.id": group,
+                                "client.id": name, **FAST,
+                                "error_cb": self.errors.append}
+        conf.update(config)
+        self.consumer = Consumer(conf)
+        self.closed = False
+
+    def subscribe(self, topics: Sequence[str]) -> Member:
+        def on_assign(c: Consumer, parts: list[TopicPartition]) -> None:
+            self.log.assigned(self.name, [(p.topic, p.partition) for p in parts])
+
+        def on_revoke(c: Consumer, parts: list[TopicPartition]) -> None:
+            self.log.revoked(self.name, [(p.topic, p.partition) for p in parts])
+
+        self.consumer.subscribe(list(topics), on_assign=on_assign, on_revoke=on_revoke,
+                                on_lost=on_revoke)
+        return self
+
+    def poll(self, timeout: float = 0.02) -> None:
+        for m in self.consumer.consume(200, timeout=timeout):
+            err = m.error()
+            if err is None:
+                self.seen.append(m.value())
+            elif err.code() != KafkaError._PARTITION_EOF:
+                self.errors.append(err)
+
+    def commit(self) -> bool:
+        """Commit consumed positions synchronously; False if the group refused it now."""
+        try:
+            self.consumer.commit(asynchronous=False)
+        except KafkaException as exc:
+            code = exc.args[0].code()
+            if code in (KafkaError._NO_OFFSET, KafkaError.REBALANCE_IN_PROGRESS,
+                        KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID):
+                return code == KafkaError._NO_OFFSET
+            raise
+        return True
+
+    def assignment(self) -> set[Tp]:
+        return {(p.topic, p.partition) for p in self.consumer.assignment()}
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.consumer.close()
+
+
+def poll_all(members: Iterable[Member], rounds: int = 1) -> None:
+    ms = [m for m in members if not m.closed]
+    for _ in range(rounds):
+        for m in ms:
+            m.poll()
+
+
+def settle(members: Sequence[Member], partitions: set[Tp], timeout: float = 30.0,
+           counts: Sequence[int] | None = None) -> None:
+    """Poll until the live members' assignments split ``partitions`` exactly (and, given
+    ``counts``, with those sizes in order). Fails on a timeout or a double owner."""
+    def split() -> bool:
+        poll_all(members)
+        held = [m.assignment() for m in members]
+        flat = [tp for h in held for tp in h]
+        if len(flat) != len(set(flat)) or set(flat) != partitions:
+            return False
+        return counts is None or sorted(len(h) for h in held) == sorted(counts)
+
+    wait_until(split, timeout, step=0, what=f"assignment of {len(partitions)} partitions "
+               f"over {[m.name for m in members]}")
+    # Quiescent point: the members' own views are disjoint and complete.
+    held = [m.assignment() for m in members]
+    flat = [tp for h in held for tp in h]
+    assert len(flat) == len(set(flat)), held
+    assert set(flat) == partitions
+
+
+def tps_of(topic: str, partitions: int) -> set[Tp]:
+    return {(topic, p) for p in range(partitions)}
