@@ -3,23 +3,20 @@
 The broker never re-encodes records; compaction only needs each record's offset delta,
 timestamp delta, key and whether the value is null, plus the byte span of the record so a
 thinned batch can reuse the original bytes verbatim. kio's reader is not used because it
-truncates timestamps to whole seconds. Compressed record sections are decompressed with
-cramjam (gzip, snappy raw or xerial-framed, lz4 frame, zstd).
+truncates timestamps to whole seconds. Compressed record sections are decompressed by
+:func:`samsa.protocol.records.decompress` (gzip, snappy raw or xerial-framed, lz4, zstd).
 """
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
-import cramjam
-
 from samsa.protocol.batch import BATCH_OVERHEAD, BatchHeader
+from samsa.protocol.records import CorruptRecordError
+from samsa.protocol.records import decompress as _decompress
 
 __all__ = ["RawRecord", "decompress", "read_records"]
 
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"
-_INT32 = struct.Struct(">i")
 
 
 class RecordDecodeError(ValueError):
@@ -55,41 +52,12 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
             raise RecordDecodeError("varint too long")
 
 
-def _xerial_snappy(data: bytes) -> bytes:
-    out = bytearray()
-    pos = 16  # magic(8) + version(4) + compatible version(4)
-    while pos < len(data):
-        if pos + 4 > len(data):
-            raise RecordDecodeError("truncated xerial snappy block")
-        (size,) = _INT32.unpack_from(data, pos)
-        pos += 4
-        if size < 0 or pos + size > len(data):
-            raise RecordDecodeError("bad xerial snappy block size")
-        out += bytes(cramjam.snappy.decompress_raw(data[pos : pos + size]))
-        pos += size
-    return bytes(out)
-
-
 def decompress(codec: int, data: bytes) -> bytes:
-    """Decompress a records section; RecordDecodeError for unknown codecs or bad data."""
+    """Decompress a records section (the client's codec); RecordDecodeError on bad data."""
     try:
-        if codec == 0:
-            return data
-        if codec == 1:
-            return bytes(cramjam.gzip.decompress(data))
-        if codec == 2:
-            if data.startswith(_XERIAL_MAGIC):
-                return _xerial_snappy(data)
-            return bytes(cramjam.snappy.decompress_raw(data))
-        if codec == 3:
-            return bytes(cramjam.lz4.decompress(data))
-        if codec == 4:
-            return bytes(cramjam.zstd.decompress(data))
-    except RecordDecodeError:
-        raise
-    except Exception as exc:  # cramjam raises its own DecompressionError
-        raise RecordDecodeError(f"cannot decompress codec {codec}: {exc}") from exc
-    raise RecordDecodeError(f"unknown compression codec {codec}")
+        return _decompress(codec, data)
+    except CorruptRecordError as exc:
+        raise RecordDecodeError(str(exc)) from exc
 
 
 def read_records(batch: bytes, header: BatchHeader) -> tuple[bytes, list[RawRecord]]:

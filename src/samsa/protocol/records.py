@@ -73,8 +73,12 @@ def _xerial_decompress(data: bytes) -> bytes:
     out = bytearray()
     pos = len(_XERIAL_HEADER)
     while pos < len(data):
+        if pos + 4 > len(data):
+            raise CorruptRecordError("truncated xerial snappy block")
         (size,) = _INT32.unpack_from(data, pos)
         pos += 4
+        if size < 0 or pos + size > len(data):
+            raise CorruptRecordError("bad xerial snappy block size")
         out += bytes(cramjam.snappy.decompress_raw(data[pos : pos + size]))
         pos += size
     return bytes(out)
@@ -83,6 +87,8 @@ def _xerial_decompress(data: bytes) -> bytes:
 def decompress(codec: int, data: bytes) -> bytes:
     """Decompress a records section compressed with ``codec`` (1 gzip .. 4 zstd)."""
     try:
+        if codec == 0:
+            return data
         if codec == 1:
             return bytes(cramjam.gzip.decompress(data))
         if codec == 2:
@@ -93,6 +99,8 @@ def decompress(codec: int, data: bytes) -> bytes:
             return bytes(cramjam.lz4.decompress(data))
         if codec == 4:
             return bytes(cramjam.zstd.decompress(data))
+    except CorruptRecordError:
+        raise
     except Exception as exc:  # cramjam raises its own error type
         raise CorruptRecordError(f"cannot decompress codec {codec}: {exc}") from exc
     raise CorruptRecordError(f"unknown compression codec {codec}")

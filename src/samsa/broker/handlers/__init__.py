@@ -6,61 +6,43 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import Any
 
 from samsa.broker.context import RequestContext
-from samsa.broker.handlers import (
-    api_versions,
-    create_partitions,
-    create_topics,
-    delete_groups,
-    delete_topics,
-    describe_cluster,
-    describe_configs,
-    describe_groups,
-    fetch,
-    find_coordinator,
-    heartbeat,
-    init_producer_id,
-    join_group,
-    leave_group,
-    list_groups,
-    list_offsets,
-    metadata,
-    offset_commit,
-    offset_delete,
-    offset_fetch,
-    produce,
-    sync_group,
-)
 
 Handler = Callable[[RequestContext], Awaitable[Any]]
 
-MODULES: tuple[ModuleType, ...] = (
-    api_versions,
-    create_partitions,
-    create_topics,
-    delete_groups,
-    delete_topics,
-    describe_cluster,
-    describe_configs,
-    describe_groups,
-    fetch,
-    find_coordinator,
-    heartbeat,
-    init_producer_id,
-    join_group,
-    leave_group,
-    list_groups,
-    list_offsets,
-    metadata,
-    offset_commit,
-    offset_delete,
-    offset_fetch,
-    produce,
-    sync_group,
+API_MODULES = (
+    "api_versions",
+    "create_partitions",
+    "create_topics",
+    "delete_groups",
+    "delete_topics",
+    "describe_cluster",
+    "describe_configs",
+    "describe_groups",
+    "fetch",
+    "find_coordinator",
+    "heartbeat",
+    "init_producer_id",
+    "join_group",
+    "leave_group",
+    "list_groups",
+    "list_offsets",
+    "metadata",
+    "offset_commit",
+    "offset_delete",
+    "offset_fetch",
+    "produce",
+    "sync_group",
+)
+"""The handler modules of this package, one per API."""
+
+MODULES: tuple[ModuleType, ...] = tuple(
+    importlib.import_module(f"{__name__}.{name}") for name in API_MODULES
 )
 
 
