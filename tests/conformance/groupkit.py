@@ -205,3 +205,32 @@ def settle(members: Sequence[Member], partitions: set[Tp], timeout: float = 30.0
 
 def tps_of(topic: str, partitions: int) -> set[Tp]:
     return {(topic, p) for p in range(partitions)}
+
+
+def heartbeat_error(bootstrap: str, group: str, member_id: str, generation: int) -> int:
+    """Error code of a raw Heartbeat (v4) for ``member_id`` at ``generation``."""
+    from kio.schema.heartbeat.v4.request import HeartbeatRequest
+    from kio.schema.types import GroupId
+    from kio.static.primitive import i32
+
+    from tests.wire import WireClient
+
+    c = WireClient(bootstrap)
+    try:
+        resp = c.call(12, 4, HeartbeatRequest(group_id=GroupId(group),
+                                              generation_id=i32(generation),
+                                              member_id=member_id, group_instance_id=None))
+        return int(resp.error_code)
+    finally:
+        c.close()
+
+
+def generation_of(bootstrap: str, group: str, member_id: str, limit: int = 50) -> int:
+    """The group's current generation, probed with heartbeats as ``member_id`` (the
+    coordinator answers ILLEGAL_GENERATION (22) for every generation but the current one)."""
+    for g in range(1, limit):
+        code = heartbeat_error(bootstrap, group, member_id, g)
+        if code == 0:
+            return g
+        assert code in (22, 27), f"heartbeat at generation {g}: error {code}"
+    raise AssertionError(f"no generation below {limit} accepted for {member_id}")
