@@ -6,7 +6,17 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from samsa.cli import serve
+from samsa.cli import consume, groups, produce, serve, topics
+from samsa.cli.errors import CliError
+
+HINTS = {
+    3: "no such topic or partition",
+    36: "the topic exists already",
+    37: "bad partition count",
+    68: "the group still has active members",
+    69: "no such group",
+}
+"""A plain-words hint for frequent Kafka error codes."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -15,13 +25,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve.add_parser(sub)
+    topics.add_parser(sub)
+    produce.add_parser(sub)
+    consume.add_parser(sub)
+    groups.add_parser(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; failures print one line on stderr and return non-zero."""
+    from samsa.client.errors import KafkaError
+
     parser = build_parser()
     args = parser.parse_args(argv)
-    result: int = args.run(args)
+    try:
+        result: int = args.run(args)
+    except CliError as exc:
+        print(f"samsa: {exc}", file=sys.stderr)
+        return exc.code
+    except KafkaError as exc:
+        hint = HINTS.get(exc.code)
+        print(f"samsa: {exc}" + (f" ({hint})" if hint else ""), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("samsa: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. `samsa consume ... | head`
+        sys.stderr.close()
+        return 0
     return result
 
 

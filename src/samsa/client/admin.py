@@ -20,6 +20,9 @@ __all__ = ["Admin", "GroupDescription", "MemberDescription"]
 
 _ids = itertools.count(1)
 _COORDINATOR_RETRY = {14, 15, 16}
+_DESCRIBE_CONFIGS = 32
+_CONFIG_SOURCES = {1: "topic", 2: "dynamic-broker", 3: "dynamic-default-broker",
+                   4: "static-broker", 5: "default", 6: "dynamic-broker-logger"}
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,27 @@ class Admin:
         cluster = self._metadata.refresh(None, allow_auto_create=False)
         return {t: len(p) for t, p in cluster.partitions.items() if t not in cluster.internal}
 
+    def describe_topics(self, topics: Iterable[str]) -> dict[str, dict[int, int]]:
+        """Topic -> partition -> leader node id; raises for a topic that does not exist."""
+        names = set(topics)
+        cluster = self._metadata.refresh(names, allow_auto_create=False)
+        for name in sorted(names):
+            if name in cluster.topic_errors or name not in cluster.partitions:
+                raise error_for(cluster.topic_errors.get(name, 3), f"topic {name}")
+        return {name: dict(cluster.partitions[name]) for name in names}
+
+    def describe_topic_configs(self, topic: str) -> dict[str, tuple[str | None, str]]:
+        """A topic's configs (DescribeConfigs v1): name -> (value, source)."""
+        resp = self._any(_DESCRIBE_CONFIGS, {
+            "__version__": 1, "include_synonyms": False,
+            "resources": [{"resource_type": 2, "resource_name": topic,
+                           "configuration_keys": None}]})
+        result = resp.results[0]
+        if int(result.error_code):
+            raise error_for(int(result.error_code), f"describe configs {topic}")
+        return {c.name: (c.value, _CONFIG_SOURCES.get(int(c.config_source), "unknown"))
+                for c in result.configs}
+
     def _wait_for(self, topics: set[str], present: bool, timeout: float = 10.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -161,6 +185,12 @@ class Admin:
             if time.monotonic() > deadline:
                 raise KafkaTimeoutError(f"group {group_id}: coordinator not available")
             time.sleep(0.1)
+
+    def find_coordinator(self, group_id: str) -> tuple[int, str, int]:
+        """The group's coordinator: (node id, host, port)."""
+        dest = self._coordinator(group_id)
+        host, port = self._net.address(dest) or ("", -1)
+        return int(dest[1]), host, port
 
     def list_groups(self, states: Iterable[str] = ()) -> dict[str, str]:
         """Group id -> group state ("Stable", "Empty", ...)."""
