@@ -1,0 +1,165 @@
+"""Read one partition's offset range ``[start, until)`` on an executor.
+
+Fetch requests go to the partition leader through the samsa client's network thread; the
+next fetch is sent as soon as a response's last batch is known (before its records are
+decoded), so the broker works while Python decodes. Offsets below the log start (deleted by
+retention) are data loss: with ``failOnDataLoss`` the task fails with a clear message,
+otherwise the lost offsets are skipped and logged.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from samsa import TopicPartition
+from samsa.client.errors import KafkaError, error_for
+from samsa.client.metadata import Metadata
+from samsa.client.net import ApiKey, NetworkClient
+from samsa.client.offsets import EARLIEST, list_offsets
+from samsa.spark.arrow import Columns, decode_into, scan_next_offset
+
+__all__ = ["DataLossError", "RangeReader", "data_loss"]
+
+log = logging.getLogger(__name__)
+
+_ids = itertools.count(1)
+OFFSET_OUT_OF_RANGE = 1
+_METADATA_ERRORS = {3, 5, 6, 74, 75, 100}
+
+
+class DataLossError(RuntimeError):
+    """Offsets the query needs are gone (retention, deleted or recreated topic)."""
+
+
+def data_loss(message: str, fail: bool) -> None:
+    """Raise :class:`DataLossError` (``failOnDataLoss=true``) or log a warning."""
+    hint = ("Some data may have been lost because it is no longer available in the topic "
+            "(retention, or the topic was deleted or recreated).")
+    if fail:
+        raise DataLossError(f"{message}. {hint} If you want the query to continue, set the "
+                            "option failOnDataLoss to false.")
+    log.warning("%s. %s Continuing because failOnDataLoss is false.", message, hint)
+
+
+class RangeReader:
+    """Fetches ranges of partitions from one cluster (one per task; close it after use)."""
+
+    def __init__(self, bootstrap: str, *, fetch_max_bytes: int = 8 << 20,
+                 request_timeout_ms: int = 30000) -> None:
+        self.net = NetworkClient(f"samsa-spark-{os.getpid()}-{next(_ids)}", request_timeout_ms)
+        self.metadata = Metadata(self.net, bootstrap)
+        self.fetch_max_bytes = fetch_max_bytes
+        self.timeout = request_timeout_ms / 1000
+
+    def close(self) -> None:
+        self.net.close()
+
+    def __enter__(self) -> RangeReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _leader(self, tp: TopicPartition, refresh: bool = False) -> int:
+        deadline = time.monotonic() + self.timeout
+        while True:
+            leader = None if refresh else self.metadata.cluster.leader(tp)
+            if leader is not None:
+                return leader
+            cluster = self.metadata.refresh({tp.topic}, self.timeout, allow_auto_create=False)
+            leader = cluster.leader(tp)
+            if leader is not None:
+                return leader
+            if time.monotonic() > deadline:
+                raise KafkaError(f"no leader for {tp.topic}-{tp.partition} (does it exist?)")
+            refresh = False
+            time.sleep(0.1)
+
+    def _send(self, tp: TopicPartition, offset: int, node: int) -> Any:
+        body = {
+            "cluster_id": None, "replica_id": -1, "max_wait": 0, "min_bytes": 0,
+            "max_bytes": self.fetch_max_bytes, "isolation_level": 0, "session_id": 0,
+            "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+            "topics": [{"topic": tp.topic, "partitions": [{
+                "partition": tp.partition, "fetch_offset": offset,
+                "partition_max_bytes": self.fetch_max_bytes, "current_leader_epoch": -1,
+                "last_fetched_epoch": -1, "log_start_offset": -1}]}],
+        }
+        return self.net.send(node, ApiKey.FETCH, body, timeout_ms=self.timeout * 1000)
+
+    def earliest(self, tp: TopicPartition) -> int:
+        self._leader(tp)
+        return list_offsets(self.metadata, {tp: EARLIEST}, self.timeout)[tp][0]
+
+    def chunks(self, tp: TopicPartition, start: int, until: int, *,
+               fail_on_data_loss: bool) -> Iterator[tuple[bytes, int, int]]:
+        """Yield ``(record set, position, next position)`` covering ``[start, until)``."""
+        pos = start
+        node = self._leader(tp)
+        fut = self._send(tp, pos, node)
+        deadline = time.monotonic() + self.timeout
+        while pos < until:
+            try:
+                resp = fut.result(self.timeout + 1)
+                p = resp.responses[0].partitions[0]
+                code = int(p.error_code)
+            except KafkaError as exc:
+                code, p = -1, None
+                log.info("fetch %s-%s at %d failed: %s", tp.topic, tp.partition, pos, exc)
+            if code == 0 and p is not None:
+                data = p.records or b""
+                nxt = scan_next_offset(data)
+                if nxt is not None and nxt > pos:
+                    if nxt < until:
+                        fut = self._send(tp, nxt, node)  # pipelined: decode meanwhile
+                    yield data, pos, nxt
+                    pos = nxt
+                    deadline = time.monotonic() + self.timeout
+                    continue
+                if int(p.high_watermark) <= pos:
+                    data_loss(f"{tp.topic}-{tp.partition} ends at offset {p.high_watermark} "
+                              f"but the range [{start}, {until}) was planned", fail_on_data_loss)
+                    return
+            elif code == OFFSET_OUT_OF_RANGE:
+                log_start = int(p.log_start_offset) if p is not None else -1
+                if log_start < 0:
+                    log_start = self.earliest(tp)
+                if log_start <= pos:  # beyond the end: the log was truncated
+                    data_loss(f"offset {pos} of {tp.topic}-{tp.partition} is out of range "
+                              f"(log start {log_start})", fail_on_data_loss)
+                    return
+                data_loss(f"offsets [{pos}, {min(log_start, until)}) of "
+                          f"{tp.topic}-{tp.partition} were deleted (log start offset is now "
+                          f"{log_start})", fail_on_data_loss)
+                pos = log_start
+                if pos >= until:
+                    return
+            elif code in _METADATA_ERRORS or code == -1:
+                node = self._leader(tp, refresh=True)
+            else:
+                err = error_for(code, f"fetch {tp.topic}-{tp.partition}")
+                if not err.retriable:
+                    raise err
+            if time.monotonic() > deadline:
+                raise KafkaError(f"fetching {tp.topic}-{tp.partition} at offset {pos} made no "
+                                 f"progress for {self.timeout:.0f}s")
+            time.sleep(0.05)
+            fut = self._send(tp, pos, node)
+
+    def batches(self, tp: TopicPartition, start: int, until: int, *, fail_on_data_loss: bool,
+                include_headers: bool, batch_records: int) -> Iterator[pa.RecordBatch]:
+        """Arrow batches of the records in ``[start, until)`` (always the same rows)."""
+        cols = Columns(tp.topic, tp.partition, include_headers)
+        for data, pos, _ in self.chunks(tp, start, until, fail_on_data_loss=fail_on_data_loss):
+            decode_into(cols, data, pos, until)
+            if len(cols) >= batch_records:
+                yield cols.take()
+        if len(cols):
+            yield cols.take()

@@ -1,0 +1,139 @@
+"""Structured Streaming reader (``spark.readStream.format("samsa")``).
+
+Offsets are ``{"topic": {"partition": next offset}}``. Each micro-batch reads, per
+partition, ``[previous end, new end)``; partitions that appear while the query runs (new
+partitions, new topics matching a pattern) start at their earliest offset. Admission
+control: ``maxOffsetsPerTrigger`` (or the engine's ``ReadMaxRows``) caps a micro-batch;
+``Trigger.AvailableNow`` stops at the offsets that were latest when the query started.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from samsa import TopicPartition
+from samsa.spark.cluster import Cluster
+from samsa.spark.fetch import RangeReader, data_loss
+from samsa.spark.options import EARLIEST, SourceOptions, offsets_from_json, offsets_to_json
+from samsa.spark.planning import OffsetRange, plan_ranges, rate_limit
+
+__all__ = ["SamsaStreamReader", "read_range"]
+
+log = logging.getLogger(__name__)
+
+Offsets = dict[str, dict[str, int]]
+
+
+def read_range(opts: SourceOptions, r: OffsetRange) -> Iterator[Any]:
+    """Arrow batches of one planned range (executor side; same range, same rows)."""
+    with RangeReader(opts.bootstrap, fetch_max_bytes=opts.fetch_max_bytes,
+                     request_timeout_ms=opts.request_timeout_ms) as reader:
+        yield from reader.batches(r.tp, r.start, r.until,
+                                  fail_on_data_loss=opts.fail_on_data_loss,
+                                  include_headers=opts.include_headers,
+                                  batch_records=opts.batch_records)
+
+
+class SamsaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """See module docstring. Lives in Spark's driver-side Python runner between calls."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+        self._cluster: Cluster | None = None
+        self._target: dict[TopicPartition, int] | None = None
+        self._latest: dict[TopicPartition, int] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"opts": self.opts, "_cluster": None, "_target": None, "_latest": None}
+
+    @property
+    def cluster(self) -> Cluster:
+        if self._cluster is None:
+            self._cluster = Cluster(self.opts)
+        return self._cluster
+
+    # ---- offsets (driver) ----------------------------------------------------------------
+
+    def initialOffset(self) -> Offsets:
+        tps = self.cluster.partitions()
+        return offsets_to_json(self.cluster.resolve(self.opts.starting, tps, "startingOffsets"))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        n = self.opts.max_offsets_per_trigger
+        return ReadAllAvailable() if n is None else ReadMaxRows(n)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self.cluster.offsets(self.cluster.partitions(), -1)
+        log.info("availableNow: reading up to %s", offsets_to_json(self._target))
+
+    def _with_new_partitions(self, start: dict[TopicPartition, int],
+                             current: set[TopicPartition]) -> dict[TopicPartition, int]:
+        """``start`` plus partitions discovered since, at their earliest offsets."""
+        new = current - set(start)
+        if not new:
+            return start
+        earliest = self.cluster.offsets(new, EARLIEST)
+        log.info("new partitions %s start at earliest", offsets_to_json(earliest))
+        return {**start, **earliest}
+
+    def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
+        begin = offsets_from_json(start)
+        current = self.cluster.partitions()
+        if self._target is not None:
+            current &= set(self._target)
+        begin = self._with_new_partitions(begin, current)
+        latest = self.cluster.offsets(current, -1)
+        if self._target is not None:
+            latest = {tp: min(off, self._target[tp]) for tp, off in latest.items()}
+        self._latest = latest
+        # Partitions gone from the cluster keep their offsets; partitions() reports them.
+        end = {tp: latest.get(tp, off) for tp, off in begin.items()}
+        end.update({tp: off for tp, off in latest.items() if tp not in end})
+        for tp, off in end.items():
+            if off < begin[tp]:  # truncated or recreated: partitions() reports the loss
+                end[tp] = begin[tp] if self._target is not None else off
+        if isinstance(limit, ReadMaxRows):
+            end = rate_limit(begin, end, limit.max_rows)
+        if end == offsets_from_json(start):
+            return start
+        return offsets_to_json(end)
+
+    def reportLatestOffset(self) -> Offsets | None:
+        return None if self._latest is None else offsets_to_json(self._latest)
+
+    def partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
+        begin, until = offsets_from_json(start), offsets_from_json(end)
+        fail = self.opts.fail_on_data_loss
+        new = set(until) - set(begin)
+        if new:
+            begin.update(self.cluster.offsets(new, EARLIEST))
+        for tp in sorted(set(begin) - set(until)):
+            data_loss(f"partition {tp.topic}-{tp.partition} is gone (deleted topic?)", fail)
+        for tp in sorted(until):
+            if until[tp] < begin[tp]:
+                data_loss(f"{tp.topic}-{tp.partition}: offset went back from {begin[tp]} to "
+                          f"{until[tp]} (recreated topic?)", fail)
+        return plan_ranges(begin, until, self.opts.min_partitions)
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        assert isinstance(partition, OffsetRange)
+        return read_range(self.opts, partition)
+
+    def commit(self, end: Offsets) -> None:
+        if self.opts.group_id:
+            self.cluster.commit(self.opts.group_id, offsets_from_json(end))
+
+    def stop(self) -> None:
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None

@@ -1,0 +1,163 @@
+"""Writers (``df.write`` / ``df.writeStream`` ``.format("samsa")``): rows become records.
+
+Columns as Spark's Kafka sink: ``value`` (required, binary or string), ``key``, ``topic``
+(or the ``topic`` option, which wins), ``partition`` (int; otherwise the key's hash, or
+sticky when there is no key) and ``headers`` (``array<struct<key string, value binary>>``).
+Other columns are ignored. Each task has its own idempotent producer (acks=all) and fails if
+any record is not acknowledged; Spark retries failed tasks, so delivery is at-least-once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    IntegerType,
+    StringType,
+    StructType,
+)
+
+from samsa.client.producer import Producer, RecordFuture
+from samsa.spark.options import OptionError, SinkOptions
+
+__all__ = ["SamsaBatchWriter", "SamsaStreamWriter", "WriteResult", "validate_sink_schema"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class WriteResult(WriterCommitMessage):
+    """What one task wrote."""
+
+    records: int
+
+
+def _is(dt: DataType, *types: type) -> bool:
+    return isinstance(dt, types)
+
+
+def validate_sink_schema(schema: StructType, opts: SinkOptions) -> None:
+    """Fail early, on the driver, with a clear message about a bad input schema."""
+    fields = {f.name: f.dataType for f in schema.fields}
+    if "value" not in fields:
+        raise OptionError(f"the samsa sink needs a 'value' column; columns: {list(fields)}")
+    for name in ("key", "value"):
+        if name in fields and not _is(fields[name], BinaryType, StringType):
+            raise OptionError(f"column {name!r} must be binary or string, not "
+                              f"{fields[name].simpleString()}")
+    if opts.topic is None:
+        if "topic" not in fields:
+            raise OptionError("no topic: give the 'topic' option or a 'topic' column")
+        if not _is(fields["topic"], StringType):
+            raise OptionError("column 'topic' must be a string")
+    if "partition" in fields and not _is(fields["partition"], IntegerType):
+        raise OptionError("column 'partition' must be an int, not "
+                          f"{fields['partition'].simpleString()}")
+    if "headers" in fields:
+        dt = fields["headers"]
+        ok = isinstance(dt, ArrayType) and isinstance(dt.elementType, StructType) and [
+            (f.name, type(f.dataType)) for f in dt.elementType.fields] in (
+                [("key", StringType), ("value", BinaryType)],
+                [("key", StringType), ("value", StringType)])
+        if not ok:
+            raise OptionError("column 'headers' must be array<struct<key: string, value: "
+                              f"binary>>, not {dt.simpleString()}")
+
+
+def write_batches(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> WriteResult:
+    """Send every row with one idempotent producer; raise if any record failed."""
+    producer = Producer(bootstrap_servers=opts.bootstrap, acks="all", enable_idempotence=True,
+                        linger_ms=opts.linger_ms, batch_size=opts.batch_size,
+                        compression_type=opts.compression)
+    futures: list[RecordFuture] = []
+    try:
+        for batch in batches:
+            _send_batch(producer, opts, batch, futures)
+        producer.flush()
+    finally:
+        producer.close()
+    failed = [exc for f in futures if (exc := f.exception()) is not None]
+    if failed:
+        raise RuntimeError(f"samsa sink: {len(failed)} of {len(futures)} records were not "
+                           f"written: {failed[0]!r}")
+    return WriteResult(len(futures))
+
+
+def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
+    i = batch.schema.get_field_index(name)
+    return None if i < 0 else batch.column(i).to_pylist()
+
+
+def _send_batch(producer: Producer, opts: SinkOptions, batch: pa.RecordBatch,
+                futures: list[RecordFuture]) -> None:
+    n = batch.num_rows
+    values = _column(batch, "value")
+    assert values is not None
+    keys = _column(batch, "key") or [None] * n
+    topics = [opts.topic] * n if opts.topic else _column(batch, "topic")
+    assert topics is not None
+    partitions = _column(batch, "partition") or [None] * n
+    headers = _column(batch, "headers")
+    send, add = producer.send, futures.append
+    for i in range(n):
+        topic = topics[i]
+        if topic is None:
+            raise ValueError("samsa sink: a row has a null topic and no topic option is set")
+        hdrs = None
+        if headers is not None and headers[i]:
+            hdrs = [(h["key"], h["value"].encode() if isinstance(h["value"], str)
+                     else h["value"]) for h in headers[i]]
+        add(send(topic, values[i], keys[i], partition=partitions[i], headers=hdrs))
+
+
+class SamsaBatchWriter(DataSourceArrowWriter):
+    """``df.write.format("samsa")``."""
+
+    def __init__(self, opts: SinkOptions, schema: StructType) -> None:
+        validate_sink_schema(schema, opts)
+        self.opts = opts
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:
+        return write_batches(self.opts, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        total = sum(m.records for m in messages if isinstance(m, WriteResult))
+        log.info("samsa sink: wrote %d records", total)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        total = sum(m.records for m in messages if isinstance(m, WriteResult))
+        log.warning("samsa sink: job aborted; %d records were already written "
+                    "(at-least-once)", total)
+
+
+class SamsaStreamWriter(DataSourceStreamArrowWriter):
+    """``df.writeStream.format("samsa")``: at-least-once per micro-batch."""
+
+    def __init__(self, opts: SinkOptions, schema: StructType) -> None:
+        validate_sink_schema(schema, opts)
+        self.opts = opts
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:
+        return write_batches(self.opts, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        total = sum(m.records for m in messages if isinstance(m, WriteResult))
+        log.info("samsa sink: micro-batch %d wrote %d records", batchId, total)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        total = sum(m.records for m in messages if isinstance(m, WriteResult))
+        log.warning("samsa sink: micro-batch %d aborted; %d records were already written "
+                    "and will be written again when it is retried (at-least-once)",
+                    batchId, total)
