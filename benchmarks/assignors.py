@@ -194,7 +194,7 @@ def main() -> None:
                   f"{r['kept']:,}/{r['owned']:,} owned)")
             print(f"{'':>20}both    {total:6.2f} s  target <= 10 s: "
                   f"{'ok' if total <= 10 else 'MISSED'}; peak RSS {r['rss']:.0f} MiB "
-                  f"(inputs alone {r['rss_before']:.0f} MiB)")
+                  f"(before round 1: {r['rss_before']:.0f} MiB)")
     r = in_child(kafka_python_case)
     k, s = sum(r["kafka_python"]), sum(r["samsa"])
     print("sticky vs kafka-python StickyPartitionAssignor, 10k partitions / 100 members")

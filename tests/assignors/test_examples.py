@@ -257,3 +257,38 @@ def test_ownership_disputes() -> None:
     result = coop.assign(cluster, tie)
     # Both claim it in one generation: nobody may take it before both revoke.
     assert tp0 not in result["A"].partitions + result["B"].partitions
+
+
+@pytest.mark.parametrize(
+    ("partitions", "expected"),
+    [(3, {"c1": ["t-1"], "c2": ["t-2"], "c3": []}),
+     (4, {"c1": ["t-1", "t-3"], "c2": ["t-2"], "c3": []})],
+)
+def test_kafka_same_generation_claims_are_withheld(
+    partitions: int, expected: dict[str, list[str]]
+) -> None:
+    """Kafka's CooperativeStickyAssignorTest: t-0 claimed by c1 and c2 in one generation."""
+    tp = {f"t-{p}": TopicPartition("t", p) for p in range(partitions)}
+    claims = {"c1": ("t-0", "t-1"), "c2": ("t-0", "t-2"), "c3": ()}
+    subs = {
+        m: Subscription(("t",), owned_partitions=tuple(tp[n] for n in names), generation_id=2)
+        for m, names in claims.items()
+    }
+    result = CooperativeStickyAssignor().assign(ClusterView({"t": partitions}), subs)
+    assert {m: list(a.partitions) for m, a in result.items()} == {
+        m: [tp[n] for n in names] for m, names in expected.items()
+    }
+
+
+def test_cooperative_reads_generation_from_v1_user_data() -> None:
+    """Subscription v1 has no generation field: the assignor's 4-byte user data carries it."""
+    tp0 = TopicPartition("t", 0)
+    newer, older = CooperativeStickyAssignor(), CooperativeStickyAssignor()
+    newer.on_assignment(Assignment((tp0,)), generation=7)
+    older.on_assignment(Assignment((tp0,)), generation=6)
+    subs = {
+        "a": newer.metadata(["t"], owned=[tp0]),
+        "b": older.metadata(["t"], owned=[tp0]),
+    }
+    result = CooperativeStickyAssignor().assign(ClusterView({"t": 1}), subs)
+    assert result["a"].partitions == (tp0,)

@@ -27,7 +27,6 @@ def place_topic(
     ``targets`` lists (member, count) in member order; counts must add up to ``n``.
     """
     need = dict(targets)
-    rack_aware = member_racks is not None and partition_racks is not None
     free: list[int]
     if owner is None:
         free = list(range(base, base + n))
@@ -36,13 +35,15 @@ def place_topic(
         for g in range(base, base + n):
             m = owner[g]
             if m >= 0 and need.get(m, 0) > 0 and (
-                not rack_aware or _rack_ok(member_racks, partition_racks, m, g - base)
+                member_racks is None
+                or partition_racks is None
+                or _same_rack(member_racks[m], partition_racks[g - base])
             ):
                 out[m].append(g)
                 need[m] -= 1
             else:
                 free.append(g)
-    if rack_aware and member_racks is not None and partition_racks is not None:
+    if member_racks is not None and partition_racks is not None:
         free = _place_same_rack(base, free, need, out, owner, member_racks, partition_racks)
     pos = 0
     for m, _ in targets:
@@ -54,16 +55,9 @@ def place_topic(
         raise AssertionError(f"placement: {len(free) - pos} partitions left over")
 
 
-def _rack_ok(
-    member_racks: Sequence[str | None] | None,
-    partition_racks: Sequence[frozenset[str]] | None,
-    m: int,
-    p: int,
-) -> bool:
-    assert member_racks is not None and partition_racks is not None
-    rack = member_racks[m]
-    racks = partition_racks[p]
-    return rack is None or not racks or rack in racks
+def _same_rack(rack: str | None, replica_racks: frozenset[str]) -> bool:
+    """True when the member's rack holds a replica (or either side is unknown)."""
+    return rack is None or not replica_racks or rack in replica_racks
 
 
 def _place_same_rack(

@@ -20,7 +20,7 @@ same-rack placement (KIP-881).
 from __future__ import annotations
 
 import struct
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 
 from samsa import TopicPartition
@@ -80,9 +80,6 @@ def general_counts(model: Model, owner: Sequence[int]) -> list[dict[int, int]]:
         if units and model.topic_members[t]:
             _waterfill(model.topic_members[t], load, units, x[t])
     owned = owned_counts(model, owner)
-    # Units that are owned, or were placed by a side move, are "pinned": side moves only
-    # shift free units, and each side move pins the unit it places, so they cannot cycle.
-    pinned = [dict(o) for o in owned]
     moved = True
     while moved:
         moved = False
@@ -94,38 +91,14 @@ def general_counts(model: Model, owner: Sequence[int]) -> list[dict[int, int]]:
                 gap = load[a] - load[b]
                 if gap < 2:
                     break
-                if xt[a] <= owned[t].get(a, 0) and _side_move(model, x, pinned, load, a, b):
-                    # a would give up a partition it owns; instead b was lifted, or a
-                    # relieved, with a partition its holder got only in this round.
+                if xt[a] <= owned[t].get(a, 0) and (
+                    _augment(model, x, owned, load, a, b) or _side_move(model, x, owned, load, a, b)
+                ):
                     moved = True
                     continue
                 _move(xt, load, a, b, min(xt[a], gap // 2))
                 moved = True
     return [dict(sorted(xt.items())) for xt in x]
-
-
-def _side_move(
-    model: Model,
-    x: Sequence[dict[int, int]],
-    pinned: Sequence[dict[int, int]],
-    load: list[int],
-    a: int,
-    b: int,
-) -> bool:
-    """Move one free unit into ``b`` or out of ``a`` without unbalancing; pin it."""
-    found = _free_donor(model, x, pinned, load, b)
-    if found is not None:
-        donor, s = found
-        _move(x[s], load, donor, b, 1)
-        pinned[s][b] = pinned[s].get(b, 0) + 1
-        return True
-    found = _free_receiver(model, x, pinned, load, a)
-    if found is not None:
-        receiver, s = found
-        _move(x[s], load, a, receiver, 1)
-        pinned[s][receiver] = pinned[s].get(receiver, 0) + 1
-        return True
-    return False
 
 
 def _move(xt: dict[int, int], load: list[int], a: int, b: int, k: int) -> None:
@@ -137,44 +110,108 @@ def _move(xt: dict[int, int], load: list[int], a: int, b: int, k: int) -> None:
     load[b] += k
 
 
-def _free_receiver(
+def _augment(
     model: Model,
     x: Sequence[dict[int, int]],
-    pinned: Sequence[dict[int, int]],
-    load: Sequence[int],
+    owned: Sequence[dict[int, int]],
+    load: list[int],
     a: int,
-) -> tuple[int, int] | None:
-    """(member, topic): the least loaded member below ``load[a]`` that subscribes to a topic
-    of which ``a`` holds a free (not pinned) unit."""
-    best: tuple[int, int] | None = None
-    for s, xs in enumerate(x):
-        if xs.get(a, 0) > pinned[s].get(a, 0):
-            c = min(model.topic_members[s], key=load.__getitem__)
-            if load[c] < load[a] and (best is None or load[c] < load[best[0]]):
-                best = (c, s)
-    return best
+    b: int,
+) -> bool:
+    """Move free units along a path that takes one unit off ``a``, or puts one on ``b``.
+
+    Searches breadth-first over members: ``u -> v`` when ``u`` holds a free unit of a topic
+    ``v`` subscribes to. A path from ``a`` to a member at least two lighter (or into ``b``
+    from a member at least two heavier) moves one unit per step; only the ends change load,
+    and the sum of squared loads drops.
+    """
+    prev: dict[int, tuple[int, int] | None] = {a: None}
+    queue = deque([a])
+    while queue:
+        u = queue.popleft()
+        for s in model.member_topics[u]:
+            if x[s].get(u, 0) <= owned[s].get(u, 0):
+                continue
+            for v in model.topic_members[s]:
+                if v in prev:
+                    continue
+                prev[v] = (u, s)
+                if load[v] <= load[a] - 2:
+                    while (step := prev[v]) is not None:
+                        _move(x[step[1]], load, step[0], v, 1)
+                        v = step[0]
+                    return True
+                queue.append(v)
+    nxt: dict[int, tuple[int, int] | None] = {b: None}
+    queue = deque([b])
+    while queue:
+        v = queue.popleft()
+        for s in model.member_topics[v]:
+            for c, k in x[s].items():
+                if c in nxt or k <= owned[s].get(c, 0):
+                    continue
+                nxt[c] = (v, s)
+                if load[c] >= load[b] + 2:
+                    while (step := nxt[c]) is not None:
+                        _move(x[step[1]], load, c, step[0], 1)
+                        c = step[0]
+                    return True
+                queue.append(c)
+    return False
 
 
-def _free_donor(
+def _side_move(
     model: Model,
     x: Sequence[dict[int, int]],
-    pinned: Sequence[dict[int, int]],
-    load: Sequence[int],
+    owned: Sequence[dict[int, int]],
+    load: list[int],
+    a: int,
     b: int,
-) -> tuple[int, int] | None:
-    """(member, topic): the most loaded member above ``load[b]`` holding a free (not pinned)
-    unit of a topic ``b`` subscribes to."""
-    best: tuple[int, int] | None = None
-    for s in model.member_topics[b]:
-        for c, k in x[s].items():
-            if (
-                c != b
-                and k > pinned[s].get(c, 0)
-                and load[c] > load[b]
-                and (best is None or load[c] > load[best[0]])
-            ):
-                best = (c, s)
-    return best
+) -> bool:
+    """Narrow the gap between ``a`` and ``b`` by moving one *free* unit (one its holder does
+    not own) into ``b`` or out of ``a``, so that ``a`` keeps the partitions it owns.
+
+    The move may leave the two members' loads equal in sum of squares (a "neutral" move), so
+    it must not worsen any pair: the receiver ends no more than one above any subscriber of
+    the topics it holds, the giver no lower than one below any holder of its topics. Every
+    side move therefore lowers the total excess of violating pairs, and the loop ends.
+    """
+    donors = sorted(
+        ((load[c], c, s) for s in model.member_topics[b] for c, k in x[s].items()
+         if c != b and k > owned[s].get(c, 0) and load[c] > load[b]),
+        key=lambda e: (-e[0], e[1], e[2]),
+    )
+    for _, c, s in donors:
+        if _can_give(model, x, load, c) and _can_take(model, x, load, b, s):
+            _move(x[s], load, c, b, 1)
+            return True
+    receivers = sorted(
+        (load[d], d, s) for s, xs in enumerate(x) if xs.get(a, 0) > owned[s].get(a, 0)
+        for d in model.topic_members[s] if load[d] < load[a]
+    )
+    for _, d, s in receivers:
+        if _can_give(model, x, load, a) and _can_take(model, x, load, d, s):
+            _move(x[s], load, a, d, 1)
+            return True
+    return False
+
+
+def _can_take(model: Model, x: Sequence[dict[int, int]], load: Sequence[int], d: int,
+              s: int) -> bool:
+    """After ``d`` gains a unit of ``s``, is it at most one above every co-subscriber?"""
+    level = load[d]
+    for t in model.member_topics[d]:
+        if (t == s or x[t].get(d, 0) > 0) and any(
+            load[m] < level for m in model.topic_members[t]
+        ):
+            return False
+    return True
+
+
+def _can_give(model: Model, x: Sequence[dict[int, int]], load: Sequence[int], c: int) -> bool:
+    """After ``c`` loses a unit, is it at most one below every holder of its topics?"""
+    level = load[c]
+    return all(load[h] <= level for t in model.member_topics[c] for h in x[t] if h != c)
 
 
 def _constrained(model: Model, owner: Sequence[int]) -> list[list[int]]:
