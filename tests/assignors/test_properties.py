@@ -233,3 +233,29 @@ def test_optimal_matches_brute_force(data: st.DataObject) -> None:
         best_key = key if best_key is None or key < best_key else best_key
     got = plan("optimal", counts, subs, owned=owned)
     assert (loads(got), -kept(got, owned)) == best_key
+
+
+@PROPS
+@given(st.data(), groups(), st.sampled_from(["range", "sticky", "cooperative-sticky", "optimal"]))
+def test_rack_awareness_never_costs_balance(
+    data: st.DataObject, group: tuple[dict[str, int], Subs], strategy: str
+) -> None:
+    counts, subs = group
+    rack_names = ["r1", "r2", "r3"]
+    racks = {m: data.draw(st.sampled_from([None, *rack_names])) for m in subs}
+    partition_racks = {
+        t: [data.draw(st.lists(st.sampled_from(rack_names), max_size=2, unique=True))
+            for _ in range(n)]
+        for t, n in counts.items()
+    }
+    plain = plan(strategy, counts, subs)
+    aware = plan(strategy, counts, subs, racks=racks, partition_racks=partition_racks)
+    check_valid(aware, counts, subs)
+    assert loads(aware) == loads(plain) or strategy in ("sticky", "cooperative-sticky")
+    if strategy != "range":
+        check_balanced(aware, subs)
+    if strategy == "range":  # same count per member and topic as without racks
+        def per_topic(r: Mapping[str, Sequence[TopicPartition]]) -> set[tuple[str, str, int]]:
+            return {(m, t, sum(tp.topic == t for tp in ps)) for m, ps in r.items() for t in counts}
+
+        assert per_topic(aware) == per_topic(plain)

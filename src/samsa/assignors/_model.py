@@ -105,18 +105,6 @@ class Model:
             out.extend(map(_new_tp, zip(repeat(topic, n), range(n), strict=True)))
         return out
 
-    def topic_of(self, g: int) -> int:
-        """Topic number of a global partition index."""
-        lo, hi = 0, len(self.topics) - 1
-        offsets = self.offsets
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if offsets[mid] <= g:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
-
     def answer(
         self, per_member: Sequence[list[int]], subscriptions: Mapping[str, Subscription]
     ) -> dict[str, Assignment]:
