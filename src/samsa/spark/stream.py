@@ -52,9 +52,11 @@ class SamsaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._cluster: Cluster | None = None
         self._target: dict[TopicPartition, int] | None = None
         self._latest: dict[TopicPartition, int] | None = None
+        self._committed: dict[TopicPartition, int] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"opts": self.opts, "_cluster": None, "_target": None, "_latest": None}
+        return {"opts": self.opts, "_cluster": None, "_target": None, "_latest": None,
+                "_committed": None}
 
     @property
     def cluster(self) -> Cluster:
@@ -88,6 +90,7 @@ class SamsaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
         begin = offsets_from_json(start)
+        self._commit_group(begin)
         current = self.cluster.partitions()
         if self._target is not None:
             current &= set(self._target)
@@ -130,8 +133,19 @@ class SamsaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_range(self.opts, partition)
 
     def commit(self, end: Offsets) -> None:
-        if self.opts.group_id:
-            self.cluster.commit(self.opts.group_id, offsets_from_json(end))
+        self._commit_group(offsets_from_json(end))
+
+    def _commit_group(self, offsets: dict[TopicPartition, int]) -> None:
+        """Commit processed offsets under ``groupId`` (for lag tools) when they moved.
+
+        Spark calls ``commit(end)`` only when it plans the batch after, so the offsets a
+        ``latestOffset`` call starts from (everything processed so far) are committed too:
+        that covers the last batch of an ``availableNow`` run.
+        """
+        if not self.opts.group_id or offsets == self._committed:
+            return
+        self.cluster.commit(self.opts.group_id, offsets)
+        self._committed = offsets
 
     def stop(self) -> None:
         if self._cluster is not None:
