@@ -55,10 +55,12 @@ def unique(prefix: str) -> str:
 
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str], broker: BrokerProcess) -> CLI:
-    """``cli("topics", "list")`` runs ``samsa topics list --bootstrap-server <broker>``."""
+    """``cli("topics", "list")`` runs ``samsa topics list --bootstrap-server <broker>``
+    (``bootstrap=False``: no server option; a string: that server)."""
 
-    def run(*argv: str, bootstrap: bool = True) -> Run:
-        args = list(argv) + (["--bootstrap-server", broker.bootstrap] if bootstrap else [])
+    def run(*argv: str, bootstrap: bool | str = True) -> Run:
+        server = broker.bootstrap if bootstrap is True else bootstrap
+        args = list(argv) + (["--bootstrap-server", server] if server else [])
         capsys.readouterr()
         try:
             rc = main(args)

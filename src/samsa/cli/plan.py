@@ -94,6 +94,8 @@ def compute(args: argparse.Namespace, admin: Any | None) -> dict[str, Any]:
         for m in desc.members:
             subscriptions[m.member_id] = list(m.topics) or list(topic_names)
             current[m.member_id] = sorted(m.assignment)
+    if not topic_names:  # members named without topics take the group's topics
+        topic_names = sorted({t for ts in subscriptions.values() for t in ts})
     for spec in args.member:
         member, topics = parse_member(spec, topic_names)
         subscriptions[member] = topics
