@@ -39,7 +39,11 @@ class Model:
 
     def __init__(self, cluster: ClusterView, subscriptions: Mapping[str, Subscription]) -> None:
         self.member_ids: list[str] = sorted(subscriptions, key=java_order)
-        wanted = {t for s in subscriptions.values() for t in s.topics}
+        # Members usually share a few distinct subscriptions: work per distinct topic list.
+        by_topics: dict[tuple[str, ...], list[int]] = {}
+        for m, member in enumerate(self.member_ids):
+            by_topics.setdefault(tuple(subscriptions[member].topics), []).append(m)
+        wanted = {t for topics in by_topics for t in topics}
         known = cluster.partitions_per_topic
         self.topics: list[str] = sorted(t for t in wanted if known.get(t, 0) > 0)
         self.topic_index: dict[str, int] = {t: i for i, t in enumerate(self.topics)}
@@ -48,15 +52,17 @@ class Model:
         for n in self.counts:
             self.offsets.append(self.offsets[-1] + n)
         self.total: int = self.offsets[-1]
-        self.member_topics: list[list[int]] = []
+        self.member_topics: list[list[int]] = [[] for _ in self.member_ids]
         self.topic_members: list[list[int]] = [[] for _ in self.topics]
-        for m, member in enumerate(self.member_ids):
-            subscribed = sorted(
-                {self.topic_index[t] for t in subscriptions[member].topics if t in self.topic_index}
-            )
-            self.member_topics.append(subscribed)
+        for topics, members in by_topics.items():
+            subscribed = sorted({self.topic_index[t] for t in topics if t in self.topic_index})
+            for m in members:
+                self.member_topics[m] = subscribed
             for t in subscribed:
-                self.topic_members[t].append(m)
+                self.topic_members[t].extend(members)
+        if len(by_topics) > 1:
+            for members in self.topic_members:
+                members.sort()
         self.racks: list[str | None] = [subscriptions[m].rack_id for m in self.member_ids]
 
     @property
@@ -66,36 +72,47 @@ class Model:
 
     def resolve_owners(
         self,
-        claims: Sequence[tuple[Iterable[TopicPartition], int]],
+        claims: Sequence[tuple[Iterable[tuple[str, Sequence[int]]], int]],
         unsubscribed: dict[int, int] | None = None,
     ) -> list[int]:
         """Current owner per global partition from each member's (claims, generation).
 
-        A claim counts only for a topic the member still subscribes to. The highest
-        generation wins; equal generations from two members make the partition DISPUTED.
-        Claims on topics the claimant no longer subscribes to are collected in
-        ``unsubscribed`` (partition -> member) when given: the claimant may still hold them.
+        Claims are partitions grouped by topic. A claim counts only for a topic the member
+        still subscribes to. The highest generation wins; equal generations from two members
+        make the partition DISPUTED. Claims on topics the claimant no longer subscribes to are
+        collected in ``unsubscribed`` (partition -> member) when given: the claimant may still
+        hold them.
         """
         owner = [NO_OWNER] * self.total
         best = [-(2**31) - 1] * self.total
-        index = self.topic_index
-        offsets, counts = self.offsets, self.counts
-        for m, (partitions, generation) in enumerate(claims):
-            allowed = set(self.member_topics[m])
-            for topic, p in partitions:
-                t = index.get(topic)
-                if t is None or not 0 <= p < counts[t]:
+        info = {
+            topic: (t, self.offsets[t], n)
+            for t, (topic, n) in enumerate(zip(self.topics, self.counts, strict=True))
+        }
+        everything = len(self.topics)
+        for m, (groups, generation) in enumerate(claims):
+            subscribed = self.member_topics[m]
+            allowed = None if len(subscribed) == everything else set(subscribed)
+            for topic, partitions in groups:
+                entry = info.get(topic)
+                if entry is None:
                     continue
-                g = offsets[t] + p
-                if t not in allowed:
+                t, base, n = entry
+                if allowed is not None and t not in allowed:
                     if unsubscribed is not None:
-                        unsubscribed[g] = m
+                        for p in partitions:
+                            if 0 <= p < n:
+                                unsubscribed[base + p] = m
                     continue
-                if generation > best[g]:
-                    owner[g] = m
-                    best[g] = generation
-                elif generation == best[g] and owner[g] != m:
-                    owner[g] = DISPUTED
+                for p in partitions:
+                    if not 0 <= p < n:
+                        continue
+                    g = base + p
+                    if generation > best[g]:
+                        owner[g] = m
+                        best[g] = generation
+                    elif generation == best[g] and owner[g] != m:
+                        owner[g] = DISPUTED
         return owner
 
     def topic_partitions(self) -> list[TopicPartition]:

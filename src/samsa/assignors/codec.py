@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from kio.schema.consumer_protocol_assignment import v0 as a0
@@ -40,6 +40,7 @@ __all__ = [
     "ConsumerProtocolError",
     "StickyUserData",
     "decode_assignment",
+    "decode_sticky_groups",
     "decode_sticky_user_data",
     "decode_subscription",
     "encode_assignment",
@@ -207,51 +208,75 @@ def encode_sticky_user_data(partitions: Iterable[TopicPartition], generation: in
 
 def decode_sticky_user_data(data: bytes) -> StickyUserData:
     """Decode sticky user data: Java's v1/v0, or kafka-python 3.x's version-prefixed form."""
+    groups, generation = decode_sticky_groups(data)
+    parts = tuple(TopicPartition(topic, p) for topic, ps in groups for p in ps)
+    return StickyUserData((parts, generation))
+
+
+PartitionGroups = list[tuple[str, tuple[int, ...]]]
+
+
+def decode_sticky_groups(
+    data: bytes, names: dict[bytes, str] | None = None
+) -> tuple[PartitionGroups, int | None]:
+    """Like :func:`decode_sticky_user_data`, but partitions stay grouped by topic.
+
+    ``names`` caches decoded topic names across calls (the leader decodes one blob per member).
+    """
     raw = bytes(data)
+    names = {} if names is None else names
     try:
-        parts, pos = _read_assignment_array(raw, 0)
+        groups, pos = _read_groups(raw, 0, names)
         if pos == len(raw):
-            return StickyUserData((parts, None))
+            return groups, None
         if pos + 4 == len(raw):
-            return StickyUserData((parts, _I32.unpack_from(raw, pos)[0]))
+            return groups, _I32.unpack_from(raw, pos)[0]
         raise ConsumerProtocolError(f"sticky user data: {len(raw) - pos} trailing bytes")
     except ConsumerProtocolError as first:
         if len(raw) < 2 or _I16.unpack_from(raw)[0] not in (0, 1):
             raise first from None
         version = _I16.unpack_from(raw)[0]
         try:
-            parts, pos = _read_assignment_array(raw, 2)
+            groups, pos = _read_groups(raw, 2, names)
         except ConsumerProtocolError:
             raise first from None
         if version == 0 and pos == len(raw):
-            return StickyUserData((parts, None))
+            return groups, None
         if version == 1 and pos + 4 == len(raw):
-            return StickyUserData((parts, _I32.unpack_from(raw, pos)[0]))
+            return groups, _I32.unpack_from(raw, pos)[0]
         raise first from None
 
 
-def _read_assignment_array(data: bytes, pos: int) -> tuple[tuple[TopicPartition, ...], int]:
-    """Read [topic string, partitions [int32]] at ``pos``; return partitions and end."""
+def _read_groups(data: bytes, pos: int, names: dict[bytes, str]) -> tuple[PartitionGroups, int]:
+    """Read [topic string, partitions [int32]] at ``pos``; return the groups and the end."""
+    size = len(data)
+    unpack_i16, unpack_i32 = _I16.unpack_from, _I32.unpack_from
+    arrays: dict[int, Callable[[bytes, int], tuple[int, ...]]] = {}
+    groups: PartitionGroups = []
+    append = groups.append
     try:
-        (count,) = _I32.unpack_from(data, pos)
+        (count,) = unpack_i32(data, pos)
         pos += 4
-        if count < 0:
-            raise ConsumerProtocolError("sticky user data: negative topic count")
-        parts: list[TopicPartition] = []
+        if count < 0 or count > size:
+            raise ConsumerProtocolError("sticky user data: bad topic count")
         for _ in range(count):
-            (length,) = _I16.unpack_from(data, pos)
-            pos += 2
-            if length < 0 or pos + length > len(data):
+            (length,) = unpack_i16(data, pos)
+            end = pos + 2 + length
+            if length < 0 or end + 4 > size:
                 raise ConsumerProtocolError("sticky user data: bad topic name")
-            topic = data[pos : pos + length].decode()
-            pos += length
-            (n,) = _I32.unpack_from(data, pos)
-            pos += 4
-            if n < 0 or pos + 4 * n > len(data):
+            key = data[pos + 2 : end]
+            topic = names.get(key)
+            if topic is None:
+                topic = names[key] = key.decode()
+            (n,) = unpack_i32(data, end)
+            pos = end + 4
+            if n < 0 or pos + 4 * n > size:
                 raise ConsumerProtocolError("sticky user data: bad partition array")
-            raw_parts = struct.iter_unpack(">i", data[pos : pos + 4 * n])
-            parts.extend(TopicPartition(topic, p) for (p,) in raw_parts)
+            read = arrays.get(n)
+            if read is None:
+                read = arrays[n] = struct.Struct(f">{n}i").unpack_from
+            append((topic, read(data, pos)))
             pos += 4 * n
     except (struct.error, UnicodeDecodeError) as exc:
         raise ConsumerProtocolError(f"sticky user data: {exc}") from exc
-    return tuple(parts), pos
+    return groups, pos

@@ -21,14 +21,16 @@ from __future__ import annotations
 
 import struct
 from collections import Counter, deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from itertools import groupby
+from operator import itemgetter
 
 from samsa import TopicPartition
 from samsa.assignors._model import Model
 from samsa.assignors._placement import place_counts
 from samsa.assignors.codec import (
     ConsumerProtocolError,
-    decode_sticky_user_data,
+    decode_sticky_groups,
     encode_sticky_user_data,
 )
 from samsa.assignors.interface import (
@@ -274,22 +276,29 @@ def sticky_assign(
 
 
 def claims_from(
-    subscription: Subscription, use_user_data: bool
-) -> tuple[Iterable[TopicPartition], int]:
-    """(owned partitions, generation) a member claims."""
+    subscription: Subscription, use_user_data: bool, names: dict[bytes, str] | None = None
+) -> tuple[list[tuple[str, tuple[int, ...]]], int]:
+    """(owned partitions grouped by topic, generation) a member claims.
+
+    The eager strategies read the sticky user data (Java ``StickyAssignor``) and fall back to
+    the subscription's owned partitions; cooperative reads the owned partitions, with the
+    generation of subscription v2+ or, for v1, the 4-byte generation its user data carries.
+    """
     if use_user_data and subscription.user_data:
         try:
-            data = decode_sticky_user_data(subscription.user_data)
+            groups, gen = decode_sticky_groups(subscription.user_data, names)
         except ConsumerProtocolError:
             pass
         else:
-            gen = data.generation if data.generation is not None else -1
-            return data.partitions, gen
+            return groups, gen if gen is not None else -1
     generation = subscription.generation_id
     if generation < 0 and subscription.user_data and len(subscription.user_data) == 4:
-        # CooperativeStickyAssignor writes its generation as user data (subscription v1).
         generation = struct.unpack(">i", subscription.user_data)[0]
-    return subscription.owned_partitions, generation
+    groups = [
+        (topic, tuple(p for _, p in tps))
+        for topic, tps in groupby(subscription.owned_partitions, key=itemgetter(0))
+    ]
+    return groups, generation
 
 
 @register_assignor
@@ -312,8 +321,9 @@ class StickyAssignor(Assignor):
         self._generation = generation
 
     def _owners(self, model: Model, subscriptions: Mapping[str, Subscription]) -> list[int]:
+        names: dict[bytes, str] = {}
         return model.resolve_owners(
-            [claims_from(subscriptions[m], use_user_data=True) for m in model.member_ids]
+            [claims_from(subscriptions[m], True, names) for m in model.member_ids]
         )
 
     def assign(
