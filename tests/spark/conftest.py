@@ -56,7 +56,7 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1,
 def produce(bootstrap: str, topic: str, values: list[bytes], *, partition: int | None = None,
             keys: list[bytes | None] | None = None,
             headers: list[list[tuple[str, bytes | None]]] | None = None,
-            **config: Any) -> None:
+            timestamps: list[int] | None = None, **config: Any) -> None:
     """Send records (round-robin over partitions unless ``partition``) and wait for acks."""
     with Producer(bootstrap_servers=bootstrap, **config) as p:
         count = len(p.partitions_for(topic))
@@ -64,7 +64,8 @@ def produce(bootstrap: str, topic: str, values: list[bytes], *, partition: int |
         for i, v in enumerate(values):
             part = partition if partition is not None else i % count
             futures.append(p.send(topic, v, keys[i] if keys else None, partition=part,
-                                  headers=headers[i] if headers else None))
+                                  headers=headers[i] if headers else None,
+                                  timestamp_ms=timestamps[i] if timestamps else None))
         p.flush()
         for f in futures:
             f.result(10)
