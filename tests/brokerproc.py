@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -42,8 +43,9 @@ class BrokerProcess:
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()
             if not line:
-                log.close()
                 self.proc.wait(10)
+                self.proc.stdout.close()
+                log.close()
                 raise RuntimeError(f"broker exited: see {self.log_path}")
             log.write(line)
             m = _LISTENING.search(line)
@@ -52,17 +54,22 @@ class BrokerProcess:
                 self.requested_port = self.port  # restarts keep the same port
                 break
         else:
+            self.proc.kill()
+            self.proc.wait(10)
+            self.proc.stdout.close()
+            log.close()
             raise TimeoutError("broker did not start")
         # Keep draining stdout into the log so the pipe never fills.
-        import threading
 
         stdout = self.proc.stdout
+        self._log = log
 
         def drain() -> None:
-            for ln in stdout:
-                log.write(ln)
-            stdout.close()
-            log.close()
+            try:
+                for ln in stdout:
+                    log.write(ln)
+            except (ValueError, OSError):
+                pass  # closed by _join_drain
 
         self._drain = threading.Thread(target=drain, daemon=True)
         self._drain.start()
@@ -73,6 +80,12 @@ class BrokerProcess:
         if drain is not None:
             drain.join(10)
             self._drain = None
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
+        log = getattr(self, "_log", None)
+        if log is not None:
+            log.close()
+            self._log = None
 
     def kill(self) -> None:
         """SIGKILL, no clean shutdown."""
