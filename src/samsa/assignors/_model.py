@@ -8,7 +8,7 @@ Java ``String`` order of their member ids. Strategies work on these integers and
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from itertools import repeat
 
@@ -20,6 +20,26 @@ DISPUTED = -2
 """Owner value of a partition claimed by two members in the same (highest) generation."""
 
 _new_tp = partial(tuple.__new__, TopicPartition)
+
+
+class Claims:
+    """Partitions one member claims to own, and the generation of the claim.
+
+    Either grouped by topic (decoded sticky user data) or (topic, partition) pairs.
+    """
+
+    __slots__ = ("generation", "groups", "pairs")
+
+    def __init__(
+        self,
+        generation: int,
+        *,
+        groups: Sequence[tuple[str, Sequence[int]]] = (),
+        pairs: Sequence[tuple[str, int]] = (),
+    ) -> None:
+        self.generation = generation
+        self.groups = groups
+        self.pairs = pairs
 
 
 class Model:
@@ -71,17 +91,14 @@ class Model:
         return all(len(ts) == len(self.topics) for ts in self.member_topics)
 
     def resolve_owners(
-        self,
-        claims: Sequence[tuple[Iterable[tuple[str, Sequence[int]]], int]],
-        unsubscribed: dict[int, int] | None = None,
+        self, claims: Sequence[Claims], unsubscribed: dict[int, int] | None = None
     ) -> list[int]:
-        """Current owner per global partition from each member's (claims, generation).
+        """Current owner per global partition from each member's claims (in member order).
 
-        Claims are partitions grouped by topic. A claim counts only for a topic the member
-        still subscribes to. The highest generation wins; equal generations from two members
-        make the partition DISPUTED. Claims on topics the claimant no longer subscribes to are
-        collected in ``unsubscribed`` (partition -> member) when given: the claimant may still
-        hold them.
+        A claim counts only for a topic the member still subscribes to. The highest
+        generation wins; equal generations from two members make the partition DISPUTED.
+        Claims on topics the claimant no longer subscribes to are collected in
+        ``unsubscribed`` (partition -> member) when given: the claimant may still hold them.
         """
         owner = [NO_OWNER] * self.total
         best = [-(2**31) - 1] * self.total
@@ -90,10 +107,11 @@ class Model:
             for t, (topic, n) in enumerate(zip(self.topics, self.counts, strict=True))
         }
         everything = len(self.topics)
-        for m, (groups, generation) in enumerate(claims):
+        for m, claim in enumerate(claims):
+            generation = claim.generation
             subscribed = self.member_topics[m]
             allowed = None if len(subscribed) == everything else set(subscribed)
-            for topic, partitions in groups:
+            for topic, partitions in claim.groups:
                 entry = info.get(topic)
                 if entry is None:
                     continue
@@ -113,6 +131,29 @@ class Model:
                         best[g] = generation
                     elif generation == best[g] and owner[g] != m:
                         owner[g] = DISPUTED
+            last: str | None = None
+            base = n = 0
+            mine = False
+            for topic, p in claim.pairs:
+                if topic is not last:
+                    last = topic
+                    entry = info.get(topic)
+                    if entry is None:
+                        n = 0
+                        continue
+                    t, base, n = entry
+                    mine = allowed is None or t in allowed
+                if not 0 <= p < n:
+                    continue
+                g = base + p
+                if not mine:
+                    if unsubscribed is not None:
+                        unsubscribed[g] = m
+                elif generation > best[g]:
+                    owner[g] = m
+                    best[g] = generation
+                elif generation == best[g] and owner[g] != m:
+                    owner[g] = DISPUTED
         return owner
 
     def topic_partitions(self) -> list[TopicPartition]:

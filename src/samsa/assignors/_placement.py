@@ -30,14 +30,25 @@ def place_topic(
     free: list[int]
     if owner is None:
         free = list(range(base, base + n))
+    elif member_racks is None or partition_racks is None:
+        free = []
+        keep = free.append
+        wants = need.get
+        for g in range(base, base + n):
+            m = owner[g]
+            if m >= 0 and wants(m, 0) > 0:
+                out[m].append(g)
+                need[m] -= 1
+            else:
+                keep(g)
     else:
         free = []
         for g in range(base, base + n):
             m = owner[g]
-            if m >= 0 and need.get(m, 0) > 0 and (
-                member_racks is None
-                or partition_racks is None
-                or _same_rack(member_racks[m], partition_racks[g - base])
+            if (
+                m >= 0
+                and need.get(m, 0) > 0
+                and _same_rack(member_racks[m], partition_racks[g - base])
             ):
                 out[m].append(g)
                 need[m] -= 1

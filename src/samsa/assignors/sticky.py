@@ -22,11 +22,9 @@ from __future__ import annotations
 import struct
 from collections import Counter, deque
 from collections.abc import Mapping, Sequence
-from itertools import groupby
-from operator import itemgetter
 
 from samsa import TopicPartition
-from samsa.assignors._model import Model
+from samsa.assignors._model import Claims, Model
 from samsa.assignors._placement import place_counts
 from samsa.assignors.codec import (
     ConsumerProtocolError,
@@ -72,7 +70,8 @@ def _waterfill(members: Sequence[int], load: list[int], units: int, xt: dict[int
 
 def general_counts(model: Model, owner: Sequence[int]) -> list[dict[int, int]]:
     """Balanced per-(topic, member) counts that keep as much current ownership as they can."""
-    x = owned_counts(model, owner)
+    owned = owned_counts(model, owner)
+    x = [dict(o) for o in owned]
     load = [0] * len(model.member_ids)
     for xt in x:
         for m, k in xt.items():
@@ -81,7 +80,6 @@ def general_counts(model: Model, owner: Sequence[int]) -> list[dict[int, int]]:
         units = model.counts[t] - sum(x[t].values())
         if units and model.topic_members[t]:
             _waterfill(model.topic_members[t], load, units, x[t])
-    owned = owned_counts(model, owner)
     moved = True
     while moved:
         moved = False
@@ -277,8 +275,8 @@ def sticky_assign(
 
 def claims_from(
     subscription: Subscription, use_user_data: bool, names: dict[bytes, str] | None = None
-) -> tuple[list[tuple[str, tuple[int, ...]]], int]:
-    """(owned partitions grouped by topic, generation) a member claims.
+) -> Claims:
+    """The partitions a member claims, and the generation it claims them in.
 
     The eager strategies read the sticky user data (Java ``StickyAssignor``) and fall back to
     the subscription's owned partitions; cooperative reads the owned partitions, with the
@@ -290,15 +288,11 @@ def claims_from(
         except ConsumerProtocolError:
             pass
         else:
-            return groups, gen if gen is not None else -1
+            return Claims(gen if gen is not None else -1, groups=groups)
     generation = subscription.generation_id
     if generation < 0 and subscription.user_data and len(subscription.user_data) == 4:
         generation = struct.unpack(">i", subscription.user_data)[0]
-    groups = [
-        (topic, tuple(p for _, p in tps))
-        for topic, tps in groupby(subscription.owned_partitions, key=itemgetter(0))
-    ]
-    return groups, generation
+    return Claims(generation, pairs=subscription.owned_partitions)
 
 
 @register_assignor
