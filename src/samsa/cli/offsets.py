@@ -35,11 +35,13 @@ def add_parser(cmds: Any) -> None:
     scope.add_argument("--all-topics", action="store_true",
                        help="every partition the group has committed offsets for")
     mode = c.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--to-earliest", action="store_true")
-    mode.add_argument("--to-latest", action="store_true")
-    mode.add_argument("--to-current", action="store_true")
-    mode.add_argument("--to-offset", type=int, metavar="N")
-    mode.add_argument("--shift-by", type=int, metavar="N")
+    mode.add_argument("--to-earliest", action="store_true", help="each partition's log start")
+    mode.add_argument("--to-latest", action="store_true", help="each partition's log end")
+    mode.add_argument("--to-current", action="store_true",
+                      help="the committed offset (log end where none)")
+    mode.add_argument("--to-offset", type=int, metavar="N", help="offset N (clamped to the log)")
+    mode.add_argument("--shift-by", type=int, metavar="N",
+                      help="committed offset + N (negative: back; clamped to the log)")
     mode.add_argument("--to-datetime", metavar="ISO",
                       help="e.g. 2026-11-21T08:00:00Z (no zone: local time)")
     mode.add_argument("--by-duration", metavar="PnDTnHnMnS",
