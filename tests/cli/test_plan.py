@@ -94,7 +94,7 @@ def test_plan_errors(cli: CLI) -> None:
         (["--topic", "a:x", "--members", "2"], 2, "bad partition count"),
         (["--topic", "a:3", "--members", "2", "--remove-member", "zz"], 1, "no member zz"),
         (["--topic", "a:3", "--member", "m=", "--member", "n"], 2, "subscribes to no topic"),
-        (["--strategy", "nonsense", "--topic", "a:3", "--members", "1"], 2, "invalid choice"),
+        (["--strategy", "nonsense", "--topic", "a:3", "--members", "1"], 2, "unknown strategy"),
     ]
     for argv, rc, message in cases:
         r = cli("groups", "plan", *argv, bootstrap=False)

@@ -21,14 +21,15 @@ MAX_ROUNDS = 5
 """Rebalances a what-if may take (cooperative strategies need a follow-up one)."""
 
 
-def add_parser(cmds: Any) -> None:
-    from samsa.assignors import assignor_names
+STRATEGIES = "range, roundrobin, sticky, cooperative-sticky, optimal or a registered name"
 
+
+def add_parser(cmds: Any) -> None:
     c = cmds.add_parser("plan", help="what-if: how a strategy would assign partitions",
                         description=__doc__.split("\n\n")[1] if __doc__ else None)
-    c.add_argument("--strategy", choices=assignor_names(),
-                   help="default: the live group's strategy, else range")
-    c.add_argument("--current-strategy", choices=assignor_names(),
+    c.add_argument("--strategy", metavar="NAME",
+                   help=f"{STRATEGIES} (default: the live group's strategy, else range)")
+    c.add_argument("--current-strategy", metavar="NAME",
                    help="how the baseline members are assigned now (default --strategy)")
     c.add_argument("--topic", action="append", default=[], metavar="TOPIC[:N]",
                    help="a topic and its partition count (without N: asked from the broker)")
@@ -80,6 +81,10 @@ def topic_counts(args: argparse.Namespace, admin: Any | None,
 def compute(args: argparse.Namespace, admin: Any | None) -> dict[str, Any]:
     from samsa.assignors import assignor_names, plan
 
+    for name in (args.strategy, args.current_strategy):
+        if name is not None and name not in assignor_names():
+            raise CliError(f"unknown strategy {name!r} (one of {', '.join(assignor_names())})",
+                           2)
     topic_names = [t.partition(":")[0] for t in args.topic]
     subscriptions: dict[str, list[str]] = {}
     current: dict[str, list[TopicPartition]] = {}
