@@ -205,3 +205,70 @@ def test_metrics_port_in_use(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-m", "samsa.cli.main", "serve", "--metrics-port",
                         "70000"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "out of range" in r.stderr
+
+
+class _Shard:
+    def __init__(self) -> None:
+        self.groups: dict[str, object] = {}
+
+
+class _Coordinator:
+    """Just enough of :class:`samsa.coordinator.Coordinator` for ``observe_group``."""
+
+    def __init__(self) -> None:
+        self.shard = _Shard()
+
+    def shard_for(self, group_id: str) -> _Shard:
+        return self.shard
+
+
+def test_rebalance_counting_without_a_broker(monkeypatch: pytest.MonkeyPatch) -> None:
+    from samsa.broker.metrics import BrokerMetrics
+    from samsa.coordinator import GroupState
+    from samsa.coordinator.group import Group
+
+    clock = [100.0]
+    monkeypatch.setattr("samsa.broker.metrics.time.monotonic", lambda: clock[0])
+    m, coord = BrokerMetrics(), _Coordinator()
+    group = Group("g")
+    coord.shard.groups["g"] = group
+
+    def step(state: GroupState, generation: int, seconds: float = 0.0) -> None:
+        clock[0] += seconds
+        group.state, group.generation = state, generation
+        m.observe_group(coord, "g")  # type: ignore[arg-type]
+
+    step(GroupState.PREPARING_REBALANCE, 0)  # a new group's first join
+    step(GroupState.COMPLETING_REBALANCE, 1, 0.5)
+    step(GroupState.STABLE, 1, 0.25)
+    assert m.rebalances == {"g": 1}
+    assert (m.rebalance_seconds.count, m.rebalance_seconds.total) == (1, 0.75)
+    step(GroupState.STABLE, 1, 9)  # heartbeats: nothing changes
+    step(GroupState.COMPLETING_REBALANCE, 2, 1)  # a sole member rejoined in one call
+    step(GroupState.STABLE, 2, 2)
+    assert m.rebalances == {"g": 2} and m.rebalance_seconds.total == 2.75
+    step(GroupState.EMPTY, 3, 1)  # the last member left: a whole rebalance in one call
+    assert m.rebalances == {"g": 3} and m.rebalance_seconds.count == 3
+    assert m.rebalance_seconds.total == 2.75
+    buckets = dict(m.rebalance_seconds.buckets())
+    assert (buckets["0.01"], buckets["1.0"], buckets["2.5"], buckets["+Inf"]) == (1, 2, 3, 3)
+    del coord.shard.groups["g"]  # deleted: forgotten, counters kept
+    m.observe_group(coord, "g")  # type: ignore[arg-type]
+    assert "g" not in m._seen and m.rebalances == {"g": 3}
+    m.observe_group(coord, None)  # type: ignore[arg-type]
+
+
+def test_request_histogram() -> None:
+    from samsa.broker.metrics import LATENCY_BUCKETS, BrokerMetrics
+
+    m = BrokerMetrics()
+    for seconds in (0.0001, 0.0005, 0.002, 100.0):
+        m.observe_request(0, seconds, 10, 20)
+    hist = m.latency[0]
+    cumulative = dict(hist.buckets())
+    assert cumulative[str(LATENCY_BUCKETS[0])] == 2  # le is inclusive
+    assert cumulative["0.0025"] == 3 and cumulative["30.0"] == 3 and cumulative["+Inf"] == 4
+    assert (m.bytes_in[0], m.bytes_out[0]) == (40, 80)
+    names = {f.name for f in m.collect()}
+    assert {"samsa_requests", "samsa_request_latency_seconds", "samsa_group_rebalances",
+            "samsa_coordinator_shard_load_seconds"} <= names
