@@ -11,7 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
@@ -169,20 +169,38 @@ class Member:
     def assignment(self) -> set[Tp]:
         return {(p.topic, p.partition) for p in self.consumer.assignment()}
 
+    def positions(self) -> dict[Tp, int]:
+        """The client's fetch position per assigned partition (-1001: none yet)."""
+        return {(p.topic, p.partition): p.offset
+                for p in self.consumer.position(self.consumer.assignment())}
+
     def close(self) -> None:
         if not self.closed:
             self.closed = True
             self.consumer.close()
 
 
-def poll_all(members: Iterable[Member], rounds: int = 1) -> None:
+class Polled(Protocol):
+    """What :func:`settle` needs of a member, whatever its client library."""
+
+    name: str
+    closed: bool
+
+    def poll(self, timeout: float = ...) -> None: ...
+
+    def assignment(self) -> set[Tp]: ...
+
+    def positions(self) -> dict[Tp, int]: ...
+
+
+def poll_all(members: Iterable[Polled], rounds: int = 1) -> None:
     ms = [m for m in members if not m.closed]
     for _ in range(rounds):
         for m in ms:
             m.poll()
 
 
-def settle(members: Sequence[Member], partitions: set[Tp], timeout: float = 30.0,
+def settle(members: Sequence[Polled], partitions: set[Tp], timeout: float = 30.0,
            counts: Sequence[int] | None = None) -> None:
     """Poll until the live members' assignments split ``partitions`` exactly (and, given
     ``counts``, with those sizes in order). Fails on a timeout or a double owner."""
@@ -201,6 +219,20 @@ def settle(members: Sequence[Member], partitions: set[Tp], timeout: float = 30.0
     flat = [tp for h in held for tp in h]
     assert len(flat) == len(set(flat)), held
     assert set(flat) == partitions
+
+
+def drain(members: Sequence[Polled], ends: dict[Tp, int], timeout: float = 30.0) -> None:
+    """Poll until the live members own every partition of ``ends`` and each has consumed
+    its own partitions up to their end offsets (so a commit now covers everything)."""
+    def done() -> bool:
+        poll_all(members)
+        live = [m for m in members if not m.closed]
+        owned = [tp for m in live for tp in m.assignment()]
+        if set(owned) != set(ends):
+            return False
+        return all(m.positions().get(tp) == ends[tp] for m in live for tp in m.assignment())
+
+    wait_until(done, timeout, step=0, what="members consumed to the end offsets")
 
 
 def tps_of(topic: str, partitions: int) -> set[Tp]:

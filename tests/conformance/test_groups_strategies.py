@@ -12,13 +12,13 @@ from tests.conformance.groupkit import (
     OwnershipLog,
     committed,
     create_topic,
+    drain,
     end_offsets,
     poll_all,
     produce,
     settle,
     tps_of,
     unique,
-    wait_until,
 )
 
 pytestmark = pytest.mark.conformance
@@ -55,11 +55,7 @@ def test_members_join_and_leave(broker: BrokerProcess, strategy: str) -> None:
         settle(live, every, counts=[3, 3])
         expected |= produce(broker.bootstrap, topic, PARTS, 10, "c")
 
-        def drained() -> bool:
-            poll_all(live)
-            return {v for m in members for v in m.seen} >= expected
-
-        wait_until(drained, what="every record consumed")
+        drain(live, end_offsets(broker.bootstrap, topic, PARTS))
         assert {v for m in members for v in m.seen} == expected
         for m in live:
             assert m.commit()
