@@ -120,3 +120,22 @@ def test_consume_bad_arguments(cli: CLI, admin: Admin) -> None:
         assert r.rc == 2 and message in r.err, (extra, r.err)
     r = cli("consume", topic, "--partition", "7", "--max-messages", "1")
     assert r.rc == 1 and "no partition 7" in r.err
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bars_on_a_terminal(cli: CLI, admin: Admin, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    topic = make_topic(admin, 1)
+    data = tmp_path / "lines.txt"
+    data.write_text("".join(f"{i}\n" for i in range(500)))
+    terminal = _Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    assert cli("produce", topic, "--file", str(data)).rc == 0
+    assert "producing to" in terminal.getvalue() and "500/500" in terminal.getvalue()
+    r = cli("consume", topic, "--from-beginning", "--max-messages", "500")
+    assert r.rc == 0 and len(r.out.splitlines()) == 500
+    assert "consuming" in terminal.getvalue()

@@ -34,8 +34,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; failures print one line on stderr and return non-zero."""
-    from samsa.client.errors import KafkaError
-
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -43,16 +41,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         print(f"samsa: {exc}", file=sys.stderr)
         return exc.code
-    except KafkaError as exc:
-        hint = HINTS.get(exc.code)
-        print(f"samsa: {exc}" + (f" ({hint})" if hint else ""), file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         print("samsa: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # e.g. `samsa consume ... | head`
         sys.stderr.close()
         return 0
+    except Exception as exc:
+        # Kafka errors from the client; not imported up front (`samsa serve` needs no client)
+        errors = sys.modules.get("samsa.client.errors")
+        if errors is None or not isinstance(exc, errors.KafkaError):
+            raise
+        hint = HINTS.get(exc.code)
+        print(f"samsa: {exc}" + (f" ({hint})" if hint else ""), file=sys.stderr)
+        return 1
     return result
 
 

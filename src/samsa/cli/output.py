@@ -71,7 +71,8 @@ def progress(description: str, total: int | None, enabled: bool = True
         yield lambda n=1: None
         return
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn(), console=console(stderr=True), transient=True)
+                   TimeElapsedColumn(), console=console(stderr=True), transient=True,
+                   redirect_stdout=False, redirect_stderr=False)
     with bar:
         task = bar.add_task(description, total=total)
         yield lambda n=1: bar.advance(task, n)
