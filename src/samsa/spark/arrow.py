@@ -7,8 +7,10 @@ requested ``[start, until)`` range, so the same range always gives the same rows
 
 from __future__ import annotations
 
+import datetime
 import struct
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 from crc32c import crc32c
@@ -98,6 +100,21 @@ class Columns:
         self.keys, self.values, self.offsets = [], [], []
         self.timestamps, self.ts_types, self.headers = [], [], []
         return batch
+
+
+    def rows(self) -> list[tuple[Any, ...]]:
+        """Everything collected so far as row tuples (the slower, non-Arrow path)."""
+        epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+        delta = datetime.timedelta
+        topic, partition = self.topic, self.partition
+        cols: list[Any] = [self.keys, self.values, self.offsets, self.timestamps, self.ts_types]
+        if self.include_headers:
+            cols.append(self.headers)
+        out = [(k, v, topic, partition, o, epoch + delta(milliseconds=t),
+                tt, *h) for k, v, o, t, tt, *h in zip(*cols, strict=True)]
+        self.keys, self.values, self.offsets = [], [], []
+        self.timestamps, self.ts_types, self.headers = [], [], []
+        return out
 
 
 def scan_next_offset(data: bytes | memoryview) -> int | None:

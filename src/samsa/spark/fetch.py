@@ -24,6 +24,7 @@ from samsa.client.metadata import Metadata
 from samsa.client.net import ApiKey, NetworkClient
 from samsa.client.offsets import EARLIEST, list_offsets
 from samsa.spark.arrow import Columns, decode_into, scan_next_offset
+from samsa.spark.columnar import decode_chunk
 
 __all__ = ["DataLossError", "RangeReader", "data_loss"]
 
@@ -154,12 +155,23 @@ class RangeReader:
             fut = self._send(tp, pos, node)
 
     def batches(self, tp: TopicPartition, start: int, until: int, *, fail_on_data_loss: bool,
-                include_headers: bool, batch_records: int) -> Iterator[pa.RecordBatch]:
-        """Arrow batches of the records in ``[start, until)`` (always the same rows)."""
+                include_headers: bool, batch_records: int,
+                arrow: bool = True) -> Iterator[pa.RecordBatch | tuple[Any, ...]]:
+        """Arrow batches (or row tuples) of the records in ``[start, until)``.
+
+        The same range always gives the same rows.
+        """
+        chunks = self.chunks(tp, start, until, fail_on_data_loss=fail_on_data_loss)
+        if arrow:  # one Arrow batch per fetch response, decoded with numpy
+            for data, pos, _ in chunks:
+                batch, _ = decode_chunk(data, pos, until, tp.topic, tp.partition,
+                                        include_headers)
+                if batch is not None:
+                    yield batch
+            return
         cols = Columns(tp.topic, tp.partition, include_headers)
-        for data, pos, _ in self.chunks(tp, start, until, fail_on_data_loss=fail_on_data_loss):
+        for data, pos, _ in chunks:
             decode_into(cols, data, pos, until)
             if len(cols) >= batch_records:
-                yield cols.take()
-        if len(cols):
-            yield cols.take()
+                yield from cols.rows()
+        yield from cols.rows()

@@ -194,6 +194,8 @@ class SourceOptions:
     request_timeout_ms: int = 30000
     batch_records: int = 65536
     """Most records per Arrow batch handed to Spark."""
+    arrow: bool = True
+    """Hand Spark Arrow batches (``False``: row tuples, slower; for comparison)."""
 
     def matches(self, topic: str) -> bool:
         """Does ``topic`` belong to this source's topic selection?"""
@@ -247,6 +249,7 @@ class SourceOptions:
         kw["fail_on_data_loss"] = _bool(opts, "failOnDataLoss", True)
         kw["include_headers"] = _bool(opts, "includeHeaders", False)
         kw["group_id"] = _get(opts, "groupId") or None
+        kw["arrow"] = _bool(opts, "arrowBatches", True)
         for key, name in (("fetch_max_bytes", "fetch.max.bytes"),
                           ("request_timeout_ms", "request.timeout.ms"),
                           ("batch_records", "arrowBatchRecords")):

@@ -41,7 +41,7 @@ def read_range(opts: SourceOptions, r: OffsetRange) -> Iterator[Any]:
         yield from reader.batches(r.tp, r.start, r.until,
                                   fail_on_data_loss=opts.fail_on_data_loss,
                                   include_headers=opts.include_headers,
-                                  batch_records=opts.batch_records)
+                                  batch_records=opts.batch_records, arrow=opts.arrow)
 
 
 class SamsaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
