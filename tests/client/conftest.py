@@ -39,6 +39,7 @@ def broker(broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactory
     proxy.start(("127.0.0.1", proc.port))
     yield ProxiedBroker(proc, proxy)
     proxy.close()
+    assert not proxy.errors, proxy.errors[0]
     assert proc.stop() == 0
 
 
@@ -60,10 +61,12 @@ def topic(admin: Admin, request: pytest.FixtureRequest) -> Callable[[int], str]:
     return make
 
 
-def wait_until(cond: Callable[[], bool], timeout: float = 20.0, step: float = 0.05) -> None:
+def wait_until(cond: Callable[[], bool], timeout: float = 20.0, step: float = 0.05,
+               describe: Callable[[], object] | None = None) -> None:
     """Poll ``cond`` until true; fail the test after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
+            detail = "" if describe is None else f": {describe()}"
+            raise AssertionError(f"condition not reached in time{detail}")
         time.sleep(step)

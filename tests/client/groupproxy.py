@@ -17,6 +17,7 @@ import socket
 import struct
 import threading
 import time
+import traceback
 from typing import Any
 
 from kio.index import load_response_schema
@@ -92,6 +93,8 @@ class GroupProxy:
         for p in range(self.coord.config.offsets_topic_num_partitions):
             self.coord.load(p, [], now)
         self.target: tuple[str, int] | None = None
+        self.errors: list[str] = []
+        """Tracebacks of failures inside the proxy (tests assert it stays empty)."""
         self._closed = threading.Event()
 
     # Timer protocol for the coordinator.
@@ -119,11 +122,14 @@ class GroupProxy:
         while not self._closed.wait(0.01):
             now = self._now()
             with self.lock:
-                due = sorted(k for k, d in self.deadlines.items() if d <= now)
+                due = [k for k, d in self.deadlines.items() if d <= now]
                 for key in due:
                     if self.deadlines.get(key, now + 1) <= now:
                         del self.deadlines[key]
-                        self._deliver(self.coord.fire(key, now))
+                        try:
+                            self._deliver(self.coord.fire(key, now))
+                        except Exception:
+                            self.errors.append(traceback.format_exc())
 
     def _accept(self) -> None:
         while not self._closed.is_set():
@@ -163,7 +169,11 @@ class GroupProxy:
                     with conn.lock:
                         conn.slots.append(slot)
                     request = decode_request(frame, GROUP_APIS)
-                    self._handle(conn, slot, request)
+                    try:
+                        self._handle(conn, slot, request)
+                    except Exception:
+                        self.errors.append(traceback.format_exc())
+                        raise
                     conn.flush()
                     continue
                 if api == 0 and self._acks_zero(frame):

@@ -48,6 +48,30 @@ def split_ok(runners: Sequence[Runner], partitions: set[TopicPartition]) -> bool
     return len(owned) == len(set(owned)) and set(owned) == partitions
 
 
+def describe(runners: Sequence[Runner]) -> list[Any]:
+    """Member states (and the coordinator's view) for failure messages."""
+    out: list[Any] = []
+    if runners:
+        c = runners[0].consumer
+        with Admin(bootstrap_servers=c.config["bootstrap_servers"]) as admin:
+            group = c.config["group_id"]
+            g = admin.describe_groups([group])[group]
+            out.append((g.state, [(m.member_id[-6:], m.client_id, sorted(m.assignment))
+                                  for m in g.members]))
+    for r in runners:
+        coord = r.consumer._coordinator
+        assert coord is not None
+        out.append({"member": r.consumer.member_id[-6:], "state": r.consumer.member_state,
+                    "gen": r.consumer.generation,
+                    "assignment": sorted(r.assignment), "error": repr(r.error),
+                    "history": coord.machine.history[-8:],
+                    "coordinator": coord.machine.coordinator,
+                    "hb_in_flight": coord.machine.heartbeat_in_flight,
+                    "since_hb_ok": coord._now() - coord.machine.last_heartbeat_ok,
+                    "hb_thread": coord._hb_thread is not None and coord._hb_thread.is_alive()})
+    return out
+
+
 def all_tps(topic: str, n: int) -> set[TopicPartition]:
     return {TopicPartition(topic, p) for p in range(n)}
 
@@ -71,12 +95,13 @@ def test_members_join_leave_and_crash(broker: BrokerProcess, topic: Callable[[in
         r = Runner(make(broker, group, partition_assignment_strategy=[strategy]), [t])
         r.start()
         runners.append(r)
-        wait_until(lambda n=i + 1: split_ok(runners[:n], parts))
-    assert all(len(r.assignment) == 2 for r in runners)
+        wait_until(lambda n=i + 1: split_ok(runners[:n], parts) and all(
+            len(r.assignment) == 6 // n for r in runners[:n]), describe=lambda: describe(runners))
     runners[0].stop()  # clean leave
-    wait_until(lambda: split_ok(runners[1:], parts))
+    wait_until(lambda: split_ok(runners[1:], parts), describe=lambda: describe(runners[1:]))
     runners[1].crash()  # no LeaveGroup: the session timeout removes it
-    wait_until(lambda: split_ok(runners[2:], parts), timeout=30)
+    wait_until(lambda: split_ok(runners[2:], parts), timeout=30,
+               describe=lambda: describe(runners[2:]))
     assert runners[2].error is None
 
 

@@ -175,6 +175,9 @@ class ConsumerCoordinator:
             self.maybe_auto_commit(now)
             return True
         self._start_heartbeat_thread()
+        if self.machine.coordinator is None and self.machine.fatal is None and \
+                not self.ensure_coordinator(deadline):
+            return False  # heartbeats need it too, also while stable
         if self.machine.needs_rejoin() and not self.ensure_active_group(deadline):
             return False
         self.maybe_auto_commit(self._now())
