@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from samsa.cli import consume, groups, produce, serve, topics
 from samsa.cli.errors import CliError
@@ -19,8 +20,15 @@ HINTS = {
 """A plain-words hint for frequent Kafka error codes."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments are one line (no usage dump), exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="samsa", description="samsa: a Kafka-wire-compatible broker built around groups."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
