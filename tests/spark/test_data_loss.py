@@ -71,3 +71,32 @@ def test_fail_on_data_loss_false_skips(spark: Any, trimmed: tuple[BrokerProcess,
     rows = spark.read.parquet(str(tmp_path / "out")).collect()
     assert sorted(r.offset for r in rows) == list(range(start, end))
     assert sorted(r.value for r in rows) == [f"r{i:03}".encode() for i in range(start, end)]
+
+
+@pytest.mark.parametrize("fail", ["true", "false"])
+def test_deleted_topic(spark: Any, broker: BrokerProcess, fail: str) -> None:
+    from tests.spark.conftest import produce, unique
+
+    prefix = unique("gone")
+    keep = create_topic(broker.bootstrap, f"{prefix}-keep", 1)
+    doomed = create_topic(broker.bootstrap, f"{prefix}-doomed", 1)
+    produce(broker.bootstrap, keep, [b"k"] * 3)
+    produce(broker.bootstrap, doomed, [b"d"] * 3)
+    name = prefix.replace("-", "_")
+    q = (stream(spark, broker, subscribePattern=f"{prefix}-.*", startingOffsets="earliest",
+                failOnDataLoss=fail).writeStream.format("memory").queryName(name).start())
+    try:
+        q.processAllAvailable()
+        with Admin(broker.bootstrap) as admin:
+            admin.delete_topics([doomed])
+        produce(broker.bootstrap, keep, [b"k2"] * 2)
+        if fail == "true":
+            with pytest.raises(Exception, match="is gone"):
+                q.processAllAvailable()
+        else:
+            q.processAllAvailable()
+            rows = spark.sql(f"select topic, value from {name}").collect()
+            assert sorted((r.topic, bytes(r.value)) for r in rows) == sorted(
+                [(keep, b"k")] * 3 + [(keep, b"k2")] * 2 + [(doomed, b"d")] * 3)
+    finally:
+        q.stop()

@@ -91,16 +91,15 @@ class SamsaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
         begin = offsets_from_json(start)
         self._commit_group(begin)
-        current = self.cluster.partitions()
-        if self._target is not None:
-            current &= set(self._target)
+        existing = self.cluster.partitions()
+        current = existing if self._target is None else existing & set(self._target)
         begin = self._with_new_partitions(begin, current)
         latest = self.cluster.offsets(current, -1)
         if self._target is not None:
             latest = {tp: min(off, self._target[tp]) for tp, off in latest.items()}
         self._latest = latest
-        # Partitions gone from the cluster keep their offsets; partitions() reports them.
-        end = {tp: latest.get(tp, off) for tp, off in begin.items()}
+        # Partitions gone from the cluster are left out of the end; partitions() reports it.
+        end = {tp: latest.get(tp, off) for tp, off in begin.items() if tp in existing}
         end.update({tp: off for tp, off in latest.items() if tp not in end})
         for tp, off in end.items():
             if off < begin[tp]:  # truncated or recreated: partitions() reports the loss
