@@ -75,6 +75,11 @@ class Group:
     initial_delay_ms: int = 0
     initial_remaining_ms: int = 0
     subscribed_topics: frozenset[str] | None = None
+    #: how many members support each protocol (Kafka's ``supportedProtocols``); built
+    #: lazily from ``members``, then kept up to date by add/remove/set_protocols so a join
+    #: does not rescan every member (None after a clone or a load: rebuilt on demand)
+    _protocol_counts: dict[str, int] | None = field(
+        default=None, init=False, compare=False, repr=False)
 
     # ------------------------------------------------------------------ state
 
@@ -91,6 +96,7 @@ class Group:
         if not self.members:
             self.protocol_type = member.protocol_type
         self.members[member.member_id] = member
+        self._count_protocols(member, +1)
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
         if self.leader_id is None:
@@ -99,6 +105,8 @@ class Group:
 
     def remove(self, member_id: str) -> Member | None:
         member = self.members.pop(member_id, None)
+        if member is not None:
+            self._count_protocols(member, -1)
         instance_id = member.group_instance_id if member is not None else None
         if instance_id is not None and self.static_members.get(instance_id) == member_id:
             del self.static_members[instance_id]
@@ -137,7 +145,8 @@ class Group:
         return sum(1 for m in self.members.values() if m.awaiting_join)
 
     def has_all_members_joined(self) -> bool:
-        return len(self.members) == self.num_awaiting_join() and not self.pending_members
+        # Pending members first: it saves a scan of every member per join of a big group.
+        return not self.pending_members and len(self.members) == self.num_awaiting_join()
 
     def not_yet_rejoined(self) -> list[Member]:
         return [m for m in self.members.values() if not m.awaiting_join]
@@ -169,11 +178,30 @@ class Group:
         return not self.members or any(n in self.candidate_protocols() for n in names)
 
     def candidate_protocols(self) -> set[str]:
-        counts: dict[str, int] = {}
-        for m in self.members.values():
-            for name in set(m.protocol_names()):
-                counts[name] = counts.get(name, 0) + 1
-        return {name for name, c in counts.items() if c == len(self.members)}
+        if self._protocol_counts is None:
+            counts: dict[str, int] = {}
+            for m in self.members.values():
+                for name in set(m.protocol_names()):
+                    counts[name] = counts.get(name, 0) + 1
+            self._protocol_counts = counts
+        return {name for name, c in self._protocol_counts.items() if c == len(self.members)}
+
+    def set_protocols(self, member: Member, protocols: Protocols) -> None:
+        """Change a member's protocols (keeps the per-protocol counts right)."""
+        self._count_protocols(member, -1)
+        member.protocols = tuple(protocols)
+        self._count_protocols(member, +1)
+
+    def _count_protocols(self, member: Member, delta: int) -> None:
+        counts = self._protocol_counts
+        if counts is None:
+            return
+        for name in set(member.protocol_names()):
+            left = counts.get(name, 0) + delta
+            if left:
+                counts[name] = left
+            else:
+                counts.pop(name, None)
 
     def select_protocol(self) -> str:
         """Every member votes for its first candidate; most votes wins, ties go to the

@@ -51,7 +51,9 @@ def _accept_joining_member(core: ShardCore, group: Group, member_id: str) -> boo
     if group.is_(S.EMPTY, S.DEAD):
         return True
     if group.is_(S.PREPARING_REBALANCE):
-        return (member is not None and member.awaiting_join) or group.num_awaiting_join() < max_size
+        # (len(members) bounds the awaiting count: skips a scan of every member per join)
+        return ((member is not None and member.awaiting_join)
+                or len(group.members) < max_size or group.num_awaiting_join() < max_size)
     return member is not None or len(group.members) < max_size
 
 
@@ -111,7 +113,8 @@ def _static_member_rejoin(
     core.cancel(TimerKind.SESSION, group.group_id, old_id)
     group.replace_static_member(ev.group_instance_id, old_id, new_id)
     rb.schedule_heartbeat(core, group, member)
-    rb.update_member(member, ev.protocols, ev.rebalance_timeout_ms, ev.session_timeout_ms)
+    rb.update_member(group, member, ev.protocols, ev.rebalance_timeout_ms,
+                     ev.session_timeout_ms)
     rb.park_join(core, member, token)
 
     if group.is_(S.STABLE):

@@ -113,9 +113,13 @@ def add_member_and_rebalance(
 
 
 def update_member(
-    member: Member, protocols: Protocols, rebalance_timeout_ms: int, session_timeout_ms: int
+    group: Group,
+    member: Member,
+    protocols: Protocols,
+    rebalance_timeout_ms: int,
+    session_timeout_ms: int,
 ) -> None:
-    member.protocols = tuple(protocols)
+    group.set_protocols(member, protocols)
     member.rebalance_timeout_ms = rebalance_timeout_ms
     member.session_timeout_ms = session_timeout_ms
 
@@ -129,7 +133,7 @@ def update_member_and_rebalance(
     session_timeout_ms: int,
     token: object,
 ) -> None:
-    update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms)
+    update_member(group, member, protocols, rebalance_timeout_ms, session_timeout_ms)
     park_join(core, member, token)
     maybe_prepare_rebalance(core, group)
 
