@@ -1,0 +1,423 @@
+"""Group coordinator benchmark: rebalance latency with real clients, coordinator capacity
+with a protocol-level load generator.
+
+(a) N confluent-kafka consumers (N = 10, 50, 100, one Python process) start at once on a
+    200-partition topic: time until every partition is assigned, with the broker's default
+    settings (group.initial.rebalance.delay.ms=3000) and with the delay at 0.
+(b) A group of 10 consumers: time until it is Stable again (describe: Stable, 9 members,
+    the survivors' assignments cover every partition) after one member leaves gracefully,
+    and after one (a subprocess) is SIGKILLed; the latter is bounded below by its session
+    timeout, which is printed.
+(c) Coordinator capacity: heartbeats per second one broker process answers, from a
+    load-generator process (asyncio, several connections, pipelined requests) driving many
+    members of several groups; and a single group of 5,000 protocol-level members: time
+    until Stable, and time to describe it.
+
+    .venv/bin/python benchmarks/rebalance.py [--sizes 10,50,100] [--skip-a] [--skip-b] ...
+
+Targets: (a) delay 0, N=100 fully assigned within 2 s; (c) >= 20,000 heartbeats/s;
+5,000 members Stable within 10 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import multiprocessing
+import os
+import resource
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from confluent_kafka import Consumer, ConsumerGroupState  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from kio.schema.describe_groups.v5.request import DescribeGroupsRequest  # noqa: E402
+from kio.schema.heartbeat.v3.request import HeartbeatRequest  # noqa: E402
+from kio.schema.join_group.v9.request import (  # noqa: E402
+    JoinGroupRequest,
+    JoinGroupRequestProtocol,
+)
+from kio.schema.sync_group.v5.request import (  # noqa: E402
+    SyncGroupRequest,
+    SyncGroupRequestAssignment,
+)
+from kio.schema.types import GroupId  # noqa: E402
+from kio.static.primitive import i32  # noqa: E402
+from tests.brokerproc import BrokerProcess  # noqa: E402
+
+from samsa.protocol.codec import decode_response, encode_request  # noqa: E402
+
+PARTITIONS = 200
+TOPIC = "rebalance"
+SUBSCRIPTION = b"\x00\x00\x00\x00\x00\x01\x00\x09rebalance\x00\x00\x00\x00"
+
+
+def _start(tmp: Path, name: str, config: dict[str, str]) -> BrokerProcess:
+    broker = BrokerProcess(tmp / name, config).start()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS)])[TOPIC].result(30)
+    return broker
+
+
+def _wait(pred: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+    return False
+
+
+def _covered(consumers: list[Consumer]) -> bool:
+    owned: list[int] = []
+    for c in consumers:
+        c.poll(0)  # serves rebalance events (assign/revoke) of this consumer
+        owned.extend(tp.partition for tp in c.assignment())
+    return len(owned) == PARTITIONS and len(set(owned)) == PARTITIONS
+
+
+def _close_all(consumers: list[Consumer]) -> None:
+    import threading
+
+    threads = [threading.Thread(target=c.close) for c in consumers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+
+
+# -- (a) ------------------------------------------------------------------------------------
+
+def startup(broker: BrokerProcess, n: int, group: str) -> float | None:
+    """Seconds from creating ``n`` consumers to every partition being assigned."""
+    start = time.perf_counter()
+    consumers = []
+    for i in range(n):
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                      "client.id": f"c{i}", "enable.auto.commit": False})
+        c.subscribe([TOPIC])
+        consumers.append(c)
+    done = _wait(lambda: _covered(consumers), 60)
+    elapsed = time.perf_counter() - start
+    _close_all(consumers)
+    return elapsed if done else None
+
+
+# -- (b) ------------------------------------------------------------------------------------
+
+def _stable_with(admin: AdminClient, group: str, members: int,
+                 consumers: list[Consumer]) -> bool:
+    if not _covered(consumers):
+        return False
+    d = admin.describe_consumer_groups([group])[group].result(10)
+    return bool(d.state == ConsumerGroupState.STABLE and len(d.members) == members)
+
+
+def recovery(broker: BrokerProcess, n: int, group: str, session_ms: int) -> tuple[float, float]:
+    """(seconds to Stable after a graceful leave, seconds after a SIGKILL)."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    conf = {"bootstrap.servers": broker.bootstrap, "group.id": group,
+            "enable.auto.commit": False, "session.timeout.ms": session_ms}
+    consumers = []
+    for i in range(n - 1):
+        c = Consumer({**conf, "client.id": f"c{i}"})
+        c.subscribe([TOPIC])
+        consumers.append(c)
+    doomed = subprocess.Popen(
+        [sys.executable, "-m", "tests.conformance.group_member", broker.bootstrap, group,
+         TOPIC, str(session_ms)], cwd=ROOT, stdout=subprocess.DEVNULL)
+    try:
+        if not _wait(lambda: _stable_with(admin, group, n, consumers), 60):
+            raise RuntimeError("group of n members never became stable")
+        leaving = consumers.pop()
+        start = time.perf_counter()
+        leaving.close()
+        if not _wait(lambda: _stable_with(admin, group, n - 1, consumers), 60):
+            raise RuntimeError("no recovery after a graceful leave")
+        graceful = time.perf_counter() - start
+
+        start = time.perf_counter()
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait(10)
+        if not _wait(lambda: _stable_with(admin, group, n - 2, consumers), 120):
+            raise RuntimeError("no recovery after a kill")
+        killed = time.perf_counter() - start
+    finally:
+        if doomed.poll() is None:
+            doomed.kill()
+            doomed.wait(10)
+        _close_all(consumers)
+    return graceful, killed
+
+
+# -- (c) protocol-level load ----------------------------------------------------------------
+
+class Conn:
+    """A pipelined Kafka connection: send many requests, futures resolve in order."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.pending: dict[int, tuple[asyncio.Future[Any], int, int]] = {}
+        self.correlation = 0
+        self.task = asyncio.get_running_loop().create_task(self._read())
+
+    @classmethod
+    async def open(cls, host: str, port: int) -> Conn:
+        reader, writer = await asyncio.open_connection(host, port)
+        return cls(reader, writer)
+
+    def send(self, api_key: int, version: int, body: Any) -> asyncio.Future[Any]:
+        self.correlation += 1
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.pending[self.correlation] = (fut, api_key, version)
+        self.writer.write(encode_request(api_key, version, self.correlation, "bench", body))
+        return fut
+
+    def send_raw(self, frame_without_cid: bytes, raw: bool = True) -> asyncio.Future[Any]:
+        """A pre-encoded frame whose correlation id (bytes 8..12) is patched in."""
+        self.correlation += 1
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.pending[self.correlation] = (fut, -1, -1)
+        frame = bytearray(frame_without_cid)
+        struct.pack_into(">i", frame, 8, self.correlation)
+        self.writer.write(frame)
+        return fut
+
+    async def _read(self) -> None:
+        while True:
+            head = await self.reader.readexactly(4)
+            frame = await self.reader.readexactly(struct.unpack(">i", head)[0])
+            (cid,) = struct.unpack_from(">i", frame, 0)
+            fut, key, version = self.pending.pop(cid)
+            if key < 0:
+                fut.set_result(frame)  # raw: the caller reads what it needs
+            else:
+                fut.set_result(decode_response(bytes(frame), key, version)[1])
+
+    async def close(self) -> None:
+        self.task.cancel()
+        self.writer.close()
+
+
+def _ms(n: int) -> datetime.timedelta:
+    return datetime.timedelta(milliseconds=n)
+
+
+async def join_group(conns: list[Conn], group: str, members: int,
+                     session_ms: int = 30000) -> tuple[list[tuple[str, int]], float]:
+    """Join ``members`` protocol-level members (two-step JoinGroup v9, SyncGroup v5).
+
+    Returns [(member id, generation)] and the seconds until every SyncGroup was answered.
+    """
+    start = time.perf_counter()
+
+    def join(conn: Conn, member_id: str) -> asyncio.Future[Any]:
+        return conn.send(11, 9, JoinGroupRequest(
+            group_id=GroupId(group), session_timeout=_ms(session_ms),
+            rebalance_timeout=_ms(60000), member_id=member_id, group_instance_id=None,
+            protocol_type="consumer",
+            protocols=(JoinGroupRequestProtocol(name="range", metadata=SUBSCRIPTION),),
+            reason=None))
+
+    owner = [conns[i % len(conns)] for i in range(members)]
+    firsts = await asyncio.gather(*(join(owner[i], "") for i in range(members)))
+    ids = [f.member_id for f in firsts]
+    joined = await asyncio.gather(*(join(owner[i], ids[i]) for i in range(members)))
+    bad = {j.error_code for j in joined if j.error_code}
+    if bad:
+        raise RuntimeError(f"join errors {bad}")
+    generation = joined[0].generation_id
+    leader = joined[0].leader
+    plan = {m.member_id: b"" for j in joined if j.members for m in j.members}
+    syncs = []
+    for i in range(members):
+        assignments = tuple(SyncGroupRequestAssignment(member_id=m, assignment=a)
+                            for m, a in plan.items()) if ids[i] == leader else ()
+        syncs.append(owner[i].send(14, 5, SyncGroupRequest(
+            group_id=GroupId(group), generation_id=i32(generation), member_id=ids[i],
+            group_instance_id=None, protocol_type="consumer", protocol_name="range",
+            assignments=assignments)))
+    synced = await asyncio.gather(*syncs)
+    bad = {s.error_code for s in synced if s.error_code}
+    if bad:
+        raise RuntimeError(f"sync errors {bad}")
+    return [(m, generation) for m in ids], time.perf_counter() - start
+
+
+async def heartbeat_load(host: str, port: int, groups: int, per_group: int,
+                         connections: int, seconds: float, window: int) -> dict[str, Any]:
+    conns = [await Conn.open(host, port) for _ in range(connections)]
+    members: list[tuple[str, str, int]] = []
+    for g in range(groups):
+        ids, _ = await join_group(conns, f"hb-{g}", per_group)
+        members.extend((f"hb-{g}", m, gen) for m, gen in ids)
+    frames = [encode_request(12, 3, 0, "bench", HeartbeatRequest(
+        group_id=GroupId(g), generation_id=i32(gen), member_id=m, group_instance_id=None))
+        for g, m, gen in members]
+    ok = errors = 0
+    stop_at = time.perf_counter() + seconds
+    cpu0 = time.process_time()
+
+    async def pump(ci: int) -> None:
+        nonlocal ok, errors
+        conn = conns[ci]
+        mine = frames[ci::connections]
+        inflight: list[asyncio.Future[Any]] = []
+        i = 0
+        while time.perf_counter() < stop_at:
+            while len(inflight) < window:
+                inflight.append(conn.send_raw(mine[i % len(mine)]))
+                i += 1
+            frame = await inflight.pop(0)
+            # Heartbeat v3 response: correlation id, throttle_time_ms, error_code.
+            if struct.unpack_from(">h", frame, 8)[0] == 0:
+                ok += 1
+            else:
+                errors += 1
+        for f in inflight:
+            await f
+
+    start = time.perf_counter()
+    await asyncio.gather(*(pump(i) for i in range(connections)))
+    elapsed = time.perf_counter() - start
+    gen_cpu = time.process_time() - cpu0
+    for c in conns:
+        await c.close()
+    return {"members": len(members), "ok": ok, "errors": errors, "seconds": elapsed,
+            "rate": ok / elapsed, "generator_cpu": gen_cpu / elapsed}
+
+
+async def open_many(host: str, port: int, n: int, batch: int = 250) -> list[Conn]:
+    conns: list[Conn] = []
+    while len(conns) < n:
+        k = min(batch, n - len(conns))
+        conns += await asyncio.gather(*(Conn.open(host, port) for _ in range(k)))
+    return conns
+
+
+async def big_group(host: str, port: int, members: int, connections: int) -> dict[str, Any]:
+    # One connection per member, as real clients have: like Kafka, the broker answers a
+    # connection's requests in order, so a parked JoinGroup holds back the ones behind it
+    # (samsa reads at most 128 ahead), and members sharing a connection would miss the join.
+    conns = await open_many(host, port, members)
+    _, stable_s = await join_group(conns, "big", members)
+    start = time.perf_counter()
+    described = await conns[0].send(15, 5, DescribeGroupsRequest(
+        groups=(GroupId("big"),), include_authorized_operations=False))
+    describe_s = time.perf_counter() - start
+    g = described.groups[0]
+    for c in conns:
+        await c.close()
+    return {"stable_s": stable_s, "describe_s": describe_s, "state": g.group_state,
+            "members": len(g.members)}
+
+
+def _in_process(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run a load coroutine in its own process (its own core, not the broker's)."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(_run_coro, (fn.__name__, args))
+
+
+def _run_coro(name: str, args: tuple[Any, ...]) -> Any:
+    return asyncio.run(globals()[name](*args))
+
+
+def broker_cpu(broker: BrokerProcess) -> float:
+    assert broker.proc is not None
+    with open(f"/proc/{broker.proc.pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# -- main -----------------------------------------------------------------------------------
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="10,50,100")
+    ap.add_argument("--skip-a", action="store_true")
+    ap.add_argument("--skip-b", action="store_true")
+    ap.add_argument("--skip-c", action="store_true")
+    ap.add_argument("--hb-groups", type=int, default=10)
+    ap.add_argument("--hb-members", type=int, default=100)
+    ap.add_argument("--hb-connections", type=int, default=8)
+    ap.add_argument("--hb-window", type=int, default=64)
+    ap.add_argument("--hb-seconds", type=float, default=5.0)
+    ap.add_argument("--big", type=int, default=5000)
+    ap.add_argument("--session-ms", type=int, default=6000)
+    args = ap.parse_args()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # 100 consumers' sockets
+    sizes = [int(s) for s in args.sizes.split(",")]
+    print(f"samsa group coordinator benchmark; {os.cpu_count()} cores; "
+          f"{PARTITIONS}-partition topic\n")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmpdir = Path(tmp)
+        if not args.skip_a:
+            print("(a) N confluent-kafka consumers started at once -> all partitions assigned")
+            print(f"    {'N':>5} {'default (delay 3000 ms)':>24} {'delay 0':>10}")
+            default = _start(tmpdir, "a-default", {})
+            fast = _start(tmpdir, "a-fast", {"group.initial.rebalance.delay.ms": "0"})
+            results: dict[int, tuple[float | None, float | None]] = {}
+            for n in sizes:
+                results[n] = (startup(default, n, f"a-{n}"), startup(fast, n, f"a-{n}"))
+                d, f = results[n]
+                print(f"    {n:>5} {_s(d):>24} {_s(f):>10}")
+            default.stop()
+            fast.stop()
+            top = results.get(100, (None, None))[1]
+            verdict = "n/a" if top is None and 100 not in results else \
+                ("MET" if top is not None and top <= 2.0 else "MISSED")
+            print(f"    target: delay 0, N=100 within 2 s: {verdict}\n")
+
+        if not args.skip_b:
+            print("(b) group of 10: time to Stable again (describe Stable, partitions covered)")
+            b = _start(tmpdir, "b", {"group.initial.rebalance.delay.ms": "0",
+                                     "group.min.session.timeout.ms": "1000"})
+            graceful, killed = recovery(b, 10, "b", args.session_ms)
+            b.stop()
+            print(f"    graceful leave (LeaveGroup):         {graceful:6.2f} s")
+            print(f"    SIGKILLed member (session timeout):  {killed:6.2f} s "
+                  f"(bound: session.timeout.ms = {args.session_ms / 1000:.1f} s)\n")
+
+        if not args.skip_c:
+            print("(c) coordinator capacity (load generator in its own process)")
+            c = _start(tmpdir, "c", {"group.initial.rebalance.delay.ms": "1000"})
+            host, port = "127.0.0.1", c.port
+            cpu0 = broker_cpu(c)
+            hb = _in_process(heartbeat_load, host, port, args.hb_groups, args.hb_members,
+                             args.hb_connections, args.hb_seconds, args.hb_window)
+            cpu = broker_cpu(c) - cpu0
+            print(f"    heartbeats: {hb['members']} members in {args.hb_groups} groups, "
+                  f"{args.hb_connections} connections, window {args.hb_window}")
+            print(f"    {hb['rate']:,.0f} heartbeats/s answered NONE ({hb['ok']:,} in "
+                  f"{hb['seconds']:.1f} s, {hb['errors']} errors); generator CPU "
+                  f"{hb['generator_cpu']:.0%} of a core")
+            print(f"    broker CPU over the whole run (joins + load): {cpu:.1f} s")
+            print(f"    target >= 20,000/s: {'MET' if hb['rate'] >= 20000 else 'MISSED'}")
+            big = _in_process(big_group, host, port, args.big, args.hb_connections)
+            print(f"    one group of {args.big} members: Stable after {big['stable_s']:.2f} s "
+                  f"(includes group.initial.rebalance.delay.ms=1000), described in "
+                  f"{big['describe_s'] * 1000:.0f} ms: state {big['state']}, "
+                  f"{big['members']} members")
+            print(f"    target Stable within 10 s: "
+                  f"{'MET' if big['stable_s'] <= 10 and big['state'] == 'Stable' else 'MISSED'}")
+            c.stop()
+
+
+def _s(v: float | None) -> str:
+    return "timeout" if v is None else f"{v:.2f} s"
+
+
+if __name__ == "__main__":
+    main()
