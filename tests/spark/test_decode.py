@@ -57,3 +57,21 @@ def test_corrupt_batches_are_rejected() -> None:
     data[-5] ^= 0xFF
     with pytest.raises(CorruptRecordError, match="CRC"):
         decode_chunk(bytes(data), 0, 10, "t", 0, False)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_fast_encoder_is_byte_identical(seed: int) -> None:
+    from samsa.spark.encode import encode_batch_fast
+
+    rnd = random.Random(seed)
+    for _ in range(20):
+        records = [ProducerRecordData(
+            1_700_000_000_000 + rnd.randint(-10**6, 10**6),
+            None if rnd.random() < 0.3 else bytes(rnd.randint(0, 20000)),
+            None if rnd.random() < 0.1 else bytes(rnd.choice([0, 3, 100, 9000])),
+            [(f"h{j}", None if rnd.random() < 0.3 else b"v" * rnd.randint(0, 300))
+             for j in range(rnd.choice([0, 1, 3]))])
+            for _ in range(rnd.choice([1, 5, 200]))]
+        kw = {"compression": rnd.choice([0, 1, 4]), "producer_id": rnd.choice([-1, 7]),
+              "producer_epoch": rnd.choice([-1, 0]), "base_sequence": rnd.choice([-1, 99])}
+        assert encode_batch_fast(records, **kw) == encode_batch(records, **kw)

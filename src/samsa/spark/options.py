@@ -270,7 +270,6 @@ class SinkOptions:
 
     bootstrap: str
     topic: str | None = None
-    linger_ms: int = 5
     batch_size: int = 262144
     compression: str | None = None
 
@@ -278,9 +277,6 @@ class SinkOptions:
     def parse(cls, options: Mapping[str, Any]) -> SinkOptions:
         opts = {str(k).lower(): str(v) for k, v in options.items()}
         kw: dict[str, Any] = {"bootstrap": _bootstrap(opts), "topic": opts.get("topic") or None}
-        linger = _int(opts, "linger.ms", 0)
-        if linger is not None:
-            kw["linger_ms"] = linger
         size = _int(opts, "batch.size", 1)
         if size is not None:
             kw["batch_size"] = size

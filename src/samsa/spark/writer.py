@@ -3,8 +3,9 @@
 Columns as Spark's Kafka sink: ``value`` (required, binary or string), ``key``, ``topic``
 (or the ``topic`` option, which wins), ``partition`` (int; otherwise the key's hash, or
 sticky when there is no key) and ``headers`` (``array<struct<key string, value binary>>``).
-Other columns are ignored. Each task has its own idempotent producer (acks=all) and fails if
-any record is not acknowledged; Spark retries failed tasks, so delivery is at-least-once.
+Other columns are ignored. Each task has its own idempotent producer (acks=all, see
+:mod:`samsa.spark.produce`) and fails if any record is not acknowledged; Spark retries failed
+tasks, so delivery is at-least-once.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from samsa.client.producer import Producer, RecordFuture
 from samsa.spark.options import OptionError, SinkOptions
+from samsa.spark.produce import BulkProducer
 
 __all__ = ["SamsaBatchWriter", "SamsaStreamWriter", "WriteResult", "validate_sink_schema"]
 
@@ -77,49 +78,40 @@ def validate_sink_schema(schema: StructType, opts: SinkOptions) -> None:
 
 
 def write_batches(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> WriteResult:
-    """Send every row with one idempotent producer; raise if any record failed."""
-    producer = Producer(bootstrap_servers=opts.bootstrap, acks="all", enable_idempotence=True,
-                        linger_ms=opts.linger_ms, batch_size=opts.batch_size,
-                        compression_type=opts.compression)
-    futures: list[RecordFuture] = []
-    try:
+    """Send every row with one idempotent producer; raise unless all were acknowledged."""
+    with BulkProducer(opts.bootstrap, batch_size=opts.batch_size,
+                      compression=opts.compression) as producer:
         for batch in batches:
-            _send_batch(producer, opts, batch, futures)
+            n = batch.num_rows
+            values = _column(batch, "value")
+            assert values is not None
+            topics = [opts.topic] * n if opts.topic else _column(batch, "topic")
+            assert topics is not None
+            headers = _column(batch, "headers")
+            producer.send_rows(
+                topics, _bytes(_column(batch, "key"), n), _bytes(values, n),
+                _column(batch, "partition") or [None] * n,
+                [None] * n if headers is None else [
+                    [(h["key"], _utf8(h["value"])) for h in row] if row else None
+                    for row in headers])
         producer.flush()
-    finally:
-        producer.close()
-    failed = [exc for f in futures if (exc := f.exception()) is not None]
-    if failed:
-        raise RuntimeError(f"samsa sink: {len(failed)} of {len(futures)} records were not "
-                           f"written: {failed[0]!r}")
-    return WriteResult(len(futures))
+        return WriteResult(producer.records_sent)
+
+
+def _utf8(value: Any) -> bytes | None:
+    return value.encode() if isinstance(value, str) else value
+
+
+def _bytes(column: list[Any] | None, n: int) -> list[bytes | None]:
+    """A key or value column as bytes (strings are UTF-8 encoded)."""
+    if column is None:
+        return [None] * n
+    return [v.encode() if isinstance(v, str) else v for v in column]
 
 
 def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
     i = batch.schema.get_field_index(name)
     return None if i < 0 else batch.column(i).to_pylist()
-
-
-def _send_batch(producer: Producer, opts: SinkOptions, batch: pa.RecordBatch,
-                futures: list[RecordFuture]) -> None:
-    n = batch.num_rows
-    values = _column(batch, "value")
-    assert values is not None
-    keys = _column(batch, "key") or [None] * n
-    topics = [opts.topic] * n if opts.topic else _column(batch, "topic")
-    assert topics is not None
-    partitions = _column(batch, "partition") or [None] * n
-    headers = _column(batch, "headers")
-    send, add = producer.send, futures.append
-    for i in range(n):
-        topic = topics[i]
-        if topic is None:
-            raise ValueError("samsa sink: a row has a null topic and no topic option is set")
-        hdrs = None
-        if headers is not None and headers[i]:
-            hdrs = [(h["key"], h["value"].encode() if isinstance(h["value"], str)
-                     else h["value"]) for h in headers[i]]
-        add(send(topic, values[i], keys[i], partition=partitions[i], headers=hdrs))
 
 
 class SamsaBatchWriter(DataSourceArrowWriter):

@@ -1,0 +1,62 @@
+"""The writer's bulk idempotent producer against the broker (no Spark session)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from samsa import Admin, TopicPartition
+from samsa.client.errors import KafkaConnectionError
+from samsa.client.future import Future
+from samsa.client.net import ApiKey
+from samsa.client.partitioner import partition_for_key
+from samsa.spark.produce import BulkProducer
+from tests.brokerproc import BrokerProcess
+from tests.spark.conftest import batch, create_topic, unique
+
+pytestmark = pytest.mark.spark
+
+
+def _end(bootstrap: str, tp: TopicPartition) -> int:
+    with Admin(bootstrap) as admin:
+        return admin.list_offsets({tp: "latest"})[tp][0]
+
+
+def test_lost_acknowledgement_is_resent_without_duplicates(broker: BrokerProcess) -> None:
+    topic = create_topic(broker.bootstrap, unique("idem"), 1)
+    with BulkProducer(broker.bootstrap, batch_size=200) as p:
+        assert p.producer_id >= 0
+        real = p.net.send
+        lost: list[int] = []
+
+        def lose_first_ack(dest: Any, api: int, body: Any, **kw: Any) -> Future[Any]:
+            fut = real(dest, api, body, **kw)
+            if api == ApiKey.PRODUCE and not lost:
+                lost.append(1)
+                fut.result(10)  # stored by the broker, but the producer never hears of it
+                failed: Future[Any] = Future()
+                failed.failure(KafkaConnectionError("connection lost"))
+                return failed
+            return fut
+
+        p.net.send = lose_first_ack  # type: ignore[method-assign]
+        n = 30
+        p.send_rows([topic] * n, [None] * n, [b"%d" % i for i in range(n)], [0] * n,
+                    [None] * n)
+        p.flush()
+        assert lost and p.records_sent == n
+    assert _end(broker.bootstrap, TopicPartition(topic, 0)) == n
+
+
+def test_partitioning_matches_the_client(spark: Any, broker: BrokerProcess) -> None:
+    topic = create_topic(broker.bootstrap, unique("keys"), 4)
+    keys = [b"user-%d" % i for i in range(40)]
+    with BulkProducer(broker.bootstrap) as p:
+        p.send_rows([topic] * 40, keys, [b"v"] * 40, [None] * 40, [None] * 40)
+        p.send_rows([topic] * 40, [None] * 40, [b"u"] * 40, [None] * 40, [None] * 40)
+        p.flush()
+    rows = batch(spark, broker, subscribe=topic).collect()
+    keyed = [(r.key, r.partition) for r in rows if r.key is not None]
+    assert sorted(keyed) == sorted((k, partition_for_key(k, 4)) for k in keys)
+    assert len([r for r in rows if r.key is None]) == 40
