@@ -15,7 +15,7 @@ import logging
 import struct
 import time
 from collections import deque
-from typing import Any
+from typing import Any, cast
 
 from samsa.broker.clock import now_ms
 from samsa.broker.config import BrokerConfig
@@ -40,6 +40,7 @@ log = logging.getLogger("samsa.broker")
 
 _SIZE = struct.Struct(">i")
 MAX_IN_FLIGHT = 128
+_RECV_BUFFER = 1 << 16
 
 Outgoing = bytes | list[bytes | memoryview] | None
 """A response frame, as one buffer or several (spliced), or nothing (acks=0)."""
@@ -58,7 +59,7 @@ class Broker:
         self.handlers: dict[int, tuple[tuple[int, int], Handler]] = registry()
         self.supported = {key: versions for key, (versions, _) in self.handlers.items()}
         self._server: asyncio.Server | None = None
-        self._connections: set[Connection] = set()
+        self.connections: set[Connection] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self.started = asyncio.Event()
 
@@ -71,8 +72,9 @@ class Broker:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         self.topics.load(now_ms())
         self.groups.start()
-        self._server = await asyncio.start_server(
-            self._accept, self.config.host, self.config.port, limit=1 << 20, backlog=1024
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: Connection(self), self.config.host, self.config.port, backlog=1024
         )
         if self.config.port == 0:
             # Advertise the ephemeral port we actually got.
@@ -89,7 +91,7 @@ class Broker:
                 await task
         if self._server is not None:
             self._server.close()
-        for conn in list(self._connections):
+        for conn in list(self.connections):
             conn.close()
         await self.groups.stop()
         if self._server is not None:
@@ -108,14 +110,6 @@ class Broker:
             await stop.wait()
         finally:
             await self.stop()
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = Connection(self, reader, writer)
-        self._connections.add(conn)
-        try:
-            await conn.run()
-        finally:
-            self._connections.discard(conn)
 
     async def _housekeeping(self) -> None:
         interval = max(0.05, int(self.config["log.retention.check.interval.ms"]) / 1000)
@@ -139,60 +133,121 @@ class Broker:
         return await handler(ctx)
 
 
-class Connection:
-    """One client connection: ordered request/response pipeline."""
+class Connection(asyncio.BufferedProtocol):
+    """One client connection: frames in, a handler task per request, answers in order.
 
-    def __init__(
-        self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    Small frames are cut from a fixed receive buffer; a frame larger than it is received
+    straight into a buffer of its own (no copies of megabyte produce requests). When
+    ``MAX_IN_FLIGHT`` requests are pending, reading pauses until answers go out.
+    """
+
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.reader = reader
-        self.writer = writer
-        peer = writer.get_extra_info("peername")
-        self.host = f"/{peer[0]}" if peer else "/unknown"
+        self.max_frame = int(broker.config["socket.request.max.bytes"])
+        self.transport: asyncio.Transport | None = None
+        self.host = "/unknown"
+        self._buf = bytearray(_RECV_BUFFER)
+        self._view = memoryview(self._buf)
+        self._len = 0
+        self._big: bytearray | None = None
+        self._big_pos = 0
         self._queue: deque[asyncio.Task[Outgoing]] = deque()
         self._ready = asyncio.Event()
+        self._can_write = asyncio.Event()
+        self._can_write.set()
         self._closed = False
+        self._paused = False
+        self._writer: asyncio.Task[None] | None = None
+
+    # -- transport callbacks ---------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        peer = self.transport.get_extra_info("peername")
+        self.host = f"/{peer[0]}" if peer else "/unknown"
+        self.broker.connections.add(self)
+        self._writer = asyncio.get_running_loop().create_task(self._write_loop())
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._ready.set()
+        self._can_write.set()
+        for task in self._queue:
+            task.cancel()
+        self._queue.clear()
+        self.broker.connections.discard(self)
+
+    def pause_writing(self) -> None:
+        self._can_write.clear()
+
+    def resume_writing(self) -> None:
+        self._can_write.set()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._big is not None:
+            return memoryview(self._big)[self._big_pos :]
+        return self._view[self._len :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._closed:
+            return
+        if self._big is not None:
+            self._big_pos += nbytes
+            if self._big_pos == len(self._big):
+                frame, self._big = self._big, None
+                self._submit(frame)
+            return
+        self._len += nbytes
+        self._cut_frames()
+
+    def eof_received(self) -> bool:
+        return False  # close our side too
+
+    # -- framing ---------------------------------------------------------------------------
+    def _cut_frames(self) -> None:
+        buf, end, pos = self._buf, self._len, 0
+        while end - pos >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if size < 0 or size > self.max_frame:
+                self._fail(f"frame size {size} outside [0, {self.max_frame}]")
+                return
+            start = pos + 4
+            if end - start >= size:
+                self._submit(bytes(buf[start : start + size]))
+                pos = start + size
+            elif 4 + size > len(buf):
+                have = end - start
+                self._big = bytearray(size)
+                self._big[:have] = buf[start:end]
+                self._big_pos = have
+                pos = end
+                break
+            else:
+                break
+        if pos:
+            rest = end - pos
+            buf[:rest] = buf[pos:end]
+            self._len = rest
+
+    def _submit(self, frame: bytes | bytearray) -> None:
+        task = asyncio.get_running_loop().create_task(self._handle(frame))
+        self._queue.append(task)
+        self._ready.set()
+        if len(self._queue) >= MAX_IN_FLIGHT and not self._paused and self.transport:
+            self._paused = True
+            self.transport.pause_reading()
+
+    def _fail(self, reason: str) -> None:
+        log.info("closing connection from %s: %s", self.host, reason)
+        self.close()
 
     def close(self) -> None:
         self._closed = True
         self._ready.set()
-        self.writer.close()
+        if self.transport is not None:
+            self.transport.close()
 
-    async def run(self) -> None:
-        writer_task = asyncio.create_task(self._write_loop())
-        try:
-            await self._read_loop()
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        except FrameError as exc:
-            log.info("closing connection from %s: %s", self.host, exc)
-        finally:
-            self._closed = True
-            self._ready.set()
-            with contextlib.suppress(Exception):
-                await writer_task
-            for task in self._queue:
-                task.cancel()
-            self.writer.close()
-            with contextlib.suppress(Exception):
-                await self.writer.wait_closed()
-
-    async def _read_loop(self) -> None:
-        max_bytes = int(self.broker.config["socket.request.max.bytes"])
-        while not self._closed:
-            head = await self.reader.readexactly(4)
-            (size,) = _SIZE.unpack(head)
-            if size < 0 or size > max_bytes:
-                raise FrameError(f"frame size {size} outside [0, {max_bytes}]")
-            frame = await self.reader.readexactly(size)
-            task = asyncio.create_task(self._handle(frame))
-            self._queue.append(task)
-            self._ready.set()
-            if len(self._queue) >= MAX_IN_FLIGHT:
-                await asyncio.wait({self._queue[0]})
-
-    async def _handle(self, frame: bytes) -> Outgoing:
+    # -- requests and answers --------------------------------------------------------------
+    async def _handle(self, frame: bytes | bytearray) -> Outgoing:
         try:
             request = decode_request(frame, self.broker.supported)
         except UnsupportedApi as exc:
@@ -224,8 +279,7 @@ class Connection:
             try:
                 out = await task
             except FrameError as exc:
-                log.info("closing connection from %s: %s", self.host, exc)
-                self.close()
+                self._fail(str(exc))
                 return
             except asyncio.CancelledError:
                 return
@@ -233,12 +287,17 @@ class Connection:
                 log.exception("handler failed; closing connection from %s", self.host)
                 self.close()
                 return
+            if self._closed or self.transport is None:
+                return
             self._queue.popleft()
+            if self._paused and len(self._queue) < MAX_IN_FLIGHT // 2:
+                self._paused = False
+                self.transport.resume_reading()
             if out is None:
                 continue
             if isinstance(out, list):
-                self.writer.writelines(out)
+                self.transport.writelines(out)
             else:
-                self.writer.write(out)
-            if self.writer.transport.get_write_buffer_size() > 1 << 20:
-                await self.writer.drain()
+                self.transport.write(out)
+            if not self._can_write.is_set():
+                await self._can_write.wait()
