@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -68,7 +69,9 @@ def describe(runners: Sequence[Runner]) -> list[Any]:
                     "coordinator": coord.machine.coordinator,
                     "hb_in_flight": coord.machine.heartbeat_in_flight,
                     "since_hb_ok": coord._now() - coord.machine.last_heartbeat_ok,
-                    "hb_thread": coord._hb_thread is not None and coord._hb_thread.is_alive()})
+                    "hb_thread": coord._hb_thread is not None and coord._hb_thread.is_alive(),
+                    "net_thread": r.consumer._net._thread.is_alive(),
+                    "runner_alive": r.is_alive()})
     return out
 
 
@@ -101,7 +104,7 @@ def test_members_join_leave_and_crash(broker: BrokerProcess, topic: Callable[[in
     wait_until(lambda: split_ok(runners[1:], parts), describe=lambda: describe(runners[1:]))
     runners[1].crash()  # no LeaveGroup: the session timeout removes it
     wait_until(lambda: split_ok(runners[2:], parts), timeout=30,
-               describe=lambda: describe(runners[2:]))
+               describe=lambda: describe(runners[1:]))
     assert runners[2].error is None
 
 
@@ -283,3 +286,24 @@ def test_wakeup_during_group_poll(broker: BrokerProcess, topic: Callable[[int], 
         threading.Timer(0.3, c.wakeup).start()
         with pytest.raises(WakeupError):
             c.poll(30_000)
+
+
+def test_coordinator_connection_loss_keeps_membership(broker: BrokerProcess,
+                                                      topic: Callable[[int], str], group: str,
+                                                      runners: list[Runner]) -> None:
+    t = topic(2)
+    r = Runner(make(broker, group), [t])
+    runners.append(r)
+    r.start()
+    wait_until(lambda: split_ok([r], all_tps(t, 2)))
+    coord = r.consumer._coordinator
+    assert coord is not None
+    generation = r.consumer.generation
+    for _ in range(5):  # drop the coordinator connection repeatedly, heartbeats in flight
+        coord.net.disconnect(("coordinator", coord.machine.coordinator))
+        time.sleep(0.3)
+    wait_until(lambda: coord.machine.coordinator is not None and
+               coord._now() - coord.machine.last_heartbeat_ok < 500 and r.stable(),
+               describe=lambda: describe([r]))
+    assert r.consumer.generation == generation  # no rebalance: same member, same generation
+    assert r.assignment == all_tps(t, 2)

@@ -122,7 +122,7 @@ class Consumer:
                 self._assignors, client_id=self.client_id,
                 auto_commit=bool(c["enable_auto_commit"]),
                 auto_commit_interval_ms=c["auto_commit_interval_ms"], rack=c["client_rack"],
-                wakeup_flag=lambda: self._wakeup)
+                wakeup_flag=self._take_wakeup)
             self._coordinator.on_assignment_changed = self._fetcher.clear
         self._next_metadata = 0.0
         if topics:
@@ -237,6 +237,13 @@ class Consumer:
         if self._wakeup:
             self._wakeup = False
             raise WakeupError("wakeup() called")
+
+    def _take_wakeup(self) -> bool:
+        """True (once) if ``wakeup()`` was called since the last check."""
+        if self._wakeup:
+            self._wakeup = False
+            return True
+        return False
 
     def _notify(self) -> None:
         with self._cond:
@@ -391,7 +398,8 @@ class Consumer:
         """
         group = self._group()
         data = self._subs.consumed() if offsets is None else self._offsets(offsets)
-        group.commit_sync(data, self.config["default_api_timeout_ms"] / 1000)
+        group.commit_sync(data, self.config["default_api_timeout_ms"] / 1000,
+                          interruptible=True)
 
     def commit_async(self, offsets: Mapping[TopicPartition, Any] | None = None,
                      callback: Callable[[dict[TopicPartition, Any], BaseException | None],

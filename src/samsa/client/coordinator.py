@@ -106,6 +106,7 @@ class ConsumerCoordinator:
         self._closed = threading.Event()
         self._hb_wake = threading.Event()
         self._hb_thread: threading.Thread | None = None
+        self._find_future: Future[Any] | None = None
         self.joined_snapshot: dict[str, int] = {}
         self.async_commit_errors: list[BaseException] = []
         self.on_assignment_changed: Callable[[set[TopicPartition]], None] = lambda _: None
@@ -126,28 +127,39 @@ class ConsumerCoordinator:
         """Find the coordinator (blocking until ``deadline``, monotonic seconds)."""
         while self.machine.coordinator is None:
             self._check_wakeup()
+            if time.monotonic() >= deadline:
+                return False
             now = self._now()
             if now < self.machine.retry_at:
                 time.sleep(min((self.machine.retry_at - now) / 1000, 0.1))
                 continue
-            if time.monotonic() >= deadline:
-                return False
             self.lookup_coordinator(deadline)
         return True
 
     def lookup_coordinator(self, deadline: float) -> None:
-        version_key = ApiKey.FIND_COORDINATOR
-        dest = self.metadata.any_node()
-        body: dict[str, Any] = {"key": self.group_id, "key_type": 0,
-                                "coordinator_keys": [self.group_id]}
-        try:
-            resp = self.net.call(dest, version_key, body,
-                                 timeout_ms=max(100, (deadline - time.monotonic()) * 1000))
-        except KafkaError as exc:
-            log.debug("FindCoordinator failed: %s", exc)
+        """Send FindCoordinator (or keep waiting for the one in flight) until ``deadline``.
+
+        The request gets the full request timeout and survives short polls: it shares the
+        broker connection with long-polling fetches, so a short timeout would never do.
+        """
+        fut = self._find_future
+        if fut is None:
+            body: dict[str, Any] = {"key": self.group_id, "key_type": 0,
+                                    "coordinator_keys": [self.group_id]}
+            fut = self._find_future = self.net.send(self.metadata.any_node(),
+                                                    ApiKey.FIND_COORDINATOR, body)
+        while not fut.wait(0.05):
+            self._check_wakeup()
+            if time.monotonic() >= deadline:
+                return
+        self._find_future = None
+        if fut.failed():
+            log.debug("FindCoordinator failed: %s", fut.exception())
             with self.lock:
-                self.machine.coordinator_lookup_failed(NETWORK_EXCEPTION, self._now())
+                self.machine.coordinator_lookup_failed(NETWORK_EXCEPTION, self._now(),
+                                                       f"FindCoordinator: {fut.exception()}")
             return
+        resp = fut.value
         if hasattr(resp, "coordinators"):
             c = resp.coordinators[0]
             code, node, host, port = int(c.error_code), int(c.node_id), c.host, int(c.port)
@@ -156,7 +168,8 @@ class ConsumerCoordinator:
                                       int(resp.port))
         with self.lock:
             if code:
-                actions = self.machine.coordinator_lookup_failed(code, self._now())
+                actions = self.machine.coordinator_lookup_failed(code, self._now(),
+                                                                 f"FindCoordinator error {code}")
             else:
                 self.net.set_address(("coordinator", node), host, port)
                 self.machine.coordinator_found(node, self._now())
@@ -482,10 +495,16 @@ class ConsumerCoordinator:
         fut.add_done_callback(done)
         return result
 
-    def commit_sync(self, offsets: Mapping[TopicPartition, Any], timeout_s: float) -> None:
-        """Commit and wait; retries retriable errors (coordinator moves) until timeout."""
+    def commit_sync(self, offsets: Mapping[TopicPartition, Any], timeout_s: float,
+                    interruptible: bool = False) -> None:
+        """Commit and wait; retries retriable errors (coordinator moves) until timeout.
+
+        ``interruptible``: a ``wakeup()`` aborts the retries (user-called commits).
+        """
         deadline = time.monotonic() + timeout_s
         while True:
+            if interruptible:
+                self._check_wakeup()
             if self.machine.coordinator is None and not self.ensure_coordinator(deadline):
                 raise KafkaTimeoutError("commit: coordinator not available")
             fut = self.send_commit(offsets)
@@ -532,6 +551,7 @@ class ConsumerCoordinator:
         body = {"group_id": self.group_id, "require_stable": True,
                 "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}
         while True:
+            self._check_wakeup()
             if not self.ensure_coordinator(deadline):
                 raise KafkaTimeoutError("OffsetFetch: coordinator not available")
             try:

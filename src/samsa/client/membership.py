@@ -267,7 +267,8 @@ class Membership:
         self.last_heartbeat_ok = now
         self._log(f"coordinator {node}")
 
-    def coordinator_lookup_failed(self, code: int, now: float) -> list[Action]:
+    def coordinator_lookup_failed(self, code: int, now: float, reason: str = "") -> list[Action]:
+        self._log(f"coordinator lookup failed: {reason or code}")
         self.coordinator = None
         self.retry_at = now + self.config.retry_backoff_ms
         return self._fatal_if(code)
