@@ -89,6 +89,10 @@ def test_deleted_topic(spark: Any, broker: BrokerProcess, fail: str) -> None:
         q.processAllAvailable()
         with Admin(broker.bootstrap) as admin:
             admin.delete_topics([doomed])
+            deadline = time.monotonic() + 30
+            while doomed in admin.list_topics():  # deletion is asynchronous
+                assert time.monotonic() < deadline, "topic was not deleted"
+                time.sleep(0.1)
         produce(broker.bootstrap, keep, [b"k2"] * 2)
         if fail == "true":
             with pytest.raises(Exception, match="is gone"):
