@@ -307,3 +307,39 @@ def test_coordinator_connection_loss_keeps_membership(broker: BrokerProcess,
                describe=lambda: describe([r]))
     assert r.consumer.generation == generation  # no rebalance: same member, same generation
     assert r.assignment == all_tps(t, 2)
+
+
+def test_wakeup_during_a_parked_join_resumes_it(broker: BrokerProcess,
+                                                topic: Callable[[int], str], group: str,
+                                                runners: list[Runner]) -> None:
+    import threading
+
+    from samsa.client import WakeupError
+
+    t = topic(2)
+    slow = Runner(make(broker, group), [t])
+    runners.append(slow)
+    slow.start()
+    wait_until(lambda: split_ok([slow], all_tps(t, 2)))
+    slow.paused_polling.set()  # the member will not rejoin: the next join phase waits
+    c = make(broker, group)
+    try:
+        c.subscribe([t])
+        threading.Timer(1.0, c.wakeup).start()
+        with pytest.raises(WakeupError):
+            c.poll(20_000)  # parked in JoinGroup until the wakeup
+        assert c.member_state == "REBALANCING"
+        slow.paused_polling.clear()
+
+        def settled() -> bool:
+            mine, theirs = c.assignment(), set(slow.assignment)
+            return (c.member_state == "STABLE" and slow.stable() and bool(mine) and
+                    bool(theirs) and mine.isdisjoint(theirs) and mine | theirs == all_tps(t, 2))
+
+        for _ in range(300):
+            c.poll(100)
+            if settled():
+                break
+        assert settled(), describe([slow])
+    finally:
+        c.close()

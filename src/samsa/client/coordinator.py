@@ -107,6 +107,8 @@ class ConsumerCoordinator:
         self._hb_wake = threading.Event()
         self._hb_thread: threading.Thread | None = None
         self._find_future: Future[Any] | None = None
+        self._in_flight: dict[Action, Future[Any]] = {}
+        self._resume: list[Action] = []
         self.joined_snapshot: dict[str, int] = {}
         self.async_commit_errors: list[BaseException] = []
         self.on_assignment_changed: Callable[[set[TopicPartition]], None] = lambda _: None
@@ -204,14 +206,21 @@ class ConsumerCoordinator:
             raise error_for(fatal.code, fatal.message)
 
     def ensure_active_group(self, deadline: float) -> bool:
-        """Run the join loop until the member is stable or ``deadline`` passes."""
+        """Run the join loop until the member is stable or ``deadline`` passes.
+
+        A ``wakeup()`` while JoinGroup or SyncGroup is in flight raises WakeupError but keeps
+        the request: the next call resumes waiting for the same response, as Kafka does.
+        """
         while True:
             self._check_wakeup()
-            with self.lock:
-                actions = self.machine.next_step(self._now())
-                stable = not self.machine.needs_rejoin()
-            if stable:
-                return True
+            if self._resume:
+                actions, self._resume = self._resume, []
+            else:
+                with self.lock:
+                    actions = self.machine.next_step(self._now())
+                    stable = not self.machine.needs_rejoin()
+                if stable:
+                    return True
             if not actions:
                 if time.monotonic() >= deadline:
                     return False
@@ -219,6 +228,11 @@ class ConsumerCoordinator:
                 continue
             try:
                 self._run_actions(actions, deadline)
+            except WakeupError:
+                if not self._resume:
+                    with self.lock:
+                        self.machine.abort_rebalance()
+                raise
             except BaseException:
                 with self.lock:
                     self.machine.abort_rebalance()
@@ -230,7 +244,12 @@ class ConsumerCoordinator:
         queue = list(actions)
         while queue:
             action = queue.pop(0)
-            more = self._perform(action, deadline)
+            try:
+                more = self._perform(action, deadline)
+            except WakeupError:
+                if action in self._in_flight:  # a join/sync response is still coming
+                    self._resume = [action, *queue]
+                raise
             queue[:0] = more
 
     def _perform(self, action: Action, deadline: float) -> list[Action]:
@@ -284,22 +303,22 @@ class ConsumerCoordinator:
                 for a in self.assignors]
 
     def _join(self, action: SendJoinGroup, deadline: float) -> list[Action]:
-        if self.subs.type.name == "PATTERN":
-            self._match_pattern()
-        body = {
-            "group_id": self.group_id,
-            "session_timeout": self.config.session_timeout_ms,
-            "rebalance_timeout": self.config.rebalance_timeout_ms,
-            "member_id": action.member_id,
-            "group_instance_id": self.config.group_instance_id,
-            "protocol_type": "consumer",
-            "protocols": self._protocols(),
-            "reason": action.reason,
-        }
-        self.joined_snapshot = self._snapshot()
-        fut = self.net.send(self._coordinator_dest(), ApiKey.JOIN_GROUP, body,
-                            timeout_ms=self.config.rebalance_timeout_ms + 5000)
-        resp = self._wait(fut)
+        body: dict[str, Any] = {}
+        if action not in self._in_flight:  # not resuming after a wakeup
+            if self.subs.type.name == "PATTERN":
+                self._match_pattern()
+            body = {
+                "group_id": self.group_id,
+                "session_timeout": self.config.session_timeout_ms,
+                "rebalance_timeout": self.config.rebalance_timeout_ms,
+                "member_id": action.member_id,
+                "group_instance_id": self.config.group_instance_id,
+                "protocol_type": "consumer",
+                "protocols": self._protocols(),
+                "reason": action.reason,
+            }
+            self.joined_snapshot = self._snapshot()
+        resp = self._send_group_request(action, ApiKey.JOIN_GROUP, body)
         now = self._now()
         with self.lock:
             if resp is None:
@@ -312,9 +331,20 @@ class ConsumerCoordinator:
                 member_id=resp.member_id, protocol=resp.protocol_name,
                 leader_id=resp.leader, members=members)
 
+    def _send_group_request(self, action: Action, api: int, body: dict[str, Any]) -> Any:
+        """Send (or resume waiting for) the JoinGroup/SyncGroup of ``action``."""
+        fut = self._in_flight.get(action)
+        if fut is None:
+            fut = self._in_flight[action] = self.net.send(
+                self._coordinator_dest(), api, body,
+                timeout_ms=self.config.rebalance_timeout_ms + 5000)
+        while not fut.wait(0.05):
+            self._check_wakeup()
+        del self._in_flight[action]
+        return self._wait(fut)
+
     def _wait(self, fut: Future[Any]) -> Any:
-        """Wait for a response (bounded by its request timeout); None on a network failure."""
-        fut.wait()
+        """The response of a completed request; None on a network failure."""
         if fut.failed():
             log.debug("group request failed: %s", fut.exception())
             return None
@@ -350,9 +380,7 @@ class ConsumerCoordinator:
             "protocol_name": action.protocol,
             "assignments": [{"member_id": m, "assignment": a} for m, a in action.assignments],
         }
-        fut = self.net.send(self._coordinator_dest(), ApiKey.SYNC_GROUP, body,
-                            timeout_ms=self.config.rebalance_timeout_ms + 5000)
-        resp = self._wait(fut)
+        resp = self._send_group_request(action, ApiKey.SYNC_GROUP, body)
         now = self._now()
         with self.lock:
             if resp is None:
