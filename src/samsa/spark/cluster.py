@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 
 from samsa import TopicPartition
 from samsa.client.admin import Admin
+from samsa.client.errors import KafkaError
 from samsa.spark.options import EARLIEST, LATEST, OffsetSpec, OptionError, SourceOptions
 
 __all__ = ["Cluster"]
@@ -46,7 +47,15 @@ class Cluster:
         tps = set(tps)
         if not tps:
             return {}
-        found = self.admin.list_offsets(dict.fromkeys(tps, what))
+        try:
+            found = self.admin.list_offsets(dict.fromkeys(tps, what))
+        except KafkaError:
+            # A topic deleted since the partitions were listed: look up the others.
+            gone = tps - self.partitions()
+            if not gone:
+                raise
+            log.warning("partitions %s disappeared", _names(gone))
+            return self.offsets(tps - gone, what)
         out = {tp: off for tp, (off, _) in found.items()}
         missing = [tp for tp in tps if out.get(tp, -1) < 0]
         if missing:
