@@ -60,3 +60,16 @@ def test_partitioning_matches_the_client(spark: Any, broker: BrokerProcess) -> N
     keyed = [(r.key, r.partition) for r in rows if r.key is not None]
     assert sorted(keyed) == sorted((k, partition_for_key(k, 4)) for k in keys)
     assert len([r for r in rows if r.key is None]) == 40
+
+
+def test_large_batches(broker: BrokerProcess) -> None:
+    """Requests of several hundred KiB (the writer's 256 KiB batches, many partitions)."""
+    topic = create_topic(broker.bootstrap, unique("large"), 2)
+    n = 1200
+    with BulkProducer(broker.bootstrap, delivery_timeout_ms=15000) as p:
+        p.send_rows([topic] * n, [None] * n, [b"%04d" % i + b"x" * 996 for i in range(n)],
+                    [i % 2 for i in range(n)], [None] * n)
+        p.flush()
+        assert p.records_sent == n
+    assert _end(broker.bootstrap, TopicPartition(topic, 0)) == n // 2
+    assert _end(broker.bootstrap, TopicPartition(topic, 1)) == n // 2

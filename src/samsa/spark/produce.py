@@ -50,6 +50,7 @@ class _Encoded:
     data: bytes
     records: int
     attempts: int = 0
+    first_sent: float = 0.0
 
 
 @dataclass
@@ -200,6 +201,8 @@ class BulkProducer:
             topics: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
             for b in batches:
                 b.attempts += 1
+                if b.attempts == 1:
+                    b.first_sent = time.monotonic()
                 topics[b.tp.topic].append({"index": b.tp.partition, "records": b.data})
             body = {"transactional_id": None, "acks": -1, "timeout": self.timeout_ms,
                     "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()]}
@@ -232,12 +235,17 @@ class BulkProducer:
                 retry = True
                 self._check_deadline([b], err)
         if retry:
-            time.sleep(0.1)
+            time.sleep(0.2)
             self.metadata.refresh({tp.topic for tp in self._ready}, self.timeout_ms / 1000)
 
     def _check_deadline(self, batches: list[_Encoded], exc: BaseException) -> None:
-        if any(b.attempts * self.timeout_ms / 1000 > self.delivery_timeout for b in batches):
-            raise KafkaTimeoutError(f"records not delivered in time: {exc}")
+        """Give up on a batch ``delivery.timeout.ms`` after its first attempt."""
+        now = time.monotonic()
+        for b in batches:
+            if now - b.first_sent > self.delivery_timeout:
+                raise KafkaTimeoutError(
+                    f"records for {b.tp.topic}-{b.tp.partition} not delivered in "
+                    f"{self.delivery_timeout:.0f}s ({b.attempts} attempts): {exc}")
 
     def flush(self) -> None:
         """Encode the open batches and send until every batch is acknowledged."""
