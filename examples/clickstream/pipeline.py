@@ -9,8 +9,9 @@ final once the watermark passes its end; it is then written (append mode) to
   replayed result recognizable).
 
 Each sink is a streaming query with its own checkpoint under ``checkpoints``; a restarted
-job continues from the checkpoints. The source commits its progress under the consumer
-group ``clickstream`` so ``samsa groups describe clickstream`` shows the pipeline's lag.
+job continues from the checkpoints. The Parquet query's source commits its progress under
+the consumer group ``clickstream``, so ``samsa groups describe clickstream`` shows the
+pipeline's lag.
 
     python -m examples.clickstream.pipeline --bootstrap 127.0.0.1:9092 --out ./clicks-out
 """
@@ -26,13 +27,15 @@ WATERMARK = "2 minutes"
 GROUP = "clickstream"
 
 
-def counts(spark: Any, bootstrap: str, topic: str, max_per_trigger: int | None = None) -> Any:
-    """The windowed per-page counts (a streaming DataFrame)."""
+def counts(spark: Any, bootstrap: str, topic: str, group: str | None = None,
+           max_per_trigger: int | None = None) -> Any:
+    """The windowed per-page counts (a streaming DataFrame); ``group`` commits progress."""
     from pyspark.sql import functions as F
 
     reader = (spark.readStream.format("samsa").option("bootstrap.servers", bootstrap)
-              .option("subscribe", topic).option("startingOffsets", "earliest")
-              .option("groupId", GROUP))
+              .option("subscribe", topic).option("startingOffsets", "earliest"))
+    if group:
+        reader = reader.option("groupId", group)
     if max_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(max_per_trigger))
     events = (reader.load()
@@ -49,12 +52,12 @@ def start(spark: Any, bootstrap: str, topic: str, results_topic: str, out: Path,
     """Start both sinks' queries; returns them."""
     from pyspark.sql import functions as F
 
-    df = counts(spark, bootstrap, topic)
+    df = counts(spark, bootstrap, topic, GROUP)
     to_parquet = (df.writeStream.format("parquet").outputMode("append")
                   .option("path", str(out))
                   .option("checkpointLocation", str(checkpoints / "parquet"))
                   .trigger(processingTime=trigger).queryName("clicks_to_parquet").start())
-    results = df.select(
+    results = counts(spark, bootstrap, topic).select(
         F.concat_ws("|", "page", F.date_format("minute", "yyyy-MM-dd'T'HH:mm")).alias("key"),
         F.to_json(F.struct("minute", "page", "count")).alias("value"))
     to_topic = (results.writeStream.format("samsa").outputMode("append")
