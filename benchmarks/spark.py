@@ -93,6 +93,10 @@ def main() -> None:
         spark.sparkContext.setLogLevel("ERROR")
         spark.range(10).collect()  # JVM warm-up
 
+        # Warm the write path (Python workers, imports, JIT) on a scratch topic.
+        with Admin(bootstrap) as admin:
+            admin.create_topics({f"{topic}-warmup": args.partitions})
+        write(spark, bootstrap, f"{topic}-warmup", 20_000, args.partitions)
         n = args.records
         print(f"{n:,} records of 100 B, {args.partitions} partitions, {args.master}, "
               f"reads best of {args.repeat}")
