@@ -92,3 +92,14 @@ def test_bad_options_through_spark(spark: Any, broker: BrokerProcess) -> None:
     with pytest.raises(Exception, match="startingOffsets: malformed JSON"):
         stream(spark, broker, subscribe="a", startingOffsets="{oops").writeStream \
             .format("memory").queryName("bad_json").start().awaitTermination(60)
+
+
+def test_durations() -> None:
+    from samsa.spark.options import parse_duration_ms
+
+    assert [parse_duration_ms(t, "d") for t in ("15m", "10s", "500ms", "250", "1h")] == [
+        900_000, 10_000, 500, 250, 3_600_000]
+    with pytest.raises(OptionError, match="maxTriggerDelay must be a duration"):
+        _parse(subscribe="a", maxTriggerDelay="soon")
+    assert _parse(subscribe="a", minOffsetsPerTrigger="3", maxTriggerDelay="2s") \
+        .max_trigger_delay_ms == 2000

@@ -75,3 +75,30 @@ def test_rate_limit_and_available_now_target(broker: BrokerProcess) -> None:
         json.dumps({topic: {"0": n}}) for n in (0, 4, 8, 10)]
     assert reader.latestOffset(offsets[-1], ReadAllAvailable()) == offsets[-1]
     reader.stop()
+
+
+def test_min_offsets_per_trigger_and_max_trigger_delay(broker: BrokerProcess) -> None:
+    import time
+
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMinRows
+
+    topic = create_topic(broker.bootstrap, unique("minrows"), 1)
+    reader = _reader(broker, topic, startingOffsets="earliest", minOffsetsPerTrigger="5",
+                     maxTriggerDelay="1s")
+    limit = reader.getDefaultReadLimit()
+    assert limit == ReadMinRows(5)
+    start = reader.initialOffset()
+    produce(broker.bootstrap, topic, [b"x"] * 2)
+    first = reader.latestOffset(start, limit)  # the first trigger is never delayed
+    assert first == {topic: {"0": 2}}
+    produce(broker.bootstrap, topic, [b"x"] * 2)
+    assert reader.latestOffset(first, limit) == first  # 2 < 5: wait
+    assert reader.latestOffset(first, ReadAllAvailable()) == {topic: {"0": 4}}
+    produce(broker.bootstrap, topic, [b"x"] * 3)
+    second = reader.latestOffset(first, limit)
+    assert second == {topic: {"0": 7}}  # 5 available
+    produce(broker.bootstrap, topic, [b"x"])
+    assert reader.latestOffset(second, limit) == second
+    time.sleep(1.1)  # maxTriggerDelay passed: read what is there
+    assert reader.latestOffset(second, limit) == {topic: {"0": 8}}
+    reader.stop()

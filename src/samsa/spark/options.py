@@ -186,6 +186,8 @@ class SourceOptions:
     starting: OffsetSpec = OffsetSpec("latest")
     ending: OffsetSpec = OffsetSpec("latest")
     max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000
     min_partitions: int | None = None
     fail_on_data_loss: bool = True
     include_headers: bool = False
@@ -245,6 +247,10 @@ class SourceOptions:
                 if _get(opts, name) is not None:
                     raise OptionError(f"option {name} is for batch queries only")
         kw["max_offsets_per_trigger"] = _int(opts, "maxOffsetsPerTrigger", 1)
+        kw["min_offsets_per_trigger"] = _int(opts, "minOffsetsPerTrigger", 1)
+        delay = _get(opts, "maxTriggerDelay")
+        if delay is not None:
+            kw["max_trigger_delay_ms"] = parse_duration_ms(delay, "maxTriggerDelay")
         kw["min_partitions"] = _int(opts, "minPartitions", 1)
         kw["fail_on_data_loss"] = _bool(opts, "failOnDataLoss", True)
         kw["include_headers"] = _bool(opts, "includeHeaders", False)
@@ -286,6 +292,19 @@ class SinkOptions:
                 raise OptionError(f"option compression.type: unknown codec {comp!r}")
             kw["compression"] = None if comp == "none" else comp
         return cls(**kw)
+
+
+_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000,
+             "d": 86_400_000}
+
+
+def parse_duration_ms(text: str, option: str) -> int:
+    """Spark's time strings (``15m``, ``10s``, ``500ms``; no unit: ms) in milliseconds."""
+    m = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", text.lower())
+    if not m or m.group(2) not in ("", *_UNITS_MS):
+        raise OptionError(f"option {option} must be a duration like 15m, 30s or 500ms, "
+                          f"got {text!r}")
+    return int(int(m.group(1)) * _UNITS_MS.get(m.group(2), 1))
 
 
 def _display(lower: str) -> str:

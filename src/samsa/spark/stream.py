@@ -10,6 +10,7 @@ control: ``maxOffsetsPerTrigger`` (or the engine's ``ReadMaxRows``) caps a micro
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 
@@ -53,10 +55,11 @@ class SamsaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: dict[TopicPartition, int] | None = None
         self._latest: dict[TopicPartition, int] | None = None
         self._committed: dict[TopicPartition, int] | None = None
+        self._last_trigger: float | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {"opts": self.opts, "_cluster": None, "_target": None, "_latest": None,
-                "_committed": None}
+                "_committed": None, "_last_trigger": None}
 
     @property
     def cluster(self) -> Cluster:
@@ -71,8 +74,13 @@ class SamsaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return offsets_to_json(self.cluster.resolve(self.opts.starting, tps, "startingOffsets"))
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        """``maxOffsetsPerTrigger`` (``minOffsetsPerTrigger`` is applied by the source)."""
         n = self.opts.max_offsets_per_trigger
-        return ReadAllAvailable() if n is None else ReadMaxRows(n)
+        if n is not None:
+            return ReadMaxRows(n)
+        if self.opts.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.opts.min_offsets_per_trigger)
+        return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self.cluster.offsets(self.cluster.partitions(), -1)
@@ -106,9 +114,31 @@ class SamsaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 end[tp] = begin[tp] if self._target is not None else off
         if isinstance(limit, ReadMaxRows):
             end = rate_limit(begin, end, limit.max_rows)
-        if end == offsets_from_json(start):
+        min_rows = None  # ReadAllAvailable: the engine overrides the options
+        if isinstance(limit, ReadMinRows):
+            min_rows = limit.min_rows
+        elif isinstance(limit, ReadMaxRows):
+            min_rows = self.opts.min_offsets_per_trigger
+        if end == offsets_from_json(start) or not self._admit(begin, end, min_rows):
             return start
         return offsets_to_json(end)
+
+    def _admit(self, begin: dict[TopicPartition, int], end: dict[TopicPartition, int],
+               min_rows: int | None) -> bool:
+        """``minOffsetsPerTrigger``: wait for enough records, at most ``maxTriggerDelay``.
+
+        Ignored with ``availableNow`` (it must finish) and for new or gone partitions; the
+        first trigger is never delayed (as Spark's Kafka source).
+        """
+        now = time.monotonic()
+        last = self._last_trigger if self._last_trigger is not None else now - 1e9
+        available = sum(max(0, off - begin[tp]) for tp, off in end.items())
+        if (min_rows is None or self._target is not None or available >= min_rows
+                or set(end) != set(begin)
+                or now - last >= self.opts.max_trigger_delay_ms / 1000):
+            self._last_trigger = now
+            return True
+        return False
 
     def reportLatestOffset(self) -> Offsets | None:
         return None if self._latest is None else offsets_to_json(self._latest)
