@@ -194,7 +194,7 @@ class Connection(asyncio.BufferedProtocol):
             self._big_pos += nbytes
             if self._big_pos == len(self._big):
                 frame, self._big = self._big, None
-                self._submit(frame)
+                self._submit(memoryview(frame).toreadonly())  # kio reads read-only buffers
             return
         self._len += nbytes
         self._cut_frames()
@@ -228,7 +228,7 @@ class Connection(asyncio.BufferedProtocol):
             buf[:rest] = buf[pos:end]
             self._len = rest
 
-    def _submit(self, frame: bytes | bytearray) -> None:
+    def _submit(self, frame: bytes | memoryview) -> None:
         task = asyncio.get_running_loop().create_task(self._handle(frame))
         self._queue.append(task)
         self._ready.set()
@@ -247,7 +247,7 @@ class Connection(asyncio.BufferedProtocol):
             self.transport.close()
 
     # -- requests and answers --------------------------------------------------------------
-    async def _handle(self, frame: bytes | bytearray) -> Outgoing:
+    async def _handle(self, frame: bytes | memoryview) -> Outgoing:
         try:
             request = decode_request(frame, self.broker.supported)
         except UnsupportedApi as exc:

@@ -45,7 +45,7 @@ class Request:
     body: Any
 
 
-def peek_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
+def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
     """(api_key, api_version, correlation_id) of a request frame without its size prefix."""
     if len(frame) < _PREFIX.size:
         raise FrameError(f"request frame of {len(frame)} bytes is shorter than a header")
@@ -70,7 +70,7 @@ def _response_writers(cls: type[Any]) -> tuple[Any, tuple[Any, Any]]:
     return found
 
 
-def decode_request(frame: bytes | bytearray, supported: dict[int, tuple[int, int]]) -> Request:
+def decode_request(frame: bytes | memoryview, supported: dict[int, tuple[int, int]]) -> Request:
     """Decode ``frame`` (no size prefix) if its API and version are in ``supported``.
 
     Raises :class:`UnsupportedApi` for an API/version we do not serve and
