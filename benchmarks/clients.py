@@ -24,17 +24,25 @@ VALUE = b"x" * 100
 Result = tuple[str, str, float]
 
 
-def start_broker(data_dir: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "samsa.cli.main", "serve", "--listen", "127.0.0.1:0",
-         "--data-dir", data_dir], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        m = re.search(r"samsa listening on ([\d.]+):(\d+)", line)
+def start_broker(data_dir: str) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``samsa serve`` on a free port; its output goes to ``<data_dir>.log``."""
+    log_path = data_dir + ".log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "samsa.cli.main", "serve", "--listen", "127.0.0.1:0",
+             "--data-dir", data_dir], stdout=log, stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            m = re.search(r"samsa listening on ([\d.]+):(\d+)", f.read())
         if m:
             return proc, f"{m.group(1)}:{m.group(2)}"
-    raise RuntimeError("broker did not start")
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"broker did not start, see {log_path}")
 
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:

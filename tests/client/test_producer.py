@@ -120,3 +120,18 @@ def test_non_idempotent_retry_duplicates_control(
     assert proxy.dropped == 1
     records = consume_all(proc.bootstrap, "plain", 1, 11)
     assert len(records) > 10
+
+
+def test_buffer_memory_bounds_queued_records(broker: BrokerProcess,
+                                             topic: Callable[[int], str]) -> None:
+    t = topic(2)
+    limit = 20_000
+    with Producer(bootstrap_servers=broker.bootstrap, buffer_memory=limit, batch_size=4096,
+                  linger_ms=20) as p:
+        futures = []
+        for i in range(3000):
+            futures.append(p.send(t, value=b"x" * 100, key=b"%d" % i))
+            assert p._buffered <= limit + 200
+        assert p.flush(30) == 0
+    assert all(f.succeeded() for f in futures)
+    assert len(consume_all(broker.bootstrap, t, 2, 3000)) == 3000

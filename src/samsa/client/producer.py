@@ -49,6 +49,7 @@ DEFAULTS: dict[str, Any] = {
     "max_in_flight_requests_per_connection": 5,
     "max_request_size": 1048576,
     "max_block_ms": 60000,
+    "buffer_memory": 33554432,
     "metadata_max_age_ms": 300000,
     "key_serializer": None,
     "value_serializer": None,
@@ -180,6 +181,8 @@ class Producer:
         self._in_flight: dict[int, int] = defaultdict(int)
         self._tp_in_flight: dict[TopicPartition, int] = defaultdict(int)
         self._incomplete = 0
+        self._buffered = 0
+        self._buffer_memory = c["buffer_memory"]
         self._flushing = 0
         self._closed = False
         self._metadata_stale = False
@@ -227,6 +230,8 @@ class Producer:
         ts = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
         size = (len(key) if key else 0) + (len(value) if value else 0) + _RECORD_OVERHEAD
         with self._lock:
+            if self._buffered + size > self._buffer_memory and self._buffered:
+                self._wait_for_memory(size)
             queue = self._batches.get(tp)
             if queue is None:
                 queue = self._batches[tp] = collections.deque()
@@ -243,6 +248,7 @@ class Producer:
             fut = RecordFuture(batch, len(batch.records))
             batch.records.append(ProducerRecordData(ts, key, value, headers or ()))
             batch.size += size
+            self._buffered += size
             self._incomplete += 1
             if batch.size >= self._batch_size:
                 batch.full = True
@@ -254,6 +260,16 @@ class Producer:
         return fut
 
     produce = send
+
+    def _wait_for_memory(self, size: int) -> None:
+        """Block ``send`` (lock held) until queued records fit in ``buffer_memory``."""
+        deadline = time.monotonic() + self.config["max_block_ms"] / 1000
+        self._cond.notify_all()
+        while self._buffered and self._buffered + size > self._buffer_memory:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise KafkaTimeoutError(f"buffer_memory full for {self.config['max_block_ms']} ms")
+            self._cond.wait(min(remaining, 0.05))
 
     def _wait_for_topic(self, topic: str) -> int:
         deadline = time.monotonic() + self.config["max_block_ms"] / 1000
@@ -470,6 +486,7 @@ class Producer:
         if finished:
             with self._cond:
                 self._incomplete -= sum(len(b.records) for b, _, _, _ in finished)
+                self._buffered -= sum(b.size - 61 for b, _, _, _ in finished)
                 self._cond.notify_all()
 
     def _requeue(self, batch: _Batch) -> None:
