@@ -10,37 +10,8 @@ import pytest
 
 from samsa.client import Admin
 from tests.brokerproc import BrokerProcess
-from tests.client.groupproxy import GroupProxy
-from tests.client.runner import broker_has_groups
-from tests.conftest import FAST_GROUPS
 
 _names = itertools.count()
-
-
-class ProxiedBroker:
-    """A broker behind :class:`GroupProxy`: same interface as :class:`BrokerProcess`."""
-
-    def __init__(self, proc: BrokerProcess, proxy: GroupProxy) -> None:
-        self.proc = proc
-        self.proxy = proxy
-        self.bootstrap = proxy.bootstrap
-
-
-@pytest.fixture(scope="session")
-def broker(broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactory
-           ) -> Iterator[BrokerProcess | ProxiedBroker]:
-    """The shared broker; while it lacks the group APIs, one behind the coordinator proxy."""
-    if broker_has_groups(broker.bootstrap):
-        yield broker
-        return
-    proxy = GroupProxy()
-    proc = BrokerProcess(tmp_path_factory.mktemp("grouped") / "data",
-                         {**FAST_GROUPS, "advertised.port": str(proxy.port)}).start()
-    proxy.start(("127.0.0.1", proc.port))
-    yield ProxiedBroker(proc, proxy)
-    proxy.close()
-    assert not proxy.errors, proxy.errors[0]
-    assert proc.stop() == 0
 
 
 @pytest.fixture

@@ -7,22 +7,6 @@ from typing import Any
 
 from samsa import TopicPartition
 from samsa.client import Consumer, KafkaError, WakeupError
-from tests.wire import WireClient
-
-
-def broker_has_groups(bootstrap: str) -> bool:
-    """True when the broker serves JoinGroup (the group coordinator's handlers landed)."""
-    from kio.index import load_request_schema
-
-    from samsa.protocol.build import build
-
-    w = WireClient(bootstrap)
-    try:
-        resp = w.call(18, 3, build(load_request_schema(18, 3), {
-            "client_software_name": "t", "client_software_version": "0"}))
-        return any(int(k.api_key) == 11 for k in resp.api_keys)
-    finally:
-        w.close()
 
 
 class Recorder:

@@ -23,15 +23,12 @@ from samsa import TopicPartition
 from samsa.client import Admin, ConsumerRecord, Producer
 from tests.brokerproc import BrokerProcess
 from tests.client.conftest import wait_until
-from tests.client.runner import broker_has_groups
 
 _groups = itertools.count()
 
 
 @pytest.fixture
-def group(broker: BrokerProcess) -> str:
-    if not broker_has_groups(broker.bootstrap):
-        pytest.skip("the broker does not serve JoinGroup yet (group coordinator handlers)")
+def group() -> str:
     return f"ex-{next(_groups)}"
 
 

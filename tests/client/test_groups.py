@@ -14,16 +14,10 @@ from samsa.assignors import PartitionAssignor, Subscription
 from samsa.client import Admin, Consumer, FencedInstanceIdError, Producer
 from tests.brokerproc import BrokerProcess
 from tests.client.conftest import wait_until
-from tests.client.runner import Runner, broker_has_groups
+from tests.client.runner import Runner
 
 pytestmark = pytest.mark.slow
 _groups = itertools.count()
-
-
-@pytest.fixture(autouse=True)
-def _needs_groups(broker: BrokerProcess) -> None:
-    if not broker_has_groups(broker.bootstrap):
-        pytest.skip("the broker does not serve JoinGroup yet (group coordinator handlers)")
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from samsa import TopicPartition
 from samsa.client import Producer
 from tests.brokerproc import BrokerProcess
 from tests.client.conftest import wait_until
-from tests.client.runner import Runner, broker_has_groups
+from tests.client.runner import Runner
 from tests.client.test_groups import make
 
 pytestmark = [pytest.mark.slow, pytest.mark.conformance]
@@ -71,8 +71,6 @@ class CkRunner(threading.Thread):
 def test_samsa_and_librdkafka_share_a_group(broker: BrokerProcess,
                                             topic: Callable[[int], str],
                                             strategy: str) -> None:
-    if not broker_has_groups(broker.bootstrap):
-        pytest.skip("the broker does not serve JoinGroup yet (group coordinator handlers)")
     t = topic(8)
     group = f"mixed-{strategy}-{next(_groups)}"
     parts = {TopicPartition(t, p) for p in range(8)}
