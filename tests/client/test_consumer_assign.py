@@ -187,3 +187,31 @@ def test_offsets_lookups(broker: BrokerProcess, topic: Callable[[int], str]) -> 
         assert c.beginning_offsets(parts) == dict.fromkeys(parts, 0)
         assert c.end_offsets(parts) == {parts[0]: 0, parts[1]: 10}
         assert c.partitions_for_topic(t) == {0, 1}
+
+
+@pytest.mark.parametrize("reset", ["earliest", "latest", "none"])
+def test_offset_out_of_range_follows_auto_offset_reset(broker: BrokerProcess,
+                                                       topic: Callable[[int], str],
+                                                       reset: str) -> None:
+    from samsa.client import OffsetOutOfRangeError
+
+    t = topic(1)
+    tp = TopicPartition(t, 0)
+    produce(broker.bootstrap, t, 10)
+    with Consumer(bootstrap_servers=broker.bootstrap, auto_offset_reset=reset) as c:
+        c.assign([tp])
+        c.seek(tp, 1000)
+        if reset == "none":
+            with pytest.raises(OffsetOutOfRangeError):
+                for _ in range(20):
+                    c.poll(200)
+            return
+        if reset == "earliest":
+            got = drain(c, 10, rounds=20)
+            assert [r.offset for r in got] == list(range(10))
+        else:
+            for _ in range(20):
+                assert c.poll(200) == []
+                if c.position(tp) != 1000:
+                    break
+            assert c.position(tp) == 10
