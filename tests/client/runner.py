@@ -66,8 +66,7 @@ class Runner(threading.Thread):
             self.error = exc
 
     def stable(self) -> bool:
-        return self.consumer.member_state == "STABLE" and not \
-            self.consumer._coordinator.machine.needs_rejoin()  # type: ignore[union-attr]
+        return self.consumer.member_state == "STABLE" and not self.consumer.rejoin_pending
 
     def stop(self, close: bool = True) -> None:
         self.stopped.set()

@@ -474,4 +474,9 @@ class Consumer:
     def generation(self) -> int:
         return -1 if self._coordinator is None else self._coordinator.machine.generation
 
+    @property
+    def rejoin_pending(self) -> bool:
+        """True while the member still has to (re)join: not yet settled in its generation."""
+        return self._coordinator is not None and self._coordinator.machine.needs_rejoin()
+
 
