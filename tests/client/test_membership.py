@@ -302,3 +302,70 @@ def test_random_event_sequences_keep_invariants() -> None:
                 assert m.owned == owned
             if m.state != MemberState.REBALANCING:
                 assert m.generation >= 0 or m.state == MemberState.UNJOINED
+
+
+ALL_CODES = [NONE, 7, DISCONNECTED, LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE,
+             NOT_COORDINATOR, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS,
+             MEMBER_ID_REQUIRED, FENCED_INSTANCE_ID, INCONSISTENT_PROTOCOL, 26]
+
+
+def _in_state(name: str) -> Membership:
+    m = machine()
+    if name == "unjoined":
+        m.coordinator_found(0, 0)
+    elif name == "joining":
+        m.coordinator_found(0, 0)
+        m.next_step(0)
+    elif name == "syncing":
+        m.coordinator_found(0, 0)
+        m.next_step(0)
+        m.on_join_response(NONE, 0, generation=1, member_id="m1", protocol="range",
+                           leader_id="x")
+    else:
+        stable(m, frozenset({A0}))
+    return m
+
+
+@pytest.mark.parametrize("state", ["unjoined", "joining", "syncing", "stable"])
+@pytest.mark.parametrize("code", ALL_CODES)
+@pytest.mark.parametrize("event", ["join", "sync", "heartbeat", "commit"])
+def test_every_state_and_answer(state: str, code: int, event: str) -> None:
+    """Each (state, response, error) pair: no exception, and the member can always recover."""
+    m = _in_state(state)
+    generation = m.generation
+    if event == "join":
+        out = m.on_join_response(code, 10, generation=2, member_id="m1", protocol="range",
+                                 leader_id="x")
+    elif event == "sync":
+        out = m.on_sync_response(code, 10, generation, frozenset({A1}))
+    elif event == "heartbeat":
+        out = m.on_heartbeat_response(code, 10, generation)
+    else:
+        out = m.on_commit_error(code, 10, generation) if code else []
+    fatal = [a for a in out if isinstance(a, RaiseError)]
+    if fatal:
+        assert m.next_step(10_000) == fatal  # fatal errors stick until the user sees them
+        return
+    if m.state == MemberState.STABLE:
+        assert m.generation >= 0 and m.member_id
+    # Recovery: answer every request with NONE; the member gets back to STABLE.
+    now = 1000.0
+    if m.awaiting == "join":
+        m.on_join_response(NONE, now, generation=7, member_id="m1", protocol="range",
+                           leader_id="x")
+    if m.awaiting == "sync":
+        m.on_sync_response(NONE, now, m.generation, frozenset({A0}))
+    for _ in range(5):
+        now += 1000
+        m.poll(now)
+        for a in m.next_step(now):
+            if isinstance(a, FindCoordinator):
+                m.coordinator_found(0, now)
+            elif isinstance(a, SendJoinGroup):
+                (sync,) = m.on_join_response(NONE, now, generation=m.generation + 9,
+                                             member_id="m1", protocol="range", leader_id="x")
+                assert isinstance(sync, SendSyncGroup)
+                m.on_sync_response(NONE, now, sync.generation, frozenset({A0}))
+        if m.state == MemberState.STABLE and not m.needs_rejoin():
+            break
+    assert m.state == MemberState.STABLE and not m.needs_rejoin(), m.history[-5:]

@@ -189,6 +189,8 @@ class Membership:
     next_heartbeat: float = 0.0
     heartbeat_in_flight: bool = False
     left_for_poll_timeout: bool = False
+    awaiting: str = ""
+    """While REBALANCING: "join" or "sync", the response the member waits for."""
     history: list[str] = field(default_factory=list)
 
     # ---- queries ---------------------------------------------------------------------
@@ -234,6 +236,7 @@ class Membership:
             self.needs_join_prepare = False
             actions.extend(self._prepare_join())
         self.state = MemberState.REBALANCING
+        self.awaiting = "join"
         self.rejoin_needed = False
         self.heartbeat_in_flight = False
         actions.append(SendJoinGroup(self.member_id, self.rejoin_reason))
@@ -260,6 +263,7 @@ class Membership:
         """The join loop was interrupted (an exception in the driver): join again later."""
         if self.state == MemberState.REBALANCING:
             self.state = MemberState.UNJOINED
+            self.awaiting = ""
             self.rejoin_needed = True
 
     def coordinator_found(self, node: int, now: float) -> None:
@@ -285,9 +289,10 @@ class Membership:
                          member_id: str = "", protocol: str | None = None,
                          leader_id: str = "",
                          members: tuple[JoinedMember, ...] = ()) -> list[Action]:
-        if self.state != MemberState.REBALANCING:
+        if self.state != MemberState.REBALANCING or self.awaiting != "join":
             return []
         if code == NONE:
+            self.awaiting = "sync"
             self.generation = generation
             self.member_id = member_id
             self.protocol = protocol
@@ -298,6 +303,7 @@ class Membership:
                 return [PerformAssignment(generation, protocol or "", leader_id, members)]
             return [SendSyncGroup(generation, member_id, protocol or "", ())]
         self.state = MemberState.UNJOINED
+        self.awaiting = ""
         self.rejoin_needed = True
         if code == MEMBER_ID_REQUIRED:
             self.member_id = member_id
@@ -313,8 +319,10 @@ class Membership:
 
     def on_sync_response(self, code: int, now: float, generation: int,
                          assignment: frozenset[TopicPartition] = frozenset()) -> list[Action]:
-        if self.state != MemberState.REBALANCING or generation != self.generation:
+        if self.state != MemberState.REBALANCING or self.awaiting != "sync" or \
+                generation != self.generation:
             return []
+        self.awaiting = ""
         if code != NONE:
             self.state = MemberState.UNJOINED
             self.rejoin_needed = True
@@ -442,6 +450,7 @@ class Membership:
         if reset_member:
             self.member_id = ""
         self.state = MemberState.UNJOINED
+        self.awaiting = ""
         self.heartbeat_in_flight = False
 
     def _log(self, message: str) -> None:
