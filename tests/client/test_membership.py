@@ -369,3 +369,12 @@ def test_every_state_and_answer(state: str, code: int, event: str) -> None:
         if m.state == MemberState.STABLE and not m.needs_rejoin():
             break
     assert m.state == MemberState.STABLE and not m.needs_rejoin(), m.history[-5:]
+
+
+def test_static_leader_skips_assignment_when_told() -> None:
+    m = machine(instance="i-1")
+    m.coordinator_found(0, 0)
+    m.next_step(0)
+    actions = m.on_join_response(NONE, 1, generation=3, member_id="m9", protocol="range",
+                                 leader_id="m9", skip_assignment=True)
+    assert actions == [SendSyncGroup(3, "m9", "range", ())]

@@ -329,7 +329,8 @@ class ConsumerCoordinator:
             return self.machine.on_join_response(
                 int(resp.error_code), now, generation=int(resp.generation_id),
                 member_id=resp.member_id, protocol=resp.protocol_name,
-                leader_id=resp.leader, members=members)
+                leader_id=resp.leader, members=members,
+                skip_assignment=bool(getattr(resp, "skip_assignment", False)))
 
     def _send_group_request(self, action: Action, api: int, body: dict[str, Any]) -> Any:
         """Send (or resume waiting for) the JoinGroup/SyncGroup of ``action``."""

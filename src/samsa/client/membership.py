@@ -287,8 +287,10 @@ class Membership:
 
     def on_join_response(self, code: int, now: float, *, generation: int = -1,
                          member_id: str = "", protocol: str | None = None,
-                         leader_id: str = "",
-                         members: tuple[JoinedMember, ...] = ()) -> list[Action]:
+                         leader_id: str = "", members: tuple[JoinedMember, ...] = (),
+                         skip_assignment: bool = False) -> list[Action]:
+        """JoinGroup answered. ``skip_assignment`` (v9+): a static leader rejoined a stable
+        group without changes, so it sends an empty SyncGroup instead of assigning."""
         if self.state != MemberState.REBALANCING or self.awaiting != "join":
             return []
         if code == NONE:
@@ -299,7 +301,7 @@ class Membership:
             self.leader_id = leader_id
             self._log(f"joined generation {generation} as {member_id}"
                       f"{' (leader)' if leader_id == member_id else ''}")
-            if leader_id == member_id:
+            if leader_id == member_id and not skip_assignment:
                 return [PerformAssignment(generation, protocol or "", leader_id, members)]
             return [SendSyncGroup(generation, member_id, protocol or "", ())]
         self.state = MemberState.UNJOINED
