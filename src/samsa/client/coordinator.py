@@ -110,7 +110,6 @@ class ConsumerCoordinator:
         self._in_flight: dict[Action, Future[Any]] = {}
         self._resume: list[Action] = []
         self.joined_snapshot: dict[str, int] = {}
-        self.async_commit_errors: list[BaseException] = []
         self.on_assignment_changed: Callable[[set[TopicPartition]], None] = lambda _: None
 
     def _now(self) -> float:

@@ -188,7 +188,6 @@ class Membership:
     last_heartbeat_ok: float = 0.0
     next_heartbeat: float = 0.0
     heartbeat_in_flight: bool = False
-    left_for_poll_timeout: bool = False
     awaiting: str = ""
     """While REBALANCING: "join" or "sync", the response the member waits for."""
     history: list[str] = field(default_factory=list)
@@ -214,7 +213,6 @@ class Membership:
     def poll(self, now: float) -> None:
         """The user called ``poll``: resets the max-poll-interval clock."""
         self.last_poll = now
-        self.left_for_poll_timeout = False
 
     def request_rejoin(self, reason: str) -> None:
         """Metadata or subscription changed, or a cooperative revocation finished."""
@@ -379,7 +377,6 @@ class Membership:
         if not self.is_static and self.member_id and self.coordinator is not None:
             actions.append(SendLeaveGroup(self.member_id, "consumer poll timeout has expired"))
         self._reset_generation(reset_member=True)
-        self.left_for_poll_timeout = True
         self.request_rejoin("poll timeout expired")
         return actions
 
