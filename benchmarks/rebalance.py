@@ -255,21 +255,25 @@ async def join_group(conns: list[Conn], group: str, members: int,
 
 
 async def heartbeat_load(host: str, port: int, groups: int, per_group: int,
-                         connections: int, seconds: float, window: int) -> dict[str, Any]:
+                         connections: int, seconds: float, window: int,
+                         broker_pid: int) -> dict[str, Any]:
     conns = [await Conn.open(host, port) for _ in range(connections)]
     members: list[tuple[str, str, int]] = []
+    join_start = time.perf_counter()
     for g in range(groups):
         ids, _ = await join_group(conns, f"hb-{g}", per_group)
         members.extend((f"hb-{g}", m, gen) for m, gen in ids)
+    join_s = time.perf_counter() - join_start
     frames = [encode_request(12, 3, 0, "bench", HeartbeatRequest(
         group_id=GroupId(g), generation_id=i32(gen), member_id=m, group_instance_id=None))
         for g, m, gen in members]
-    ok = errors = 0
+    ok = 0
+    errors: dict[int, int] = {}
     stop_at = time.perf_counter() + seconds
     cpu0 = time.process_time()
 
     async def pump(ci: int) -> None:
-        nonlocal ok, errors
+        nonlocal ok
         conn = conns[ci]
         mine = frames[ci::connections]
         inflight: list[asyncio.Future[Any]] = []
@@ -280,20 +284,25 @@ async def heartbeat_load(host: str, port: int, groups: int, per_group: int,
                 i += 1
             frame = await inflight.pop(0)
             # Heartbeat v3 response: correlation id, throttle_time_ms, error_code.
-            if struct.unpack_from(">h", frame, 8)[0] == 0:
+            code = struct.unpack_from(">h", frame, 8)[0]
+            if code == 0:
                 ok += 1
             else:
-                errors += 1
+                errors[code] = errors.get(code, 0) + 1
         for f in inflight:
             await f
 
     start = time.perf_counter()
+    broker0 = cpu_seconds(broker_pid)
     await asyncio.gather(*(pump(i) for i in range(connections)))
     elapsed = time.perf_counter() - start
+    broker_cpu_s = cpu_seconds(broker_pid) - broker0
     gen_cpu = time.process_time() - cpu0
     for c in conns:
         await c.close()
     return {"members": len(members), "ok": ok, "errors": errors, "seconds": elapsed,
+            "join_s": join_s, "broker_cpu_us": broker_cpu_s / max(ok, 1) * 1e6,
+            "broker_cpu": broker_cpu_s / elapsed,
             "rate": ok / elapsed, "generator_cpu": gen_cpu / elapsed}
 
 
@@ -329,12 +338,12 @@ def _in_process(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def _run_coro(name: str, args: tuple[Any, ...]) -> Any:
-    return asyncio.run(globals()[name](*args))
+    return asyncio.run(asyncio.wait_for(globals()[name](*args), 300))
 
 
-def broker_cpu(broker: BrokerProcess) -> float:
-    assert broker.proc is not None
-    with open(f"/proc/{broker.proc.pid}/stat") as f:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux)."""
+    with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -355,7 +364,7 @@ def main() -> None:
     ap.add_argument("--big", type=int, default=5000)
     ap.add_argument("--session-ms", type=int, default=6000)
     args = ap.parse_args()
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # 100 consumers' sockets
     sizes = [int(s) for s in args.sizes.split(",")]
     print(f"samsa group coordinator benchmark; {os.cpu_count()} cores; "
@@ -394,16 +403,18 @@ def main() -> None:
             print("(c) coordinator capacity (load generator in its own process)")
             c = _start(tmpdir, "c", {"group.initial.rebalance.delay.ms": "1000"})
             host, port = "127.0.0.1", c.port
-            cpu0 = broker_cpu(c)
+            assert c.proc is not None
             hb = _in_process(heartbeat_load, host, port, args.hb_groups, args.hb_members,
-                             args.hb_connections, args.hb_seconds, args.hb_window)
-            cpu = broker_cpu(c) - cpu0
+                             args.hb_connections, args.hb_seconds, args.hb_window, c.proc.pid)
             print(f"    heartbeats: {hb['members']} members in {args.hb_groups} groups, "
                   f"{args.hb_connections} connections, window {args.hb_window}")
             print(f"    {hb['rate']:,.0f} heartbeats/s answered NONE ({hb['ok']:,} in "
                   f"{hb['seconds']:.1f} s, {hb['errors']} errors); generator CPU "
                   f"{hb['generator_cpu']:.0%} of a core")
-            print(f"    broker CPU over the whole run (joins + load): {cpu:.1f} s")
+            print(f"    broker: {hb['broker_cpu']:.0%} of a core busy, "
+                  f"{hb['broker_cpu_us']:.0f} us CPU per heartbeat "
+                  f"(=> {1e6 / hb['broker_cpu_us']:,.0f}/s on a free core); "
+                  f"joining the groups took {hb['join_s']:.1f} s")
             print(f"    target >= 20,000/s: {'MET' if hb['rate'] >= 20000 else 'MISSED'}")
             big = _in_process(big_group, host, port, args.big, args.hb_connections)
             print(f"    one group of {args.big} members: Stable after {big['stable_s']:.2f} s "

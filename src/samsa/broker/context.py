@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from samsa.protocol.build import build
@@ -10,6 +11,9 @@ from samsa.protocol.codec import Request, response_class
 
 if TYPE_CHECKING:
     from samsa.broker.server import Broker
+
+#: kio resolves the response class by name on every lookup; requests repeat a few dozen.
+_response_class = cache(response_class)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,4 +34,4 @@ class RequestContext:
 
     def respond(self, **fields: Any) -> Any:
         """The response entity of this request's API version, built from ``fields``."""
-        return build(response_class(self.request.api_key, self.request.api_version), fields)
+        return build(_response_class(self.request.api_key, self.request.api_version), fields)
