@@ -441,7 +441,7 @@ def main() -> None:
             print(f"    heartbeats: {hb['members']} members in {args.hb_groups} groups, "
                   f"{args.hb_connections} connections, window {args.hb_window}")
             print(f"    {hb['rate']:,.0f} heartbeats/s answered NONE ({hb['ok']:,} in "
-                  f"{hb['seconds']:.1f} s, {hb['errors']} errors); generator CPU "
+                  f"{hb['seconds']:.1f} s, errors: {hb['errors'] or 'none'}); generator CPU "
                   f"{hb['generator_cpu']:.0%} of a core")
             print(f"    broker: {hb['broker_cpu']:.0%} of a core busy, "
                   f"{hb['broker_cpu_us']:.0f} us CPU per heartbeat "
