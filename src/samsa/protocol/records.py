@@ -119,7 +119,8 @@ def compress(codec: int, data: bytes) -> bytes:
     raise ValueError(f"unknown compression codec {codec}")
 
 
-def _slow_varint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """The zigzag varint at ``pos``: (value, next position)."""
     result = 0
     shift = 0
     while True:
@@ -133,13 +134,15 @@ def _slow_varint(buf: bytes, pos: int) -> tuple[int, int]:
             raise CorruptRecordError("varint too long")
 
 
-def _decode_records(
+def decode_records(
     buf: bytes, count: int, base_offset: int, base_ts: int, fixed_ts: int | None
 ) -> list[tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]]:
-    """Decode ``count`` records from ``buf`` (an uncompressed records section)."""
+    """Decode ``count`` records from ``buf`` (an uncompressed records section) as
+    ``(offset, timestamp_ms, key, value, headers)``; ``fixed_ts`` is the batch's
+    LogAppendTime, which replaces every record's timestamp."""
     out: list[tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]] = []
     append = out.append
-    varint = _slow_varint
+    varint = read_varint
     pos = 0
     for _ in range(count):
         # length
@@ -240,7 +243,7 @@ def decode_batches(data: bytes, *, check_crc: bool = True) -> Iterator[DecodedBa
             body = decompress(codec, body)
         ts_type = 1 if attributes & 0x08 else 0
         try:
-            records = _decode_records(
+            records = decode_records(
                 body, count, base_offset, base_ts, max_ts if ts_type else None
             )
         except (IndexError, UnicodeDecodeError) as exc:

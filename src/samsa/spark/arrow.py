@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 from crc32c import crc32c
 
-from samsa.protocol.records import CorruptRecordError, decompress
+from samsa.protocol.records import CorruptRecordError, decode_records, decompress
 
 __all__ = [
     "HEADERS_TYPE",
@@ -131,19 +131,6 @@ def scan_next_offset(data: bytes | memoryview) -> int | None:
     return last
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint too long")
-
-
 def decode_into(cols: Columns, data: bytes, start: int, until: int) -> int | None:
     """Append records of ``data`` with ``start <= offset < until``; returns the next offset.
 
@@ -181,76 +168,15 @@ def decode_into(cols: Columns, data: bytes, start: int, until: int) -> int | Non
 
 def _records(cols: Columns, buf: bytes, count: int, base: int, base_ts: int,
              fixed_ts: int | None, ts_type: int, start: int, until: int) -> None:
+    """Append the records of one batch with ``start <= offset < until`` to the columns."""
     keys, values, offsets, timestamps = cols.keys, cols.values, cols.offsets, cols.timestamps
     ts_types, headers, want_headers = cols.ts_types, cols.headers, cols.include_headers
-    varint = _varint
-    pos = 0
-    for _ in range(count):
-        b = buf[pos]
-        if b < 0x80:
-            pos += 2  # length, attributes
-        else:
-            _, pos = varint(buf, pos)
-            pos += 1
-        b = buf[pos]
-        if b < 0x80:
-            ts_delta = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            ts_delta, pos = varint(buf, pos)
-        b = buf[pos]
-        if b < 0x80:
-            off_delta = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            off_delta, pos = varint(buf, pos)
-        b = buf[pos]
-        if b < 0x80:
-            n = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            n, pos = varint(buf, pos)
-        if n < 0:
-            key = None
-        else:
-            key = buf[pos : pos + n]
-            pos += n
-        b = buf[pos]
-        if b < 0x80:
-            n = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            n, pos = varint(buf, pos)
-        if n < 0:
-            value = None
-        else:
-            value = buf[pos : pos + n]
-            pos += n
-        b = buf[pos]
-        hdrs: list[tuple[str, bytes | None]] = []
-        if b == 0:
-            pos += 1
-        else:
-            nh, pos = varint(buf, pos)
-            for _h in range(nh):
-                n, pos = varint(buf, pos)
-                hkey = buf[pos : pos + n].decode()
-                pos += n
-                n, pos = varint(buf, pos)
-                if n < 0:
-                    hval = None
-                else:
-                    hval = buf[pos : pos + n]
-                    pos += n
-                hdrs.append((hkey, hval))
-        offset = base + off_delta
+    for offset, ts, key, value, hdrs in decode_records(buf, count, base, base_ts, fixed_ts):
         if start <= offset < until:
             keys.append(key)
             values.append(value)
             offsets.append(offset)
-            timestamps.append(base_ts + ts_delta if fixed_ts is None else fixed_ts)
+            timestamps.append(ts)
             ts_types.append(ts_type)
             if want_headers:
                 headers.append(hdrs)
-    if pos > len(buf):
-        raise CorruptRecordError("records run past the end of the batch")

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 from crc32c import crc32c
 
-from samsa.protocol.records import CorruptRecordError, decompress
+from samsa.protocol.records import CorruptRecordError, decompress, read_varint
 from samsa.spark.arrow import HEADERS_TYPE, arrow_schema
 
 __all__ = ["decode_chunk"]
@@ -111,16 +111,14 @@ def _binary(u: np.ndarray[Any, Any], starts: np.ndarray[Any, Any],
 def _headers(buf: bytes, positions: np.ndarray[Any, Any], counts: np.ndarray[Any, Any]
              ) -> pa.Array:
     """``array<struct<key, value>>`` parsed per record (``positions`` after the count)."""
-    from samsa.spark.arrow import _varint
-
     rows: list[list[dict[str, Any]]] = []
     for pos, count in zip(positions.tolist(), counts.tolist(), strict=True):
         row = []
         for _ in range(count):
-            n, pos = _varint(buf, pos)
+            n, pos = read_varint(buf, pos)
             key = buf[pos : pos + n].decode()
             pos += n
-            n, pos = _varint(buf, pos)
+            n, pos = read_varint(buf, pos)
             value = None if n < 0 else buf[pos : pos + n]
             pos += max(n, 0)
             row.append({"key": key, "value": value})
