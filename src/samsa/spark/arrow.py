@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import datetime
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 from crc32c import crc32c
@@ -18,17 +19,20 @@ from crc32c import crc32c
 from samsa.protocol.records import CorruptRecordError, decode_records, decompress
 
 __all__ = [
+    "BATCH_HEADER_SIZE",
     "HEADERS_TYPE",
     "Columns",
+    "WholeBatch",
     "arrow_schema",
     "decode_into",
     "scan_next_offset",
     "spark_schema_ddl",
+    "whole_batches",
 ]
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _PREFIX = struct.Struct(">qi")
-_HEADER_SIZE = 61
+BATCH_HEADER_SIZE = _HEADER_SIZE = 61
 _LOG_OVERHEAD = 12
 _CRC_START = 21
 
@@ -131,38 +135,60 @@ def scan_next_offset(data: bytes | memoryview) -> int | None:
     return last
 
 
+class WholeBatch(NamedTuple):
+    """Header fields of one whole, CRC-checked batch and its position in the data."""
+
+    pos: int
+    size: int
+    attributes: int
+    record_count: int
+    base: int
+    base_ts: int
+    max_ts: int
+    next_offset: int
+
+
+def whole_batches(data: bytes | memoryview) -> Iterator[WholeBatch]:
+    """Every whole v2 batch of ``data`` (a trailing partial one is ignored); raises
+    CorruptRecordError on a bad magic byte or CRC."""
+    mv = memoryview(data)
+    pos, end = 0, len(mv)
+    while end - pos >= _HEADER_SIZE:
+        base, length = _PREFIX.unpack_from(mv, pos)
+        size = length + _LOG_OVERHEAD
+        if end - pos < size:
+            return
+        (_, _, _, magic, crc, attributes, last_delta, base_ts, max_ts, _, _, _,
+         count) = _HEADER.unpack_from(mv, pos)
+        if magic != 2:
+            raise CorruptRecordError(f"unsupported record batch magic {magic} at offset {base}")
+        if crc32c(mv[pos + _CRC_START : pos + size]) != crc:
+            raise CorruptRecordError(f"CRC mismatch in batch at offset {base}")
+        yield WholeBatch(pos, size, attributes, count, base, base_ts, max_ts,
+                         base + last_delta + 1)
+        pos += size
+
+
 def decode_into(cols: Columns, data: bytes, start: int, until: int) -> int | None:
     """Append records of ``data`` with ``start <= offset < until``; returns the next offset.
 
     The next offset is the one after the last whole batch (None when ``data`` holds no whole
     batch); control batches and compacted gaps advance it without producing rows.
     """
-    pos, end, nxt = 0, len(data), None
-    mv = memoryview(data)
-    while end - pos >= _HEADER_SIZE:
-        base, length = _PREFIX.unpack_from(data, pos)
-        size = length + _LOG_OVERHEAD
-        if end - pos < size:
-            break
-        (_, _, _, magic, crc, attributes, last_delta, base_ts, max_ts, _, _, _,
-         count) = _HEADER.unpack_from(data, pos)
-        if magic != 2:
-            raise CorruptRecordError(f"unsupported record batch magic {magic} at offset {base}")
-        if crc32c(mv[pos + _CRC_START : pos + size]) != crc:
-            raise CorruptRecordError(f"CRC mismatch in batch at offset {base}")
-        nxt = base + last_delta + 1
-        if not attributes & 0x20 and nxt > start and base < until:  # not a control batch
-            body = data[pos + _HEADER_SIZE : pos + size]
-            codec = attributes & 0x07
+    nxt = None
+    for b in whole_batches(data):
+        nxt = b.next_offset
+        if not b.attributes & 0x20 and nxt > start and b.base < until:  # not a control batch
+            body = data[b.pos + _HEADER_SIZE : b.pos + b.size]
+            codec = b.attributes & 0x07
             if codec:
                 body = decompress(codec, body)
-            ts_type = 1 if attributes & 0x08 else 0
+            ts_type = 1 if b.attributes & 0x08 else 0
             try:
-                _records(cols, body, count, base, base_ts, max_ts if ts_type else None,
-                         ts_type, start, until)
+                _records(cols, body, b.record_count, b.base, b.base_ts,
+                         b.max_ts if ts_type else None, ts_type, start, until)
             except (IndexError, UnicodeDecodeError) as exc:
-                raise CorruptRecordError(f"bad record in batch at offset {base}") from exc
-        pos += size
+                raise CorruptRecordError(f"bad record in batch at offset {b.base}") from exc
     return nxt
 
 

@@ -9,23 +9,16 @@ in :mod:`samsa.spark.arrow` is the reference (the tests compare both).
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from crc32c import crc32c
 
 from samsa.protocol.records import CorruptRecordError, decompress, read_varint
-from samsa.spark.arrow import HEADERS_TYPE, arrow_schema
+from samsa.spark.arrow import BATCH_HEADER_SIZE, HEADERS_TYPE, arrow_schema, whole_batches
 
 __all__ = ["decode_chunk"]
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_PREFIX = struct.Struct(">qi")
-_HEADER_SIZE = 61
-_LOG_OVERHEAD = 12
-_CRC_START = 21
 _TS = pa.timestamp("us", tz="UTC")
 _I64 = np.int64
 
@@ -135,23 +128,13 @@ def decode_chunk(data: bytes | memoryview, start: int, until: int, topic: str,
     in the range.
     """
     mv = memoryview(data)
-    pos, end, nxt = 0, len(mv), None
+    nxt = None
     wanted: list[tuple[int, int, int, int, int, int, int]] = []
-    while end - pos >= _HEADER_SIZE:
-        base, length = _PREFIX.unpack_from(mv, pos)
-        size = length + _LOG_OVERHEAD
-        if end - pos < size:
-            break
-        (_, _, _, magic, crc, attributes, last_delta, base_ts, max_ts, _, _, _,
-         count) = _HEADER.unpack_from(mv, pos)
-        if magic != 2:
-            raise CorruptRecordError(f"unsupported record batch magic {magic} at offset {base}")
-        if crc32c(mv[pos + _CRC_START : pos + size]) != crc:
-            raise CorruptRecordError(f"CRC mismatch in batch at offset {base}")
-        nxt = base + last_delta + 1
-        if not attributes & 0x20 and nxt > start and base < until and count > 0:
-            wanted.append((pos, size, attributes, count, base, base_ts, max_ts))
-        pos += size
+    for b in whole_batches(mv):
+        nxt = b.next_offset
+        if not b.attributes & 0x20 and nxt > start and b.base < until and b.record_count > 0:
+            wanted.append((b.pos, b.size, b.attributes, b.record_count, b.base, b.base_ts,
+                           b.max_ts))
     if not wanted:
         return None, nxt
     # Uncompressed batches are decoded in place; otherwise the bodies are concatenated.
@@ -161,11 +144,11 @@ def decode_chunk(data: bytes | memoryview, start: int, until: int, topic: str,
     meta: list[tuple[int, int, int, int, int]] = []  # count, base, base ts, fixed ts, type
     offset = 0
     for pos, size, attributes, count, base, base_ts, max_ts in wanted:
-        body: bytes | memoryview = mv[pos + _HEADER_SIZE : pos + size]
+        body: bytes | memoryview = mv[pos + BATCH_HEADER_SIZE : pos + size]
         if attributes & 0x07:
             body = decompress(attributes & 0x07, bytes(body))
         try:
-            _walk(body, count, pos + _HEADER_SIZE if in_place else offset, starts)
+            _walk(body, count, pos + BATCH_HEADER_SIZE if in_place else offset, starts)
         except IndexError as exc:
             raise CorruptRecordError(f"bad record in batch at offset {base}") from exc
         bodies.append(body)
