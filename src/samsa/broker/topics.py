@@ -122,6 +122,8 @@ class TopicManager:
     def load(self, now_ms: int) -> None:
         """Open every topic recorded in ``topics.json`` (recovering their logs)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        for leftover in self.data_dir.glob("*.deleted"):  # a deletion cut short by a crash
+            shutil.rmtree(leftover, ignore_errors=True)
         meta = self._meta_path()
         if not meta.exists():
             return
@@ -160,8 +162,7 @@ class TopicManager:
         if validate_only:
             return topic
         for p in range(num_partitions):
-            log = PartitionLog.open(self._dir(name, p), config, now_ms=now_ms)
-            topic.partitions.append(Partition(name, p, log))
+            topic.partitions.append(Partition(name, p, self._open_new(name, p, config, now_ms)))
         self._add(topic)
         self._save()
         return topic
@@ -182,8 +183,7 @@ class TopicManager:
             return topic
         config = self.log_config(topic.overrides, name)
         for p in range(current, total):
-            log = PartitionLog.open(self._dir(name, p), config, now_ms=now_ms)
-            topic.partitions.append(Partition(name, p, log))
+            topic.partitions.append(Partition(name, p, self._open_new(name, p, config, now_ms)))
         self._save()
         return topic
 
@@ -196,13 +196,19 @@ class TopicManager:
             raise TopicError(17, f"Internal topic {name} cannot be deleted.")
         del self._topics[name]
         del self._by_id[topic.topic_id]
-        self._save()
+        # Move the data aside before topics.json forgets the topic, so a crash in between
+        # never leaves a directory that a new topic of the same name would reopen.
+        doomed = []
         for part in topic.partitions:
             part.notify()
             part.log.close()
-            doomed = part.log.directory.with_name(part.log.directory.name + ".deleted")
-            os.replace(part.log.directory, doomed)
-            shutil.rmtree(doomed, ignore_errors=True)
+            aside = part.log.directory.with_name(
+                f"{part.log.directory.name}.{topic.topic_id.hex}.deleted")
+            os.replace(part.log.directory, aside)
+            doomed.append(aside)
+        self._save()
+        for aside in doomed:
+            shutil.rmtree(aside, ignore_errors=True)
         return topic
 
     def close(self) -> None:
@@ -214,6 +220,14 @@ class TopicManager:
     def _add(self, topic: Topic) -> None:
         self._topics[topic.name] = topic
         self._by_id[topic.topic_id] = topic
+
+    def _open_new(self, name: str, partition: int, config: LogConfig, now_ms: int) -> PartitionLog:
+        """Open the log of a partition that did not exist: a directory already there is an
+        orphan (a create cut short before topics.json was written) and is cleared."""
+        directory = self._dir(name, partition)
+        if directory.exists():
+            shutil.rmtree(directory)
+        return PartitionLog.open(directory, config, now_ms=now_ms)
 
     def _dir(self, name: str, partition: int) -> Path:
         return self.data_dir / f"{name}-{partition}"

@@ -1,0 +1,44 @@
+"""TopicManager on the filesystem: deletions and creations cut short by a crash."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from samsa.broker.config import BrokerConfig
+from samsa.broker.topics import TopicManager
+from tests.records import make_batch
+
+
+def _manager(data: Path) -> TopicManager:
+    topics = TopicManager(BrokerConfig.create(data_dir=data))
+    topics.load(now_ms=0)
+    return topics
+
+
+def test_orphan_partition_directory_is_not_reopened(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    topics = _manager(data)
+    topic = topics.create("t", 1, now_ms=0)
+    topic.partitions[0].log.append(make_batch([(b"k", b"old")]), 0)
+    topics.close()
+    # A crash after topics.json forgot "t" but before its directory went away:
+    (data / "topics.json").write_text("{}")
+    topics = _manager(data)
+    assert topics.get("t") is None
+    fresh = topics.create("t", 1, now_ms=0)
+    assert fresh.partitions[0].log.log_end_offset == 0
+    topics.close()
+
+
+def test_delete_moves_data_aside_and_load_sweeps_leftovers(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    topics = _manager(data)
+    topics.create("gone", 2, now_ms=0)
+    topics.delete("gone")
+    assert not list(data.glob("gone-*"))
+    (data / "gone-0.abc.deleted").mkdir()  # as if a crash interrupted the removal
+    topics.close()
+    topics = _manager(data)
+    assert not list(data.glob("*.deleted"))
+    assert topics.get("gone") is None
+    topics.close()
