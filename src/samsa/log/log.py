@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 import threading
 from bisect import bisect_right
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from samsa.protocol.batch import (
     BatchHeader,
     parse_header,
-    patch_base_offset,
     patch_log_append_time,
     split_batches,
 )
@@ -44,6 +44,7 @@ from .segment import INT32_MAX, Segment
 __all__ = ["AppendInfo", "CompactionStats", "PartitionLog"]
 
 MAX_LOADED_SEGMENTS = 2
+_BASE_OFFSET = struct.Struct(">q")
 """Non-active segments kept open (descriptor + indexes) for reads, per partition."""
 
 
@@ -198,16 +199,21 @@ class PartitionLog:
                 raise RecordBatchTooLarge(
                     f"batch of {h.size} bytes exceeds segment.bytes {cfg.segment_bytes}"
                 )
-        buf = bytearray(records)
-        log_append_time = now_ms if cfg.log_append_time else -1
         offset = self._log_end_offset
         assigned: list[BatchHeader] = []
-        for h in headers:
-            patch_base_offset(buf, h.position, offset)
-            if cfg.log_append_time:
-                patch_log_append_time(buf, h.position, now_ms)
-            assigned.append(parse_header(buf, h.position))
-            offset += h.last_offset_delta + 1
+        if cfg.log_append_time:  # rewrites the header under the CRC: work on a copy
+            copy = bytearray(records)
+            for h in headers:
+                patch_log_append_time(copy, h.position, now_ms)
+                assigned.append(replace(parse_header(copy, h.position), base_offset=offset))
+                offset += h.last_offset_delta + 1
+            buf: bytes | bytearray | memoryview = copy
+        else:  # only baseOffset changes; it is written from the header, not the buffer
+            buf = records
+            for h in headers:
+                assigned.append(replace(h, base_offset=offset))
+                offset += h.last_offset_delta + 1
+        log_append_time = now_ms if cfg.log_append_time else -1
         duplicate, staged = self.producers.check(assigned)
         if duplicate is not None:
             return self._duplicate_info(duplicate)
@@ -226,30 +232,37 @@ class PartitionLog:
             meta.base_offset, meta.last_offset, ts, self._log_start_offset, duplicate=True
         )
 
-    def _write(self, buf: bytearray, headers: list[BatchHeader], now_ms: int) -> None:
-        """Write batches, rolling segments as needed; one write per segment touched."""
+    def _write(
+        self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader], now_ms: int
+    ) -> None:
+        """Write batches, rolling segments as needed; one write per segment touched.
+
+        Each batch goes out as its assigned baseOffset followed by the rest of its bytes
+        in ``buf`` (a vectored write: the produced records are never copied)."""
         view = memoryview(buf)
         interval = self.config.index_interval_bytes
-        chunk_start = 0
         pending: list[BatchHeader] = []
         for h in headers:
             if self._should_roll(h, now_ms, pending):
-                self._write_chunk(view[chunk_start : h.position], pending, chunk_start, interval)
-                chunk_start, pending = h.position, []
+                self._write_chunk(view, pending, interval)
+                pending = []
                 self._roll(h.base_offset, now_ms)
             pending.append(h)
-        self._write_chunk(view[chunk_start:], pending, chunk_start, interval)
+        self._write_chunk(view, pending, interval)
 
-    def _write_chunk(
-        self, data: memoryview, headers: list[BatchHeader], chunk_start: int, interval: int
-    ) -> None:
+    def _write_chunk(self, view: memoryview, headers: list[BatchHeader], interval: int) -> None:
         if not headers:
             return
         seg = self._active
-        base_position = seg.size
-        seg.write(data)
+        position = seg.size
+        parts: list[bytes | memoryview] = []
         for h in headers:
-            seg.note_batch(h, base_position + h.position - chunk_start, interval)
+            parts.append(_BASE_OFFSET.pack(h.base_offset))
+            parts.append(view[h.position + 8 : h.end])
+        seg.write(parts)
+        for h in headers:
+            seg.note_batch(h, position, interval)
+            position += h.size
 
     def _should_roll(self, h: BatchHeader, now_ms: int, pending: list[BatchHeader]) -> bool:
         seg = self._active

@@ -29,6 +29,7 @@ __all__ = ["INT32_MAX", "Segment", "segment_name"]
 INT32_MAX = 2**31 - 1
 _LENGTH = struct.Struct(">i")
 _MIN_BATCH_LENGTH = BATCH_OVERHEAD - LOG_OVERHEAD
+_IOV_MAX = 1024
 
 
 def segment_name(base_offset: int) -> str:
@@ -191,15 +192,20 @@ class Segment:
         self.max_timestamp = max(self.max_timestamp, header.max_timestamp)
         self.next_offset = header.next_offset
 
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        """Append raw bytes at the end of the file (reaches the OS, no fsync)."""
+    def write(self, parts: list[bytes | memoryview]) -> None:
+        """Append ``parts`` back to back at the end of the file (reaches the OS, no fsync)."""
         fd = self.open_fd()
-        view = memoryview(data)
         position = self.size
-        while view:
-            written = os.pwrite(fd, view, position)
-            view = view[written:]
+        views = [memoryview(p).cast("B") for p in parts if len(p)]
+        i = 0
+        while i < len(views):
+            written = os.pwritev(fd, views[i : i + _IOV_MAX], position)
             position += written
+            while i < len(views) and written >= len(views[i]):
+                written -= len(views[i])
+                i += 1
+            if written:
+                views[i] = views[i][written:]
         self.size = position
 
     # -- loading, scanning, recovery -------------------------------------------------------
