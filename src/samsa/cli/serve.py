@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from samsa.broker.allocator import keep_large_buffers
 from samsa.broker.config import BrokerConfig, ConfigError, parse_assignments, read_properties
 
 
@@ -62,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     logging.basicConfig(level=args.log_level, stream=sys.stdout,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    keep_large_buffers()
     try:
         import uvloop
 
