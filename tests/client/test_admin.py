@@ -34,3 +34,10 @@ def test_list_offsets_earliest_latest_and_by_time(broker: BrokerProcess, admin: 
     assert admin.list_offsets({tp: "latest"})[tp][0] == 10
     assert admin.list_offsets({tp: 1_004_500})[tp] == (5, 1_005_000)
     assert admin.list_offsets({tp: 9_999_999})[tp][0] == -1
+
+
+def test_list_offsets_of_an_unknown_topic_fails_without_creating_it(admin: Admin) -> None:
+    with pytest.raises(KafkaError) as info:
+        admin.list_offsets({TopicPartition("adm-never-created", 0): "latest"})
+    assert info.value.code == 3  # UNKNOWN_TOPIC_OR_PARTITION
+    assert "adm-never-created" not in admin.list_topics()

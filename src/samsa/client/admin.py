@@ -97,6 +97,7 @@ class Admin:
         for r in resp.responses:
             if int(r.error_code):
                 raise error_for(int(r.error_code), f"delete topic {r.name}")
+        self._wait_for(set(names), present=False)
 
     def create_partitions(self, new_totals: Mapping[str, int]) -> None:
         """Grow topics to the given total partition counts."""
@@ -149,8 +150,13 @@ class Admin:
         """tp -> "earliest" | "latest" | timestamp ms; returns tp -> (offset, timestamp)."""
         specs = {TopicPartition(*tp): EARLIEST if v == "earliest" else
                  LATEST if v == "latest" else int(v) for tp, v in partitions.items()}
-        self._metadata.refresh({tp.topic for tp in specs})
-        return list_offsets(self._metadata, specs, self.timeout_ms / 1000)
+        topics = {tp.topic for tp in specs}
+        cluster = self._metadata.refresh(topics, allow_auto_create=False)
+        for name in sorted(topics):  # like Kafka's AdminClient: no topic is created here
+            if name in cluster.topic_errors or name not in cluster.partitions:
+                raise error_for(cluster.topic_errors.get(name, 3), f"topic {name}")
+        return list_offsets(self._metadata, specs, self.timeout_ms / 1000,
+                            allow_auto_create=False)
 
     # ---- groups -------------------------------------------------------------------------
 

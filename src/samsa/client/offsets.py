@@ -19,7 +19,8 @@ _RETRIABLE_METADATA = {3, 5, 6, 74, 75}
 
 
 def list_offsets(metadata: Metadata, timestamps: Mapping[TopicPartition, int],
-                 timeout_s: float = 30.0) -> dict[TopicPartition, tuple[int, int]]:
+                 timeout_s: float = 30.0, *, allow_auto_create: bool = True
+                 ) -> dict[TopicPartition, tuple[int, int]]:
     """Offset lookup per partition: ``timestamp`` -2 earliest, -1 latest, else by time.
 
     Returns tp -> (offset, timestamp); offset is -1 when no record is that recent.
@@ -68,5 +69,6 @@ def list_offsets(metadata: Metadata, timestamps: Mapping[TopicPartition, int],
             if time.monotonic() > deadline:
                 raise KafkaTimeoutError(f"ListOffsets did not complete for {sorted(todo)}")
             time.sleep(0.1)
-            metadata.refresh({tp.topic for tp in todo}, max(0.1, deadline - time.monotonic()))
+            metadata.refresh({tp.topic for tp in todo}, max(0.1, deadline - time.monotonic()),
+                             allow_auto_create=allow_auto_create)
     return out
