@@ -232,13 +232,13 @@ def _read_frame(sock: socket.socket, view: memoryview) -> int:
 
 
 def protocol_produce(bootstrap: str, topic: str, partitions: int, n: int,
-                     size: int) -> tuple[int, float]:
-    """Pipelined Produce v7 (acks=1) of ~1 MB batches of ``size``-byte records."""
+                     size: int, acks: int = 1) -> tuple[int, float]:
+    """Pipelined Produce v7 of ~1 MB batches of ``size``-byte records."""
     per_batch = max(1, 1_000_000 // (size + 10))
     batch = make_batch([(None, b"v" * size)] * per_batch)
     frames = []
     for p in range(partitions):
-        req = ProduceRequest(transactional_id=None, acks=1,
+        req = ProduceRequest(transactional_id=None, acks=acks,
                              timeout=datetime.timedelta(seconds=30),
                              topic_data=(TopicProduceData(name=topic, partition_data=(
                                  PartitionProduceData(index=p, records=batch),)),))
@@ -353,6 +353,10 @@ def run_once(args: argparse.Namespace, tmp: Path) -> list[Row]:
         t = create("b1k-protocol")
         rows.append(measure("produce 1 KiB acks=1 (protocol)", pid, 1024, 0.3,
                             lambda: protocol_produce(boot, t, 4, n1k, 1024)))
+        drop(t)
+        t = create("b1k-protocol-all")
+        rows.append(measure("produce 1 KiB acks=all (protocol)", pid, 1024, 0.3,
+                            lambda: protocol_produce(boot, t, 4, n1k, 1024, acks=-1)))
         drop(t)
         t = create("b100")
         rows.append(measure("produce 100 B acks=1 (confluent-kafka)", pid, 100, None,
