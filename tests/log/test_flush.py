@@ -23,6 +23,24 @@ def test_flush_advances_flushed_offset(open_log: OpenLog, tmp_path: Path) -> Non
     assert log.flush() == 9
 
 
+def test_recovery_point_checkpoint_lags_fsyncs_by_at_most_the_interval(
+    open_log: OpenLog, tmp_path: Path
+) -> None:
+    log = open_log()
+    fill(log, 3)
+    assert log.flush() == 9
+    assert read_offset(tmp_path / "p0", RECOVERY_POINT) == 9
+    fill(log, 2)
+    assert log.flush() == 15  # fsynced, but the checkpoint was written just now: it lags
+    assert read_offset(tmp_path / "p0", RECOVERY_POINT) == 9
+    assert log.flush(checkpoint=True) == 15
+    assert read_offset(tmp_path / "p0", RECOVERY_POINT) == 15
+    fill(log, 1)
+    log.flush()
+    log.close()  # closing always writes it
+    assert read_offset(tmp_path / "p0", RECOVERY_POINT) == 18
+
+
 def test_flush_from_thread_while_appending(open_log: OpenLog, tmp_path: Path) -> None:
     fds_before = open_fds()
     log = open_log(segment_bytes="300", index_interval_bytes="50")
@@ -52,7 +70,7 @@ def test_flush_from_thread_while_appending(open_log: OpenLog, tmp_path: Path) ->
     # A flush covers at least what was appended before it started.
     assert all(flushed >= end_before for end_before, flushed in observed)
     assert [f for _, f in observed] == sorted(f for _, f in observed)
-    log.flush()
+    log.flush(checkpoint=True)
     assert log.flushed_offset == log.log_end_offset == 600
     assert [h.base_offset for h in all_batches(log)] == list(range(0, 600, 2))
     assert read_offset(tmp_path / "p0", RECOVERY_POINT) == 600

@@ -13,6 +13,7 @@ import os
 import shutil
 import struct
 import threading
+import time
 from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass, replace
@@ -44,6 +45,7 @@ from .segment import INT32_MAX, Segment
 __all__ = ["AppendInfo", "CompactionStats", "PartitionLog"]
 
 MAX_LOADED_SEGMENTS = 2
+RECOVERY_POINT_INTERVAL_S = 1.0
 _BASE_OFFSET = struct.Struct(">q")
 """Non-active segments kept open (descriptor + indexes) for reads, per partition."""
 
@@ -79,6 +81,8 @@ class PartitionLog:
         self._log_start_offset = 0
         self._log_end_offset = 0
         self._flushed_offset = 0
+        self._checkpointed = -1  # recovery point last written, and when (monotonic)
+        self._checkpointed_at = 0.0
         self._unsynced: list[int] = []
         self._dir_dirty = False
         self._closed = False
@@ -128,7 +132,7 @@ class PartitionLog:
             _fsync_dir(self.directory)
             self._dir_dirty = False
             write_offset(self.directory, RECOVERY_POINT, end)
-        self._flushed_offset = end
+        self._flushed_offset = self._checkpointed = end
         self._rebuild_producer_state()
 
     def _rebuild_producer_state(self) -> None:
@@ -302,16 +306,19 @@ class PartitionLog:
         self._touch(old)
 
     # -- flushing ----------------------------------------------------------------------
-    def flush(self) -> int:
+    def flush(self, *, checkpoint: bool = False) -> int:
         """fsync everything appended so far; returns the new flushed offset.
 
         Safe to call from a worker thread while the loop thread appends: the fsync covers
-        every write that completed before it started.
+        every write that completed before it started. The recovery-point checkpoint only
+        bounds how much recovery re-validates, so it may lag: it is rewritten at most every
+        ``RECOVERY_POINT_INTERVAL_S`` (a file replace per fsync costs about half as much as
+        the fsync), on close, or now with ``checkpoint``.
         """
         with self._flush_lock:
-            return self._flush_locked()
+            return self._flush_locked(checkpoint)
 
-    def _flush_locked(self) -> int:
+    def _flush_locked(self, checkpoint: bool = False) -> int:
         with self._lock:
             if self._closed:
                 return self._flushed_offset
@@ -319,23 +326,33 @@ class PartitionLog:
             fds, self._unsynced = self._unsynced, []
             active_fd = self._active.fd
             dir_dirty, self._dir_dirty = self._dir_dirty, False
-            if target <= self._flushed_offset and not fds and not dir_dirty:
-                return self._flushed_offset
-        try:
-            for fd in fds:
-                os.fsync(fd)
-            if active_fd is not None:
-                os.fsync(active_fd)
-            if dir_dirty:
-                _fsync_dir(self.directory)
-        finally:
-            for fd in fds:
-                os.close(fd)
-        with self._lock:
-            if target > self._flushed_offset:
-                self._flushed_offset = target
-        write_offset(self.directory, RECOVERY_POINT, target)
-        return target
+            idle = target <= self._flushed_offset and not fds and not dir_dirty
+        if not idle:
+            try:
+                for fd in fds:
+                    os.fsync(fd)
+                if active_fd is not None:
+                    os.fsync(active_fd)
+                if dir_dirty:
+                    _fsync_dir(self.directory)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            with self._lock:
+                if target > self._flushed_offset:
+                    self._flushed_offset = target
+        return self._checkpoint_locked(checkpoint)
+
+    def _checkpoint_locked(self, force: bool) -> int:
+        """Write the flushed offset as the recovery point if due (or ``force``); return it."""
+        flushed = self._flushed_offset
+        now = time.monotonic()
+        if flushed != self._checkpointed and (
+            force or now - self._checkpointed_at >= RECOVERY_POINT_INTERVAL_S
+        ):
+            write_offset(self.directory, RECOVERY_POINT, flushed)
+            self._checkpointed, self._checkpointed_at = flushed, now
+        return flushed
 
     # -- reading -----------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int) -> bytes | memoryview:
@@ -514,7 +531,8 @@ class PartitionLog:
         horizon = now_ms - cfg.min_compaction_lag_ms
         # Only fsynced segments (below the checkpointed recovery point): recovery relies on
         # segments past it being contiguous, which cleaning does not preserve.
-        durable = read_offset(self.directory, RECOVERY_POINT) or 0
+        with self._flush_lock:
+            durable = self._checkpoint_locked(force=True)
         candidates: list[Segment] = []
         for i, seg in enumerate(self._segments[:-1]):
             if self._segments[i + 1].base_offset > durable:
@@ -611,6 +629,7 @@ class PartitionLog:
                 self._flushed_offset = min(self._flushed_offset, self._log_end_offset)
                 self._dir_dirty = True
             write_offset(self.directory, RECOVERY_POINT, self._flushed_offset)
+            self._checkpointed = self._flushed_offset
             cleaner = read_offset(self.directory, CLEANER_OFFSET)
             if cleaner is not None and cleaner > self._log_end_offset:
                 write_offset(self.directory, CLEANER_OFFSET, self._log_end_offset)
@@ -621,7 +640,7 @@ class PartitionLog:
         with self._flush_lock:
             if self._closed:
                 return
-            self._flush_locked()
+            self._flush_locked(checkpoint=True)
             self._active.persist_indexes()
             with self._lock:
                 self._closed = True
