@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -171,3 +172,61 @@ def test_interrupted_cleaning_leaves_original(open_log: OpenLog, tmp_path: Path)
     (d / "00000000000000000000.log.cleaned").write_bytes(b"\x00" * 50)
     log = open_log(**COMPACT)
     assert len(records_of(log)) == 60
+
+
+def test_clean_on_a_worker_thread_while_appending_and_reading(open_log: OpenLog) -> None:
+    log = open_log(**COMPACT)
+    fill_keyed(log, 20)
+    log.flush()
+    before = records_of(log)
+    active_base = log.segments[-1].base_offset
+    plan = log.plan_compaction(now_ms=10_000)
+    assert plan is not None
+    assert log.plan_compaction(now_ms=10_000) is None  # one compaction at a time
+    result: list[list[int] | None] = []
+    worker = threading.Thread(target=lambda: result.append(log.clean(plan)))
+    worker.start()
+    # The loop thread keeps serving meanwhile: appends and reads of the planned segments.
+    fill_keyed(log, 5, ts=2_000)
+    assert records_of(log)[: len(before)] == before  # nothing swapped in yet
+    worker.join()
+    stats = log.install_cleaned(plan, result[0])
+    assert stats.segments_cleaned == len(plan.segments)
+    after = records_of(log)
+    cleaned = [r for r in after if r[0] < active_base]
+    assert {k: o for o, k, _ in cleaned} == {k: o for o, k, _ in before if o < active_base}
+    assert [r for r in after if r[0] >= active_base] == [
+        r for r in before if r[0] >= active_base
+    ] + [r for r in after if r[0] >= 60]
+    assert len([r for r in after if r[0] >= 60]) == 15  # the appends made meanwhile
+    assert not list(log.directory.glob("*.cleaned"))
+
+
+def test_close_stops_a_running_clean_and_leaves_no_cleaned_files(open_log: OpenLog) -> None:
+    log = open_log(**COMPACT)
+    fill_keyed(log, 40)
+    log.flush()
+    directory = log.directory
+    plan = log.plan_compaction(now_ms=10_000)
+    assert plan is not None
+    log.close()  # e.g. the topic is deleted before the worker got to run
+    assert log.clean(plan) is None
+    assert log.install_cleaned(plan, None).segments_cleaned == 0
+    assert not list(directory.glob("*.cleaned"))
+
+
+def test_segments_removed_by_retention_during_clean_are_skipped(open_log: OpenLog) -> None:
+    log = open_log(**COMPACT)
+    fill_keyed(log, 20)
+    log.flush()
+    plan = log.plan_compaction(now_ms=10_000)
+    assert plan is not None
+    sizes = log.clean(plan)
+    assert sizes is not None
+    first = plan.segments[0]
+    log.delete_records(log.segments[1].base_offset)  # drops the first segment meanwhile
+    assert first not in log.segments
+    stats = log.install_cleaned(plan, sizes)
+    assert stats.segments_cleaned == len(plan.segments)
+    assert not list(log.directory.glob("*.cleaned"))
+    assert all(o >= log.log_start_offset for o, _, _ in records_of(log))

@@ -116,17 +116,43 @@ class Broker:
         while True:
             await asyncio.sleep(interval)
             self.run_retention(now_ms())
+            await self.run_compaction(now_ms())
 
     def run_retention(self, now: int) -> None:
-        """Apply retention and compaction to every partition."""
+        """Apply retention to every partition."""
         for topic in self.topics:
             for part in topic.partitions:
                 try:
                     part.log.apply_retention(now)
-                    if part.log.config.compact:
-                        part.log.compact(now)
                 except Exception:  # keep serving; report the partition
                     log.exception("retention failed for %s-%d", part.topic, part.index)
+
+    async def run_compaction(self, now: int) -> None:
+        """Compact every partition whose cleanup.policy has compact, one at a time.
+
+        Choosing segments and swapping the cleaned files in happen here, on the loop;
+        rewriting them (seconds for a large segment) runs on a worker thread meanwhile,
+        so requests keep being served.
+        """
+        loop = asyncio.get_running_loop()
+        for topic in list(self.topics):
+            for part in list(topic.partitions):
+                if part.log.closed or not part.log.config.compact:
+                    continue  # closed: its topic was deleted meanwhile
+                try:
+                    plan = part.log.plan_compaction(now)
+                    if plan is None:
+                        continue
+                    try:
+                        sizes = await loop.run_in_executor(None, part.log.clean, plan)
+                    except asyncio.CancelledError:
+                        raise  # shutting down: closing the log stops the cleaner
+                    except Exception:
+                        part.log.install_cleaned(plan, None)
+                        raise
+                    part.log.install_cleaned(plan, sizes)
+                except Exception:  # keep serving; report the partition
+                    log.exception("compaction failed for %s-%d", part.topic, part.index)
 
     async def dispatch(self, ctx: RequestContext) -> Any:
         _, handler = self.handlers[ctx.request.api_key]

@@ -1,8 +1,9 @@
 """samsa.log: the partition log (segments, indexes, recovery, retention, compaction).
 
 Entry point: ``PartitionLog.open(directory, LogConfig.from_mapping(topic_configs),
-now_ms=...)``. Every method runs on the event-loop thread except ``flush()``, which may run
-on a worker thread. Errors carry the Kafka ``error_code`` to answer.
+now_ms=...)``. Every method runs on the event-loop thread except ``flush()`` and ``clean()``
+(the slow step of compaction), which may run on a worker thread. Errors carry the Kafka
+``error_code`` to answer.
 """
 
 from .config import LogConfig
@@ -15,10 +16,11 @@ from .errors import (
     OutOfOrderSequence,
     RecordBatchTooLarge,
 )
-from .log import AppendInfo, CompactionStats, PartitionLog
+from .log import AppendInfo, CompactionPlan, CompactionStats, PartitionLog
 
 __all__ = [
     "AppendInfo",
+    "CompactionPlan",
     "CompactionStats",
     "InvalidProducerEpoch",
     "InvalidRecords",

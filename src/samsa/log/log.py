@@ -16,6 +16,8 @@ import threading
 import time
 from bisect import bisect_right
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -40,9 +42,9 @@ from .producer_state import BatchMetadata, ProducerStateManager
 from .records import RecordDecodeError, read_records
 from .recovery import list_segments, recover_segments
 from .retention import segments_to_delete
-from .segment import INT32_MAX, Segment
+from .segment import INT32_MAX, Segment, read_batches
 
-__all__ = ["AppendInfo", "CompactionStats", "PartitionLog"]
+__all__ = ["AppendInfo", "CompactionPlan", "CompactionStats", "PartitionLog"]
 
 MAX_LOADED_SEGMENTS = 2
 RECOVERY_POINT_INTERVAL_S = 1.0
@@ -60,6 +62,17 @@ class AppendInfo:
     """The broker's timestamp for LogAppendTime topics, -1 for CreateTime."""
     log_start_offset: int
     duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionPlan:
+    """Segments chosen for cleaning, as sized when chosen (see PartitionLog.compact)."""
+
+    segments: tuple[Segment, ...]
+    sizes: tuple[int, ...]
+    end: int  # base offset of the first segment not cleaned
+    total: int
+    delete_horizon_ms: int  # tombstones older than this are dropped
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +101,9 @@ class PartitionLog:
         self._closed = False
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
+        self._cleaning = False  # a compaction is planned and not yet installed
+        self._cleaner_lock = threading.Lock()  # held while clean() writes .cleaned files
+        self._abort_cleaning = False
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
@@ -147,6 +163,10 @@ class PartitionLog:
         self.producers.remove_before(self._log_start_offset)
 
     # -- properties --------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     @property
     def log_start_offset(self) -> int:
         return self._log_start_offset
@@ -523,11 +543,30 @@ class PartitionLog:
         them. Each segment is rewritten into ``.cleaned``, fsynced and renamed over the
         original (crash-safe: a leftover ``.cleaned`` is deleted on open). See
         :mod:`samsa.log.compaction` for the per-record rules.
+
+        This runs the three steps in one go; the broker runs :meth:`clean`, the slow one,
+        on a worker thread between :meth:`plan_compaction` and :meth:`install_cleaned`.
+        """
+        plan = self.plan_compaction(now_ms)
+        if plan is None:
+            return CompactionStats(0, 0, 0)
+        try:
+            sizes = self.clean(plan)
+        except BaseException:
+            self.install_cleaned(plan, None)
+            raise
+        return self.install_cleaned(plan, sizes)
+
+    def plan_compaction(self, now_ms: int) -> CompactionPlan | None:
+        """Pick the segments to clean (see :meth:`compact`); None if nothing is due.
+
+        Call from the thread that appends; until :meth:`install_cleaned` no other
+        compaction of this log is planned.
         """
         self._check_open()
         cfg = self.config
-        if not cfg.compact:
-            return CompactionStats(0, 0, 0)
+        if not cfg.compact or self._cleaning:
+            return None
         horizon = now_ms - cfg.min_compaction_lag_ms
         # Only fsynced segments (below the checkpointed recovery point): recovery relies on
         # segments past it being contiguous, which cleaning does not preserve.
@@ -541,56 +580,101 @@ class PartitionLog:
                 break
             candidates.append(seg)
         if not candidates:
-            return CompactionStats(0, 0, 0)
+            return None
         end = self._segments[len(candidates)].base_offset
         dirty_from = read_offset(self.directory, CLEANER_OFFSET) or 0
         total = sum(s.size for s in candidates)
         dirty = sum(s.size for s in candidates if s.base_offset >= dirty_from)
         if total == 0 or dirty / total < cfg.min_cleanable_dirty_ratio or dirty == 0:
-            return CompactionStats(0, 0, 0)
-        key_map: KeyMap = {}
-        for seg in candidates:
-            for header, batch in seg.batches():
-                add_to_key_map(key_map, header, batch)
-            if seg.base_offset not in self._loaded:
-                seg.close()
-        policy = CleanPolicy(key_map, now_ms - cfg.delete_retention_ms)
-        after = 0
-        for seg in candidates:
-            after += self._clean_segment(seg, policy)
-        write_offset(self.directory, CLEANER_OFFSET, end)
-        return CompactionStats(len(candidates), total, after)
+            return None
+        self._cleaning = True
+        return CompactionPlan(
+            tuple(candidates), tuple(s.size for s in candidates), end, total,
+            now_ms - cfg.delete_retention_ms,
+        )
 
-    def _clean_segment(self, seg: Segment, policy: CleanPolicy) -> int:
-        """Rewrite one segment through the cleaner; returns its new size."""
-        tmp = seg.log_path.with_name(seg.log_path.name + ".cleaned")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        size = 0
-        try:
-            for header, batch in seg.batches():
-                cleaned = clean_batch(header, batch, policy)
-                if cleaned is not None:
-                    size += _write_all(fd, cleaned)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        self._forget(seg)
-        seg.unload()
-        if size == 0 and seg is not self._segments[0]:
-            os.unlink(tmp)
-            with self._lock:
-                self._segments.remove(seg)
-            seg.delete_files()
-        else:
-            for path in (seg.index_path, seg.timeindex_path):
-                path.unlink(missing_ok=True)
-            os.replace(tmp, seg.log_path)
-            seg.size = size
-            seg.scan(self.config.index_interval_bytes)
-            seg.persist_indexes()
+    def clean(self, plan: CompactionPlan) -> list[int] | None:
+        """Write the ``.cleaned`` file of every planned segment; returns their sizes.
+
+        Safe on a worker thread while the log keeps serving: it reads the planned (no
+        longer written) segment files through descriptors of its own and touches no
+        shared state. Returns None if the log was closed meanwhile (or a file vanished).
+        """
+        with self._cleaner_lock:
+            written: list[Path] = []
+            sizes = None
+            try:
+                sizes = self._clean_files(plan, written)
+            except FileNotFoundError:
+                sizes = None
+            finally:
+                if sizes is None or self._abort_cleaning:
+                    sizes = None
+                    for path in written:
+                        path.unlink(missing_ok=True)
+            return sizes
+
+    def _clean_files(self, plan: CompactionPlan, written: list[Path]) -> list[int] | None:
+        key_map: KeyMap = {}
+        for seg, size in zip(plan.segments, plan.sizes, strict=True):
+            with _open_read(seg.log_path) as fd:
+                for header, batch in read_batches(fd, size):
+                    if self._abort_cleaning:
+                        return None
+                    add_to_key_map(key_map, header, batch)
+        policy = CleanPolicy(key_map, plan.delete_horizon_ms)
+        sizes = []
+        for seg, size in zip(plan.segments, plan.sizes, strict=True):
+            tmp = _cleaned_path(seg)
+            written.append(tmp)
+            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            cleaned_size = 0
+            try:
+                with _open_read(seg.log_path) as fd:
+                    for header, batch in read_batches(fd, size):
+                        if self._abort_cleaning:
+                            return None
+                        cleaned = clean_batch(header, batch, policy)
+                        if cleaned is not None:
+                            cleaned_size += _write_all(out, cleaned)
+                os.fsync(out)
+            finally:
+                os.close(out)
+            sizes.append(cleaned_size)
+        return sizes
+
+    def install_cleaned(self, plan: CompactionPlan, sizes: list[int] | None) -> CompactionStats:
+        """Swap the cleaned files in for their segments (the appending thread, after clean)."""
+        self._cleaning = False
+        if sizes is None or self._closed:
+            for seg in plan.segments:
+                _cleaned_path(seg).unlink(missing_ok=True)
+            return CompactionStats(0, 0, 0)
+        after = 0
+        for seg, size in zip(plan.segments, sizes, strict=True):
+            tmp = _cleaned_path(seg)
+            if not any(s is seg for s in self._segments):  # removed by retention meanwhile
+                tmp.unlink(missing_ok=True)
+                continue
+            self._forget(seg)
             seg.unload()
+            after += size
+            if size == 0 and seg is not self._segments[0]:
+                tmp.unlink()
+                with self._lock:
+                    self._segments.remove(seg)
+                seg.delete_files()
+            else:
+                for path in (seg.index_path, seg.timeindex_path):
+                    path.unlink(missing_ok=True)
+                os.replace(tmp, seg.log_path)
+                seg.size = size
+                seg.scan(self.config.index_interval_bytes)
+                seg.persist_indexes()
+                seg.unload()
         _fsync_dir(self.directory)
-        return size
+        write_offset(self.directory, CLEANER_OFFSET, plan.end)
+        return CompactionStats(len(plan.segments), plan.total, after)
 
     # -- truncation, closing, deletion -------------------------------------------------
     def truncate_to(self, offset: int) -> None:
@@ -636,7 +720,12 @@ class PartitionLog:
             self._rebuild_producer_state()
 
     def close(self) -> None:
-        """fsync, persist indexes and checkpoints, release descriptors. Idempotent."""
+        """fsync, persist indexes and checkpoints, release descriptors. Idempotent.
+
+        A :meth:`clean` running on another thread is stopped first (within a batch)."""
+        self._abort_cleaning = True
+        with self._cleaner_lock:
+            pass
         with self._flush_lock:
             if self._closed:
                 return
@@ -656,6 +745,19 @@ class PartitionLog:
     def _check_open(self) -> None:
         if self._closed:
             raise ValueError(f"log {self.directory} is closed")
+
+
+def _cleaned_path(seg: Segment) -> Path:
+    return seg.log_path.with_name(seg.log_path.name + ".cleaned")
+
+
+@contextmanager
+def _open_read(path: Path) -> Iterator[int]:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def _write_all(fd: int, data: bytes) -> int:

@@ -24,7 +24,7 @@ from samsa.protocol.batch import (
 
 from .index import OffsetIndex, TimeIndex, write_atomically
 
-__all__ = ["INT32_MAX", "Segment", "segment_name"]
+__all__ = ["INT32_MAX", "Segment", "read_batches", "segment_name"]
 
 INT32_MAX = 2**31 - 1
 _LENGTH = struct.Struct(">i")
@@ -129,15 +129,7 @@ class Segment:
 
     def batches(self, position: int = 0) -> Iterator[tuple[BatchHeader, bytes]]:
         """Whole batches from ``position`` to the end (stops at a malformed one)."""
-        while True:
-            header = self.header_at(position)
-            if header is None or not _plausible(header, self.size):
-                return
-            data = self.pread(header.size, position)
-            if len(data) < header.size:
-                return
-            yield header, data
-            position = header.end
+        return read_batches(self.open_fd(), self.size, position)
 
     def headers(self, position: int = 0) -> Iterator[BatchHeader]:
         """Plausible batch headers from ``position`` to the end, without reading bodies."""
@@ -305,6 +297,28 @@ class Segment:
         for path in (self.index_path, self.timeindex_path):
             path.unlink(missing_ok=True)
         self.size = position
+
+
+def read_batches(
+    fd: int, size: int, position: int = 0
+) -> Iterator[tuple[BatchHeader, bytes]]:
+    """Whole batches of the file open at ``fd`` from ``position`` up to ``size`` bytes.
+
+    Stops at the first malformed or short batch. Takes a descriptor rather than a segment
+    so the cleaner can read with one of its own from another thread.
+    """
+    while position + BATCH_OVERHEAD <= size:
+        head = os.pread(fd, BATCH_OVERHEAD, position)
+        if len(head) < BATCH_OVERHEAD:
+            return
+        header = header_from_bytes(head, position)
+        if not _plausible(header, size):
+            return
+        data = os.pread(fd, header.size, position)
+        if len(data) < header.size:
+            return
+        yield header, data
+        position = header.end
 
 
 def _plausible(header: BatchHeader, file_size: int) -> bool:
