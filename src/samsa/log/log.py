@@ -47,9 +47,10 @@ from .segment import INT32_MAX, Segment, read_batches
 __all__ = ["AppendInfo", "CompactionPlan", "CompactionStats", "PartitionLog"]
 
 MAX_LOADED_SEGMENTS = 2
-RECOVERY_POINT_INTERVAL_S = 1.0
-_BASE_OFFSET = struct.Struct(">q")
 """Non-active segments kept open (descriptor + indexes) for reads, per partition."""
+RECOVERY_POINT_INTERVAL_S = 1.0
+"""Longest time the recovery-point checkpoint lags the fsyncs (see PartitionLog.flush)."""
+_BASE_OFFSET = struct.Struct(">q")
 
 
 @dataclass(frozen=True, slots=True)
