@@ -527,6 +527,8 @@ class Simulation:
             raise InvariantViolation("leader is not a member")
         if not set(group.pending_sync) <= set(group.members):
             raise InvariantViolation("pending-sync member is not a member")
+        if group.num_awaiting_join() != sum(m.awaiting_join for m in group.members.values()):
+            raise InvariantViolation("awaiting-join count differs from the members")
         if group.state is GroupState.EMPTY and group.members:
             raise InvariantViolation("Empty group with members")
         if group.state is GroupState.STABLE:

@@ -70,3 +70,30 @@ def test_removed_member_no_longer_restricts_protocols() -> None:
     ctx.leave(a)
     assert ctx.shard().groups["g"].candidate_protocols() == {"range", "roundrobin"}
     assert gen == 1
+
+
+def test_rebalance_of_a_large_stable_group_is_linear(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every member of a Stable group rejoins: no rejoin may count the members that did."""
+    ctx = Ctx()
+    n = 1500
+    ids, gen = ctx.stable_group(n)
+    reads = 0
+
+    def get(self: Member) -> bool:
+        nonlocal reads
+        reads += 1
+        return bool(self.__dict__["awaiting_join"])
+
+    def put(self: Member, value: bool) -> None:
+        self.__dict__["awaiting_join"] = value
+
+    monkeypatch.setattr(Member, "awaiting_join", property(get, put))
+    tokens = [ctx.join(mid) for mid in ids]  # the first rejoin starts the rebalance
+    ctx.sleep_until(lambda: all(ctx.reply(t) is not None for t in tokens))
+    replies = [ctx.join_reply(t) for t in tokens]
+    assert {r.error_code for r in replies} == {0}
+    assert {r.generation_id for r in replies} == {gen + 1}
+    # Counting the rejoined members on every rejoin would be ~n*n/2 reads.
+    assert reads <= 20 * n, reads
+    group = ctx.shard().groups["g"]
+    assert group.num_awaiting_join() == sum(m.awaiting_join for m in group.members.values())

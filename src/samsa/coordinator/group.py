@@ -80,6 +80,9 @@ class Group:
     #: does not rescan every member (None after a clone or a load: rebuilt on demand)
     _protocol_counts: dict[str, int] | None = field(
         default=None, init=False, compare=False, repr=False)
+    #: members with a parked JoinGroup (Kafka's ``numMembersAwaitingJoin``), kept the same
+    #: way so a join does not count them all (None after a clone or a load)
+    _awaiting_join: int | None = field(default=None, init=False, compare=False, repr=False)
 
     # ------------------------------------------------------------------ state
 
@@ -96,6 +99,8 @@ class Group:
         if not self.members:
             self.protocol_type = member.protocol_type
         self.members[member.member_id] = member
+        if member.awaiting_join and self._awaiting_join is not None:
+            self._awaiting_join += 1
         self._count_protocols(member, +1)
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
@@ -107,6 +112,8 @@ class Group:
         member = self.members.pop(member_id, None)
         if member is not None:
             self._count_protocols(member, -1)
+            if member.awaiting_join and self._awaiting_join is not None:
+                self._awaiting_join -= 1
         instance_id = member.group_instance_id if member is not None else None
         if instance_id is not None and self.static_members.get(instance_id) == member_id:
             del self.static_members[instance_id]
@@ -141,8 +148,18 @@ class Group:
     def is_leader(self, member_id: str) -> bool:
         return self.leader_id == member_id
 
+    def set_awaiting_join(self, member: Member, awaiting: bool) -> None:
+        """Mark ``member`` as having a parked JoinGroup or not (keeps the count right)."""
+        if member.awaiting_join == awaiting:
+            return
+        member.awaiting_join = awaiting
+        if self._awaiting_join is not None and self.members.get(member.member_id) is member:
+            self._awaiting_join += 1 if awaiting else -1
+
     def num_awaiting_join(self) -> int:
-        return sum(1 for m in self.members.values() if m.awaiting_join)
+        if self._awaiting_join is None:
+            self._awaiting_join = sum(1 for m in self.members.values() if m.awaiting_join)
+        return self._awaiting_join
 
     def has_all_members_joined(self) -> bool:
         # Pending members first: it saves a scan of every member per join of a big group.

@@ -108,14 +108,14 @@ def _static_member_rejoin(
     old_id = group.static_members[ev.group_instance_id]
     previous_leader = group.leader_id or ""
     member = group.members[old_id]
-    rb.answer_join(core, member, JoinGroupResponse(E.fenced_instance_id, old_id))
+    rb.answer_join(core, group, member, JoinGroupResponse(E.fenced_instance_id, old_id))
     rb.answer_sync(core, member, SyncGroupResponse(E.fenced_instance_id))
     core.cancel(TimerKind.SESSION, group.group_id, old_id)
     group.replace_static_member(ev.group_instance_id, old_id, new_id)
     rb.schedule_heartbeat(core, group, member)
     rb.update_member(group, member, ev.protocols, ev.rebalance_timeout_ms,
                      ev.session_timeout_ms)
-    rb.park_join(core, member, token)
+    rb.park_join(core, group, member, token)
 
     if group.is_(S.STABLE):
         if group.protocol_name == group.select_protocol():
@@ -138,7 +138,7 @@ def _static_rejoin_without_rebalance(
     else:
         # Before v9 the old leader id is returned so a rejoining leader does not assign.
         response = replace(rb.join_response(group, member), leader=previous_leader, members=())
-    rb.answer_join(core, member, response)
+    rb.answer_join(core, group, member, response)
 
 
 # ---------------------------------------------------------------------- known members

@@ -42,17 +42,19 @@ def session_expired(core: ShardCore, group: Group, member_id: str) -> None:
 # ---------------------------------------------------------------------- parking
 
 
-def park_join(core: ShardCore, member: Member, token: object) -> None:
+def park_join(core: ShardCore, group: Group, member: Member, token: object) -> None:
     if member.awaiting_join:
         core.reply(member.join_token, JoinGroupResponse(E.rebalance_in_progress, member.member_id))
-    member.awaiting_join = True
+    group.set_awaiting_join(member, True)
     member.join_token = token
 
 
-def answer_join(core: ShardCore, member: Member, response: JoinGroupResponse) -> None:
+def answer_join(
+    core: ShardCore, group: Group, member: Member, response: JoinGroupResponse
+) -> None:
     if member.awaiting_join:
         core.reply(member.join_token, response)
-        member.awaiting_join = False
+        group.set_awaiting_join(member, False)
         member.join_token = None
 
 
@@ -103,7 +105,7 @@ def add_member_and_rebalance(
     token: object,
 ) -> None:
     member.is_new = True
-    park_join(core, member, token)
+    park_join(core, group, member, token)
     if group.is_(S.PREPARING_REBALANCE) and group.generation == 0:
         group.new_member_added = True
     group.add(member)
@@ -134,7 +136,7 @@ def update_member_and_rebalance(
     token: object,
 ) -> None:
     update_member(group, member, protocols, rebalance_timeout_ms, session_timeout_ms)
-    park_join(core, member, token)
+    park_join(core, group, member, token)
     maybe_prepare_rebalance(core, group)
 
 
@@ -151,7 +153,7 @@ def remove_member(core: ShardCore, group: Group, member_id: str) -> Member | Non
 def remove_member_and_update_group(core: ShardCore, group: Group, member: Member) -> None:
     """Kafka's ``removeMemberAndUpdateGroup``: answer its parked requests, drop it, and
     rebalance (Stable/CompletingRebalance) or try to finish the join phase."""
-    answer_join(core, member, JoinGroupResponse(E.unknown_member_id, ""))
+    answer_join(core, group, member, JoinGroupResponse(E.unknown_member_id, ""))
     answer_sync(core, member, SyncGroupResponse(E.unknown_member_id))
     remove_member(core, group, member.member_id)
     if group.is_(S.STABLE, S.COMPLETING_REBALANCE):
@@ -241,7 +243,7 @@ def complete_join(core: ShardCore, group: Group) -> None:
         core.write_group(group, {})
         return
     for member in group.members.values():
-        answer_join(core, member, join_response(group, member))
+        answer_join(core, group, member, join_response(group, member))
         schedule_heartbeat(core, group, member)
         member.is_new = False
         group.pending_sync[member.member_id] = None
@@ -299,6 +301,6 @@ def pending_sync_expired(core: ShardCore, group: Group) -> None:
     for member_id in list(group.pending_sync):
         member = group.members.get(member_id)
         if member is not None:
-            answer_join(core, member, JoinGroupResponse(E.unknown_member_id, ""))
+            answer_join(core, group, member, JoinGroupResponse(E.unknown_member_id, ""))
         remove_member(core, group, member_id)
     prepare_rebalance(core, group)

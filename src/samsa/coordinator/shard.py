@@ -138,6 +138,7 @@ class CoordinatorShard(ShardCore):
             for member in group.members.values():
                 rb.answer_join(
                     core=self,
+                    group=group,
                     member=member,
                     response=JoinGroupResponse(E.not_coordinator, member.member_id),
                 )
