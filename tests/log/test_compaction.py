@@ -230,3 +230,19 @@ def test_segments_removed_by_retention_during_clean_are_skipped(open_log: OpenLo
     assert stats.segments_cleaned == len(plan.segments)
     assert not list(log.directory.glob("*.cleaned"))
     assert all(o >= log.log_start_offset for o, _, _ in records_of(log))
+
+
+def test_a_plan_made_before_a_truncation_is_not_installed(open_log: OpenLog) -> None:
+    log = open_log(**COMPACT)
+    fill_keyed(log, 20)
+    log.flush()
+    plan = log.plan_compaction(now_ms=10_000)
+    assert plan is not None and len(plan.segments) > 2
+    sizes = log.clean(plan)
+    cut = plan.segments[2].base_offset + 1  # into a planned segment, which becomes active
+    log.truncate_to(cut)
+    before = records_of(log)
+    assert log.install_cleaned(plan, sizes).segments_cleaned == 0
+    assert records_of(log) == before
+    assert log.log_end_offset <= cut and before[-1][0] == log.log_end_offset - 1
+    assert not list(log.directory.glob("*.cleaned"))

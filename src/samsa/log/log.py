@@ -74,6 +74,7 @@ class CompactionPlan:
     end: int  # base offset of the first segment not cleaned
     total: int
     delete_horizon_ms: int  # tombstones older than this are dropped
+    truncations: int  # the log's truncation count when planned
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +104,7 @@ class PartitionLog:
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._cleaning = False  # a compaction is planned and not yet installed
+        self._truncations = 0  # a plan made before a truncation is not installed
         self._cleaner_lock = threading.Lock()  # held while clean() writes .cleaned files
         self._abort_cleaning = False
 
@@ -570,9 +572,14 @@ class PartitionLog:
             return None
         horizon = now_ms - cfg.min_compaction_lag_ms
         # Only fsynced segments (below the checkpointed recovery point): recovery relies on
-        # segments past it being contiguous, which cleaning does not preserve.
-        with self._flush_lock:
-            durable = self._checkpoint_locked(force=True)
+        # segments past it being contiguous, which cleaning does not preserve. Bring the
+        # checkpoint up to date unless an fsync is running (the loop must not wait for it).
+        durable = self._checkpointed
+        if self._flush_lock.acquire(blocking=False):
+            try:
+                durable = self._checkpoint_locked(force=True)
+            finally:
+                self._flush_lock.release()
         candidates: list[Segment] = []
         for i, seg in enumerate(self._segments[:-1]):
             if self._segments[i + 1].base_offset > durable:
@@ -591,7 +598,7 @@ class PartitionLog:
         self._cleaning = True
         return CompactionPlan(
             tuple(candidates), tuple(s.size for s in candidates), end, total,
-            now_ms - cfg.delete_retention_ms,
+            now_ms - cfg.delete_retention_ms, self._truncations,
         )
 
     def clean(self, plan: CompactionPlan) -> list[int] | None:
@@ -638,6 +645,8 @@ class PartitionLog:
                         cleaned = clean_batch(header, batch, policy)
                         if cleaned is not None:
                             cleaned_size += _write_all(out, cleaned)
+                if self._abort_cleaning:
+                    return None
                 os.fsync(out)
             finally:
                 os.close(out)
@@ -647,15 +656,15 @@ class PartitionLog:
     def install_cleaned(self, plan: CompactionPlan, sizes: list[int] | None) -> CompactionStats:
         """Swap the cleaned files in for their segments (the appending thread, after clean)."""
         self._cleaning = False
-        if sizes is None or self._closed:
+        if sizes is None or self._closed or plan.truncations != self._truncations:
             for seg in plan.segments:
                 _cleaned_path(seg).unlink(missing_ok=True)
             return CompactionStats(0, 0, 0)
         after = 0
         for seg, size in zip(plan.segments, sizes, strict=True):
             tmp = _cleaned_path(seg)
-            if not any(s is seg for s in self._segments):  # removed by retention meanwhile
-                tmp.unlink(missing_ok=True)
+            if seg is self._active or not any(s is seg for s in self._segments):
+                tmp.unlink(missing_ok=True)  # removed by retention meanwhile
                 continue
             self._forget(seg)
             seg.unload()
@@ -686,6 +695,7 @@ class PartitionLog:
         with self._flush_lock:  # no fsync may run while descriptors change hands
             if offset >= self._log_end_offset:
                 return
+            self._truncations += 1
             interval = self.config.index_interval_bytes
             full = offset <= self._log_start_offset
             idx = -1 if full else self._segment_index(offset)
