@@ -139,7 +139,8 @@ class Admin:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             cluster = self._metadata.refresh(topics, allow_auto_create=False)
-            if all((cluster.partition_count(t) or 0) > 0 for t in topics) == present:
+            there = [(cluster.partition_count(t) or 0) > 0 for t in topics]
+            if all(there) if present else not any(there):
                 return
             time.sleep(0.05)
 
