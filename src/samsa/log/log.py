@@ -72,7 +72,6 @@ class CompactionPlan:
     segments: tuple[Segment, ...]
     sizes: tuple[int, ...]
     end: int  # base offset of the first segment not cleaned
-    total: int
     delete_horizon_ms: int  # tombstones older than this are dropped
     truncations: int  # the log's truncation count when planned
 
@@ -597,7 +596,7 @@ class PartitionLog:
             return None
         self._cleaning = True
         return CompactionPlan(
-            tuple(candidates), tuple(s.size for s in candidates), end, total,
+            tuple(candidates), tuple(s.size for s in candidates), end,
             now_ms - cfg.delete_retention_ms, self._truncations,
         )
 
@@ -684,7 +683,7 @@ class PartitionLog:
                 seg.unload()
         _fsync_dir(self.directory)
         write_offset(self.directory, CLEANER_OFFSET, plan.end)
-        return CompactionStats(len(plan.segments), plan.total, after)
+        return CompactionStats(len(plan.segments), sum(plan.sizes), after)
 
     # -- truncation, closing, deletion -------------------------------------------------
     def truncate_to(self, offset: int) -> None:
