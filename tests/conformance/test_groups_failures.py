@@ -134,3 +134,35 @@ def test_member_stalled_past_max_poll_interval_leaves(broker: BrokerProcess) -> 
     finally:
         stalled.close()
         busy.close()
+
+
+def test_every_sigkilled_only_member_is_evicted_in_time(fresh_broker: BrokerProcess) -> None:
+    """An idle broker, a 1-partition topic, session.timeout.ms=1000: a group's only member
+    is SIGKILLed again and again, and each time the coordinator's session timer must evict it
+    within the session timeout + 2 s (a lost timer left dead members in the group for good)."""
+    import time
+
+    fresh_broker.start()
+    topic, group = unique("gk1"), unique("g")
+    create_topic(fresh_broker.bootstrap, topic, 1)
+    admin = AdminClient({"bootstrap.servers": fresh_broker.bootstrap})
+    late: list[tuple[int, float]] = []
+    for trial in range(15):
+        doomed = Doomed(fresh_broker.bootstrap, group, topic, 1000)
+        try:
+            wait_until(lambda d=doomed: d.assigned == {0}, what=f"member {trial} assigned")
+        finally:
+            doomed.kill()
+        killed = time.monotonic()
+        deadline = killed + 1.0 + 2.0
+        while True:
+            described = admin.describe_consumer_groups([group])[group].result(15)
+            if not described.members:
+                break
+            if time.monotonic() > deadline + 5:  # give up well past the bound
+                break
+            time.sleep(0.05)
+        took = time.monotonic() - killed
+        if took > 3.0:
+            late.append((trial, round(took, 2)))
+    assert late == [], f"dead members evicted late or never (trial, seconds): {late}"

@@ -197,6 +197,13 @@ class Simulation:
     # ------------------------------------------------------------------ coordinator plumbing
 
     def _on_fire(self, key: TimerKey, now_ms: int) -> None:
+        if self.rng.random() < 0.1:
+            # a timer service whose clock runs ahead of the coordinator's fires early: the
+            # shard must arm the key again (``check`` finds a lost one), and it fires again
+            result = self.coord.fire(key, now_ms - self.rng.randint(1, 5))
+            if result.records or result.replies:
+                raise InvariantViolation(f"early fire of {key} acted before its deadline")
+            return
         if self.rng.random() < 0.2:
             before = self._state()
             snap = self.coord.snapshot_for(key)
@@ -511,6 +518,9 @@ class Simulation:
         if self.shadow != shard.hard:
             raise InvariantViolation("replaying the records does not give the live hard state")
         mirrored = {k: d for s in self.coord.shards.values() for k, d in s.deadlines.items()}
+        lost = set(mirrored) - set(self.timer.deadlines)
+        if lost:
+            raise InvariantViolation(f"timers lost (the shard waits, nothing is armed): {lost}")
         if mirrored != self.timer.deadlines:
             raise InvariantViolation("timer service and shard deadlines disagree")
         group = self.group()

@@ -25,6 +25,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
@@ -67,14 +68,22 @@ class StorageFailure(Exception):
 class LoopTimer:
     """The coordinator's :class:`~samsa.coordinator.Timer` on the asyncio loop.
 
+    Deadlines are milliseconds of the coordinator's clock (``now``, the broker's wall
+    clock); the loop sleeps by its own monotonic clock. The two round against each other, so
+    a handle can fire a millisecond before its deadline in ``now`` terms: such an early fire
+    re-arms for the rest instead of reaching the coordinator (which would ignore it), and no
+    timer is ever lost that way.
+
     Every heartbeat pushes its member's session deadline later. Rather than cancelling and
     re-creating a loop timer each time (heap churn that cost a fifth of a heartbeat), a
     later deadline only updates a dict: the armed handle fires at the old deadline, sees
     the new one and re-arms once. An earlier deadline re-arms at once.
     """
 
-    def __init__(self, runtime: GroupRuntime) -> None:
-        self._runtime = runtime
+    def __init__(self, fire: Callable[[TimerKey], None],
+                 now: Callable[[], int] = now_ms) -> None:
+        self._fire_key = fire
+        self._now = now
         self._deadlines: dict[TimerKey, int] = {}
         self._handles: dict[TimerKey, tuple[asyncio.TimerHandle, int]] = {}
 
@@ -88,7 +97,7 @@ class LoopTimer:
         self._arm(key, deadline_ms)
 
     def _arm(self, key: TimerKey, deadline_ms: int) -> None:
-        delay = max(0.0, (deadline_ms - now_ms()) / 1000)
+        delay = max(0.0, (deadline_ms - self._now()) / 1000)
         handle = asyncio.get_running_loop().call_later(delay, self._fire, key)
         self._handles[key] = (handle, deadline_ms)
 
@@ -99,15 +108,15 @@ class LoopTimer:
             armed[0].cancel()
 
     def _fire(self, key: TimerKey) -> None:
-        armed = self._handles.pop(key, None)
+        self._handles.pop(key, None)
         deadline = self._deadlines.get(key)
         if deadline is None:
             return
-        if armed is not None and deadline > armed[1]:
-            self._arm(key, deadline)  # pushed later since this handle was armed
+        if deadline > self._now():  # pushed later meanwhile, or the loop woke up early
+            self._arm(key, deadline)
             return
         del self._deadlines[key]
-        self._runtime.fire(key)
+        self._fire_key(key)
 
     def close(self) -> None:
         for handle, _ in self._handles.values():
@@ -121,7 +130,7 @@ class GroupRuntime:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.timer = LoopTimer(self)
+        self.timer = LoopTimer(self.fire)
         self.coordinator: Coordinator | None = None
         self.topic: Topic | None = None
         self._tasks: set[asyncio.Task[None]] = set()

@@ -175,9 +175,13 @@ class CoordinatorShard(ShardCore):
         return None
 
     def fire(self, key: TimerKey, now_ms: int) -> Result:
-        """A timer expired; stale or early fires are ignored."""
+        """A timer expired. A stale fire is ignored; an early one arms the timer again, so
+        a timer service whose clock runs a little ahead of ``now_ms`` cannot lose it."""
         deadline = self.deadlines.get(key)
-        if self.status is not ShardStatus.ACTIVE or deadline is None or deadline > now_ms:
+        if self.status is not ShardStatus.ACTIVE or deadline is None:
+            return EMPTY_RESULT
+        if deadline > now_ms:
+            self.timer.schedule(key, deadline)
             return EMPTY_RESULT
         del self.deadlines[key]
         self._begin(now_ms)

@@ -3,8 +3,9 @@
 The shard asks its :class:`Timer` to ``schedule(key, deadline_ms)`` or ``cancel(key)``; when a
 deadline passes, the owner of the loop calls ``Coordinator.fire(key, now_ms)`` (or
 ``CoordinatorShard.fire``) and handles the returned result like a request's. Scheduling a key
-again replaces its deadline. A stale or early fire is ignored by the shard, so a timer
-implementation may be sloppy about cancellation.
+again replaces its deadline. A stale fire is ignored by the shard, so a timer implementation
+may be sloppy about cancellation; an early fire (the loop's clock ahead of the shard's) makes
+the shard schedule the key again at its deadline, so it is never lost.
 """
 
 from __future__ import annotations
