@@ -54,7 +54,7 @@ class RangeAssignor(Assignor):
             counts.append(
                 {index[mid]: per + (1 if i < extra else 0) for i, mid in enumerate(members)}
             )
-        racks = model.partition_racks(cluster)
+        racks = model.partition_racks(cluster, per_topic=True)
         out = _place_in_order(model, counts, racks)
         return model.answer(out, subscriptions)
 

@@ -35,6 +35,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("advertised.host", str, "", "Host given to clients (default: listen host)."),
     Setting("advertised.port", int, 0, "Port given to clients (default: listen port)."),
     Setting("cluster.id", str, "samsa-cluster", "Cluster id reported in Metadata."),
+    Setting("broker.rack", str, None, "Rack of this broker, reported in Metadata."),
     Setting("num.partitions", int, 1, "Partitions of auto-created topics."),
     Setting("default.replication.factor", int, 1, "Replication factor of auto-created topics."),
     Setting("auto.create.topics.enable", bool, True, "Create unknown topics on Metadata."),
@@ -100,6 +101,11 @@ class BrokerConfig:
     @property
     def node_id(self) -> int:
         return int(self["node.id"])
+
+    @property
+    def rack(self) -> str | None:
+        """``broker.rack``: None when unset or empty."""
+        return self["broker.rack"] or None
 
     @property
     def advertised_host(self) -> str:

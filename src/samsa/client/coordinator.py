@@ -362,8 +362,11 @@ class ConsumerCoordinator:
                          for m in action.members}
         all_topics = {t for s in subscriptions.values() for t in s.topics}
         cluster = self.metadata.refresh(all_topics | set(self.subs.topics))
-        view = ClusterView({t: n for t in all_topics
-                            if (n := cluster.partition_count(t) or 0) > 0})
+        counts = {t: n for t in all_topics if (n := cluster.partition_count(t) or 0) > 0}
+        # Replica racks matter only to rack-aware assignors, and only when members have racks.
+        racked = any(s.rack_id for s in subscriptions.values())
+        view = ClusterView(counts, {t: cluster.partition_racks(t) for t in counts} if racked
+                           else {})
         result = assignor.assign(view, subscriptions)
         encoded = {member: encode_assignment(result.get(member, Assignment(())))
                    for member in subscriptions}

@@ -40,6 +40,10 @@ class Cluster:
     """topic -> partition -> leader node id (-1 when leaderless)."""
     topic_errors: dict[str, int] = field(default_factory=dict)
     internal: frozenset[str] = frozenset()
+    racks: dict[int, str] = field(default_factory=dict)
+    """node id -> ``broker.rack`` (brokers without a rack are left out)."""
+    replicas: dict[str, dict[int, tuple[int, ...]]] = field(default_factory=dict)
+    """topic -> partition -> replica node ids."""
 
     def leader(self, tp: TopicPartition) -> int | None:
         leader = self.partitions.get(tp.topic, {}).get(tp.partition)
@@ -51,6 +55,18 @@ class Cluster:
 
     def partitions_for(self, topic: str) -> list[int]:
         return sorted(self.partitions.get(topic, {}))
+
+    def partition_racks(self, topic: str) -> list[frozenset[str]]:
+        """Racks of each partition's replicas, by partition index (Kafka's ``Node.rack``).
+
+        Replicas on brokers without a rack (or unknown to this snapshot) add no rack.
+        """
+        replicas = self.replicas.get(topic, {})
+        racks = self.racks
+        return [
+            frozenset(racks[n] for n in replicas.get(p, ()) if n in racks)
+            for p in range(max(self.partitions.get(topic, {}), default=-1) + 1)
+        ]
 
 
 class Metadata:
@@ -101,9 +117,12 @@ class Metadata:
 
     def _apply(self, resp: object, topics: Collection[str] | None) -> None:
         brokers = {int(b.node_id): (b.host, int(b.port)) for b in resp.brokers}  # type: ignore[attr-defined]
+        racks = {int(b.node_id): b.rack for b in resp.brokers  # type: ignore[attr-defined]
+                 if getattr(b, "rack", None)}
         for node, (host, port) in brokers.items():
             self.net.set_address(node, host, port)
         partitions: dict[str, dict[int, int]] = {}
+        replicas: dict[str, dict[int, tuple[int, ...]]] = {}
         errors: dict[str, int] = {}
         internal = set()
         for t in resp.topics:  # type: ignore[attr-defined]
@@ -113,6 +132,8 @@ class Metadata:
                 errors[t.name] = int(t.error_code)
                 continue
             partitions[t.name] = {int(p.partition_index): int(p.leader_id) for p in t.partitions}
+            replicas[t.name] = {int(p.partition_index): tuple(int(n) for n in p.replica_nodes)
+                                for p in t.partitions}
             if t.is_internal or t.name in INTERNAL_TOPICS:
                 internal.add(t.name)
         if topics is not None:
@@ -120,5 +141,6 @@ class Metadata:
             for name, parts in self.cluster.partitions.items():
                 if name not in partitions and name not in topics:
                     partitions[name] = parts
-        self.cluster = Cluster(brokers, partitions, errors, frozenset(internal))
+                    replicas[name] = self.cluster.replicas.get(name, {})
+        self.cluster = Cluster(brokers, partitions, errors, frozenset(internal), racks, replicas)
         self.last_refresh = time.monotonic()

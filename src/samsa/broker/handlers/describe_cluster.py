@@ -24,6 +24,6 @@ async def handle(ctx: RequestContext) -> Any:
         throttle_time=0, error_code=ErrorCode.none, error_message=None, endpoint_type=1,
         cluster_id=str(config["cluster.id"]), controller_id=config.node_id,
         brokers=[{"broker_id": config.node_id, "host": config.advertised_host,
-                  "port": config.advertised_port, "rack": None}],
+                  "port": config.advertised_port, "rack": config.rack}],
         cluster_authorized_operations=-2147483648,
     )

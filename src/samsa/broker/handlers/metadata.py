@@ -74,7 +74,7 @@ async def handle(ctx: RequestContext) -> Any:
         for name, tid in requested:
             entries.append(_lookup(ctx, name, tid, allow_create))
     brokers = [{"node_id": broker.config.node_id, "host": broker.config.advertised_host,
-                "port": broker.config.advertised_port, "rack": None}]
+                "port": broker.config.advertised_port, "rack": broker.config.rack}]
     return ctx.respond(
         throttle_time=0,
         brokers=brokers,
