@@ -10,8 +10,10 @@ import pytest
 
 from samsa.client import Admin
 from tests.brokerproc import BrokerProcess
+from tests.client.runner import Runner
 
 _names = itertools.count()
+_groups = itertools.count()
 
 
 @pytest.fixture
@@ -41,3 +43,19 @@ def wait_until(cond: Callable[[], bool], timeout: float = 20.0, step: float = 0.
             detail = "" if describe is None else f": {describe()}"
             raise AssertionError(f"condition not reached in time{detail}")
         time.sleep(step)
+
+
+@pytest.fixture
+def group() -> str:
+    """A fresh consumer group id."""
+    return f"g-{next(_groups)}"
+
+
+@pytest.fixture
+def runners() -> Iterator[list[Runner]]:
+    """Runners a test starts; any still running are stopped at the end."""
+    started: list[Runner] = []
+    yield started
+    for r in started:
+        if r.is_alive():
+            r.stop()

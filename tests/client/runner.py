@@ -37,10 +37,11 @@ class Runner(threading.Thread):
     """Polls ``consumer`` until stopped; commits after each batch when ``commit``."""
 
     def __init__(self, consumer: Consumer, topics: list[str] | None = None,
-                 pattern: str | None = None, commit: bool = False) -> None:
+                 pattern: str | None = None, commit: bool = False,
+                 listener: Recorder | None = None) -> None:
         super().__init__(daemon=True)
         self.consumer = consumer
-        self.listener = Recorder()
+        self.listener = listener or Recorder()
         self.records: list[Any] = []
         self.commit = commit
         self.error: BaseException | None = None

@@ -96,27 +96,36 @@ def test_eager_rebalance_commits_and_revokes_everything_first() -> None:
     m.on_heartbeat_response(REBALANCE_IN_PROGRESS, 1001, 1)
     assert m.needs_rejoin() and m.state == MemberState.STABLE
     actions = m.next_step(1002)
-    assert actions == [CommitOffsets(1, "m1"), RevokePartitions(frozenset({A0, A1})),
-                       SendJoinGroup("m1", "group is rebalancing")]
+    assert actions == [CommitOffsets(1, "m1"), RevokePartitions(frozenset({A0, A1}))]
+    # Commit and revocation run while the member is still in generation 1: its commits
+    # carry that generation, and it keeps heartbeating meanwhile.
+    assert m.state == MemberState.STABLE and m.commit_identity() == (1, "m1")
+    assert m.heartbeat_tick(2000) == [SendHeartbeat(1, "m1")]
+    assert m.next_step(1003) == [SendJoinGroup("m1", "group is rebalancing")]
+    assert m.commit_identity() == (1, "m1")  # kept until the JoinGroup answer
+    assert m.on_heartbeat_response(REBALANCE_IN_PROGRESS, 1003, 1) == []
     m.on_join_response(NONE, 1003, generation=2, member_id="m1", protocol="range",
                        leader_id="x")
+    assert m.commit_identity() is None  # generation 2 takes no commits before SyncGroup
     assert m.on_sync_response(NONE, 1004, 2, frozenset({A1})) == [
         AssignPartitions(frozenset({A1}), frozenset({A1}))]
-    assert not m.needs_rejoin()
+    assert not m.needs_rejoin() and m.commit_identity() == (2, "m1")
 
 
 def test_cooperative_revokes_only_moved_partitions_then_rejoins() -> None:
     m = machine(cooperative=True)
     stable(m, frozenset({A0, A1}))
     m.request_rejoin("new member")
-    assert m.next_step(5) == [CommitOffsets(1, "m1"), SendJoinGroup("m1", "new member")]
+    assert m.next_step(5) == [CommitOffsets(1, "m1")]
+    assert m.next_step(5) == [SendJoinGroup("m1", "new member")]
     m.on_join_response(NONE, 6, generation=2, member_id="m1", protocol="cooperative-sticky",
                        leader_id="x")
     actions = m.on_sync_response(NONE, 7, 2, frozenset({A0, A2}))
     assert actions == [RevokePartitions(frozenset({A1})),
                        AssignPartitions(frozenset({A2}), frozenset({A0, A2}))]
     assert m.needs_rejoin()  # second rebalance gives A1 to its new owner
-    assert m.next_step(8)[-1] == SendJoinGroup("m1", "revoked partitions moved to other members")
+    assert m.next_step(8) == [CommitOffsets(2, "m1")]
+    assert m.next_step(8) == [SendJoinGroup("m1", "revoked partitions moved to other members")]
     m.on_join_response(NONE, 9, generation=3, member_id="m1", protocol="cooperative-sticky",
                        leader_id="x")
     assert m.on_sync_response(NONE, 10, 3, frozenset({A0, A2})) == [
@@ -130,8 +139,9 @@ def test_unknown_member_resets_id_and_loses_partitions() -> None:
     m.heartbeat_tick(1000)
     m.on_heartbeat_response(UNKNOWN_MEMBER_ID, 1001, 1)
     assert m.member_id == "" and m.generation == -1 and m.state == MemberState.UNJOINED
-    assert m.next_step(1002) == [LosePartitions(frozenset({A0})),
-                                 SendJoinGroup("", "Heartbeat: unknown member id")]
+    assert m.commit_identity() == (-1, "")
+    assert m.next_step(1002) == [LosePartitions(frozenset({A0}))]
+    assert m.next_step(1002) == [SendJoinGroup("", "Heartbeat: unknown member id")]
 
 
 def test_illegal_generation_keeps_member_id_and_rejoins() -> None:
@@ -140,8 +150,8 @@ def test_illegal_generation_keeps_member_id_and_rejoins() -> None:
     m.heartbeat_tick(1000)
     m.on_heartbeat_response(ILLEGAL_GENERATION, 1001, 1)
     assert m.member_id == "m1" and m.generation == -1
-    assert m.next_step(1002) == [LosePartitions(frozenset({A0})),
-                                 SendJoinGroup("m1", "Heartbeat: illegal generation")]
+    assert m.next_step(1002) == [LosePartitions(frozenset({A0}))]
+    assert m.next_step(1002) == [SendJoinGroup("m1", "Heartbeat: illegal generation")]
 
 
 @pytest.mark.parametrize("code", [NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, DISCONNECTED])
@@ -151,7 +161,13 @@ def test_coordinator_errors_rediscover_without_rejoining(code: int) -> None:
     m.heartbeat_tick(1000)
     m.on_heartbeat_response(code, 1001, 1)
     assert m.coordinator is None and m.state == MemberState.STABLE and not m.needs_rejoin()
-    assert m.heartbeat_tick(3000) == []
+    assert m.heartbeat_tick(1050) == []  # retry backoff
+    # The heartbeat thread looks the coordinator up itself: no poll() needed.
+    assert m.heartbeat_tick(3000) == [FindCoordinator()]
+    m.coordinator_lookup_failed(COORDINATOR_NOT_AVAILABLE, 3000)
+    assert m.heartbeat_tick(3050) == []
+    assert m.heartbeat_tick(3100) == [FindCoordinator()]
+    assert m.state == MemberState.STABLE and m.fatal is None
     m.coordinator_found(0, 3000)
     assert m.heartbeat_tick(3000) == [SendHeartbeat(1, "m1")]
 
@@ -215,8 +231,8 @@ def test_poll_timeout_leaves_group_and_next_join_loses_partitions() -> None:
     assert m.heartbeat_tick(60_001) == [SendLeaveGroup("m1", "consumer poll timeout has expired")]
     assert m.state == MemberState.UNJOINED and m.member_id == "" and m.needs_rejoin()
     m.poll(70_000)
-    assert m.next_step(70_000) == [LosePartitions(frozenset({A0})),
-                                   SendJoinGroup("", "poll timeout expired")]
+    assert m.next_step(70_000) == [LosePartitions(frozenset({A0}))]
+    assert m.next_step(70_000) == [SendJoinGroup("", "poll timeout expired")]
 
 
 def test_static_member_poll_timeout_sends_no_leave() -> None:
@@ -297,6 +313,8 @@ def test_random_event_sequences_keep_invariants() -> None:
                                 owned = b.assignment
                 elif isinstance(a, SendHeartbeat):
                     m.on_heartbeat_response(rng.choice(codes), now, a.generation)
+                elif isinstance(a, RevokePartitions | LosePartitions):
+                    owned -= a.partitions
             if m.state == MemberState.STABLE:
                 assert m.generation >= 0 and m.member_id
                 assert m.owned == owned

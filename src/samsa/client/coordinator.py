@@ -86,8 +86,8 @@ class ConsumerCoordinator:
     def __init__(self, metadata: Metadata, subs: SubscriptionState, config: MembershipConfig,
                  assignors: Sequence[Assignor], *, client_id: str, auto_commit: bool,
                  auto_commit_interval_ms: int, rack: str | None,
-                 wakeup_flag: Callable[[], bool], clock: Callable[[], float] = time.monotonic
-                 ) -> None:
+                 wakeup_flag: Callable[[], bool], clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.metadata = metadata
         self.net = metadata.net
         self.subs = subs
@@ -96,6 +96,8 @@ class ConsumerCoordinator:
         self.client_id = client_id
         self.rack = rack
         self.clock = clock
+        """Seconds (monotonic); every deadline given to this class is on this clock."""
+        self._sleep = sleep
         self.auto_commit = auto_commit
         self.auto_commit_interval = auto_commit_interval_ms
         self.next_auto_commit = self._now() + auto_commit_interval_ms
@@ -125,14 +127,15 @@ class ConsumerCoordinator:
         return ("coordinator", self.machine.coordinator)
 
     def ensure_coordinator(self, deadline: float) -> bool:
-        """Find the coordinator (blocking until ``deadline``, monotonic seconds)."""
+        """Find the coordinator (blocking until ``deadline``, :attr:`clock` seconds)."""
         while self.machine.coordinator is None:
             self._check_wakeup()
-            if time.monotonic() >= deadline:
+            self._raise_fatal()
+            if self.clock() >= deadline:
                 return False
             now = self._now()
             if now < self.machine.retry_at:
-                time.sleep(min((self.machine.retry_at - now) / 1000, 0.1))
+                self._sleep(min((self.machine.retry_at - now) / 1000, 0.1))
                 continue
             self.lookup_coordinator(deadline)
         return True
@@ -143,39 +146,56 @@ class ConsumerCoordinator:
         The request gets the full request timeout and survives short polls: it shares the
         broker connection with long-polling fetches, so a short timeout would never do.
         """
-        fut = self._find_future
-        if fut is None:
-            body: dict[str, Any] = {"key": self.group_id, "key_type": 0,
-                                    "coordinator_keys": [self.group_id]}
-            fut = self._find_future = self.net.send(self.metadata.any_node(),
-                                                    ApiKey.FIND_COORDINATOR, body)
+        fut = self._start_lookup()
         while not fut.wait(0.05):
             self._check_wakeup()
-            if time.monotonic() >= deadline:
+            if self.clock() >= deadline:
                 return
-        self._find_future = None
-        if fut.failed():
-            log.debug("FindCoordinator failed: %s", fut.exception())
-            with self.lock:
-                self.machine.coordinator_lookup_failed(NETWORK_EXCEPTION, self._now(),
-                                                       f"FindCoordinator: {fut.exception()}")
-            return
-        resp = fut.value
-        if hasattr(resp, "coordinators"):
-            c = resp.coordinators[0]
-            code, node, host, port = int(c.error_code), int(c.node_id), c.host, int(c.port)
-        else:
-            code, node, host, port = (int(resp.error_code), int(resp.node_id), resp.host,
-                                      int(resp.port))
+        self._run_actions(self._apply_lookup(fut), deadline)
+
+    def _start_lookup(self) -> Future[Any]:
+        """The FindCoordinator in flight, sent now if there is none (from either thread).
+
+        Its answer is applied once, by whichever comes first: the network thread's callback
+        (so the heartbeat thread never blocks on it) or the user thread waiting for it.
+        """
         with self.lock:
-            if code:
-                actions = self.machine.coordinator_lookup_failed(code, self._now(),
-                                                                 f"FindCoordinator error {code}")
+            fut = self._find_future
+            if fut is None:
+                body: dict[str, Any] = {"key": self.group_id, "key_type": 0,
+                                        "coordinator_keys": [self.group_id]}
+                fut = self._find_future = self.net.send(self.metadata.any_node(),
+                                                        ApiKey.FIND_COORDINATOR, body)
+                fut.add_done_callback(self._on_lookup_done)
+        return fut
+
+    def _on_lookup_done(self, fut: Future[Any]) -> None:
+        self._apply_lookup(fut)  # a fatal error stays in the machine for the next poll
+
+    def _apply_lookup(self, fut: Future[Any]) -> list[Action]:
+        with self.lock:
+            if self._find_future is not fut:
+                return []  # already applied
+            self._find_future = None
+            now = self._now()
+            if fut.failed():
+                log.debug("FindCoordinator failed: %s", fut.exception())
+                return self.machine.coordinator_lookup_failed(
+                    NETWORK_EXCEPTION, now, f"FindCoordinator: {fut.exception()}")
+            resp = fut.value
+            if hasattr(resp, "coordinators"):
+                c = resp.coordinators[0]
+                code, node, host, port = int(c.error_code), int(c.node_id), c.host, int(c.port)
             else:
-                self.net.set_address(("coordinator", node), host, port)
-                self.machine.coordinator_found(node, self._now())
-                actions = []
-        self._run_actions(actions, deadline)
+                code, node, host, port = (int(resp.error_code), int(resp.node_id), resp.host,
+                                          int(resp.port))
+            if code:
+                return self.machine.coordinator_lookup_failed(code, now,
+                                                              f"FindCoordinator error {code}")
+            self.net.set_address(("coordinator", node), host, port)
+            self.machine.coordinator_found(node, now)
+            self._hb_wake.set()  # heartbeat at once if one is due
+            return []
 
     # ---- join / sync ------------------------------------------------------------------
 
@@ -221,9 +241,9 @@ class ConsumerCoordinator:
                 if stable:
                     return True
             if not actions:
-                if time.monotonic() >= deadline:
+                if self.clock() >= deadline:
                     return False
-                time.sleep(0.01)
+                self._sleep(0.01)
                 continue
             try:
                 self._run_actions(actions, deadline)
@@ -236,7 +256,7 @@ class ConsumerCoordinator:
                 with self.lock:
                     self.machine.abort_rebalance()
                 raise
-            if time.monotonic() >= deadline and self.machine.needs_rejoin():
+            if self.clock() >= deadline and self.machine.needs_rejoin():
                 return False
 
     def _run_actions(self, actions: list[Action], deadline: float) -> None:
@@ -262,13 +282,15 @@ class ConsumerCoordinator:
             self._commit_before_revoke(action)
             return []
         if isinstance(action, RevokePartitions):
-            self._invoke_listener("on_partitions_revoked", action.partitions)
-            if not self.config.cooperative:
-                self.subs.set_assignment(())
-            else:
-                keep = [tp for tp in self.subs.assignment if tp not in action.partitions]
-                self.subs.set_assignment(keep)
-            self.on_assignment_changed(set(action.partitions))
+            try:
+                self._invoke_listener("on_partitions_revoked", action.partitions)
+            finally:  # the machine no longer owns them, whatever the listener did
+                if not self.config.cooperative:
+                    self.subs.set_assignment(())
+                else:
+                    keep = [tp for tp in self.subs.assignment if tp not in action.partitions]
+                    self.subs.set_assignment(keep)
+                self.on_assignment_changed(set(action.partitions))
             return []
         if isinstance(action, LosePartitions):
             self.subs.set_assignment(())
@@ -447,6 +469,8 @@ class ConsumerCoordinator:
             for action in actions:
                 if isinstance(action, SendHeartbeat):
                     self._send_heartbeat(action)
+                elif isinstance(action, FindCoordinator):
+                    self._start_lookup()
                 elif isinstance(action, SendLeaveGroup):
                     self._send_leave(action)
             self._hb_wake.wait(max(0.005, min(delay / 1000, 0.5)))
@@ -489,16 +513,31 @@ class ConsumerCoordinator:
                 "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
 
     def send_commit(self, offsets: Mapping[TopicPartition, Any]) -> Future[None]:
-        """Commit asynchronously; the future fails with the first partition error."""
+        """Commit asynchronously; the future fails with the first partition error.
+
+        A group member commits with its generation and member id (see
+        :meth:`Membership.commit_identity`); without a generation it fails at once with
+        :class:`CommitFailedError`, as Kafka's consumer does, instead of sending a commit
+        the coordinator would reject.
+        """
         result: Future[None] = Future()
         if not offsets:
             result.success(None)
             return result
+        with self.lock:
+            identity = self.machine.commit_identity() if self.subs.auto_assigned else (-1, "")
+        if identity is None:
+            result.failure(error_for(27, "the consumer is completing a rebalance: poll() "
+                                         "finishes it, then commit again"))
+            return result
+        if identity[0] < 0 and self.subs.auto_assigned:
+            result.failure(CommitFailedError(
+                "commit failed: the consumer is not part of an active group (it left, or "
+                "the group removed it); poll() joins it again"))
+            return result
         if self.machine.coordinator is None:
             result.failure(error_for(15, "coordinator unknown"))
             return result
-        with self.lock:
-            identity = self.machine.commit_identity() if self.subs.auto_assigned else (-1, "")
         fut = self.net.send(self._coordinator_dest(), ApiKey.OFFSET_COMMIT,
                             self._commit_body(offsets, identity))
 
@@ -532,7 +571,7 @@ class ConsumerCoordinator:
 
         ``interruptible``: a ``wakeup()`` aborts the retries (user-called commits).
         """
-        deadline = time.monotonic() + timeout_s
+        deadline = self.clock() + timeout_s
         while True:
             if interruptible:
                 self._check_wakeup()
@@ -540,21 +579,24 @@ class ConsumerCoordinator:
                 raise KafkaTimeoutError("commit: coordinator not available")
             fut = self.send_commit(offsets)
             try:
-                fut.result(max(0.1, deadline - time.monotonic()))
+                fut.result(max(0.1, deadline - self.clock()))
                 return
             except CommitFailedError:
                 raise
             except KafkaError as exc:
-                if not exc.retriable or time.monotonic() >= deadline:
+                # COORDINATOR_LOAD_IN_PROGRESS waits; NOT_COORDINATOR and lost connections
+                # have marked the coordinator unknown, so the next round finds it again.
+                if not exc.retriable or self.clock() >= deadline:
                     raise
-                time.sleep(self.config.retry_backoff_ms / 1000)
+                log.debug("commit failed, retrying: %s", exc)
+                self._sleep(self.config.retry_backoff_ms / 1000)
 
     def maybe_auto_commit(self, now: float) -> None:
         if not self.auto_commit or now < self.next_auto_commit:
             return
         self.next_auto_commit = now + self.auto_commit_interval
         if self.machine.coordinator is None and self.subs.type.name != "NONE":
-            self.ensure_coordinator(time.monotonic() + 0.5)
+            self.ensure_coordinator(self.clock() + 0.5)
         offsets = self.subs.consumed()
         if offsets and self.machine.coordinator is not None:
             self.send_commit(offsets).add_done_callback(self._log_auto_commit)
@@ -575,7 +617,7 @@ class ConsumerCoordinator:
     def fetch_committed(self, partitions: Sequence[TopicPartition], timeout_s: float
                         ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """Committed offsets of ``partitions`` for this group (None: nothing committed)."""
-        deadline = time.monotonic() + timeout_s
+        deadline = self.clock() + timeout_s
         topics: dict[str, list[int]] = defaultdict(list)
         for tp in partitions:
             topics[tp.topic].append(tp.partition)
@@ -587,11 +629,11 @@ class ConsumerCoordinator:
                 raise KafkaTimeoutError("OffsetFetch: coordinator not available")
             try:
                 resp = self.net.call(self._coordinator_dest(), ApiKey.OFFSET_FETCH, body,
-                                     timeout_ms=max(100, (deadline - time.monotonic()) * 1000))
+                                     timeout_ms=max(100, (deadline - self.clock()) * 1000))
             except KafkaError:
                 with self.lock:
                     self.machine.coordinator_dead("OffsetFetch failed", self._now())
-                if time.monotonic() >= deadline:
+                if self.clock() >= deadline:
                     raise
                 continue
             code = int(resp.error_code)
@@ -614,9 +656,9 @@ class ConsumerCoordinator:
             if code in (15, 16):
                 with self.lock:
                     self.machine.coordinator_dead(f"OffsetFetch error {code}", self._now())
-            if time.monotonic() >= deadline:
+            if self.clock() >= deadline:
                 raise KafkaTimeoutError("OffsetFetch did not complete")
-            time.sleep(self.config.retry_backoff_ms / 1000)
+            self._sleep(self.config.retry_backoff_ms / 1000)
 
     # ---- metadata-driven rejoin -----------------------------------------------------------
 

@@ -202,11 +202,25 @@ class Membership:
         """True while the member must (re)join before it may fetch with its assignment."""
         return self.rejoin_needed or self.state != MemberState.STABLE
 
-    def commit_identity(self) -> tuple[int, str]:
-        """(generation, member id) for OffsetCommit: the stable generation or (-1, "")."""
-        if self.state == MemberState.STABLE and self.generation >= 0:
-            return self.generation, self.member_id
-        return -1, ""
+    def commit_identity(self) -> tuple[int, str] | None:
+        """(generation, member id) for OffsetCommit; (-1, "") without a generation.
+
+        The last generation stays valid until the JoinGroup response replaces it (the
+        coordinator accepts its commits while it prepares the rebalance), as in Kafka's
+        client, where the commits of ``onJoinPrepare`` carry it. None between the JoinGroup
+        and the SyncGroup response: the new generation takes no commits yet.
+        """
+        if self.generation < 0:
+            return -1, ""
+        if self.state == MemberState.REBALANCING and self.awaiting == "sync":
+            return None
+        return self.generation, self.member_id
+
+    def heartbeating(self) -> bool:
+        """True while the member heartbeats: stable, or waiting for its SyncGroup response
+        (so that the leader's assignment work does not count against its session)."""
+        return self.state == MemberState.STABLE or (
+            self.state == MemberState.REBALANCING and self.awaiting == "sync")
 
     # ---- user thread: poll and join ----------------------------------------------------
 
@@ -220,7 +234,11 @@ class Membership:
         self.rejoin_reason = reason
 
     def next_step(self, now: float) -> list[Action]:
-        """What the join loop does next (empty: wait for a response or the backoff)."""
+        """What the join loop does next (empty: wait for a response or the backoff).
+
+        Before a join, the commit and revocation actions come alone, while the member is
+        still in its generation (and heartbeating); the next call sends the JoinGroup.
+        """
         if self.fatal is not None:
             return [self.fatal]
         if not self.needs_rejoin() or self.state == MemberState.REBALANCING:
@@ -229,17 +247,17 @@ class Membership:
             return []
         if self.coordinator is None:
             return [FindCoordinator()]
-        actions: list[Action] = []
         if self.needs_join_prepare:
             self.needs_join_prepare = False
-            actions.extend(self._prepare_join())
+            prepare = self._prepare_join()
+            if prepare:
+                return prepare
         self.state = MemberState.REBALANCING
         self.awaiting = "join"
         self.rejoin_needed = False
         self.heartbeat_in_flight = False
-        actions.append(SendJoinGroup(self.member_id, self.rejoin_reason))
         self._log(f"join as {self.member_id or '<new>'}: {self.rejoin_reason}")
-        return actions
+        return [SendJoinGroup(self.member_id, self.rejoin_reason)]
 
     def _prepare_join(self) -> list[Action]:
         actions: list[Action] = []
@@ -297,6 +315,10 @@ class Membership:
             self.member_id = member_id
             self.protocol = protocol
             self.leader_id = leader_id
+            # Heartbeats resume now, for the new generation (Kafka: COMPLETING_REBALANCE).
+            self.last_heartbeat_ok = now
+            self.next_heartbeat = now + self.config.heartbeat_interval_ms
+            self.heartbeat_in_flight = False
             self._log(f"joined generation {generation} as {member_id}"
                       f"{' (leader)' if leader_id == member_id else ''}")
             if leader_id == member_id and not skip_assignment:
@@ -347,13 +369,19 @@ class Membership:
     # ---- heartbeat thread ---------------------------------------------------------------
 
     def heartbeat_tick(self, now: float) -> list[Action]:
-        """Heartbeat if due; leave the group if the user stopped polling."""
+        """Heartbeat if due; find a lost coordinator again; leave if the user stopped polling.
+
+        The heartbeat thread looks the coordinator up itself (Kafka's HeartbeatThread), so
+        a member busy between two polls keeps its session after a lost connection.
+        """
         if self.fatal is not None or self.state == MemberState.UNJOINED:
             return []
         if now - self.last_poll > self.config.rebalance_timeout_ms:
             return self._poll_timeout(now)
-        if self.state != MemberState.STABLE or self.coordinator is None:
+        if not self.heartbeating():
             return []
+        if self.coordinator is None:
+            return [FindCoordinator()] if now >= self.retry_at else []
         if now - self.last_heartbeat_ok > self.config.session_timeout_ms:
             self.coordinator_dead("no heartbeat response within the session timeout", now)
             return []
@@ -365,7 +393,7 @@ class Membership:
 
     def heartbeat_delay(self, now: float) -> float:
         """Milliseconds until :meth:`heartbeat_tick` may have something to do."""
-        if self.state != MemberState.STABLE:
+        if not self.heartbeating() or self.coordinator is None:
             return self.config.retry_backoff_ms
         until_poll = self.last_poll + self.config.rebalance_timeout_ms - now
         return max(0.0, min(self.next_heartbeat - now, until_poll,
@@ -385,10 +413,13 @@ class Membership:
         if code == NONE:
             self.last_heartbeat_ok = now
             return []
-        if generation != self.generation:
-            return []  # answer to an old generation: already handled
+        if generation != self.generation or self._joining():
+            return []  # an old generation, or the JoinGroup answer will decide
         if code == REBALANCE_IN_PROGRESS:
-            self.request_rejoin("group is rebalancing")
+            # While joining or syncing the member is already rebalancing: the JoinGroup or
+            # SyncGroup answer tells it whether to join again (Kafka ignores it too).
+            if self.state == MemberState.STABLE:
+                self.request_rejoin("group is rebalancing")
             return []
         return self._on_group_error(code, now, "Heartbeat")
 
@@ -396,7 +427,7 @@ class Membership:
 
     def on_commit_error(self, code: int, now: float, generation: int) -> list[Action]:
         """An OffsetCommit failed with ``code``; same recovery as for heartbeats."""
-        if generation != self.generation and code != FENCED_INSTANCE_ID:
+        if code != FENCED_INSTANCE_ID and (generation != self.generation or self._joining()):
             return []
         if code == REBALANCE_IN_PROGRESS:
             self.request_rejoin("commit during a rebalance")
@@ -414,6 +445,10 @@ class Membership:
         return actions
 
     # ---- shared error handling ----------------------------------------------------------
+
+    def _joining(self) -> bool:
+        """JoinGroup in flight: its answer, not an older request's, decides what is next."""
+        return self.state == MemberState.REBALANCING and self.awaiting == "join"
 
     def _on_group_error(self, code: int, now: float, what: str) -> list[Action]:
         self._log(f"{what} error {code}")
