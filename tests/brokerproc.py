@@ -35,7 +35,8 @@ class BrokerProcess:
                 "--listen", f"127.0.0.1:{self.requested_port}", "--data-dir", str(self.data_dir)]
         for k, v in self.config.items():
             args += ["--config", f"{k}={v}"]
-        log = open(self.log_path, "a")  # noqa: SIM115 - closed with the process
+        # line-buffered, so tests can read the log while the broker runs
+        log = open(self.log_path, "a", buffering=1)  # noqa: SIM115 - closed with the process
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True,
                                      env={**os.environ, "PYTHONUNBUFFERED": "1"})
         deadline = time.monotonic() + timeout

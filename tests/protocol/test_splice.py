@@ -48,3 +48,19 @@ def test_spliced_equals_whole(version: int, sizes: list[int]) -> None:
     assert cid == 9
     got = [p.records or b"" for p in body.responses[0].partitions]
     assert got == records
+
+
+@pytest.mark.parametrize("version", [4, 12])
+def test_placeholders_in_any_order(version: int) -> None:
+    """Payloads numbered against the entity's order (last partition first) still land in
+    their own places; a payload without a placeholder is an error, not a wrong frame."""
+    records = [b"a" * 5, b"b" * 300, b"c" * 70]
+    cls = response_class(1, version)
+    whole = encode_response(3, build(cls, _fetch_response(version, records)))
+    payloads: list[bytes | memoryview] = list(reversed(records))
+    marked = [placeholder(len(records) - 1 - i) for i in range(len(records))]
+    spliced = encode_spliced(3, Spliced(build(cls, _fetch_response(version, marked)), payloads))
+    assert b"".join(bytes(c) for c in spliced) == whole
+    with pytest.raises(ValueError, match="placeholder 3 missing"):
+        encode_spliced(3, Spliced(build(cls, _fetch_response(version, marked)),
+                                  [*payloads, b"orphan"]))

@@ -113,16 +113,21 @@ class Spliced:
     """A response whose large byte fields travel as separate buffers (no copies).
 
     The entity carries :func:`placeholder` ``i`` where ``payloads[i]`` belongs;
-    :func:`encode_spliced` replaces each placeholder and its length prefix.
+    :func:`encode_spliced` replaces each placeholder and its length prefix. Placeholders may
+    stand in any order in the entity: each names its payload.
     """
 
     response: Any
     payloads: list[bytes | memoryview]
 
 
+_MARK = b"\xffsamsa\xff"
+_MARK_INDEX = struct.Struct(">I")
+
+
 def placeholder(i: int) -> bytes:
     """A marker that cannot occur in the rest of a response (0xff is never in a name)."""
-    return b"\xffsamsa\xff" + struct.pack(">I", i)
+    return _MARK + _MARK_INDEX.pack(i)
 
 
 def _uvarint(value: int) -> bytes:
@@ -135,22 +140,32 @@ def _uvarint(value: int) -> bytes:
 
 
 def encode_spliced(correlation_id: int, spliced: Spliced) -> list[bytes | memoryview]:
-    """Buffers of a size-prefixed frame, the payloads spliced in where their markers are."""
+    """Buffers of a size-prefixed frame, the payloads spliced in where their markers are.
+
+    Markers are found in the order they were encoded, whatever order the payloads were
+    numbered in; every payload must be placed exactly once.
+    """
     frame = encode_response(correlation_id, spliced.response)
     flexible = bool(type(spliced.response).__flexible__)
+    payloads = spliced.payloads
+    placed = [False] * len(payloads)
     chunks: list[bytes | memoryview] = []
     pos = 4
-    for i, data in enumerate(spliced.payloads):
-        mark = placeholder(i)
-        at = frame.find(mark, pos)
-        if at < 0:
-            raise ValueError(f"placeholder {i} missing from the encoded response")
+    while (at := frame.find(_MARK, pos)) >= 0:
+        end = at + len(_MARK) + _MARK_INDEX.size
+        (i,) = _MARK_INDEX.unpack_from(frame, at + len(_MARK))
+        if i >= len(payloads) or placed[i]:
+            raise ValueError(f"placeholder {i} is unknown or appears twice in the response")
+        placed[i] = True
+        data = payloads[i]
         if flexible:  # compact bytes: uvarint(length + 1)
             start, prefix = at - 1, _uvarint(len(data) + 1)
         else:  # int32 length
             start, prefix = at - 4, struct.pack(">i", len(data))
         chunks += [frame[pos:start], prefix, data]
-        pos = at + len(mark)
+        pos = end
+    if not all(placed):
+        raise ValueError(f"placeholder {placed.index(False)} missing from the encoded response")
     chunks.append(frame[pos:])
     total = sum(len(c) for c in chunks)
     return [_SIZE.pack(total), *chunks]

@@ -88,11 +88,15 @@ def _read(wants: list[_Want], max_bytes: int) -> tuple[list[dict[str, Any]], int
 
 
 def _group(wants: list[_Want], results: list[dict[str, Any]], version: int) -> list[dict[str, Any]]:
-    grouped: dict[Any, list[dict[str, Any]]] = {}
-    for w, r in zip(wants, results, strict=True):
-        grouped.setdefault(w.topic_key, []).append(r)
+    """Topic entries in request order, as Kafka answers: a new entry wherever the topic
+    changes (librdkafka rotates its start partition, so a topic can come back later)."""
     key = "topic_id" if version >= 13 else "topic"
-    return [{key: k, "partitions": v} for k, v in grouped.items()]
+    out: list[dict[str, Any]] = []
+    for w, r in zip(wants, results, strict=True):
+        if not out or out[-1][key] != w.topic_key:
+            out.append({key: w.topic_key, "partitions": []})
+        out[-1]["partitions"].append(r)
+    return out
 
 
 async def handle(ctx: RequestContext) -> Any:
@@ -121,15 +125,21 @@ async def handle(ctx: RequestContext) -> Any:
                     part.waiters.discard(fut)
             wants = _wants(ctx)
             results, total = _read(wants, max_bytes)
-    # Record bytes are spliced into the encoded response rather than copied through kio.
+    payloads = _take_payloads(results)
+    response = ctx.respond(throttle_time=0, error_code=ErrorCode.none, session_id=0,
+                           responses=_group(wants, results, ctx.version))
+    return Spliced(response, payloads) if payloads else response
+
+
+def _take_payloads(results: list[dict[str, Any]]) -> list[bytes | memoryview]:
+    """Record bytes are spliced into the encoded response rather than copied through kio:
+    each non-empty ``records`` becomes a placeholder naming its payload."""
     payloads: list[bytes | memoryview] = []
     for r in results:
         if r["records"]:
             payloads.append(r["records"])
             r["records"] = placeholder(len(payloads) - 1)
-    response = ctx.respond(throttle_time=0, error_code=ErrorCode.none, session_id=0,
-                           responses=_group(wants, results, ctx.version))
-    return Spliced(response, payloads) if payloads else response
+    return payloads
 
 
 def _has_errors(results: list[dict[str, Any]]) -> bool:
