@@ -3,6 +3,7 @@ replica racks handed to the leader's assignor (KIP-881), against a real broker o
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import threading
 from collections.abc import Iterator, Mapping
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kio.schema.describe_cluster.v0.request import DescribeClusterRequest
 
 from samsa import TopicPartition
 from samsa.assignors import Assignment, ClusterView, RangeAssignor, Subscription
@@ -20,6 +22,7 @@ from tests.brokerproc import BrokerProcess
 from tests.client.conftest import wait_until
 from tests.client.runner import Runner
 from tests.conftest import FAST_GROUPS
+from tests.wire import WireClient
 
 pytestmark = pytest.mark.slow
 _names = itertools.count()
@@ -63,6 +66,28 @@ def settled(runners: list[Runner], parts: set[TopicPartition]) -> bool:
     owned = [tp for r in runners for tp in r.assignment]
     return (all(r.stable() for r in runners) and len(owned) == len(set(owned))
             and set(owned) == parts)
+
+
+@pytest.mark.parametrize("version", [0, 1, 12])
+def test_metadata_and_describe_cluster_carry_broker_rack(racked: BrokerProcess,
+                                                         version: int) -> None:
+    """Metadata v1+ and DescribeCluster carry ``broker.rack``; v0 has no rack field."""
+    request = importlib.import_module(f"kio.schema.metadata.v{version}.request")
+    body = {"topics": None if version else ()}
+    if version >= 4:
+        body["allow_auto_topic_creation"] = False
+    if version >= 8:
+        body["include_topic_authorized_operations"] = False
+    client = WireClient(racked.bootstrap)
+    try:
+        brokers = client.call(3, version, request.MetadataRequest(**body)).brokers
+        cluster = client.call(60, 0, DescribeClusterRequest(
+            include_cluster_authorized_operations=False)).brokers
+    finally:
+        client.close()
+    assert [getattr(b, "rack", "no field") for b in brokers] == (
+        ["no field"] if version == 0 else ["a"])
+    assert [(b.broker_id, b.rack) for b in cluster] == [(0, "a")]
 
 
 def test_client_metadata_maps_replicas_to_broker_racks(racked: BrokerProcess) -> None:
