@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from samsa.broker.config import BrokerConfig
+from samsa.broker.dynamic_config import DynamicConfigs
 from samsa.broker.partition import Partition
 from samsa.log import LogConfig, PartitionLog
 
@@ -34,6 +35,8 @@ BROKER_TO_TOPIC = {
     "log.index.interval.bytes": "index.interval.bytes",
     "log.cleanup.policy": "cleanup.policy",
     "log.message.timestamp.type": "message.timestamp.type",
+    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
     "message.max.bytes": "max.message.bytes",
 }
 
@@ -77,8 +80,9 @@ class Topic:
 class TopicManager:
     """Creates, opens, grows and deletes topics under one data directory."""
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, dynamic: DynamicConfigs | None = None) -> None:
         self.config = config
+        self.dynamic = dynamic if dynamic is not None else DynamicConfigs(config)
         self.data_dir = config.data_dir
         self._topics: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
@@ -103,15 +107,19 @@ class TopicManager:
         return len(self._topics)
 
     # -- configs ------------------------------------------------------------------------
-    def broker_log_defaults(self) -> dict[str, str]:
-        """Topic-level defaults implied by the broker's ``log.*`` settings."""
+    def broker_log_defaults(self, broker: BrokerConfig | None = None) -> dict[str, str]:
+        """Topic-level defaults implied by the broker's ``log.*`` settings (static and
+        dynamic, or those of ``broker``)."""
+        cfg = broker or self.dynamic.effective
         out: dict[str, str] = {}
         for broker_name, topic_name in BROKER_TO_TOPIC.items():
-            out[topic_name] = str(self.config[broker_name])
+            out[topic_name] = str(cfg[broker_name])
         return out
 
-    def log_config(self, overrides: Mapping[str, str], name: str = "") -> LogConfig:
-        merged = self.broker_log_defaults()
+    def log_config(self, overrides: Mapping[str, str], name: str = "",
+                   broker: BrokerConfig | None = None) -> LogConfig:
+        """A topic's effective log config; raises ValueError naming a bad key or value."""
+        merged = self.broker_log_defaults(broker)
         if name == OFFSETS_TOPIC:
             merged["cleanup.policy"] = "compact"
             merged["segment.bytes"] = str(self.config["offsets.topic.segment.bytes"])
@@ -122,6 +130,7 @@ class TopicManager:
     def load(self, now_ms: int) -> None:
         """Open every topic recorded in ``topics.json`` (recovering their logs)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.dynamic.load()
         for leftover in self.data_dir.glob("*.deleted"):  # a deletion cut short by a crash
             shutil.rmtree(leftover, ignore_errors=True)
         meta = self._meta_path()
@@ -186,6 +195,46 @@ class TopicManager:
             topic.partitions.append(Partition(name, p, self._open_new(name, p, config, now_ms)))
         self._save()
         return topic
+
+    def alter(self, name: str, overrides: Mapping[str, str], *,
+              validate_only: bool = False) -> Topic:
+        """Replace a topic's config overrides (AlterConfigs): validated, persisted and
+        applied to its partitions at once; raises :class:`TopicError` (INVALID_CONFIG,
+        UNKNOWN_TOPIC_OR_PARTITION) and then changes nothing."""
+        overrides = dict(overrides)
+        try:
+            config = self.log_config(overrides, name)
+        except ValueError as exc:
+            raise TopicError(40, str(exc)) from None  # INVALID_CONFIG
+        topic = self._topics.get(name)
+        if topic is None:
+            raise TopicError(3, f"Topic '{name}' does not exist.")
+        if validate_only:
+            return topic
+        previous = topic.overrides
+        topic.overrides = overrides
+        try:
+            self._save()
+        except OSError:
+            topic.overrides = previous
+            raise
+        for part in topic.partitions:
+            part.log.reconfigure(config)
+        return topic
+
+    def check_broker_defaults(self, broker: BrokerConfig) -> None:
+        """Raise ValueError if ``broker``'s log settings are not valid topic defaults, or
+        would make a topic's config invalid."""
+        self.log_config({}, "", broker)
+        for topic in self._topics.values():
+            self.log_config(topic.overrides, topic.name, broker)
+
+    def reconfigure_all(self) -> None:
+        """Re-apply every topic's config (after the broker's dynamic defaults changed)."""
+        for topic in self._topics.values():
+            config = self.log_config(topic.overrides, topic.name)
+            for part in topic.partitions:
+                part.log.reconfigure(config)
 
     def delete(self, name: str) -> Topic:
         """Delete a topic and its data."""

@@ -16,13 +16,29 @@ from samsa.client.metadata import Metadata
 from samsa.client.net import ApiKey, NetworkClient
 from samsa.client.offsets import EARLIEST, LATEST, list_offsets
 
-__all__ = ["Admin", "GroupDescription", "MemberDescription"]
+__all__ = ["Admin", "ConfigEntry", "GroupDescription", "MemberDescription"]
 
 _ids = itertools.count(1)
 _COORDINATOR_RETRY = {14, 15, 16}
 _DESCRIBE_CONFIGS = 32
 _CONFIG_SOURCES = {1: "topic", 2: "dynamic-broker", 3: "dynamic-default-broker",
-                   4: "static-broker", 5: "default", 6: "dynamic-broker-logger"}
+                   4: "static-broker", 5: "default", 6: "dynamic-broker-logger", 8: "group"}
+_ALTER_CONFIGS, _INCREMENTAL_ALTER_CONFIGS = 33, 44
+RESOURCE_TYPES = {"topic": 2, "broker": 4, "group": 32}
+"""Config resource types by name (Kafka's ConfigResource.Type ids)."""
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    """One config of a resource as DescribeConfigs reports it."""
+
+    name: str
+    value: str | None
+    source: str
+    """topic, group, dynamic-broker, dynamic-default-broker, static-broker or default."""
+    read_only: bool
+    synonyms: tuple[tuple[str, str | None, str], ...]
+    """Every layer that sets it, highest precedence first: (name, value, source)."""
 
 
 @dataclass(frozen=True)
@@ -134,6 +150,57 @@ class Admin:
             raise error_for(int(result.error_code), f"describe configs {topic}")
         return {c.name: (c.value, _CONFIG_SOURCES.get(int(c.config_source), "unknown"))
                 for c in result.configs}
+
+    def describe_configs(self, resource_type: str, name: str) -> dict[str, ConfigEntry]:
+        """Configs of a ``topic``, ``broker`` (node id, or "" for cluster-wide dynamic
+        defaults) or ``group`` (DescribeConfigs v3, with synonyms)."""
+        resp = self._any(_DESCRIBE_CONFIGS, {
+            "__version__": 3, "include_synonyms": True, "include_documentation": False,
+            "resources": [{"resource_type": RESOURCE_TYPES[resource_type],
+                           "resource_name": name, "configuration_keys": None}]})
+        result = resp.results[0]
+        if int(result.error_code):
+            raise error_for(int(result.error_code),
+                            f"describe configs {resource_type} {name!r}: "
+                            f"{result.error_message or ''}")
+
+        def source(code: Any) -> str:
+            return _CONFIG_SOURCES.get(int(code), "unknown")
+
+        return {c.name: ConfigEntry(c.name, c.value, source(c.config_source), bool(c.read_only),
+                                    tuple((s.name, s.value, source(s.source))
+                                          for s in c.synonyms))
+                for c in result.configs}
+
+    def alter_configs(self, resource_type: str, name: str, *,
+                      set: Mapping[str, str] | None = None, delete: Iterable[str] = (),
+                      append: Mapping[str, str] | None = None,
+                      subtract: Mapping[str, str] | None = None,
+                      validate_only: bool = False) -> None:
+        """Change some configs of a resource (IncrementalAlterConfigs); the others stay."""
+        ops = [(k, 0, v) for k, v in (set or {}).items()] + [(k, 1, None) for k in delete]
+        ops += [(k, 2, v) for k, v in (append or {}).items()]
+        ops += [(k, 3, v) for k, v in (subtract or {}).items()]
+        self._alter(_INCREMENTAL_ALTER_CONFIGS, resource_type, name, [
+            {"name": k, "config_operation": op, "value": v} for k, op, v in ops], validate_only)
+
+    def replace_configs(self, resource_type: str, name: str, configs: Mapping[str, str], *,
+                        validate_only: bool = False) -> None:
+        """Make ``configs`` all of a resource's configs (legacy AlterConfigs)."""
+        self._alter(_ALTER_CONFIGS, resource_type, name,
+                    [{"name": k, "value": v} for k, v in configs.items()], validate_only)
+
+    def _alter(self, api: int, resource_type: str, name: str, configs: list[dict[str, Any]],
+               validate_only: bool) -> None:
+        resp = self._any(api, {
+            "__version__": 1 if api == _INCREMENTAL_ALTER_CONFIGS else 2,
+            "validate_only": validate_only,
+            "resources": [{"resource_type": RESOURCE_TYPES[resource_type],
+                           "resource_name": name, "configs": configs}]})
+        result = resp.responses[0]
+        if int(result.error_code):
+            raise error_for(int(result.error_code), f"alter configs {resource_type} {name!r}: "
+                                                    f"{result.error_message or ''}")
 
     def _wait_for(self, topics: set[str], present: bool, timeout: float = 10.0) -> None:
         deadline = time.monotonic() + timeout

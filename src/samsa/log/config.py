@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-__all__ = ["BROKER_SYNONYMS", "LogConfig"]
+__all__ = ["BROKER_SYNONYMS", "CONFIG_TYPES", "LIST_CONFIGS", "LogConfig"]
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
@@ -14,7 +14,10 @@ INT_MAX = 2**31 - 1
 
 def _int(lo: int, hi: int) -> Callable[[str], int]:
     def parse(raw: str) -> int:
-        value = int(raw.strip())
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise ValueError("not an integer") from None
         if not lo <= value <= hi:
             raise ValueError(f"must be in [{lo}, {hi}]")
         return value
@@ -23,7 +26,10 @@ def _int(lo: int, hi: int) -> Callable[[str], int]:
 
 
 def _ratio(raw: str) -> float:
-    value = float(raw.strip())
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ValueError("not a number") from None
     if not 0.0 <= value <= 1.0:
         raise ValueError("must be in [0, 1]")
     return value
@@ -119,6 +125,30 @@ BROKER_SYNONYMS: dict[str, str] = {
 }
 """Topic config name -> the broker-wide setting that supplies its default (DescribeConfigs)."""
 
+_INT_CONFIGS = {"index.interval.bytes", "max.message.bytes", "min.insync.replicas",
+                "segment.bytes", "segment.index.bytes"}
+_STRING_CONFIGS = {"compression.type", "message.timestamp.type"}
+LIST_CONFIGS = frozenset({"cleanup.policy"})
+"""Kafka's LIST-typed topic configs: the ones IncrementalAlterConfigs may APPEND/SUBTRACT."""
+
+
+def _kafka_type(key: str) -> int:
+    """Kafka's ConfigType id: 1 BOOLEAN, 2 STRING, 3 INT, 5 LONG, 6 DOUBLE, 7 LIST."""
+    parse = _SPEC[key][1]
+    if parse is _bool:
+        return 1
+    if key in LIST_CONFIGS:
+        return 7
+    if parse is _ratio:
+        return 6
+    if key in _STRING_CONFIGS:
+        return 2
+    return 3 if key in _INT_CONFIGS else 5
+
+
+CONFIG_TYPES: dict[str, int] = {key: _kafka_type(key) for key in _SPEC}
+"""Topic config name -> Kafka's ConfigType id (DescribeConfigs v3+)."""
+
 
 @dataclass(frozen=True, slots=True)
 class LogConfig:
@@ -183,7 +213,14 @@ class LogConfig:
                 changes[attr] = parse(str(raw))
             except ValueError as exc:
                 raise ValueError(f"invalid value {raw!r} for {key}: {exc}") from None
-        return replace(base or cls(), **changes)
+        config = replace(base or cls(), **changes)
+        if config.min_compaction_lag_ms > config.max_compaction_lag_ms:
+            raise ValueError(
+                "conflict topic config setting min.compaction.lag.ms "
+                f"({config.min_compaction_lag_ms}) > max.compaction.lag.ms "
+                f"({config.max_compaction_lag_ms})"
+            )
+        return config
 
     def to_mapping(self) -> dict[str, str]:
         """All settings as Kafka-named strings, for DescribeConfigs."""

@@ -16,6 +16,7 @@ from samsa.broker.context import RequestContext
 Handler = Callable[[RequestContext], Awaitable[Any]]
 
 API_MODULES = (
+    "alter_configs",
     "api_versions",
     "create_partitions",
     "create_topics",
@@ -27,6 +28,7 @@ API_MODULES = (
     "fetch",
     "find_coordinator",
     "heartbeat",
+    "incremental_alter_configs",
     "init_producer_id",
     "join_group",
     "leave_group",

@@ -1,4 +1,12 @@
-"""DescribeConfigs (key 32): topic configs (with sources) and broker configs."""
+"""DescribeConfigs (key 32): topic, broker and group configs with their sources.
+
+As Kafka's ConfigHelper: a value's source is the first layer that sets it (topic or group
+config, then the broker's dynamic per-broker and cluster-default settings, static settings,
+defaults), and with ``include_synonyms`` (v1+) every layer is listed. ``BROKER`` named by the
+node id describes every setting (read-only unless it may change at run time); ``BROKER``
+named "" describes only the cluster-wide dynamic defaults. v3 adds config types and
+documentation.
+"""
 
 from __future__ import annotations
 
@@ -6,82 +14,125 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from samsa.broker.config import SETTINGS, Setting
+from samsa.broker.config_admin import BROKER, GROUP, TOPIC
 from samsa.broker.context import RequestContext
+from samsa.broker.dynamic_config import (
+    DEFAULT_CONFIG,
+    DYNAMIC_BROKER_SETTINGS,
+    GROUP_SYNONYMS,
+    Resolved,
+)
 from samsa.broker.topics import BROKER_TO_TOPIC
+from samsa.log.config import BROKER_SYNONYMS, CONFIG_TYPES
 
 API_KEY = 32
 VERSIONS = (1, 4)
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
-# ConfigSource values
-TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
-# ConfigType values (v3+)
+TOPIC_CONFIG = 1
 _TYPES = {bool: 1, str: 2, int: 5}
 _TOPIC_TO_BROKER = {v: k for k, v in BROKER_TO_TOPIC.items()}
+_BY_NAME = {s.name: s for s in SETTINGS}
 
 
-def _entry(name: str, value: str | None, source: int, synonyms: list[dict[str, Any]],
-           config_type: int, doc: str | None) -> dict[str, Any]:
-    return {"name": name, "value": value, "read_only": False, "config_source": source,
-            "is_default": source == DEFAULT_CONFIG, "is_sensitive": False,
-            "synonyms": synonyms, "config_type": config_type, "documentation": doc}
+def _entry(name: str, resolved: Resolved, synonyms: bool, config_type: int,
+           doc: str | None, read_only: bool = False) -> dict[str, Any]:
+    return {"name": name, "value": resolved.value, "read_only": read_only,
+            "config_source": resolved.source, "is_default": resolved.source == DEFAULT_CONFIG,
+            "is_sensitive": False, "config_type": config_type, "documentation": doc,
+            "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in resolved.synonyms]
+            if synonyms else []}
 
 
-def _topic(ctx: RequestContext, name: str, keys: set[str] | None) -> dict[str, Any]:
-    topic = ctx.broker.topics.get(name)
+def _result(rtype: int, name: str, configs: list[dict[str, Any]],
+            code: ErrorCode = ErrorCode.none, message: str | None = None) -> dict[str, Any]:
+    return {"error_code": code, "error_message": message, "resource_type": rtype,
+            "resource_name": name, "configs": configs}
+
+
+def _wanted(keys: set[str] | None, name: str) -> bool:
+    return keys is None or name in keys
+
+
+def _topic(ctx: RequestContext, name: str, keys: set[str] | None, synonyms: bool,
+           docs: bool) -> dict[str, Any]:
+    topics = ctx.broker.topics
+    topic = topics.get(name)
     if topic is None:
-        return {"error_code": ErrorCode.unknown_topic_or_partition,
-                "error_message": f"Topic {name} does not exist", "resource_type": TOPIC,
-                "resource_name": name, "configs": []}
-    explicit_broker = {s.name for s, _, default in ctx.broker.config.items() if not default}
-    mapping = ctx.broker.topics.log_config(topic.overrides, name).to_mapping()
-    synonyms_wanted = bool(getattr(ctx.body, "include_synonyms", False))
+        return _result(TOPIC, name, [], ErrorCode.unknown_topic_or_partition,
+                       f"Topic {name} does not exist")
+    dynamic = topics.dynamic
+    mapping = topics.log_config(topic.overrides, name).to_mapping()
     configs = []
     for key, value in sorted(mapping.items()):
-        if keys is not None and key not in keys:
+        if not _wanted(keys, key):
             continue
-        broker_key = _TOPIC_TO_BROKER.get(key)
+        layers: list[tuple[str, str, int]] = []
         if key in topic.overrides:
-            source = TOPIC_CONFIG
-        elif broker_key in explicit_broker:
-            source = STATIC_BROKER_CONFIG
+            layers.append((key, value, TOPIC_CONFIG))
+        broker_key = _TOPIC_TO_BROKER.get(key)
+        if broker_key is not None:
+            layers.extend(dynamic.resolve_broker(broker_key).synonyms)
         else:
-            source = DEFAULT_CONFIG
-        synonyms = []
-        if synonyms_wanted:
-            synonyms.append({"name": key, "value": str(value), "source": source})
-        configs.append(_entry(key, str(value), source, synonyms, 2, None))
-    return {"error_code": ErrorCode.none, "error_message": None, "resource_type": TOPIC,
-            "resource_name": name, "configs": configs}
+            layers.append((BROKER_SYNONYMS[key], value, DEFAULT_CONFIG))
+        # The effective value can differ from the broker layer for internal topics.
+        resolved = Resolved(value, layers[0][2], tuple(layers))
+        setting = _BY_NAME.get(broker_key or "")
+        configs.append(_entry(key, resolved, synonyms, CONFIG_TYPES[key],
+                              setting.doc if docs and setting else None))
+    return _result(TOPIC, name, configs)
 
 
-def _broker(ctx: RequestContext, name: str, keys: set[str] | None) -> dict[str, Any]:
-    if name not in ("", str(ctx.broker.config.node_id)):
-        return {"error_code": ErrorCode.invalid_request,
-                "error_message": f"Unexpected broker id, expected {ctx.broker.config.node_id}",
-                "resource_type": BROKER, "resource_name": name, "configs": []}
+def _broker(ctx: RequestContext, name: str, keys: set[str] | None, synonyms: bool,
+            docs: bool) -> dict[str, Any]:
+    node = ctx.broker.config.node_id
+    if name and name != str(node):
+        return _result(BROKER, name, [], ErrorCode.invalid_request,
+                       f"Unexpected broker id, expected {node} or empty string, but received "
+                       f"{name}")
+    dynamic = ctx.broker.topics.dynamic
     configs = []
-    for setting, value, default in ctx.broker.config.items():
-        if keys is not None and setting.name not in keys:
+    setting: Setting
+    for setting in SETTINGS:
+        if not _wanted(keys, setting.name):
             continue
-        text = str(value).lower() if setting.type is bool else str(value)
-        configs.append(_entry(setting.name, text, DEFAULT_CONFIG if default else
-                              STATIC_BROKER_CONFIG, [], _TYPES.get(setting.type, 2), setting.doc))
-    return {"error_code": ErrorCode.none, "error_message": None, "resource_type": BROKER,
-            "resource_name": name, "configs": configs}
+        resolved = dynamic.resolve_broker(setting.name, per_broker=bool(name))
+        if not resolved.synonyms:
+            continue  # "": only the settings with a cluster-wide dynamic default
+        configs.append(_entry(setting.name, resolved, synonyms, _type(setting),
+                              setting.doc if docs else None,
+                              read_only=setting.name not in DYNAMIC_BROKER_SETTINGS))
+    return _result(BROKER, name, configs)
+
+
+def _group(ctx: RequestContext, name: str, keys: set[str] | None, synonyms: bool,
+           docs: bool) -> dict[str, Any]:
+    if not name:
+        return _result(GROUP, name, [], ErrorCode.invalid_request, "Group name must not be empty")
+    dynamic = ctx.broker.topics.dynamic
+    configs = []
+    for key in sorted(GROUP_SYNONYMS):
+        if _wanted(keys, key):
+            doc = _BY_NAME[GROUP_SYNONYMS[key]].doc if docs else None
+            configs.append(_entry(key, dynamic.resolve_group(name, key), synonyms, 3, doc))
+    return _result(GROUP, name, configs)
+
+
+def _type(setting: Setting) -> int:
+    return 7 if setting.name == "log.cleanup.policy" else _TYPES.get(setting.type, 2)
 
 
 async def handle(ctx: RequestContext) -> Any:
+    synonyms = bool(getattr(ctx.body, "include_synonyms", False))
+    docs = bool(getattr(ctx.body, "include_documentation", False))
     results = []
     for r in ctx.body.resources:
         keys = set(r.configuration_keys) if r.configuration_keys is not None else None
-        if r.resource_type == TOPIC:
-            results.append(_topic(ctx, r.resource_name, keys))
-        elif r.resource_type == BROKER:
-            results.append(_broker(ctx, r.resource_name, keys))
-        else:
-            results.append({"error_code": ErrorCode.invalid_request,
-                            "error_message": f"Unsupported resource type {r.resource_type}",
-                            "resource_type": r.resource_type, "resource_name": r.resource_name,
-                            "configs": []})
+        describe = {TOPIC: _topic, BROKER: _broker, GROUP: _group}.get(r.resource_type)
+        if describe is None:
+            results.append(_result(r.resource_type, r.resource_name, [],
+                                   ErrorCode.invalid_request,
+                                   f"Unsupported resource type {r.resource_type}"))
+            continue
+        results.append(describe(ctx, r.resource_name, keys, synonyms, docs))
     return ctx.respond(throttle_time=0, results=results)

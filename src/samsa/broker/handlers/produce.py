@@ -1,4 +1,8 @@
-"""Produce (key 0): validate batches, append, answer per acks (0: none, 1: OS, -1: fsync)."""
+"""Produce (key 0): validate batches, append, answer per acks (0: none, 1: OS, -1: fsync).
+
+Records are read only where the topic's configs need it (:mod:`samsa.broker.validate`);
+v8+ answers per-record errors (``record_errors``) for batches refused because of them.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from kio.schema.errors import ErrorCode
 from samsa.broker.clock import now_ms
 from samsa.broker.context import RequestContext
 from samsa.broker.partition import Partition
+from samsa.broker.validate import Rejection, check
 from samsa.log import AppendInfo, LogError
 from samsa.protocol.batch import InvalidRecords, split_batches
 
@@ -18,14 +23,16 @@ VERSIONS = (3, 9)
 
 
 def _result(index: int, code: ErrorCode, message: str | None = None,
-            info: AppendInfo | None = None) -> dict[str, Any]:
+            info: AppendInfo | None = None, rejection: Rejection | None = None
+            ) -> dict[str, Any]:
     return {
         "index": index,
         "error_code": code,
         "base_offset": info.base_offset if info else -1,
         "log_append_time": info.log_append_time if info else -1,
         "log_start_offset": info.log_start_offset if info else -1,
-        "record_errors": [],
+        "record_errors": [{"batch_index": i, "batch_index_error_message": m}
+                          for i, m in rejection.record_errors] if rejection else [],
         "error_message": message,
     }
 
@@ -47,6 +54,10 @@ def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None,
             # Kafka: Produce v3+ carries exactly one record batch per partition.
             return _result(index, ErrorCode.invalid_record,
                            f"expected one record batch per partition, got {len(headers)}"), None, 0
+        rejection = check(records, headers[0], part.log.config, now, f"{topic}-{index}")
+        if rejection is not None:
+            return _result(index, ErrorCode(rejection.error_code), rejection.message,
+                           rejection=rejection), None, 0
         info = part.log.append(records, now, headers)
     except InvalidRecords as exc:
         return _result(index, ErrorCode(exc.error_code), str(exc)), None, 0

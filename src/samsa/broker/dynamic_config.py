@@ -1,0 +1,226 @@
+"""Configs changed at run time (AlterConfigs): the broker's dynamic settings and group configs.
+
+Kafka keeps three layers under a static ``server.properties``: per-broker dynamic settings
+(resource ``BROKER`` named by the node id), cluster-wide dynamic defaults (``BROKER`` with an
+empty name) and per-group configs (resource ``GROUP``, Kafka 4.x). A setting resolves as
+per-broker dynamic, then dynamic default, then static, then Kafka's default. Topic overrides
+live with the topics (``topics.json``); the rest is kept in ``dynamic-configs.json`` in the
+data directory, replaced atomically on every change.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from samsa.broker.config import SETTINGS, BrokerConfig, ConfigError
+
+log = logging.getLogger("samsa.broker")
+
+# DescribeConfigs ConfigSource values
+DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 4, 5, 8
+
+DYNAMIC_BROKER_SETTINGS = frozenset({
+    "log.segment.bytes", "log.roll.ms", "log.retention.ms", "log.retention.bytes",
+    "log.index.interval.bytes", "log.cleanup.policy", "log.message.timestamp.type",
+    "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
+    "message.max.bytes",
+})
+"""Broker settings that may change at run time (Kafka's DynamicLogConfig ones samsa has)."""
+
+BROKER_LIST_SETTINGS = frozenset({"log.cleanup.policy"})
+
+GROUP_SYNONYMS = {
+    "consumer.session.timeout.ms": "group.consumer.session.timeout.ms",
+    "consumer.heartbeat.interval.ms": "group.consumer.heartbeat.interval.ms",
+}
+"""Group config name -> the broker setting that supplies its default (Kafka's GroupConfig)."""
+
+_KNOWN = {s.name for s in SETTINGS}
+_INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """A setting's value and where it comes from (a ConfigSource), with its synonyms:
+    every layer that sets it, highest precedence first, as (name, value, source)."""
+
+    value: str
+    source: int
+    synonyms: tuple[tuple[str, str, int], ...]
+
+
+def text(value: Any) -> str:
+    """A setting's value as Kafka prints it (booleans lower case)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class DynamicConfigs:
+    """The dynamic layers, their file, and the broker config they resolve to."""
+
+    def __init__(self, static: BrokerConfig) -> None:
+        self.static = static
+        self._brokers: dict[str, dict[str, str]] = {}
+        self._groups: dict[str, dict[str, str]] = {}
+        self.effective = static
+
+    @property
+    def path(self) -> Path:
+        return self.static.data_dir / "dynamic-configs.json"
+
+    # -- reading ------------------------------------------------------------------------
+    def broker(self, name: str) -> dict[str, str]:
+        """The dynamic settings of ``BROKER`` resource ``name`` ("" for the defaults)."""
+        return dict(self._brokers.get(name, {}))
+
+    def group(self, group_id: str) -> dict[str, str]:
+        return dict(self._groups.get(group_id, {}))
+
+    def resolve_broker(self, name: str, per_broker: bool = True) -> Resolved:
+        """Effective value of broker setting ``name``; without ``per_broker`` only the
+        dynamic default layer counts (DescribeConfigs of the BROKER resource "")."""
+        layers: list[tuple[str, str, int]] = []
+        if per_broker:
+            mine = self._brokers.get(str(self.static.node_id), {})
+            if name in mine:
+                layers.append((name, mine[name], DYNAMIC_BROKER_CONFIG))
+        defaults = self._brokers.get("", {})
+        if name in defaults:
+            layers.append((name, defaults[name], DYNAMIC_DEFAULT_BROKER_CONFIG))
+        if per_broker:
+            values = self.static.values or {}
+            if name in values:
+                layers.append((name, text(values[name]), STATIC_BROKER_CONFIG))
+            layers.append((name, text(_default(name)), DEFAULT_CONFIG))
+        if not layers:
+            return Resolved("", DEFAULT_CONFIG, ())
+        return Resolved(layers[0][1], layers[0][2], tuple(layers))
+
+    def resolve_group(self, group_id: str, name: str) -> Resolved:
+        """Effective value of group config ``name`` for ``group_id``."""
+        synonym = self.resolve_broker(GROUP_SYNONYMS[name])
+        layers = [(synonym_name, v, s) for synonym_name, v, s in synonym.synonyms]
+        own = self._groups.get(group_id, {})
+        if name in own:
+            layers.insert(0, (name, own[name], GROUP_CONFIG))
+        return Resolved(layers[0][1], layers[0][2], tuple(layers))
+
+    def group_value(self, group_id: str, name: str) -> int:
+        """A group's effective ``consumer.session.timeout.ms`` / ``consumer.heartbeat.interval.ms``
+        (for the KIP-848 coordinator)."""
+        return int(self.resolve_group(group_id, name).value)
+
+    # -- validating ---------------------------------------------------------------------
+    def check_broker(self, name: str, props: Mapping[str, str]) -> BrokerConfig:
+        """The broker config that ``props`` as the dynamic settings of ``name`` would give;
+        raises ConfigError (Kafka answers INVALID_REQUEST) for names that are unknown or not
+        dynamic and for bad values."""
+        unknown = sorted(k for k in props if k not in _KNOWN)
+        if unknown:
+            raise ConfigError(f"Unknown broker configs: {', '.join(unknown)}")
+        static = sorted(k for k in props if k not in DYNAMIC_BROKER_SETTINGS)
+        if static:
+            raise ConfigError(f"Cannot update these configs dynamically: {', '.join(static)}")
+        layers = dict(self._brokers)
+        layers[name] = dict(props)
+        return self._resolve(layers)
+
+    def check_group(self, props: Mapping[str, str], broker: BrokerConfig | None = None) -> None:
+        """Kafka's GroupConfig.validate against the broker's bounds; raises ConfigError
+        (Kafka answers INVALID_CONFIG)."""
+        cfg = broker or self.effective
+        for key in props:
+            if key not in GROUP_SYNONYMS:
+                raise ConfigError(f"Unknown group config name: {key}")
+        values: dict[str, int] = {}
+        for key, synonym in GROUP_SYNONYMS.items():
+            raw = props.get(key, cfg[synonym])
+            try:
+                values[key] = int(str(raw).strip())
+            except ValueError:
+                raise ConfigError(f"Invalid value {raw} for configuration {key}: "
+                                  "Not a number of type INT") from None
+            if not 1 <= values[key] <= _INT32_MAX:
+                raise ConfigError(f"Invalid value {raw} for configuration {key}: "
+                                  "Value must be at least 1")
+        hb = values["consumer.heartbeat.interval.ms"]
+        session = values["consumer.session.timeout.ms"]
+        for key, value, prefix in (("consumer.heartbeat.interval.ms", hb, "heartbeat.interval"),
+                                   ("consumer.session.timeout.ms", session, "session.timeout")):
+            lo, hi = (f"group.consumer.min.{prefix}.ms", f"group.consumer.max.{prefix}.ms")
+            if value < int(cfg[lo]):
+                raise ConfigError(f"{key} must be greater than or equal to {lo}")
+            if value > int(cfg[hi]):
+                raise ConfigError(f"{key} must be less than or equal to {hi}")
+        if session <= hb:
+            raise ConfigError("consumer.session.timeout.ms must be greater than "
+                              "consumer.heartbeat.interval.ms")
+
+    # -- changing -----------------------------------------------------------------------
+    def set_broker(self, name: str, props: Mapping[str, str]) -> None:
+        """Replace the dynamic settings of ``BROKER`` resource ``name`` (validated by
+        :meth:`check_broker`) and persist them."""
+        layers = dict(self._brokers)
+        layers[name] = dict(props)
+        self.effective = self._resolve(layers)
+        self._brokers = {k: v for k, v in layers.items() if v}
+        self._save()
+
+    def set_group(self, group_id: str, props: Mapping[str, str]) -> None:
+        groups = dict(self._groups)
+        groups[group_id] = dict(props)
+        self._groups = {k: v for k, v in groups.items() if v}
+        self._save()
+
+    def load(self) -> None:
+        """Read ``dynamic-configs.json``; a layer that no longer validates is skipped (and
+        logged) so the broker still starts."""
+        if not self.path.exists():
+            return
+        data = json.loads(self.path.read_text())
+        self._groups = {str(g): {str(k): str(v) for k, v in props.items()}
+                        for g, props in data.get("groups", {}).items()}
+        brokers = {str(b): {str(k): str(v) for k, v in props.items()}
+                   for b, props in data.get("brokers", {}).items()}
+        for name in sorted(brokers):
+            try:
+                self.check_broker(name, brokers[name])
+            except ConfigError as exc:
+                log.warning("ignoring dynamic configs of broker %r: %s", name, exc)
+                continue
+            self._brokers[name] = brokers[name]
+        self.effective = self._resolve(self._brokers)
+
+    # -- internals ----------------------------------------------------------------------
+    def _resolve(self, layers: Mapping[str, Mapping[str, str]]) -> BrokerConfig:
+        merged: dict[str, Any] = dict(self.static.values or {})
+        merged.update(layers.get("", {}))
+        merged.update(layers.get(str(self.static.node_id), {}))
+        values = BrokerConfig.create(data_dir=self.static.data_dir, overrides=merged).values
+        return replace(self.static, values=values)
+
+    def _save(self) -> None:
+        data = {"brokers": self._brokers, "groups": self._groups}
+        tmp = self.path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        dir_fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def _default(name: str) -> Any:
+    return BrokerConfig()[name]
