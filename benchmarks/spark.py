@@ -78,6 +78,8 @@ def main() -> None:
     from samsa import Admin
     from samsa.spark import session
 
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # bind Spark to loopback only
+
     tmp = tempfile.mkdtemp(prefix="samsa-spark-bench-")
     proc = None
     bootstrap = args.bootstrap

@@ -1,4 +1,4 @@
-"""One test per (state x request) cell of the answer table in kafka-notes.md.
+"""One test per (state x request) cell of the answer table in ``samsa.coordinator.state``.
 
 A request to a Dead group cannot happen in samsa (a group that dies is dropped within the
 same call, and an unloaded shard answers NOT_COORDINATOR); the Dead column is Kafka's answer

