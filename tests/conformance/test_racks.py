@@ -65,7 +65,6 @@ def test_librdkafka_members_with_client_rack_consume_everything(racked: BrokerPr
     parts = 4
     topic, group = unique(f"racks-{strategy}"), unique("g")
     create_topic(racked.bootstrap, topic, parts)
-    expected = produce(racked.bootstrap, topic, parts, 10)
     log = OwnershipLog()
     members = [
         Member(racked.bootstrap, group, f"in-{rack}", log,
@@ -76,6 +75,8 @@ def test_librdkafka_members_with_client_rack_consume_everything(racked: BrokerPr
     try:
         # Every replica is in rack "a", so (as in Kafka) racks do not change the balance.
         settle(members, tps_of(topic, parts), counts=[2, 2])
+        # Records written once the group is stable: each is read exactly once (no commits).
+        expected = produce(racked.bootstrap, topic, parts, 10)
         drain(members, end_offsets(racked.bootstrap, topic, parts))
         seen = [v for m in members for v in m.seen]
         assert sorted(seen) == sorted(expected)
