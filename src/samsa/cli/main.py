@@ -7,13 +7,15 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from samsa.cli import consume, groups, produce, serve, topics
+from samsa.cli import configs, consume, groups, produce, serve, topics
 from samsa.cli.errors import CliError
 
 HINTS = {
     3: "no such topic or partition",
     36: "the topic exists already",
     37: "bad partition count",
+    40: "bad config name or value",
+    42: "the broker refused the request as malformed",
     68: "the group still has active members",
     69: "no such group",
 }
@@ -37,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_parser(sub)
     consume.add_parser(sub)
     groups.add_parser(sub)
+    configs.add_parser(sub)
     return parser
 
 

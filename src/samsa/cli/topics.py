@@ -1,4 +1,4 @@
-"""``samsa topics``: list, create, describe, delete and add partitions."""
+"""``samsa topics``: list, create, describe, delete, add partitions and alter configs."""
 
 from __future__ import annotations
 
@@ -45,6 +45,17 @@ def add_parser(sub: Any) -> None:
                    help="the new total number of partitions")
     add_client_options(c)
     c.set_defaults(run=run_add_partitions)
+
+    c = cmds.add_parser("alter-config", help="set or delete some configs of a topic")
+    c.add_argument("name")
+    c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a topic setting, e.g. retention.ms=60000 (repeatable)")
+    c.add_argument("--delete", action="append", default=[], metavar="KEY",
+                   help="a setting to return to its default (repeatable)")
+    c.add_argument("--validate-only", action="store_true",
+                   help="only check the change with the broker")
+    add_client_options(c)
+    c.set_defaults(run=run_alter_config)
 
 
 def positive(text: str) -> int:
@@ -132,6 +143,19 @@ def run_delete(args: argparse.Namespace) -> int:
     else:
         out.message(f"Deleted topic {args.name}.")
     return 0
+
+
+def run_alter_config(args: argparse.Namespace) -> int:
+    from samsa.cli.configs import alter
+
+    to_set = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"--set: expected KEY=VALUE, got {item!r}", 2)
+        to_set[key.strip()] = value.strip()
+    to_delete = [k.strip() for k in args.delete]
+    return alter(args, "topic", args.name, f"topic {args.name}", to_set, to_delete)
 
 
 def run_add_partitions(args: argparse.Namespace) -> int:
