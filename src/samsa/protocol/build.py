@@ -4,13 +4,17 @@ Handlers describe a response once, as nested mappings with the union of the fiel
 the versions they serve know about; :func:`build` maps it onto the exact kio dataclasses of
 the requested version. Fields a version lacks are dropped; fields it requires but the
 mapping leaves out get Kafka's zero value (0, empty string, empty array, null where
-nullable). Milliseconds become ``timedelta``, ints become ``ErrorCode``.
+nullable). Milliseconds become ``timedelta``, ints become ``ErrorCode``. A key that no
+version of the entity knows (a misspelled field) raises :class:`UnknownField`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
+import importlib
+import pkgutil
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -53,6 +57,37 @@ def _unwrap(tp: Any) -> tuple[Any, bool, bool]:
 
 
 _PLANS: dict[type[Any], tuple[_FieldPlan, ...]] = {}
+_NAMES: dict[type[Any], frozenset[str]] = {}
+_KNOWN: dict[type[Any], frozenset[str]] = {}
+_VERSIONED = re.compile(r"^(kio\.schema\.\w+)\.v\d+\.(\w+)$")
+
+
+class UnknownField(KeyError):
+    """A mapping given to :func:`build` names a field no version of the entity has."""
+
+
+def _known_names(cls: type[Any]) -> frozenset[str]:
+    """Field names of ``cls`` in any version of its API (kio keeps one module a version)."""
+    known = _KNOWN.get(cls)
+    if known is not None:
+        return known
+    names = set(_NAMES[cls])
+    m = _VERSIONED.match(cls.__module__)
+    if m is not None:
+        family, kind = m.groups()
+        package = importlib.import_module(family)
+        for info in pkgutil.iter_modules(package.__path__):
+            if not re.fullmatch(r"v\d+", info.name):
+                continue
+            try:
+                module = importlib.import_module(f"{family}.{info.name}.{kind}")
+            except ImportError:
+                continue
+            other = getattr(module, cls.__name__, None)
+            if isinstance(other, type) and dataclasses.is_dataclass(other):
+                names.update(f.name for f in dataclasses.fields(other))
+    _KNOWN[cls] = result = frozenset(names)
+    return result
 
 
 def _plan(cls: type[Any]) -> tuple[_FieldPlan, ...]:
@@ -71,6 +106,7 @@ def _plan(cls: type[Any]) -> tuple[_FieldPlan, ...]:
             _FieldPlan(f.name, f.metadata.get("kafka_type"), nullable, is_tuple, entity, required)
         )
     _PLANS[cls] = result = tuple(plans)
+    _NAMES[cls] = frozenset(p.name for p in plans)
     return result
 
 
@@ -134,7 +170,12 @@ def _entity(cls: type[E], value: Any) -> E:
 def build(cls: type[E], data: Mapping[str, Any]) -> E:
     """Instantiate kio entity ``cls`` from ``data`` (see module docstring)."""
     kwargs: dict[str, Any] = {}
-    for p in _plan(cls):
+    plan = _plan(cls)
+    extra = data.keys() - _NAMES[cls]
+    if extra and (unknown := extra - _known_names(cls)):
+        raise UnknownField(f"{cls.__module__}.{cls.__name__} has no field {sorted(unknown)} "
+                           "in any version")
+    for p in plan:
         if p.name in data:
             kwargs[p.name] = _convert(p, data[p.name])
         elif p.required:

@@ -38,8 +38,8 @@ _BY_NAME = {s.name: s for s in SETTINGS}
 def _entry(name: str, resolved: Resolved, synonyms: bool, config_type: int,
            doc: str | None, read_only: bool = False) -> dict[str, Any]:
     return {"name": name, "value": resolved.value, "read_only": read_only,
-            "config_source": resolved.source, "is_default": resolved.source == DEFAULT_CONFIG,
-            "is_sensitive": False, "config_type": config_type, "documentation": doc,
+            "config_source": resolved.source, "is_sensitive": False,
+            "config_type": config_type, "documentation": doc,
             "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in resolved.synonyms]
             if synonyms else []}
 
