@@ -22,7 +22,12 @@ VM, page cache that grows into never-touched memory is written at a fraction of 
 of reused memory, so letting it grow across cases would measure the hypervisor, not the
 broker. Also reports the broker's RSS with 1,000 idle partitions.
 
+Two rows price Kafka's record validation: the same keyed 100 B batches produced to a
+``cleanup.policy=delete`` topic (batches stay opaque) and to a compacted one (the broker
+reads every record's key); ``--validation-only`` runs just those two.
+
     .venv/bin/python benchmarks/throughput.py [--records-1k N] [--records-100 N] [--repeat N]
+                                              [--validation-only]
 """
 
 from __future__ import annotations
@@ -232,10 +237,14 @@ def _read_frame(sock: socket.socket, view: memoryview) -> int:
 
 
 def protocol_produce(bootstrap: str, topic: str, partitions: int, n: int,
-                     size: int, acks: int = 1) -> tuple[int, float]:
-    """Pipelined Produce v7 of ~1 MB batches of ``size``-byte records."""
+                     size: int, acks: int = 1, keyed: bool = False) -> tuple[int, float]:
+    """Pipelined Produce v7 of ~1 MB batches of ``size``-byte records (``keyed``: each
+    with an 8-byte key, counted in ``size``)."""
     per_batch = max(1, 1_000_000 // (size + 10))
-    batch = make_batch([(None, b"v" * size)] * per_batch)
+    if keyed:
+        batch = make_batch([(f"k{i:07d}".encode(), b"v" * (size - 8)) for i in range(per_batch)])
+    else:
+        batch = make_batch([(None, b"v" * size)] * per_batch)
     frames = []
     for p in range(partitions):
         req = ProduceRequest(transactional_id=None, acks=acks,
@@ -328,14 +337,17 @@ def run_once(args: argparse.Namespace, tmp: Path) -> list[Row]:
         admin = AdminClient({"bootstrap.servers": boot})
         n1k, n100 = args.records_1k, args.records_100
 
-        def create(topic: str) -> str:
-            admin.create_topics([NewTopic(topic, num_partitions=4)])[topic].result(30)
+        def create(topic: str, configs: dict[str, str] | None = None) -> str:
+            admin.create_topics([NewTopic(topic, num_partitions=4,
+                                          config=configs or {})])[topic].result(30)
             return topic
 
         def drop(topic: str) -> None:
             admin.delete_topics([topic])[topic].result(30)
 
-        rows = []
+        rows = validation_rows(pid, boot, n100, create, drop)
+        if args.validation_only:
+            return rows
         t = create("b1k-acks1")
         rows.append(measure("produce 1 KiB acks=1 (confluent-kafka)", pid, 1024, 0.3,
                             lambda: confluent_produce(boot, t, n1k, 1024, "1")))
@@ -370,6 +382,22 @@ def run_once(args: argparse.Namespace, tmp: Path) -> list[Row]:
         broker.stop()
 
 
+def validation_rows(pid: int, boot: str, n: int, create: Callable[..., str],
+                    drop: Callable[[str], None]) -> list[Row]:
+    """The cost of reading records on produce: the same keyed 100 B batches to a topic with
+    cleanup.policy=delete (batches stay opaque) and to a compacted one (every record's key
+    is checked, as Kafka's LogValidator does)."""
+    rows = []
+    for policy in ("delete", "compact"):
+        t = create(f"b100-keyed-{policy}", {"cleanup.policy": policy})
+        label = "keys read" if policy == "compact" else "opaque"
+        rows.append(measure(f"produce 100 B keyed, {policy} ({label}, protocol)", pid, 100,
+                            None, lambda t=t: protocol_produce(boot, t, 4, n, 100, keyed=True)))
+        drop(t)
+    rows[-1].note = f"{rows[-1].records / rows[-2].records:.2f}x the delete-policy rate"
+    return rows
+
+
 def idle_rss(tmp: Path) -> tuple[float, float]:
     idle = BrokerProcess(tmp / "idle").start()
     try:
@@ -391,13 +419,15 @@ def main() -> None:
     ap.add_argument("--records-100", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=1,
                     help="runs; the (lower) median row is shown, all ratios listed")
+    ap.add_argument("--validation-only", action="store_true",
+                    help="only the delete vs compacted (key validation) produce rows")
     args = ap.parse_args()
     runs: list[list[Row]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.repeat):
             (Path(tmp) / f"run{i}").mkdir()
             runs.append(run_once(args, Path(tmp) / f"run{i}"))
-        base, loaded = idle_rss(Path(tmp))
+        base, loaded = (0.0, 0.0) if args.validation_only else idle_rss(Path(tmp))
     print(f"{'case':<42}{'records/s':>12}{'MB/s':>8}{'ceiling':>9}{'ratio':>7}"
           f"{'broker':>8}{'client':>8}{'faults':>8}{'target':>8}")
     for i in range(len(runs[0])):
@@ -416,6 +446,8 @@ def main() -> None:
     print("ceiling: MB/s of a plain Python socket pair, mean of the runs just before and after "
           "the case; broker, client: CPU shares (1.00 = one core) of the broker process and of "
           "this one; faults: the broker's minor page faults per 4 KiB moved")
+    if args.validation_only:
+        return
     print(f"broker RSS: {base:.1f} MB empty, {loaded:.1f} MB with 1,000 idle partitions "
           "(target <= 150 MB)")
 

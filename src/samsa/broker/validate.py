@@ -105,18 +105,25 @@ def _scan(data: bytes | memoryview, header: BatchHeader, config: LogConfig, now:
             raise _Malformed(INVALID_RECORD, f"Invalid record size: expected {length} bytes in "
                              f"record payload, but the batch has only {end - pos} left")
         next_record = pos + length
-        ts_delta, pos = varint(data, pos + 1)  # type: ignore[arg-type]  # after attributes
-        offset_delta, pos = varint(data, pos)  # type: ignore[arg-type]
+        pos += 1  # attributes
+        b = data[pos]
+        if b < 0x80:
+            ts_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+        else:
+            ts_delta, pos = varint(data, pos)  # type: ignore[arg-type]
+        b = data[pos]
+        if b < 0x80:
+            offset_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+        else:
+            offset_delta, pos = varint(data, pos)  # type: ignore[arg-type]
         if offset_delta != i:
             raise _Malformed(CORRUPT_MESSAGE, f"Record {i} of the batch has offset delta "
                              f"{offset_delta}; inner offsets must run 0..{header.record_count - 1}")
-        if want_key:
-            key_length, pos = varint(data, pos)  # type: ignore[arg-type]
-            if key_length < 0:
-                errors.append((INVALID_RECORD, i, "Compacted topic cannot accept message "
-                               f"without key in topic partition {partition}"))
-                pos = next_record
-                continue
+        if want_key and data[pos] == 1:  # zigzag -1: a null key
+            errors.append((INVALID_RECORD, i, "Compacted topic cannot accept message "
+                           f"without key in topic partition {partition}"))
+            pos = next_record
+            continue
         if check_ts:
             ts = base_ts + ts_delta
             if ts != NO_TIMESTAMP and (now - ts > before or ts - now > after):
