@@ -188,5 +188,5 @@ def _list_defaults(rtype: int) -> Mapping[str, str]:
         defaults = LogConfig().to_mapping()
         return {k: defaults[k] for k in LIST_CONFIGS}
     if rtype == BROKER:
-        return {k: text(BrokerConfig()[k]) for k in BROKER_LIST_SETTINGS}
+        return {k: str(text(BrokerConfig()[k]) or "") for k in BROKER_LIST_SETTINGS}
     return {}

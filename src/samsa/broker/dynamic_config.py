@@ -51,13 +51,15 @@ class Resolved:
     """A setting's value and where it comes from (a ConfigSource), with its synonyms:
     every layer that sets it, highest precedence first, as (name, value, source)."""
 
-    value: str
+    value: str | None
     source: int
-    synonyms: tuple[tuple[str, str, int], ...]
+    synonyms: tuple[tuple[str, str | None, int], ...]
 
 
-def text(value: Any) -> str:
-    """A setting's value as Kafka prints it (booleans lower case)."""
+def text(value: Any) -> str | None:
+    """A setting's value as Kafka prints it (booleans lower case, unset as null)."""
+    if value is None:
+        return None
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
@@ -87,7 +89,7 @@ class DynamicConfigs:
     def resolve_broker(self, name: str, per_broker: bool = True) -> Resolved:
         """Effective value of broker setting ``name``; without ``per_broker`` only the
         dynamic default layer counts (DescribeConfigs of the BROKER resource "")."""
-        layers: list[tuple[str, str, int]] = []
+        layers: list[tuple[str, str | None, int]] = []
         if per_broker:
             mine = self._brokers.get(str(self.static.node_id), {})
             if name in mine:
@@ -116,7 +118,7 @@ class DynamicConfigs:
     def group_value(self, group_id: str, name: str) -> int:
         """A group's effective ``consumer.session.timeout.ms`` / ``consumer.heartbeat.interval.ms``
         (for the KIP-848 coordinator)."""
-        return int(self.resolve_group(group_id, name).value)
+        return int(str(self.resolve_group(group_id, name).value))
 
     # -- validating ---------------------------------------------------------------------
     def check_broker(self, name: str, props: Mapping[str, str]) -> BrokerConfig:

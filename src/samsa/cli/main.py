@@ -15,7 +15,6 @@ HINTS = {
     36: "the topic exists already",
     37: "bad partition count",
     40: "bad config name or value",
-    42: "the broker refused the request as malformed",
     68: "the group still has active members",
     69: "no such group",
 }

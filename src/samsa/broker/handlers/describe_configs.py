@@ -67,7 +67,7 @@ def _topic(ctx: RequestContext, name: str, keys: set[str] | None, synonyms: bool
     for key, value in sorted(mapping.items()):
         if not _wanted(keys, key):
             continue
-        layers: list[tuple[str, str, int]] = []
+        layers: list[tuple[str, str | None, int]] = []
         if key in topic.overrides:
             layers.append((key, value, TOPIC_CONFIG))
         broker_key = _TOPIC_TO_BROKER.get(key)
