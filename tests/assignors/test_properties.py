@@ -251,11 +251,13 @@ def test_rack_awareness_never_costs_balance(
     plain = plan(strategy, counts, subs)
     aware = plan(strategy, counts, subs, racks=racks, partition_racks=partition_racks)
     check_valid(aware, counts, subs)
-    assert loads(aware) == loads(plain) or strategy in ("sticky", "cooperative-sticky")
+    assert loads(aware) == loads(plain) or strategy in ("range", "sticky", "cooperative-sticky")
     if strategy != "range":
         check_balanced(aware, subs)
-    if strategy == "range":  # same count per member and topic as without racks
-        def per_topic(r: Mapping[str, Sequence[TopicPartition]]) -> set[tuple[str, str, int]]:
-            return {(m, t, sum(tp.topic == t for tp in ps)) for m, ps in r.items() for t in counts}
+    if strategy == "range":  # per topic, the same quotas as without racks (Kafka's
+        # RangeAssignor may give a topic's extra partitions to other members than plain range)
+        def per_topic(r: Mapping[str, Sequence[TopicPartition]]) -> dict[str, list[int]]:
+            return {t: sorted(sum(tp.topic == t for tp in ps) for m, ps in r.items()
+                              if t in subs[m]) for t in counts}
 
         assert per_topic(aware) == per_topic(plain)

@@ -50,12 +50,30 @@ def test_range_single_rack_cluster_keeps_range_order() -> None:
 
 def test_range_decides_per_topic() -> None:
     """RangeAssignor applies the rule per topic: only the topic with mixed racks is matched."""
+    counts = {"mixed": 2, "single": 3}
+    subs = {"A": ["mixed", "single"], "B": ["mixed", "single"]}
+    got = plan("range", counts, subs, racks={"A": "b", "B": "a"},
+               partition_racks={"mixed": [["a"], ["b"]], "single": [["a"]] * 3})
+    assert got == {"A": tps("mixed", 1) + tps("single", 0, 1),
+                   "B": tps("mixed", 0) + tps("single", 2)}
+
+
+def test_range_extra_partition_goes_to_the_rack_match() -> None:
+    """Quotas are per + 1 for the first n % c members to reach them, not fixed by order."""
+    got = plan("range", {"t": 3}, {"A": ["t"], "B": ["t"]}, racks={"A": "b", "B": "a"},
+               partition_racks={"t": [["a"], ["a"], ["b"]]})
+    assert got == {"A": tps("t", 2), "B": tps("t", 0, 1)}
+
+
+def test_range_keeps_co_partitioning_with_racks() -> None:
+    """Topics with the same members and partition count go partition by partition: partition
+    p of both topics to one member on a rack of both, even if one topic alone needs no racks."""
     counts = {"mixed": 2, "single": 2}
     subs = {"A": ["mixed", "single"], "B": ["mixed", "single"]}
     got = plan("range", counts, subs, racks={"A": "b", "B": "a"},
                partition_racks={"mixed": [["a"], ["b"]], "single": [["a"], ["a"]]})
-    assert got == {"A": tps("mixed", 1) + tps("single", 0),
-                   "B": tps("mixed", 0) + tps("single", 1)}
+    assert got == {"A": tps("mixed", 1) + tps("single", 1),
+                   "B": tps("mixed", 0) + tps("single", 0)}
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

@@ -178,16 +178,13 @@ class Model:
             result.setdefault(member, Assignment(()))
         return result
 
-    def partition_racks(
-        self, cluster: ClusterView, *, per_topic: bool = False
-    ) -> list[Sequence[frozenset[str]]] | None:
+    def partition_racks(self, cluster: ClusterView) -> list[Sequence[frozenset[str]]] | None:
         """Replica racks per topic number, or None when rack-aware placement does not apply.
 
         Kafka's rule (``AbstractPartitionAssignor.useRackAwareAssignment``, KIP-881): racks
         are used when some member's rack holds a replica and not every partition has replicas
         on all the racks that hold replicas. So a cluster whose brokers all share one rack
-        never uses them. ``per_topic`` applies the rule to each topic and its own members, as
-        Kafka's ``RangeAssignor`` does; a topic that fails it gets empty racks (no preference).
+        never uses them.
         """
         if not any(self.racks) or not cluster.partition_racks:
             return None
@@ -195,17 +192,11 @@ class Model:
             [cluster.racks_of(topic, p) for p in range(n)]
             for topic, n in zip(self.topics, self.counts, strict=True)
         ]
-        if not per_topic:
-            member_racks = {r for r in self.racks if r}
-            return topics if _rack_aware(member_racks, [r for t in topics for r in t]) else None
-        out: list[Sequence[frozenset[str]]] = []
-        for t, racks in enumerate(topics):
-            member_racks = {r for m in self.topic_members[t] if (r := self.racks[m])}
-            out.append(racks if _rack_aware(member_racks, racks) else [frozenset()] * len(racks))
-        return out if any(any(r) for r in out) else None
+        member_racks = {r for r in self.racks if r}
+        return topics if rack_aware(member_racks, [r for t in topics for r in t]) else None
 
 
-def _rack_aware(member_racks: set[str], partition_racks: Sequence[frozenset[str]]) -> bool:
+def rack_aware(member_racks: set[str], partition_racks: Sequence[frozenset[str]]) -> bool:
     """Kafka's ``useRackAwareAssignment`` on member racks and per-partition replica racks."""
     every = frozenset().union(*partition_racks)
     if member_racks.isdisjoint(every):

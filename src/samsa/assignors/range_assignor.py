@@ -3,16 +3,17 @@
 For each topic, the members subscribed to it are ordered (static members by
 ``group.instance.id`` first, then by member id, as Kafka's ``MemberInfo``); with ``n``
 partitions and ``c`` members the first ``n % c`` members get ``n // c + 1`` partitions and the
-others ``n // c``. With member racks and replica racks (KIP-881) the same counts are kept but
-members take same-rack partitions first.
+others ``n // c``. With member racks and replica racks (KIP-881), when Kafka's rule calls for
+them, members first take partitions on their own rack within the same quotas (see
+:mod:`samsa.assignors._rack_range`); the extra partitions then go to whoever reached them first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from samsa.assignors._model import Model
-from samsa.assignors._placement import place_counts
+from samsa.assignors._rack_range import rack_range
 from samsa.assignors.interface import (
     Assignment,
     Assignor,
@@ -43,33 +44,27 @@ class RangeAssignor(Assignor):
     ) -> dict[str, Assignment]:
         model = Model(cluster, subscriptions)
         index = {member: m for m, member in enumerate(model.member_ids)}
-        counts: list[dict[int, int]] = []
-        for t, n in enumerate(model.counts):
-            members = sorted(
+        members_per_topic = [
+            [index[mid] for mid in sorted(
                 (model.member_ids[m] for m in model.topic_members[t]),
                 key=lambda mid: member_sort_key(mid, subscriptions[mid]),
-            )
-            per, extra = divmod(n, len(members))
-            # Dict order is range order: placement deals partitions in this order.
-            counts.append(
-                {index[mid]: per + (1 if i < extra else 0) for i, mid in enumerate(members)}
-            )
-        racks = model.partition_racks(cluster, per_topic=True)
-        out = _place_in_order(model, counts, racks)
+            )]
+            for t in range(len(model.topics))
+        ]
+        out = None
+        if any(model.racks) and cluster.partition_racks:
+            racks = [
+                [cluster.racks_of(topic, p) for p in range(n)]
+                for topic, n in zip(model.topics, model.counts, strict=True)
+            ]
+            out = rack_range(model, members_per_topic, racks)
+        if out is None:
+            out = [[] for _ in model.member_ids]
+            for t, members in enumerate(members_per_topic):
+                per, extra = divmod(model.counts[t], len(members))
+                pos = model.offsets[t]
+                for i, m in enumerate(members):
+                    k = per + (1 if i < extra else 0)
+                    out[m].extend(range(pos, pos + k))
+                    pos += k
         return model.answer(out, subscriptions)
-
-
-def _place_in_order(
-    model: Model,
-    counts: list[dict[int, int]],
-    racks: list[Sequence[frozenset[str]]] | None,
-) -> list[list[int]]:
-    if racks is None:
-        out: list[list[int]] = [[] for _ in model.member_ids]
-        for t, per_member in enumerate(counts):
-            pos = model.offsets[t]
-            for m, k in per_member.items():
-                out[m].extend(range(pos, pos + k))
-                pos += k
-        return out
-    return place_counts(model, counts, None, racks)
