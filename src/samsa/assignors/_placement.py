@@ -1,7 +1,7 @@
 """Turn per-(topic, member) counts into concrete partitions.
 
 Strategies that decide *how many* partitions of each topic a member gets (sticky's general
-path, optimal, rack-aware range) use :func:`place_topic` to decide *which* ones: current
+path, optimal) use :func:`place_topic` to decide *which* ones: current
 owners keep their partitions first, then same-rack members get same-rack partitions, then the
 rest are dealt in partition order.
 """
