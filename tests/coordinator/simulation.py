@@ -41,7 +41,7 @@ from samsa.coordinator import (
 from samsa.coordinator.consumer_protocol import encode_subscription
 from samsa.coordinator.events import Event
 from samsa.coordinator.group import Group
-from samsa.coordinator.records import encode_group_metadata_key
+from samsa.coordinator.records import GroupMetadataKey
 from samsa.coordinator.responses import (
     HeartbeatResponse,
     JoinGroupResponse,
@@ -54,7 +54,7 @@ from samsa.coordinator.responses import (
 from .harness import check_replay
 
 GROUP = "sim"
-GROUP_KEY = encode_group_metadata_key(GROUP)
+GROUP_KEY = GroupMetadataKey(GROUP)
 TOPICS = {"t0": 4, "t1": 3, "t2": 2}
 
 NONE, UNKNOWN_MEMBER, ILLEGAL_GEN, REBALANCING = 0, 25, 22, 27

@@ -21,6 +21,7 @@ from samsa.coordinator import (
     OffsetFetch,
     SyncGroup,
 )
+from samsa.coordinator.records import GroupMetadataKey, OffsetCommitKey
 from samsa.coordinator.responses import (
     DeletedGroup,
     DeleteGroupsResponse,
@@ -104,7 +105,9 @@ def test_delete_groups_writes_tombstones_for_offsets_and_metadata() -> None:
     written = ctx.records[before:]
     assert all(rec.value is None for rec in written)
     # g: two offsets + its metadata; simple (generation 0): its offset only
-    assert [rec.key[:2] for rec in written] == [b"\x00\x01"] * 2 + [b"\x00\x02", b"\x00\x01"]
+    assert [rec.key for rec in written] == [
+        OffsetCommitKey("g", "t", 0), OffsetCommitKey("g", "t", 1), GroupMetadataKey("g"),
+        OffsetCommitKey("simple", "t", 0)]
     assert ctx.shard().hard.groups == {} and ctx.shard().hard.offsets == {}
     assert ctx.state() is S.DEAD and ctx.state("simple") is S.DEAD
     ctx.check_replay()

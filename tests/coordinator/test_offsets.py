@@ -12,9 +12,10 @@ from samsa.coordinator import (
     OffsetCommit,
     OffsetDelete,
     OffsetFetch,
+    Record,
 )
 from samsa.coordinator.consumer_protocol import encode_subscription
-from samsa.coordinator.records import decode_offset_commit_value
+from samsa.coordinator.records import GroupMetadataKey, OffsetCommitValue, serialize
 from samsa.coordinator.responses import (
     FetchedGroup,
     FetchedPartition,
@@ -83,7 +84,8 @@ def test_commit_and_fetch_round_trip() -> None:
             ),
         ),
     )
-    value = decode_offset_commit_value(ctx.records[-1].value or b"")
+    value = ctx.records[-1].value
+    assert isinstance(value, OffsetCommitValue)
     assert value.commit_timestamp == ctx.now
     ctx.check_replay()
 
@@ -168,9 +170,10 @@ def test_retention_time_writes_v1_with_expire_timestamp() -> None:
     ctx = Ctx(small_retention())
     topics = (CommitTopic("t", (CommitPartition(0, 9),)),)
     ctx.call(OffsetCommit("g", topics, retention_time_ms=5000))
-    value = decode_offset_commit_value(ctx.records[-1].value or b"")
+    value = ctx.records[-1].value
+    assert isinstance(value, OffsetCommitValue)
     assert value.expire_timestamp == ctx.now + 5000
-    assert (ctx.records[-1].value or b"")[:2] == b"\x00\x01"
+    assert (serialize(ctx.records[-1].key, value)[1] or b"")[:2] == b"\x00\x01"
     ctx.sleep(10_000)  # next retention check: explicit expire timestamp passed
     assert fetch(ctx, topics={"t": (0,)}).topics[0].partitions[0].committed_offset == -1
 
@@ -207,7 +210,7 @@ def test_empty_group_offsets_expire_from_when_it_became_empty() -> None:
     assert ctx.now - emptied >= 60_000
     assert fetch(ctx).topics == ()
     assert "g" not in ctx.shard().groups
-    assert ctx.records[-1].value is None and ctx.records[-1].key[:2] == b"\x00\x02"
+    assert ctx.records[-1] == Record(GroupMetadataKey("g"), None, 0)
     ctx.check_replay()
 
 

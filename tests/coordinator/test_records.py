@@ -180,3 +180,18 @@ def test_truncated_record_raises() -> None:
         decode_group_metadata_value(raw[:-1])
     with pytest.raises(RecordDecodeError):
         decode_offset_commit_value(i16(9) + i64(1))
+
+
+def test_serde_round_trips_typed_records() -> None:
+    from samsa.coordinator.records import deserialize, serialize
+
+    records = [
+        (OffsetCommitKey("g", "t", 3), OffsetCommitValue(7, 1, "m", 99, -1)),
+        (OffsetCommitKey("g", "t", 3), OffsetCommitValue(7, -1, "", 99, 500)),
+        (OffsetCommitKey("g", "t", 3), None),
+        (GroupMetadataKey("g"), GROUP),
+        (GroupMetadataKey("g"), None),
+    ]
+    for key, value in records:
+        assert deserialize(*serialize(key, value)) == (key, value)
+    assert deserialize(i16(3) + s("g"), b"\x00\x00") is None  # another coordinator's record

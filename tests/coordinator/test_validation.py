@@ -9,7 +9,7 @@ from samsa.coordinator import (
     OffsetFetch,
     SyncGroup,
 )
-from samsa.coordinator.records import encode_offset_commit_key
+from samsa.coordinator.records import deserialize, encode_offset_commit_key, serialize
 from samsa.coordinator.responses import HeartbeatResponse, OffsetFetchResponse
 
 from .harness import Ctx
@@ -57,11 +57,11 @@ def test_load_skips_records_of_other_coordinators_and_applies_tombstones() -> No
     ctx = Ctx()
     (a,), gen = ctx.stable_group(1)
     ctx.commit({("t", 0): 1, ("t", 1): 2}, a, gen)
-    log = [(r.key, r.value) for r in ctx.records]
+    log = [serialize(r.key, r.value) for r in ctx.records]
     log.insert(0, (b"\x00\x03\x00\x01g", b"\x00\x00whatever"))  # e.g. a KIP-848 record
     log.append((encode_offset_commit_key("g", "t", 1), None))
     shard = CoordinatorShard(0)
-    shard.load(log, 0)
+    shard.load([rec for raw in log if (rec := deserialize(*raw)) is not None], 0)
     assert set(shard.hard.offsets["g"]) == {("t", 0)}
     assert shard.groups["g"].state is S.STABLE
     assert shard.groups["g"].generation == gen

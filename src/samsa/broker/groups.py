@@ -10,13 +10,11 @@ replies:
 * the result's records are appended synchronously (one batch per shard), then the replies
   wait for their fsync (group commit with produce's acks=all writers) before being sent;
 * if an append or its fsync fails (a storage error), the touched shards are reloaded from
-  their logs and the requests are answered COORDINATOR_NOT_AVAILABLE.
+  their logs (requests still parked there get NOT_COORDINATOR) and every request the lost
+  result answered gets COORDINATOR_NOT_AVAILABLE; clients rediscover and rejoin. That is
+  the only recovery story: nothing is snapshotted or reverted.
 
 Offsets expiry is the coordinator's own keyed timer (``offsets.retention.check.interval.ms``).
-
-Snapshots (``Coordinator.snapshot_for``) are not taken per request: they clone the touched
-group, too costly for large groups on every heartbeat; reloading on the rare failed append
-gives the same guarantee.
 """
 
 from __future__ import annotations
@@ -42,6 +40,7 @@ from samsa.coordinator import (
     TimerKey,
     error_response,
 )
+from samsa.coordinator.records import deserialize, serialize
 from samsa.coordinator.responses import Response
 from samsa.protocol.records import ProducerRecordData, decode_batches, encode_batch
 
@@ -166,7 +165,9 @@ class GroupRuntime:
         coord = self._coord()
         shard = coord.begin_load(part.index)
         for key, value in _records_of(part):
-            shard.replay(key, value)
+            record = deserialize(key, value)
+            if record is not None:
+                shard.replay(*record)
         self._apply(coord.finish_load(part.index, now_ms()))
 
     # -- requests and timers --------------------------------------------------------------
@@ -179,8 +180,7 @@ class GroupRuntime:
         fut: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         result = self._coord().handle(event, now_ms(), reply_to=fut)
         self.broker.metrics.observe_group(self._coord(), getattr(event, "group_id", None))
-        if not self._apply(result) and not fut.done():
-            fut.set_exception(StorageFailure("group records could not be written"))
+        self._apply(result)
         try:
             return await fut
         except StorageFailure:
@@ -200,6 +200,7 @@ class GroupRuntime:
         except Exception:
             log.exception("appending group records failed; reloading the shards")
             self._reload({r.partition for r in result.records})
+            _fail(result, StorageFailure("group records could not be written"))
             return False
         task = asyncio.create_task(self._deliver_when_durable(synced, result))
         self._tasks.add(task)
@@ -215,7 +216,8 @@ class GroupRuntime:
         synced = []
         for index, recs in by_partition.items():
             part = self.topic.partitions[index]
-            batch = encode_batch([ProducerRecordData(now, r.key, r.value, ()) for r in recs])
+            batch = encode_batch([ProducerRecordData(now, *serialize(r.key, r.value), ())
+                                  for r in recs])
             info = part.log.append(batch, now)
             part.notify()
             synced.append((part, info.last_offset + 1))
@@ -229,10 +231,7 @@ class GroupRuntime:
         except OSError:
             log.exception("fsync of group records failed; reloading the shards")
             self._reload({part.index for part, _ in synced})
-            for reply in result.replies:
-                token = reply.token
-                if isinstance(token, asyncio.Future) and not token.done():
-                    token.set_exception(StorageFailure("fsync failed"))
+            _fail(result, StorageFailure("fsync failed"))
             return
         _deliver(result)
 
@@ -246,6 +245,15 @@ class GroupRuntime:
     # -- lookups for FindCoordinator ------------------------------------------------------
     def coordinator_error(self, group_id: str) -> int:
         return self._coord().coordinator_error(group_id)
+
+
+def _fail(result: Result, error: StorageFailure) -> None:
+    """Every request answered in a result whose records were lost gets ``error`` (its
+    caller answers COORDINATOR_NOT_AVAILABLE): the reloaded shard no longer parks them."""
+    for reply in result.replies:
+        token = reply.token
+        if isinstance(token, asyncio.Future) and not token.done():
+            token.set_exception(error)
 
 
 def _deliver(result: Result) -> None:

@@ -6,8 +6,8 @@ changes only in :meth:`HardState.replay`. Soft state is the live groups (:class:
 their parked requests, and the shard's timer deadlines.
 
 How results are applied: a handler mutates soft state and calls :meth:`ShardCore.write`,
-which encodes the record, appends it to the call's result and immediately replays it into
-hard state. The edge appends ``Result.records`` to the log and only then delivers
+which appends the typed record to the call's result and immediately replays it into hard
+state. The edge appends ``Result.records`` to the log and only then delivers
 ``Result.replies``. If the append fails, the edge restores the shard with
 ``revert_to(snapshot)`` (taken before the call) and answers the failed request with an error;
 replies to other requests in the failed result are dropped, because those requests are
@@ -27,13 +27,8 @@ from samsa.coordinator.records import (
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
-    decode_group_metadata_value,
-    decode_key,
-    decode_offset_commit_value,
-    encode_group_metadata_key,
-    encode_group_metadata_value,
-    encode_offset_commit_key,
-    encode_offset_commit_value,
+    RecordKey,
+    RecordValue,
 )
 from samsa.coordinator.responses import Response
 from samsa.coordinator.result import Record, Reply, Result
@@ -56,24 +51,24 @@ class HardState:
     groups: dict[str, GroupMetadataValue] = field(default_factory=dict)
     offsets: dict[str, dict[TopicPartition, OffsetCommitValue]] = field(default_factory=dict)
 
-    def replay(self, key: bytes, value: bytes | None) -> None:
-        """Apply one record; records of types this coordinator does not own are skipped."""
-        decoded = decode_key(key)
-        if isinstance(decoded, OffsetCommitKey):
-            tp = (decoded.topic, decoded.partition)
+    def replay(self, key: RecordKey, value: RecordValue | None) -> None:
+        """Apply one record (``value is None``: a tombstone)."""
+        if isinstance(key, OffsetCommitKey):
+            tp = (key.topic, key.partition)
             if value is None:
-                offsets = self.offsets.get(decoded.group)
+                offsets = self.offsets.get(key.group)
                 if offsets is not None:
                     offsets.pop(tp, None)
                     if not offsets:
-                        del self.offsets[decoded.group]
+                        del self.offsets[key.group]
             else:
-                self.offsets.setdefault(decoded.group, {})[tp] = decode_offset_commit_value(value)
-        elif isinstance(decoded, GroupMetadataKey):
-            if value is None:
-                self.groups.pop(decoded.group, None)
-            else:
-                self.groups[decoded.group] = decode_group_metadata_value(value)
+                assert isinstance(value, OffsetCommitValue)
+                self.offsets.setdefault(key.group, {})[tp] = value
+        elif value is None:
+            self.groups.pop(key.group, None)
+        else:
+            assert isinstance(value, GroupMetadataValue)
+            self.groups[key.group] = value
 
     def group_ids(self) -> list[str]:
         return list(dict.fromkeys([*self.groups, *self.offsets]))
@@ -118,23 +113,21 @@ class ShardCore:
 
     # ------------------------------------------------------------------ records
 
-    def write(self, key: bytes, value: bytes | None) -> None:
+    def write(self, key: RecordKey, value: RecordValue | None) -> None:
         self._records.append(Record(key, value, self.partition))
         self.hard.replay(key, value)
 
     def write_group(self, group: Group, assignments: dict[str, bytes]) -> None:
-        value = encode_group_metadata_value(group.to_record(assignments))
-        self.write(encode_group_metadata_key(group.group_id), value)
+        self.write(GroupMetadataKey(group.group_id), group.to_record(assignments))
 
     def write_group_tombstone(self, group_id: str) -> None:
-        self.write(encode_group_metadata_key(group_id), None)
+        self.write(GroupMetadataKey(group_id), None)
 
     def write_offset(self, group_id: str, tp: TopicPartition, value: OffsetCommitValue) -> None:
-        key = encode_offset_commit_key(group_id, tp[0], tp[1])
-        self.write(key, encode_offset_commit_value(value))
+        self.write(OffsetCommitKey(group_id, tp[0], tp[1]), value)
 
     def write_offset_tombstone(self, group_id: str, tp: TopicPartition) -> None:
-        self.write(encode_offset_commit_key(group_id, tp[0], tp[1]), None)
+        self.write(OffsetCommitKey(group_id, tp[0], tp[1]), None)
 
     def offsets_of(self, group_id: str) -> dict[TopicPartition, OffsetCommitValue]:
         return self.hard.offsets.get(group_id, {})

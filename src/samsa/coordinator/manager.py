@@ -26,6 +26,7 @@ from samsa.coordinator.events import (
     OffsetFetch,
 )
 from samsa.coordinator.hashing import partition_for
+from samsa.coordinator.records import RecordKey, RecordValue
 from samsa.coordinator.responses import (
     DeletedGroup,
     DeleteGroupsResponse,
@@ -101,7 +102,8 @@ class Coordinator:
         return self.shards[partition].finish_load(now_ms)
 
     def load(
-        self, partition: int, records: Iterable[tuple[bytes, bytes | None]], now_ms: int
+        self, partition: int, records: Iterable[tuple[RecordKey, RecordValue | None]],
+        now_ms: int
     ) -> Result:
         return self.begin_load(partition).load(records, now_ms)
 

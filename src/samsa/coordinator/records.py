@@ -1,7 +1,10 @@
-"""Binary codecs for the records Kafka writes to ``__consumer_offsets``.
+"""The records Kafka writes to ``__consumer_offsets``: typed values and their binary codecs.
 
-A record is a ``(key, value)`` pair of bytes; ``value is None`` is a tombstone. The key
-starts with an int16 version that names the record type:
+The coordinator writes and replays records as typed values (a key dataclass and a value
+dataclass, ``None`` for a tombstone); only the runtime turns them into bytes
+(:func:`serialize`) when it appends and back (:func:`deserialize`) when it loads a shard,
+like Kafka's ``GroupCoordinatorRecordSerde``. On the wire a key starts with an int16 version
+that names the record type:
 
 * versions 0 and 1: offset commit key ``{group string, topic string, partition int32}``;
 * version 2: group metadata key ``{group string}``;
@@ -72,6 +75,37 @@ class GroupMetadataValue:
     leader: str | None
     current_state_timestamp: int
     members: tuple[MemberMetadataValue, ...]
+
+
+RecordKey = OffsetCommitKey | GroupMetadataKey
+RecordValue = OffsetCommitValue | GroupMetadataValue
+
+
+# --------------------------------------------------------------------------- serde
+
+
+def serialize(key: RecordKey, value: RecordValue | None) -> tuple[bytes, bytes | None]:
+    """Key and value bytes of one record, in Kafka's formats."""
+    if isinstance(key, OffsetCommitKey):
+        assert value is None or isinstance(value, OffsetCommitValue)
+        raw_key = encode_offset_commit_key(key.group, key.topic, key.partition)
+        return raw_key, None if value is None else encode_offset_commit_value(value)
+    assert value is None or isinstance(value, GroupMetadataValue)
+    raw_key = encode_group_metadata_key(key.group)
+    return raw_key, None if value is None else encode_group_metadata_value(value)
+
+
+def deserialize(key: bytes, value: bytes | None) -> tuple[RecordKey, RecordValue | None] | None:
+    """The typed record of a log entry; ``None`` for record types this coordinator does not
+    own (KIP-848 records, for now), which loading skips."""
+    decoded = decode_key(key)
+    if decoded is None:
+        return None
+    if value is None:
+        return decoded, None
+    if isinstance(decoded, OffsetCommitKey):
+        return decoded, decode_offset_commit_value(value)
+    return decoded, decode_group_metadata_value(value)
 
 
 # --------------------------------------------------------------------------- writer

@@ -5,15 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from samsa.coordinator.records import RecordKey, RecordValue
 from samsa.coordinator.responses import Response
 
 
 class Record(NamedTuple):
-    """One ``__consumer_offsets`` record: key bytes, value bytes (``None`` = tombstone),
-    and the partition (shard) it must be appended to."""
+    """One ``__consumer_offsets`` record as a typed key and value (``None`` = tombstone),
+    and the partition (shard) it must be appended to. Compared by value in tests; the
+    runtime serialises it (``records.serialize``) when it appends."""
 
-    key: bytes
-    value: bytes | None
+    key: RecordKey
+    value: RecordValue | None
     partition: int
 
 

@@ -45,7 +45,12 @@ from samsa.coordinator.events import (
     SyncGroup,
 )
 from samsa.coordinator.group import Group
-from samsa.coordinator.records import GroupMetadataValue, OffsetCommitValue
+from samsa.coordinator.records import (
+    GroupMetadataValue,
+    OffsetCommitValue,
+    RecordKey,
+    RecordValue,
+)
 from samsa.coordinator.responses import JoinGroupResponse, SyncGroupResponse
 from samsa.coordinator.result import EMPTY_RESULT, Result
 from samsa.coordinator.state import GroupState
@@ -104,11 +109,12 @@ class CoordinatorShard(ShardCore):
 
     # ------------------------------------------------------------------ loading
 
-    def replay(self, key: bytes, value: bytes | None) -> None:
+    def replay(self, key: RecordKey, value: RecordValue | None) -> None:
         """Apply one log record to hard state (while loading)."""
         self.hard.replay(key, value)
 
-    def load(self, records: Iterable[tuple[bytes, bytes | None]], now_ms: int) -> Result:
+    def load(self, records: Iterable[tuple[RecordKey, RecordValue | None]],
+             now_ms: int) -> Result:
         for key, value in records:
             self.replay(key, value)
         return self.finish_load(now_ms)
