@@ -14,7 +14,6 @@ from samsa.coordinator import (
     Coordinator,
     CoordinatorConfig,
     CoordinatorShard,
-    FakeTimer,
     GroupState,
     Heartbeat,
     JoinGroup,
@@ -26,9 +25,10 @@ from samsa.coordinator import (
     SyncGroup,
     TimerKey,
 )
-from samsa.coordinator.consumer_protocol import encode_subscription
 from samsa.coordinator.events import Event
 from samsa.coordinator.responses import JoinGroupResponse, Response, SyncGroupResponse
+from tests.coordinator.fake_timer import FakeTimer
+from tests.coordinator.subscriptions import encode_subscription
 
 E_NONE = 0
 MEMBER_ID_REQUIRED = 79

@@ -25,7 +25,6 @@ from samsa.coordinator import (
     CommitTopic,
     Coordinator,
     CoordinatorConfig,
-    FakeTimer,
     GroupState,
     HardState,
     Heartbeat,
@@ -34,11 +33,12 @@ from samsa.coordinator import (
     LeavingMember,
     OffsetCommit,
     Record,
+    Reply,
     Result,
     SyncGroup,
     TimerKey,
+    error_response,
 )
-from samsa.coordinator.consumer_protocol import encode_subscription
 from samsa.coordinator.events import Event
 from samsa.coordinator.group import Group
 from samsa.coordinator.records import GroupMetadataKey
@@ -50,6 +50,8 @@ from samsa.coordinator.responses import (
     Response,
     SyncGroupResponse,
 )
+from tests.coordinator.fake_timer import FakeTimer
+from tests.coordinator.subscriptions import encode_subscription
 
 from .harness import check_replay
 
@@ -59,6 +61,7 @@ TOPICS = {"t0": 4, "t1": 3, "t2": 2}
 
 NONE, UNKNOWN_MEMBER, ILLEGAL_GEN, REBALANCING = 0, 25, 22, 27
 MEMBER_ID_REQUIRED, FENCED, NOT_COORDINATOR, MAX_SIZE = 79, 82, 16, 81
+NOT_AVAILABLE = 15
 
 LEGAL: dict[str, set[int]] = {
     "join": {NONE, MEMBER_ID_REQUIRED, UNKNOWN_MEMBER, FENCED, REBALANCING},
@@ -166,6 +169,7 @@ class Simulation:
         self.last_generation = 0
         self.log: list[str] = []
         self._in_unload = False
+        self._failing = False
         self.members = [self._new_member(i) for i in range(rng.randint(2, 6))]
         self._absorb(self.coord.load(0, [], 0))
 
@@ -204,15 +208,6 @@ class Simulation:
             if result.records or result.replies:
                 raise InvariantViolation(f"early fire of {key} acted before its deadline")
             return
-        if self.rng.random() < 0.2:
-            before = self._state()
-            snap = self.coord.snapshot_for(key)
-            self.coord.fire(key, now_ms)
-            self.coord.revert_to(snap)
-            # the reverted timer is armed again (the edge retries it); this run fires it now
-            self.timer.deadlines.pop(key, None)
-            if self._state() != before:
-                raise InvariantViolation(f"revert_to after firing {key} did not restore the shard")
         self._absorb(self.coord.fire(key, now_ms))
 
     def _absorb(self, result: Result) -> None:
@@ -259,33 +254,31 @@ class Simulation:
             if kind == "req":
                 assert isinstance(payload, int)
                 event = self.sent[payload].event
-                if self.rng.random() < 0.2:
+                if self.rng.random() < 0.05:
                     self._failed_append(event, payload)
-                self._absorb(self.coord.handle(event, self.now, payload))
+                else:
+                    self._absorb(self.coord.handle(event, self.now, payload))
             else:
                 token, response, sent = payload  # type: ignore[misc]
                 m = self._member(sent.member)
                 if m.incarnation == sent.incarnation:
                     m.inbox.append((token, response))
 
-    def _state(self) -> object:
-        shard = self.coord.shards[0]
-        return (
-            shard.status,
-            shard.hard.copy(),
-            {g: grp.clone() for g, grp in shard.groups.items()},
-            dict(shard.deadlines),
-            dict(self.timer.deadlines),
-        )
-
     def _failed_append(self, event: Event, token: int) -> None:
-        """Handle ``event`` as if its append failed: revert_to must restore everything."""
-        before = self._state()
-        snap = self.coord.snapshot_for(event)
-        self.coord.handle(event, self.now, token)
-        self.coord.revert_to(snap)
-        if self._state() != before:
-            raise InvariantViolation(f"revert_to after {event} did not restore the shard")
+        """Handle ``event`` as if appending its records failed, as the broker edge recovers:
+        reload the shard from the records written so far and answer every request the lost
+        result answered with COORDINATOR_NOT_AVAILABLE."""
+        lost = self.coord.handle(event, self.now, token)
+        if not lost.records:  # nothing to append, nothing can fail
+            self._absorb(lost)
+            return
+        self.log.append(f"{self.now} append failed for {type(event).__name__}")
+        self._reload()
+        self._failing = True
+        self._absorb(Result(replies=tuple(  # as the edge: a token unload answered stays so
+            Reply(r.token, error_response(self.sent[r.token].event, NOT_AVAILABLE))  # type: ignore[index]
+            for r in lost.replies if r.token not in self.answered)))
+        self._failing = False
 
     def _member(self, name: str) -> SimMember:
         return next(m for m in self.members if m.name == name)
@@ -360,7 +353,7 @@ class Simulation:
             self.crash(m)
         elif error in (UNKNOWN_MEMBER, ILLEGAL_GEN):
             self.reset_and_rejoin(m)
-        elif error in (REBALANCING, NOT_COORDINATOR) and self._may_rejoin(m):
+        elif error in (REBALANCING, NOT_COORDINATOR, NOT_AVAILABLE) and self._may_rejoin(m):
             self.join(m)
 
     @staticmethod
@@ -443,6 +436,10 @@ class Simulation:
     def failover(self) -> None:
         """The shard moves away and comes back: unload, then reload from the log."""
         self.log.append(f"{self.now} failover")
+        self._reload()
+
+    def _reload(self) -> None:
+        """Unload the shard and load it again from the records written so far."""
         self._in_unload = True
         self._absorb(self.coord.unload(0))
         self._in_unload = False
@@ -469,9 +466,12 @@ class Simulation:
             legal.add(MAX_SIZE)
         if self._in_unload:
             legal.add(NOT_COORDINATOR)
+        if self._failing:
+            legal.add(NOT_AVAILABLE)
         if isinstance(response, LeaveGroupResponse):
             codes = {m.error_code for m in response.members}
-            if response.error_code != NONE or not codes <= legal:
+            if response.error_code not in (NONE, NOT_AVAILABLE if self._failing else NONE) \
+                    or not codes <= legal:
                 raise InvariantViolation(f"illegal leave answer {response}")
             return
         if isinstance(response, OffsetCommitResponse):

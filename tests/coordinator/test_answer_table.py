@@ -12,7 +12,6 @@ from collections.abc import Callable
 import pytest
 
 from samsa.coordinator import DeleteGroups, GroupState
-from samsa.coordinator.consumer_protocol import encode_subscription
 from samsa.coordinator.responses import (
     DeleteGroupsResponse,
     HeartbeatResponse,
@@ -21,6 +20,7 @@ from samsa.coordinator.responses import (
     Response,
     SyncGroupResponse,
 )
+from tests.coordinator.subscriptions import encode_subscription
 
 from .harness import Ctx
 

@@ -11,7 +11,6 @@ from samsa.coordinator import (
     DeleteGroups,
     DescribeGroups,
     Event,
-    FakeTimer,
     FetchGroup,
     Heartbeat,
     IllegalTransition,
@@ -45,8 +44,7 @@ from samsa.coordinator.responses import (
     TopicErrors,
 )
 from samsa.coordinator.state import GroupState
-
-from .harness import Ctx
+from tests.coordinator.fake_timer import FakeTimer
 
 
 def test_config_from_kafka_properties() -> None:
@@ -115,19 +113,3 @@ def test_group_refuses_illegal_transitions() -> None:
         group.transition(GroupState.STABLE, 0)
     group.transition(GroupState.PREPARING_REBALANCE, 5)
     assert (group.state, group.state_timestamp) == (GroupState.PREPARING_REBALANCE, 5)
-
-
-def test_partitions_for_routes_every_group_of_a_request() -> None:
-    ctx = Ctx(CoordinatorConfig(offsets_topic_num_partitions=50))
-    assert ctx.coord.partitions_for(DeleteGroups(("group", "hello"))) == {47, 22}
-    assert ctx.coord.partitions_for(ListGroups()) == set(range(50))
-
-
-def test_coordinator_expire_offsets_runs_every_shard() -> None:
-    ctx = Ctx(CoordinatorConfig(offsets_topic_num_partitions=4, offsets_retention_minutes=1))
-    for g in ("a", "b", "c"):
-        ctx.commit({("t", 0): 1}, group_id=g)
-    ctx.timer.now_ms += 60_000  # move the clock without firing the periodic check
-    result = ctx.absorb(ctx.coord.expire_offsets(ctx.now))
-    assert len(result.records) == 3
-    assert all(r.value is None for r in result.records)

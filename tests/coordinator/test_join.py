@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from samsa.coordinator import CoordinatorConfig, GroupState, LeaveGroup, LeavingMember
-from samsa.coordinator.consumer_protocol import encode_subscription
 from samsa.coordinator.responses import LeaveGroupMemberResponse, LeaveGroupResponse
+from tests.coordinator.subscriptions import encode_subscription
 
 from .harness import SUB, Ctx
 

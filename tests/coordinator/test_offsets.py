@@ -14,7 +14,6 @@ from samsa.coordinator import (
     OffsetFetch,
     Record,
 )
-from samsa.coordinator.consumer_protocol import encode_subscription
 from samsa.coordinator.records import GroupMetadataKey, OffsetCommitValue, serialize
 from samsa.coordinator.responses import (
     FetchedGroup,
@@ -26,6 +25,7 @@ from samsa.coordinator.responses import (
     PartitionError,
     TopicErrors,
 )
+from tests.coordinator.subscriptions import encode_subscription
 
 from .harness import Ctx
 

@@ -6,13 +6,13 @@ from samsa.coordinator import (
     Coordinator,
     CoordinatorConfig,
     DeleteGroups,
-    FakeTimer,
     GroupState,
     ListGroups,
     ShardStatus,
     partition_for,
 )
 from samsa.coordinator.responses import HeartbeatResponse, ListGroupsResponse
+from tests.coordinator.fake_timer import FakeTimer
 
 from .harness import Ctx
 
@@ -85,35 +85,6 @@ def test_loaded_group_over_capacity_rebalances() -> None:
     small.records.extend(ctx.records)
     small.absorb(small.coord.load(0, records, 0))
     assert small.state() is S.PREPARING_REBALANCE
-
-
-def test_revert_after_failed_append_restores_state_and_timers() -> None:
-    ctx = Ctx()
-    (a, b), gen = ctx.stable_group(2)
-    ctx.join(a)
-    ctx.join(b)
-    ts = ctx.sync(b, gen + 1)
-    snap = ctx.coord.snapshot()
-    timers_before = dict(ctx.timer.deadlines)
-    hard_before = ctx.shard().hard.copy()
-    result = ctx.coord.handle(ctx_sync_event(a, gen + 1, ((a, b"A"), (b, b"B"))), ctx.now, "leader")
-    assert result.records and len(result.replies) == 2
-    assert ctx.state() is S.STABLE
-    ctx.coord.revert_to(snap)  # the append failed: nothing happened
-    assert ctx.state() is S.COMPLETING_REBALANCE
-    assert ctx.shard().hard == hard_before
-    assert ctx.timer.deadlines == timers_before
-    assert ctx.reply(ts) is None  # still parked
-    t = ctx.sync(a, gen + 1, ((a, b"A"), (b, b"B")))
-    assert ctx.sync_reply(t).assignment == b"A"
-    assert ctx.sync_reply(ts).assignment == b"B"
-    ctx.check_replay()
-
-
-def ctx_sync_event(member: str, gen: int, assignments: tuple[tuple[str, bytes], ...]):  # type: ignore[no-untyped-def]
-    from samsa.coordinator import SyncGroup
-
-    return SyncGroup("g", gen, member, assignments)
 
 
 def test_groups_spread_over_shards_and_records_carry_their_partition() -> None:

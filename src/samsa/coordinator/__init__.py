@@ -6,15 +6,16 @@ How the broker edge drives it (one asyncio task per shard keeps calls serialised
   implements :class:`Timer` on the event loop and calls ``coord.fire(key, now_ms)`` when a
   deadline passes.
 * Owning ``__consumer_offsets`` partition ``p``: ``coord.begin_load(p)``, then
-  ``shard.replay(key, value)`` for each record of the log, then ``coord.finish_load(p, now)``
-  (or ``coord.load(p, records, now)``). ``coord.unload(p)`` when giving it up.
-* Each request: translate the kio request into an event (:mod:`.events`), take
-  ``snap = coord.snapshot_for(event)``, call
+  ``shard.replay(key, value)`` for each record of the log (typed: ``records.deserialize``
+  turns log bytes into them), then ``coord.finish_load(p, now)`` (or
+  ``coord.load(p, records, now)``). ``coord.unload(p)`` when giving it up.
+* Each request: translate the kio request into an event (:mod:`.events`), call
   ``result = coord.handle(event, now_ms, reply_to=token)``. Append ``result.records`` (each
-  :class:`Record` names its partition) to the log; on success deliver every
-  ``result.replies`` entry to the request its ``token`` names (a parked JoinGroup/SyncGroup is
-  answered in a later call's result). On failure call ``coord.revert_to(snap)`` and answer
-  ``token`` with ``error_response(event, code)``; drop the failed result's other replies.
+  :class:`Record` names its partition; ``records.serialize`` gives its bytes) to the log; on
+  success deliver every ``result.replies`` entry to the request its ``token`` names (a parked
+  JoinGroup/SyncGroup is answered in a later call's result). On failure unload and reload
+  the touched shards from their logs and answer every token of the failed result with
+  ``error_response(event, COORDINATOR_NOT_AVAILABLE)`` for its own request.
 * Timer expiries (``coord.fire``), loads and unloads return results handled the same way.
 * FindCoordinator: ``coord.partition_for(key)`` and ``coord.coordinator_error(key)``.
 """
@@ -41,11 +42,11 @@ from samsa.coordinator.events import (
     SyncGroup,
 )
 from samsa.coordinator.hashing import java_string_hash, partition_for
-from samsa.coordinator.manager import Coordinator, CoordinatorSnapshot
+from samsa.coordinator.manager import Coordinator
 from samsa.coordinator.result import Record, Reply, Result
-from samsa.coordinator.shard import CoordinatorShard, ShardSnapshot, ShardStatus
+from samsa.coordinator.shard import CoordinatorShard, ShardStatus
 from samsa.coordinator.state import GroupState, IllegalTransition
-from samsa.coordinator.timers import FakeTimer, Timer, TimerKey, TimerKind
+from samsa.coordinator.timers import Timer, TimerKey, TimerKind
 
 __all__ = [
     "CommitPartition",
@@ -53,11 +54,9 @@ __all__ = [
     "Coordinator",
     "CoordinatorConfig",
     "CoordinatorShard",
-    "CoordinatorSnapshot",
     "DeleteGroups",
     "DescribeGroups",
     "Event",
-    "FakeTimer",
     "FetchGroup",
     "FetchTopic",
     "GroupState",
@@ -74,7 +73,6 @@ __all__ = [
     "Record",
     "Reply",
     "Result",
-    "ShardSnapshot",
     "ShardStatus",
     "SyncGroup",
     "Timer",

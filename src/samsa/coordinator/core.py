@@ -8,10 +8,8 @@ their parked requests, and the shard's timer deadlines.
 How results are applied: a handler mutates soft state and calls :meth:`ShardCore.write`,
 which appends the typed record to the call's result and immediately replays it into hard
 state. The edge appends ``Result.records`` to the log and only then delivers
-``Result.replies``. If the append fails, the edge restores the shard with
-``revert_to(snapshot)`` (taken before the call) and answers the failed request with an error;
-replies to other requests in the failed result are dropped, because those requests are
-parked again in the restored state.
+``Result.replies``. If the append fails, the edge reloads the shard from its log and answers
+every request of the failed result with an error.
 """
 
 from __future__ import annotations

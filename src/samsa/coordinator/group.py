@@ -8,7 +8,7 @@ timers (the procedures in :mod:`samsa.coordinator.rebalance` do that).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from samsa.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from samsa.coordinator.records import GroupMetadataValue, MemberMetadataValue
@@ -279,8 +279,12 @@ class Group:
 
     @classmethod
     def from_record(cls, group_id: str, value: GroupMetadataValue | None) -> Group:
-        """A loaded group: Stable with its members, or Empty (Kafka's ``loadGroup``)."""
-        group = cls(group_id)
+        """A loaded group: Stable with its members, or Empty (Kafka's ``loadGroup``).
+
+        That is the group's initial state, given when it is built; no transition is made
+        (Empty -> Stable is not one), so loading never bypasses the transition table."""
+        loaded_stable = value is not None and bool(value.members)
+        group = cls(group_id, state=GroupState.STABLE if loaded_stable else GroupState.EMPTY)
         if value is None:
             return group
         group.generation = value.generation
@@ -306,19 +310,7 @@ class Group:
             group.members[member.member_id] = member
             if member.group_instance_id is not None:
                 group.static_members[member.group_instance_id] = member.member_id
-        if group.members:
-            group.state = GroupState.STABLE
-            if group.leader_id not in group.members:
-                group.leader_id = next(iter(group.members))
+        if group.members and group.leader_id not in group.members:
+            group.leader_id = next(iter(group.members))
         group.subscribed_topics = group.compute_subscribed_topics()
         return group
-
-    def clone(self) -> Group:
-        """A copy whose members can be mutated independently (tokens are shared)."""
-        return replace(
-            self,
-            members={k: replace(m) for k, m in self.members.items()},
-            static_members=dict(self.static_members),
-            pending_members=dict(self.pending_members),
-            pending_sync=dict(self.pending_sync),
-        )

@@ -10,11 +10,10 @@ each shard's partition.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from samsa.coordinator.answers import error_response, group_ids, status_error_response
+from samsa.coordinator.answers import error_response, status_error_response
 from samsa.coordinator.config import CoordinatorConfig
 from samsa.coordinator.core import MemberIdFactory, default_member_id
 from samsa.coordinator.events import (
@@ -39,17 +38,12 @@ from samsa.coordinator.responses import (
     Response,
 )
 from samsa.coordinator.result import EMPTY_RESULT, Record, Reply, Result
-from samsa.coordinator.shard import CoordinatorShard, ShardSnapshot, ShardStatus
-from samsa.coordinator.timers import Timer, TimerKey, TimerKind
+from samsa.coordinator.shard import CoordinatorShard, ShardStatus
+from samsa.coordinator.timers import Timer, TimerKey
 
 E = ErrorCode
 
 _Split = Callable[[Event], list[tuple[str, Event]]]
-
-
-@dataclass(frozen=True)
-class CoordinatorSnapshot:
-    shards: dict[int, ShardSnapshot]
 
 
 class Coordinator:
@@ -73,12 +67,6 @@ class Coordinator:
 
     def shard_for(self, group_id: str) -> CoordinatorShard | None:
         return self.shards.get(self.partition_for(group_id))
-
-    def partitions_for(self, event: Event) -> set[int]:
-        """The shards a request touches (snapshot these before handling it)."""
-        if isinstance(event, ListGroups):
-            return set(self.shards)
-        return {self.partition_for(gid) for gid in group_ids(event)}
 
     def coordinator_error(self, group_id: str) -> int:
         """FindCoordinator's answer for a group on this node: NONE, LOAD_IN_PROGRESS or
@@ -165,46 +153,6 @@ class Coordinator:
         shard = self.shards.get(key.partition)
         return EMPTY_RESULT if shard is None else shard.fire(key, now_ms)
 
-    def expire_offsets(self, now_ms: int) -> Result:
-        result = EMPTY_RESULT
-        for shard in self.shards.values():
-            result = result + shard.expire_offsets(now_ms)
-        return result
-
-    # ------------------------------------------------------------------ snapshots
-
-    def snapshot(self, partitions: Iterable[int] | None = None) -> CoordinatorSnapshot:
-        """Snapshot whole shards (all by default)."""
-        wanted = self.shards.keys() if partitions is None else partitions
-        return CoordinatorSnapshot(
-            {p: self.shards[p].snapshot() for p in wanted if p in self.shards}
-        )
-
-    def snapshot_for(self, target: Event | TimerKey) -> CoordinatorSnapshot:
-        """The smallest snapshot that undoes ``handle(target)`` / ``fire(target)``: the
-        groups the request names (nothing for ListGroups), the timer's group, or the whole
-        shard for the offsets-expiry timer."""
-        if isinstance(target, TimerKey):
-            shard = self.shards.get(target.partition)
-            if shard is None:
-                return CoordinatorSnapshot({})
-            if target.kind is TimerKind.OFFSETS_EXPIRY:
-                return CoordinatorSnapshot({target.partition: shard.snapshot()})
-            return CoordinatorSnapshot({target.partition: shard.snapshot([target.group_id])})
-        by_partition: dict[int, list[str]] = {}
-        for gid in group_ids(target):
-            by_partition.setdefault(self.partition_for(gid), []).append(gid)
-        return CoordinatorSnapshot(
-            {p: self.shards[p].snapshot(g) for p, g in by_partition.items() if p in self.shards}
-        )
-
-    def revert_to(self, snap: CoordinatorSnapshot) -> None:
-        """Undo every call since ``snap`` on the snapshotted shards (after a failed append)."""
-        for partition, shard_snap in snap.shards.items():
-            shard = self.shards.get(partition)
-            if shard is not None:
-                shard.revert_to(shard_snap)
-
 
 # ---------------------------------------------------------------------- splitting / merging
 
@@ -238,4 +186,4 @@ def _merge(event: Event, items: list[object]) -> Response:
     return DeleteGroupsResponse(tuple(i for i in items if isinstance(i, DeletedGroup)))
 
 
-__all__ = ["Coordinator", "CoordinatorSnapshot", "FetchGroup"]
+__all__ = ["Coordinator", "FetchGroup"]

@@ -5,17 +5,15 @@ Lifecycle: a shard starts LOADING; the edge feeds it the partition's log with
 answers parked requests with NOT_COORDINATOR and makes the shard UNLOADED.
 
 Per call (``handle``, ``fire``, ``expire_offsets``) the shard returns a :class:`Result`. The edge
-appends ``records`` to this partition, then delivers ``replies``. To survive a failed append:
-``snap = shard.snapshot(groups)`` before the call, ``shard.revert_to(snap)`` after the failure
-(or build a fresh shard and replay the log). Calls for one shard must be serialised, including the
-append (one in flight per shard).
+appends ``records`` to this partition, then delivers ``replies``. When an append fails, the
+edge unloads the shard, loads it again from the log, and answers every request of the lost
+result with an error. Calls for one shard must be serialised, including the append.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -28,7 +26,6 @@ from samsa.coordinator.core import (
     HardState,
     MemberIdFactory,
     ShardCore,
-    TopicPartition,
     default_member_id,
 )
 from samsa.coordinator.events import (
@@ -46,8 +43,6 @@ from samsa.coordinator.events import (
 )
 from samsa.coordinator.group import Group
 from samsa.coordinator.records import (
-    GroupMetadataValue,
-    OffsetCommitValue,
     RecordKey,
     RecordValue,
 )
@@ -78,18 +73,6 @@ _HANDLERS: dict[type, Callable[[ShardCore, Any, object], None]] = {
     ListGroups: admin.handle_list,
     DeleteGroups: admin.handle_delete,
 }
-
-
-@dataclass(frozen=True)
-class ShardSnapshot:
-    """A shard's state (all of it, or the groups in ``scope``) at one moment."""
-
-    status: ShardStatus
-    scope: frozenset[str] | None
-    hard_groups: dict[str, GroupMetadataValue]
-    hard_offsets: dict[str, dict[TopicPartition, OffsetCommitValue]]
-    groups: dict[str, Group]
-    deadlines: dict[TimerKey, int]
 
 
 class CoordinatorShard(ShardCore):
@@ -213,67 +196,10 @@ class CoordinatorShard(ShardCore):
         elif key.kind is TimerKind.PENDING_SYNC:
             rb.pending_sync_expired(self, group)
 
-    def expire_offsets(self, now_ms: int) -> Result:
-        """Run offset retention now (the offsets-expiry timer does this periodically)."""
-        self._begin(now_ms)
-        if self.status is ShardStatus.ACTIVE:
-            offsets.expire_offsets(self)
-        return self._end()
-
     def _schedule_offsets_expiry(self) -> None:
         self.schedule(
             TimerKind.OFFSETS_EXPIRY, "", "", self.config.offsets_retention_check_interval_ms
         )
-
-    # ------------------------------------------------------------------ snapshots
-
-    def snapshot(self, group_ids: Iterable[str] | None = None) -> ShardSnapshot:
-        """What :meth:`revert_to` needs to undo later calls: the whole shard (O(shard size)),
-        or only ``group_ids`` when the calls to undo touch only those groups (every
-        single-group request and group timer does)."""
-        scope = None if group_ids is None else frozenset(group_ids)
-
-        def wanted(gid: str) -> bool:
-            return scope is None or gid in scope
-
-        return ShardSnapshot(
-            status=self.status,
-            scope=scope,
-            hard_groups={g: v for g, v in self.hard.groups.items() if wanted(g)},
-            hard_offsets={g: dict(o) for g, o in self.hard.offsets.items() if wanted(g)},
-            groups={g: grp.clone() for g, grp in self.groups.items() if wanted(g)},
-            deadlines={k: d for k, d in self.deadlines.items() if _in_scope(k, scope)},
-        )
-
-    def revert_to(self, snap: ShardSnapshot) -> None:
-        """Restore hard state, live groups and timers (within the snapshot's scope)."""
-        scope = snap.scope
-        for key in [k for k in self.deadlines if _in_scope(k, scope)]:
-            if key not in snap.deadlines:
-                del self.deadlines[key]
-                self.timer.cancel(key)
-        for key, deadline in snap.deadlines.items():
-            if self.deadlines.get(key) != deadline:
-                self.deadlines[key] = deadline
-                self.timer.schedule(key, deadline)
-        self.status = snap.status
-        if scope is None:
-            self.hard = HardState(dict(snap.hard_groups), {})
-            self.groups = {}
-        else:
-            for gid in scope:
-                self.hard.groups.pop(gid, None)
-                self.hard.offsets.pop(gid, None)
-                self.groups.pop(gid, None)
-            self.hard.groups.update(snap.hard_groups)
-        self.hard.offsets.update({g: dict(o) for g, o in snap.hard_offsets.items()})
-        self.groups.update({g: grp.clone() for g, grp in snap.groups.items()})
-
-
-def _in_scope(key: TimerKey, scope: frozenset[str] | None) -> bool:
-    if scope is None:
-        return True
-    return key.kind is not TimerKind.OFFSETS_EXPIRY and key.group_id in scope
 
 
 class _NoTimer:
