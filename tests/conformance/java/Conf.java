@@ -1,0 +1,36 @@
+import java.util.Properties;
+
+/** Command-line settings: `key=value` arguments become client properties. */
+final class Conf {
+    private Conf() {}
+
+    /** Every `key=value` argument from index `from` on; keys starting `driver.` are left out. */
+    static Properties client(String[] args, int from) {
+        Properties p = new Properties();
+        for (int i = from; i < args.length; i++) {
+            int eq = args[i].indexOf('=');
+            if (eq > 0 && !args[i].startsWith("driver.")) {
+                p.setProperty(args[i].substring(0, eq), args[i].substring(eq + 1));
+            }
+        }
+        return p;
+    }
+
+    /** The value of a `driver.NAME=value` argument, or `dflt`. */
+    static String driver(String[] args, int from, String name, String dflt) {
+        String prefix = "driver." + name + "=";
+        for (int i = from; i < args.length; i++) {
+            if (args[i].startsWith(prefix)) {
+                return args[i].substring(prefix.length());
+            }
+        }
+        return dflt;
+    }
+
+    /** A throwable as "ClassName: message" (the cause's, when it wraps one). */
+    static String error(Throwable t) {
+        Throwable c = t.getCause() != null && t instanceof java.util.concurrent.ExecutionException
+                ? t.getCause() : t;
+        return c.getClass().getSimpleName() + ": " + c.getMessage();
+    }
+}
