@@ -5,12 +5,15 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from samsa.client import Admin
 from tests.brokerproc import BrokerProcess
+from tests.client.proxy import FaultProxy
 from tests.client.runner import Runner
+from tests.conftest import FAST_GROUPS
 
 _names = itertools.count()
 _groups = itertools.count()
@@ -59,3 +62,16 @@ def runners() -> Iterator[list[Runner]]:
     for r in started:
         if r.is_alive():
             r.stop()
+
+
+@pytest.fixture
+def proxied(tmp_path: Path) -> Iterator[tuple[BrokerProcess, FaultProxy]]:
+    """A broker of the test's own that advertises a :class:`FaultProxy` in front of it:
+    clients bootstrapped at ``proxy.address`` reach every node through the proxy."""
+    proxy = FaultProxy()
+    proc = BrokerProcess(tmp_path / "data", {**FAST_GROUPS, "advertised.port": str(proxy.port)})
+    proc.start()
+    proxy.start(("127.0.0.1", proc.port))
+    yield proc, proxy
+    proxy.close()
+    proc.stop()

@@ -189,7 +189,8 @@ class Membership:
     next_heartbeat: float = 0.0
     heartbeat_in_flight: bool = False
     awaiting: str = ""
-    """While REBALANCING: "join" or "sync", the response the member waits for."""
+    """While REBALANCING: "join" (JoinGroup in flight), "assignment" (the leader computes
+    it) or "sync" (SyncGroup in flight)."""
     history: list[str] = field(default_factory=list)
 
     # ---- queries ---------------------------------------------------------------------
@@ -212,15 +213,20 @@ class Membership:
         """
         if self.generation < 0:
             return -1, ""
-        if self.state == MemberState.REBALANCING and self.awaiting == "sync":
+        if self.state == MemberState.REBALANCING and self.awaiting in ("assignment", "sync"):
             return None
         return self.generation, self.member_id
 
     def heartbeating(self) -> bool:
-        """True while the member heartbeats: stable, or waiting for its SyncGroup response
-        (so that the leader's assignment work does not count against its session)."""
+        """True while the member heartbeats: stable, or leading the group and computing the
+        assignment (which may take longer than the session timeout).
+
+        Not while a SyncGroup is in flight: the coordinator spares members parked in a sync,
+        and the coordinator answers a connection's requests in order, so a heartbeat behind
+        the parked SyncGroup would only time out (and its timeout closes the connection).
+        """
         return self.state == MemberState.STABLE or (
-            self.state == MemberState.REBALANCING and self.awaiting == "sync")
+            self.state == MemberState.REBALANCING and self.awaiting == "assignment")
 
     # ---- user thread: poll and join ----------------------------------------------------
 
@@ -310,19 +316,21 @@ class Membership:
         if self.state != MemberState.REBALANCING or self.awaiting != "join":
             return []
         if code == NONE:
-            self.awaiting = "sync"
             self.generation = generation
             self.member_id = member_id
             self.protocol = protocol
             self.leader_id = leader_id
-            # Heartbeats resume now, for the new generation (Kafka: COMPLETING_REBALANCE).
-            self.last_heartbeat_ok = now
-            self.next_heartbeat = now + self.config.heartbeat_interval_ms
-            self.heartbeat_in_flight = False
             self._log(f"joined generation {generation} as {member_id}"
                       f"{' (leader)' if leader_id == member_id else ''}")
             if leader_id == member_id and not skip_assignment:
+                # Heartbeat while assigning, in the new generation (Kafka heartbeats in
+                # COMPLETING_REBALANCE): a slow assignor must not cost the leader its session.
+                self.awaiting = "assignment"
+                self.last_heartbeat_ok = now
+                self.next_heartbeat = now + self.config.heartbeat_interval_ms
+                self.heartbeat_in_flight = False
                 return [PerformAssignment(generation, protocol or "", leader_id, members)]
+            self.awaiting = "sync"
             return [SendSyncGroup(generation, member_id, protocol or "", ())]
         self.state = MemberState.UNJOINED
         self.awaiting = ""
@@ -334,8 +342,10 @@ class Membership:
         return self._on_group_error(code, now, "JoinGroup")
 
     def on_assignment_computed(self, assignments: dict[str, bytes]) -> list[Action]:
-        if self.state != MemberState.REBALANCING or self.protocol is None:
-            return []
+        if self.state != MemberState.REBALANCING or self.awaiting != "assignment" or \
+                self.protocol is None:
+            return []  # the heartbeat thread saw the generation end meanwhile
+        self.awaiting = "sync"
         return [SendSyncGroup(self.generation, self.member_id, self.protocol,
                               tuple(sorted(assignments.items())))]
 
