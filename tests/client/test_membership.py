@@ -339,12 +339,17 @@ def _in_state(name: str) -> Membership:
         m.next_step(0)
         m.on_join_response(NONE, 0, generation=1, member_id="m1", protocol="range",
                            leader_id="x")
+    elif name == "assigning":
+        m.coordinator_found(0, 0)
+        m.next_step(0)
+        m.on_join_response(NONE, 0, generation=1, member_id="m1", protocol="range",
+                           leader_id="m1")
     else:
         stable(m, frozenset({A0}))
     return m
 
 
-@pytest.mark.parametrize("state", ["unjoined", "joining", "syncing", "stable"])
+@pytest.mark.parametrize("state", ["unjoined", "joining", "assigning", "syncing", "stable"])
 @pytest.mark.parametrize("code", ALL_CODES)
 @pytest.mark.parametrize("event", ["join", "sync", "heartbeat", "commit"])
 def test_every_state_and_answer(state: str, code: int, event: str) -> None:
@@ -368,6 +373,8 @@ def test_every_state_and_answer(state: str, code: int, event: str) -> None:
         assert m.generation >= 0 and m.member_id
     # Recovery: answer every request with NONE; the member gets back to STABLE.
     now = 1000.0
+    if m.awaiting == "assignment":
+        m.on_assignment_computed({"m1": b""})
     if m.awaiting == "join":
         m.on_join_response(NONE, now, generation=7, member_id="m1", protocol="range",
                            leader_id="x")
@@ -396,3 +403,81 @@ def test_static_leader_skips_assignment_when_told() -> None:
     actions = m.on_join_response(NONE, 1, generation=3, member_id="m9", protocol="range",
                                  leader_id="m9", skip_assignment=True)
     assert actions == [SendSyncGroup(3, "m9", "range", ())]
+
+
+def _leader_assigning(m: Membership, generation: int = 2) -> None:
+    m.coordinator_found(0, 0)
+    m.next_step(0)
+    (perform,) = m.on_join_response(NONE, 100, generation=generation, member_id="m1",
+                                    protocol="range", leader_id="m1")
+    assert isinstance(perform, PerformAssignment)
+
+
+def test_leader_heartbeats_while_it_assigns_then_stops_for_the_sync() -> None:
+    m = machine()
+    _leader_assigning(m)
+    assert m.commit_identity() is None
+    assert m.heartbeat_tick(1100) == [SendHeartbeat(2, "m1")]
+    assert m.on_heartbeat_response(REBALANCE_IN_PROGRESS, 1101, 2) == []  # SyncGroup decides
+    assert m.on_heartbeat_response(NONE, 1102, 2) == []
+    # A slow assignor: the session stays alive, the member stays in the rebalance.
+    for t in range(2100, 30_000, 1000):
+        assert m.heartbeat_tick(t) == [SendHeartbeat(2, "m1")]
+        m.on_heartbeat_response(NONE, t + 1, 2)
+    assert m.state == MemberState.REBALANCING and not m.rejoin_needed
+    (sync,) = m.on_assignment_computed({"m1": b"a"})
+    assert sync == SendSyncGroup(2, "m1", "range", (("m1", b"a"),))
+    assert m.heartbeat_tick(40_000) == []  # parked in SyncGroup: the coordinator spares it
+    assert m.on_sync_response(NONE, 40_001, 2, frozenset({A0})) == [
+        AssignPartitions(frozenset({A0}), frozenset({A0}))]
+    assert m.heartbeat_tick(41_001) == [SendHeartbeat(2, "m1")]
+
+
+def test_follower_does_not_heartbeat_behind_its_sync() -> None:
+    m = _in_state("syncing")
+    assert m.heartbeat_tick(5_000) == [] and m.heartbeat_tick(50_000) == []
+    assert m.coordinator == 0  # and the session check does not drop the coordinator
+
+
+def test_leader_finds_a_lost_coordinator_while_assigning() -> None:
+    m = machine()
+    _leader_assigning(m)
+    m.heartbeat_tick(1100)
+    m.on_heartbeat_response(NOT_COORDINATOR, 1101, 2)
+    assert m.coordinator is None and m.awaiting == "assignment"
+    assert m.heartbeat_tick(1300) == [FindCoordinator()]
+    m.coordinator_found(0, 1300)
+    assert m.heartbeat_tick(2200) == [SendHeartbeat(2, "m1")]
+
+
+def test_assignment_after_the_generation_ended_is_dropped() -> None:
+    m = machine()
+    _leader_assigning(m)
+    m.heartbeat_tick(1100)
+    m.on_heartbeat_response(UNKNOWN_MEMBER_ID, 1101, 2)
+    assert m.state == MemberState.UNJOINED
+    assert m.on_assignment_computed({"m1": b"a"}) == []
+    assert m.next_step(1200) == [SendJoinGroup("", "Heartbeat: unknown member id")]
+
+
+def test_answers_to_older_requests_do_not_reset_a_join_in_flight() -> None:
+    m = machine()
+    stable(m, frozenset({A0}))
+    m.request_rejoin("metadata changed")
+    assert m.next_step(10) == [CommitOffsets(1, "m1"), RevokePartitions(frozenset({A0}))]
+    assert m.next_step(11) == [SendJoinGroup("m1", "metadata changed")]
+    # A heartbeat and a commit sent in generation 1 are answered while JoinGroup waits.
+    assert m.on_heartbeat_response(UNKNOWN_MEMBER_ID, 12, 1) == []
+    assert m.on_commit_error(ILLEGAL_GENERATION, 13, 1) == []
+    assert m.state == MemberState.REBALANCING and m.member_id == "m1"
+    assert m.on_join_response(NONE, 14, generation=2, member_id="m1", protocol="range",
+                              leader_id="x") == [SendSyncGroup(2, "m1", "range", ())]
+
+
+def test_static_member_keeps_its_identity_for_the_commit_before_rejoining() -> None:
+    m = machine(instance="i-1")
+    stable(m, frozenset({A0, A1}), generation=4)
+    m.heartbeat_tick(1000)
+    m.on_heartbeat_response(REBALANCE_IN_PROGRESS, 1001, 4)
+    assert m.next_step(1002)[0] == CommitOffsets(4, "m1")
+    assert m.commit_identity() == (4, "m1")
