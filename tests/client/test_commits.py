@@ -98,7 +98,7 @@ def test_commit_async_callback_runs_in_poll(broker: BrokerProcess, admin: Admin,
         fut = c.commit_async(callback=cb)
         fut.result(10)
         assert cb.calls == []  # callbacks run on the user's thread, in a later poll
-        c.poll(0)
+        poll_until(c, lambda: bool(cb.calls))
         assert cb.calls == [(dict.fromkeys(all_tps(t, 2), 10), None)]
         assert cb.thread == [threading.current_thread().name]
         assert committed(admin, group) == dict.fromkeys(all_tps(t, 2), 10)
