@@ -98,6 +98,7 @@ def alter(broker: Broker, rtype: int, name: str, change: Change, validate_only: 
         try:
             effective = dynamic.check_broker(name, new)
             broker.topics.check_broker_defaults(effective)
+            broker.topics.log_config({}, "", dynamic.check_broker(name, new, alone=True))
         except (ConfigError, ValueError) as exc:
             raise AlterFailed(INVALID_REQUEST, str(exc)) from None
         if not validate_only:

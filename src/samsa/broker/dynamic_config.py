@@ -121,17 +121,19 @@ class DynamicConfigs:
         return int(str(self.resolve_group(group_id, name).value))
 
     # -- validating ---------------------------------------------------------------------
-    def check_broker(self, name: str, props: Mapping[str, str]) -> BrokerConfig:
-        """The broker config that ``props`` as the dynamic settings of ``name`` would give;
-        raises ConfigError (Kafka answers INVALID_REQUEST) for names that are unknown or not
-        dynamic and for bad values."""
+    def check_broker(self, name: str, props: Mapping[str, str],
+                     alone: bool = False) -> BrokerConfig:
+        """The broker config that ``props`` as the dynamic settings of ``name`` would give
+        (with ``alone``, over the static settings only: a layer must be valid by itself, not
+        only where the node's own settings hide it); raises ConfigError (Kafka answers
+        INVALID_REQUEST) for names that are unknown or not dynamic and for bad values."""
         unknown = sorted(k for k in props if k not in _KNOWN)
         if unknown:
             raise ConfigError(f"Unknown broker configs: {', '.join(unknown)}")
         static = sorted(k for k in props if k not in DYNAMIC_BROKER_SETTINGS)
         if static:
             raise ConfigError(f"Cannot update these configs dynamically: {', '.join(static)}")
-        layers = dict(self._brokers)
+        layers = {} if alone else dict(self._brokers)
         layers[name] = dict(props)
         return self._resolve(layers)
 

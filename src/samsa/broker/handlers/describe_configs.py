@@ -30,7 +30,15 @@ API_KEY = 32
 VERSIONS = (1, 4)
 
 TOPIC_CONFIG = 1
-_TYPES = {bool: 1, str: 2, int: 5}
+BOOLEAN, STRING, INT, LONG, LIST = 1, 2, 3, 5, 7
+"""ConfigType ids (DescribeConfigs v3+)."""
+_TYPES = {bool: BOOLEAN, str: STRING, int: INT}
+LONG_SETTINGS = frozenset({
+    "log.roll.ms", "log.retention.ms", "log.retention.bytes", "log.retention.check.interval.ms",
+    "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
+    "log.flush.interval.ms", "offsets.retention.check.interval.ms",
+})
+"""Integer broker settings that Kafka defines as LONG; the others are INT."""
 _TOPIC_TO_BROKER = {v: k for k, v in BROKER_TO_TOPIC.items()}
 _BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -114,12 +122,16 @@ def _group(ctx: RequestContext, name: str, keys: set[str] | None, synonyms: bool
     for key in sorted(GROUP_SYNONYMS):
         if _wanted(keys, key):
             doc = _BY_NAME[GROUP_SYNONYMS[key]].doc if docs else None
-            configs.append(_entry(key, dynamic.resolve_group(name, key), synonyms, 3, doc))
+            configs.append(_entry(key, dynamic.resolve_group(name, key), synonyms, INT, doc))
     return _result(GROUP, name, configs)
 
 
 def _type(setting: Setting) -> int:
-    return 7 if setting.name == "log.cleanup.policy" else _TYPES.get(setting.type, 2)
+    if setting.name == "log.cleanup.policy":
+        return LIST
+    if setting.name in LONG_SETTINGS:
+        return LONG
+    return _TYPES.get(setting.type, STRING)
 
 
 async def handle(ctx: RequestContext) -> Any:
