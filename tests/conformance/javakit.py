@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from tests.conformance.java.fetch_jars import complete, fetch
 
@@ -317,3 +318,12 @@ def generations_disjoint(members: list[JavaMember]) -> list[str]:
                     bad.append(f"generation {gen}: {tp} held by {seen[tp]} and {name}")
                 seen[tp] = name
     return bad
+
+
+def coordinator_view(bootstrap: str, group: str) -> tuple[str, dict[str, set[Tp]]]:
+    """The group's state and each member's assignment (by client id), as described."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    d = admin.describe_consumer_groups([group])[group].result(15)
+    return d.state.name, {m.client_id: {(tp.topic, tp.partition)
+                                         for tp in m.assignment.topic_partitions}
+                          for m in d.members}

@@ -54,7 +54,7 @@ def test_admin_on_a_live_and_an_empty_group(broker: BrokerProcess, java: JavaKit
     jm = JavaMember(java, broker.bootstrap, group, [topic], "java-m",
                     **{"partition.assignment.strategy":
                        "org.apache.kafka.clients.consumer.RangeAssignor"})
-    rm = Member(broker.bootstrap, group, "rd-m",
+    rm = Member(broker.bootstrap, group, "rd-m", None,
                 **{"partition.assignment.strategy": "range"}).subscribe([topic])
     admin = java.start("AdminDriver", broker.bootstrap)
     try:

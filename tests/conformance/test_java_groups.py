@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka.admin import AdminClient
 
 from tests.brokerproc import BrokerProcess
 from tests.conformance.groupkit import (
@@ -25,6 +24,7 @@ from tests.conformance.javakit import (
     JavaKit,
     JavaMember,
     compiled,
+    coordinator_view,
     generations_disjoint,
 )
 
@@ -38,15 +38,6 @@ def java(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaKit]:
     kit = compiled(tmp_path_factory)
     yield kit
     kit.stop_all()
-
-
-def coordinator_view(bootstrap: str, group: str) -> tuple[str, dict[str, set[Tp]]]:
-    """The group's state and each member's assignment (by client id), as described."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    d = admin.describe_consumer_groups([group])[group].result(15)
-    return d.state.name, {m.client_id: {(tp.topic, tp.partition)
-                                         for tp in m.assignment.topic_partitions}
-                          for m in d.members}
 
 
 @pytest.mark.parametrize("assignor", list(ASSIGNORS))

@@ -41,6 +41,10 @@ def _by_partition(events: list[Event]) -> dict[tuple[str, int], list[tuple[Any, 
     return out
 
 
+def _text(b: str | bytes | None) -> str | None:
+    return b.decode() if isinstance(b, bytes) else b
+
+
 def _librdkafka_read(bootstrap: str, topic: str, total: int) -> list[Event]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("rd"),
                   "enable.auto.commit": False})
@@ -51,11 +55,9 @@ def _librdkafka_read(bootstrap: str, topic: str, total: int) -> list[Event]:
             for m in c.consume(500, timeout=0.2):
                 assert m.error() is None, m.error()
                 out.append({"topic": m.topic(), "partition": m.partition(),
-                            "offset": m.offset(),
-                            "key": None if m.key() is None else m.key().decode(),
-                            "value": None if m.value() is None else m.value().decode(),
-                            "headers": [[k, None if v is None else v.decode()]
-                                        for k, v in m.headers() or []]})
+                            "offset": m.offset(), "key": _text(m.key()),
+                            "value": _text(m.value()),
+                            "headers": [[k, _text(v)] for k, v in m.headers() or []]})
             if len(out) >= total:
                 break
     finally:
@@ -72,11 +74,12 @@ def _librdkafka_produce(bootstrap: str, topic: str, codec: str) -> list[tuple[An
     for i in range(COUNT):
         key = None if i % 7 == 6 else f"rd-key-{i}"
         value = f"rd-{codec}-{i}-" + "xyz" * (i % 40)
-        headers = [("idx", str(i).encode())] if i % 2 else []
+        headers: list[tuple[str, str | bytes | None]] = (
+            [("idx", str(i).encode())] if i % 2 else [])
         p.produce(topic, value=value.encode(), key=None if key is None else key.encode(),
                   partition=i % PARTS, headers=headers)
         sent.append((i % PARTS, key, value,
-                     tuple((k, v.decode()) for k, v in headers)))
+                     tuple((k, _text(v)) for k, v in headers)))
     assert p.flush(30) == 0
     return sent
 
