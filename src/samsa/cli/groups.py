@@ -10,11 +10,11 @@ import sys
 import time
 from typing import Any
 
-from samsa import TopicPartition
 from samsa.cli import offsets, plan
 from samsa.cli.connect import add_client_options, open_admin
 from samsa.cli.errors import CliError
 from samsa.cli.output import Output, console
+from samsa.cli.partitions import format_assignment, resolve_partitions
 from samsa.cli.scrape import group_internals
 
 STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
@@ -85,35 +85,6 @@ def canonical_state(text: str) -> str:
     raise CliError(f"--state: unknown state {text!r} (one of {', '.join(STATES)})", 2)
 
 
-def parse_topic_spec(spec: str) -> tuple[str, list[int] | None]:
-    """``TOPIC`` or ``TOPIC:P,P`` -> (topic, partitions or None)."""
-    topic, sep, rest = spec.partition(":")
-    if not topic:
-        raise CliError(f"--topic: expected TOPIC or TOPIC:P,P, got {spec!r}", 2)
-    if not sep:
-        return topic, None
-    try:
-        return topic, sorted({int(p) for p in rest.split(",") if p.strip()})
-    except ValueError:
-        raise CliError(f"--topic: bad partition list in {spec!r}", 2) from None
-
-
-def resolve_partitions(admin: Any, specs: list[str]) -> list[TopicPartition]:
-    """The partitions ``TOPIC[:P,...]`` specs name (checked against the broker)."""
-    out: set[TopicPartition] = set()
-    counts = admin.list_topics()
-    for spec in specs:
-        topic, parts = parse_topic_spec(spec)
-        if topic not in counts:
-            raise CliError(f"topic {topic} does not exist")
-        existing = set(range(counts[topic]))
-        missing = sorted(set(parts or ()) - existing)
-        if missing:
-            raise CliError(f"topic {topic} has no partition {missing[0]}")
-        out.update(TopicPartition(topic, p) for p in (parts if parts is not None else existing))
-    return sorted(out)
-
-
 # ---- list ---------------------------------------------------------------------------------
 
 def run_list(args: argparse.Namespace) -> int:
@@ -163,13 +134,6 @@ def snapshot(admin: Any, group_id: str) -> dict[str, Any]:
     return {"group": group_id, "state": desc.state, "protocol_type": desc.protocol_type,
             "assignment_strategy": desc.protocol, "members": members, "partitions": rows,
             "total_lag": sum(r["lag"] for r in rows if r["lag"] is not None)}
-
-
-def format_assignment(pairs: list[list[Any]]) -> str:
-    by_topic: dict[str, list[int]] = {}
-    for topic, part in pairs:
-        by_topic.setdefault(topic, []).append(part)
-    return " ".join(f"{t}({','.join(map(str, ps))})" for t, ps in sorted(by_topic.items()))
 
 
 def run_describe(args: argparse.Namespace) -> int:

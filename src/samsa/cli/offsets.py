@@ -19,6 +19,7 @@ from samsa import TopicPartition
 from samsa.cli.connect import add_client_options, open_admin
 from samsa.cli.errors import CliError
 from samsa.cli.output import Output
+from samsa.cli.partitions import resolve_partitions
 
 _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$",
                        re.IGNORECASE)
@@ -114,7 +115,6 @@ def new_offsets(args: argparse.Namespace, admin: Any, tps: list[TopicPartition],
 
 
 def run(args: argparse.Namespace) -> int:
-    from samsa.cli.groups import resolve_partitions
 
     target_time(args)  # bad times fail before connecting
     with open_admin(args) as admin:

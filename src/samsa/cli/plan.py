@@ -16,6 +16,7 @@ from samsa import TopicPartition
 from samsa.cli.connect import add_client_options, open_admin
 from samsa.cli.errors import CliError
 from samsa.cli.output import Output
+from samsa.cli.partitions import format_assignment
 
 MAX_ROUNDS = 5
 """Rebalances a what-if may take (cooperative strategies need a follow-up one)."""
@@ -153,7 +154,6 @@ def compute(args: argparse.Namespace, admin: Any | None) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from samsa.cli.groups import format_assignment
 
     needs_broker = bool(args.group) or any(":" not in t for t in args.topic)
     if needs_broker:
