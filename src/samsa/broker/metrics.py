@@ -29,6 +29,9 @@ from prometheus_client.core import (
     Metric,
 )
 
+from samsa.coordinator.state import STATE_NAMES
+from samsa.coordinator.state import GroupState as S
+
 if TYPE_CHECKING:
     from samsa.broker.server import Broker
     from samsa.coordinator import Coordinator
@@ -48,8 +51,8 @@ API_NAMES = {
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                    2.5, 5.0, 10.0, 30.0)
 REBALANCE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
-GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
-_REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance"})
+GROUP_STATES = STATE_NAMES
+_REBALANCING = frozenset({S.PREPARING_REBALANCE.value, S.COMPLETING_REBALANCE.value})
 
 
 class _Histogram:

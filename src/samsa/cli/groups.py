@@ -16,8 +16,9 @@ from samsa.cli.errors import CliError
 from samsa.cli.output import Output, console
 from samsa.cli.partitions import format_assignment, resolve_partitions
 from samsa.cli.scrape import group_internals
+from samsa.coordinator.state import STATE_NAMES
 
-STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+STATES = STATE_NAMES
 
 PARTITION_COLUMNS = [("group", "GROUP"), ("topic", "TOPIC"), ("partition", "PARTITION"),
                      ("current_offset", "CURRENT-OFFSET"), ("log_end_offset", "LOG-END-OFFSET"),

@@ -44,6 +44,9 @@ class GroupState(enum.Enum):
 
 S = GroupState
 
+#: Kafka's names of the classic group states, in lifecycle order (CLI, metrics, ListGroups).
+STATE_NAMES: tuple[str, ...] = tuple(state.value for state in GroupState)
+
 #: target state -> states it may be entered from (Kafka's ``validPreviousStates``).
 VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
     S.PREPARING_REBALANCE: frozenset({S.STABLE, S.COMPLETING_REBALANCE, S.EMPTY}),
