@@ -6,7 +6,6 @@ Kafka gives."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,18 +20,13 @@ from tests.conformance.groupkit import (
     unique,
     wait_until,
 )
-from tests.conformance.javakit import Driver, JavaKit, JavaMember, compiled, tps
+from tests.conformance.javakit import Driver, JavaKit, JavaMember, tps
 
 pytestmark = pytest.mark.conformance
 
 PARTS = 4
 
 
-@pytest.fixture
-def java(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaKit]:
-    kit = compiled(tmp_path_factory)
-    yield kit
-    kit.stop_all()
 
 
 def ok(admin: Driver, command: str) -> dict[str, Any]:

@@ -5,8 +5,6 @@ members, the coordinator's view matches the members', and every record is consum
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from tests.brokerproc import BrokerProcess
@@ -23,7 +21,6 @@ from tests.conformance.javakit import (
     ASSIGNORS,
     JavaKit,
     JavaMember,
-    compiled,
     coordinator_view,
     generations_disjoint,
 )
@@ -33,11 +30,6 @@ pytestmark = pytest.mark.conformance
 PARTS = 6
 
 
-@pytest.fixture
-def java(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaKit]:
-    kit = compiled(tmp_path_factory)
-    yield kit
-    kit.stop_all()
 
 
 @pytest.mark.parametrize("assignor", list(ASSIGNORS))

@@ -6,8 +6,6 @@ once and every record is consumed."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from tests.brokerproc import BrokerProcess
@@ -21,18 +19,13 @@ from tests.conformance.groupkit import (
     unique,
     wait_until,
 )
-from tests.conformance.javakit import ASSIGNORS, JavaKit, JavaMember, compiled, coordinator_view
+from tests.conformance.javakit import ASSIGNORS, JavaKit, JavaMember, coordinator_view
 
 pytestmark = pytest.mark.conformance
 
 PARTS = 6
 
 
-@pytest.fixture
-def java(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaKit]:
-    kit = compiled(tmp_path_factory)
-    yield kit
-    kit.stop_all()
 
 
 @pytest.mark.parametrize("assignor", ["range", "roundrobin", "cooperative-sticky"])

@@ -5,7 +5,6 @@ codec too."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,7 +12,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.brokerproc import BrokerProcess
 from tests.conformance.groupkit import create_topic, unique
-from tests.conformance.javakit import Event, JavaKit, compiled
+from tests.conformance.javakit import Event, JavaKit
 
 pytestmark = pytest.mark.conformance
 
@@ -22,11 +21,6 @@ PARTS = 3
 COUNT = 300
 
 
-@pytest.fixture
-def java(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaKit]:
-    kit = compiled(tmp_path_factory)
-    yield kit
-    kit.stop_all()
 
 
 def _record(e: Event) -> tuple[Any, ...]:

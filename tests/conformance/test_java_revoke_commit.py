@@ -5,7 +5,6 @@ equal what the member consumed, and the next owner reads none of those records a
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 
 import pytest
 
@@ -20,18 +19,13 @@ from tests.conformance.groupkit import (
     unique,
     wait_until,
 )
-from tests.conformance.javakit import ASSIGNORS, JavaKit, JavaMember, compiled, tps
+from tests.conformance.javakit import ASSIGNORS, JavaKit, JavaMember, tps
 
 pytestmark = pytest.mark.conformance
 
 PARTS = 4
 
 
-@pytest.fixture
-def java(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaKit]:
-    kit = compiled(tmp_path_factory)
-    yield kit
-    kit.stop_all()
 
 
 @pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])

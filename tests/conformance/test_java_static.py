@@ -4,22 +4,15 @@ back in the same generation; the other member sees no rebalance."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from tests.brokerproc import BrokerProcess
 from tests.conformance.groupkit import create_topic, settle, tps_of, unique
-from tests.conformance.javakit import JavaKit, JavaMember, compiled, generations_disjoint
+from tests.conformance.javakit import JavaKit, JavaMember, generations_disjoint
 
 pytestmark = pytest.mark.conformance
 
 
-@pytest.fixture
-def java(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaKit]:
-    kit = compiled(tmp_path_factory)
-    yield kit
-    kit.stop_all()
 
 
 def test_static_member_comes_back_without_a_rebalance(broker: BrokerProcess,
