@@ -10,6 +10,7 @@ from samsa.broker.validate import INVALID_TIMESTAMP, Rejection, check, needs_rec
 from samsa.log import LogConfig
 from samsa.protocol.batch import CORRUPT_MESSAGE, INVALID_RECORD, set_crc, split_batches
 from samsa.protocol.records import ProducerRecordData, compress, encode_batch
+from tests.protocol.recordbuild import varint
 
 NOW = 1_700_000_000_000
 COMPACT = LogConfig(cleanup_policy="compact")
@@ -92,21 +93,11 @@ def test_record_count_not_matching_the_records(compression: int) -> None:
     assert "premature EOF" in rejection.message
 
 
-def _zz(value: int) -> bytes:
-    v = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
 def _raw_batch(offset_deltas: list[int], compression: int = 0) -> bytes:
     body = bytearray()
     for delta in offset_deltas:
-        rec = b"\x00" + _zz(0) + _zz(delta) + _zz(1) + b"k" + _zz(1) + b"v" + _zz(0)
-        body += _zz(len(rec)) + rec
+        rec = b"\x00" + varint(0) + varint(delta) + varint(1) + b"k" + varint(1) + b"v" + varint(0)
+        body += varint(len(rec)) + rec
     payload = compress(compression, bytes(body)) if compression else bytes(body)
     n = len(offset_deltas)
     header = struct.pack(">qiibIhiqqqhii", 0, 49 + len(payload), -1, 2, 0, compression, n - 1,

@@ -37,15 +37,6 @@ def racked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     assert proc.stop() == 0, f"broker did not exit cleanly, see {proc.log_path}"
 
 
-@pytest.fixture
-def runners() -> Iterator[list[Runner]]:
-    started: list[Runner] = []
-    yield started
-    for r in started:
-        if r.is_alive():
-            r.stop()
-
-
 def new_topic(broker: BrokerProcess, partitions: int) -> tuple[str, str]:
     """A fresh topic and group name."""
     n = next(_names)
