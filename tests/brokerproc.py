@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TextIO
 
 _LISTENING = re.compile(r"samsa listening on ([\d.]+):(\d+)")
 
@@ -25,6 +26,8 @@ class BrokerProcess:
         self.port = 0
         self.proc: subprocess.Popen[str] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-broker.log"
+        self._drain: threading.Thread | None = None
+        self._log: TextIO | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -77,15 +80,13 @@ class BrokerProcess:
         return self
 
     def _join_drain(self) -> None:
-        drain = getattr(self, "_drain", None)
-        if drain is not None:
-            drain.join(10)
+        if self._drain is not None:
+            self._drain.join(10)
             self._drain = None
         if self.proc is not None and self.proc.stdout is not None:
             self.proc.stdout.close()
-        log = getattr(self, "_log", None)
-        if log is not None:
-            log.close()
+        if self._log is not None:
+            self._log.close()
             self._log = None
 
     def kill(self) -> None:
