@@ -7,11 +7,12 @@ protocol name).
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from samsa.coordinator.events import UNKNOWN_GENERATION_ID
+from samsa.coordinator.events import UNKNOWN_GENERATION_ID, TopicPartitions
 
 NONE = int(ErrorCode.none)
 
@@ -163,6 +164,59 @@ class DeleteGroupsResponse:
     groups: tuple[DeletedGroup, ...]
 
 
+@dataclass(frozen=True)
+class ConsumerGroupHeartbeatResponse:
+    """``assignment`` is ``None`` when unchanged since the member's last heartbeat (null on
+    the wire); otherwise the member's whole current assignment."""
+
+    error_code: int
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: tuple[TopicPartitions, ...] | None = None
+
+
+@dataclass(frozen=True)
+class DescribedTopicPartitions:
+    topic_id: uuid.UUID
+    topic_name: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ConsumerGroupMemberDescription:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    assignment: tuple[DescribedTopicPartitions, ...]
+    target_assignment: tuple[DescribedTopicPartitions, ...]
+    #: v1: 0 = a classic member of a consumer group, 1 = a consumer-protocol member.
+    member_type: int = 1
+
+
+@dataclass(frozen=True)
+class ConsumerDescribedGroup:
+    group_id: str
+    error_code: int
+    error_message: str | None = None
+    group_state: str = ""
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor_name: str = ""
+    members: tuple[ConsumerGroupMemberDescription, ...] = ()
+
+
+@dataclass(frozen=True)
+class ConsumerGroupDescribeResponse:
+    groups: tuple[ConsumerDescribedGroup, ...]
+
+
 Response = (
     JoinGroupResponse
     | SyncGroupResponse
@@ -174,4 +228,6 @@ Response = (
     | DescribeGroupsResponse
     | ListGroupsResponse
     | DeleteGroupsResponse
+    | ConsumerGroupHeartbeatResponse
+    | ConsumerGroupDescribeResponse
 )

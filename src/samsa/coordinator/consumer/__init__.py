@@ -1,0 +1,33 @@
+"""KIP-848 ``consumer`` groups in the sans-I/O coordinator (the pure core).
+
+Contract with the broker edge (K-edge):
+
+* Requests: :class:`~samsa.coordinator.events.ConsumerGroupHeartbeat` (API 68, v0-v1) and
+  :class:`~samsa.coordinator.events.ConsumerGroupDescribe` (API 69, v0-v1), handed to
+  ``Coordinator.handle(event, now_ms, reply_to)`` like every other event. Answers:
+  :class:`~samsa.coordinator.responses.ConsumerGroupHeartbeatResponse` (member id, member
+  epoch, heartbeat interval, ``assignment`` or ``None`` when unchanged) and
+  :class:`~samsa.coordinator.responses.ConsumerGroupDescribeResponse`. Heartbeats are never
+  parked: each is answered in its own result. ``error_message`` is set where Kafka sets one.
+* Topics: the edge calls ``Coordinator.update_metadata(TopicsSnapshot.of(TopicInfo...))``
+  (ids, names, partition counts, replica racks) when topics change and before loading
+  shards. Nothing is written then; each group notices on its next heartbeat (names and
+  regexes resolved again, epoch bumped if a subscribed topic changed), as Kafka does.
+* Records: consumer-group records (:mod:`.records`, Kafka 4.x formats, key versions 3 and
+  5-8 and 16) travel in ``Result.records`` like the classic ones; ``records.serialize`` /
+  ``records.deserialize`` handle both. Loading replays them; the live consumer groups are
+  exactly what replay builds (``HardState.consumer``), timers are re-armed on load.
+* Timers: ``TimerKind.CONSUMER_SESSION`` (per member), ``CONSUMER_REBALANCE`` (a member that
+  must revoke partitions, per member) and ``CONSUMER_JOIN`` are fired by ``coord.fire`` like
+  the classic ones.
+* Classic APIs on consumer groups (as Kafka 4.0's GroupMetadataManager): ListGroups lists
+  them with type ``consumer``, protocol type ``consumer`` and states Empty, Assigning,
+  Reconciling, Stable; DescribeGroups answers a consumer group as Dead (NONE) as Kafka's
+  ``describeGroups`` does for a non-classic group; OffsetCommit/OffsetFetch check member
+  epochs (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID); OffsetDelete and DeleteGroups work on
+  consumer groups (NON_EMPTY_GROUP, GROUP_SUBSCRIBED_TO_TOPIC); JoinGroup/SyncGroup/Heartbeat/
+  LeaveGroup on a non-empty consumer group: see :mod:`.interop`.
+* Conversion: a consumer-protocol member joining an EMPTY classic group converts it (the
+  classic metadata gets a tombstone, offsets stay); a non-empty classic group answers
+  GROUP_ID_NOT_FOUND ("Group X is not a consumer group") when it cannot be upgraded online.
+"""
