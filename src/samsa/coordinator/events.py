@@ -2,7 +2,7 @@
 
 The broker edge fills these from kio requests of any version: absent fields take the
 defaults here (e.g. JoinGroup v0 has no rebalance timeout: pass the session timeout).
-``None`` means "null on the wire"; the empty member id ``""`` means "unknown member".
+``None`` means "null on the wire"; ``NO_MEMBER_ID`` (``""``) is a member without an id.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-UNKNOWN_MEMBER_ID = ""
+NO_MEMBER_ID = ""
+"""The member id of a member that has none yet (unlike the error code UNKNOWN_MEMBER_ID)."""
 UNKNOWN_GENERATION_ID = -1
 
 
@@ -85,7 +86,7 @@ class OffsetCommit:
     group_id: str
     topics: tuple[CommitTopic, ...]
     generation_id: int = UNKNOWN_GENERATION_ID
-    member_id: str = UNKNOWN_MEMBER_ID
+    member_id: str = NO_MEMBER_ID
     group_instance_id: str | None = None
     #: v2-v4 only; -1 = broker default retention.
     retention_time_ms: int = -1

@@ -6,7 +6,7 @@ from kio.schema.errors import ErrorCode
 
 from samsa.coordinator import rebalance as rb
 from samsa.coordinator.core import ShardCore
-from samsa.coordinator.events import UNKNOWN_MEMBER_ID, Heartbeat, LeaveGroup, LeavingMember
+from samsa.coordinator.events import NO_MEMBER_ID, Heartbeat, LeaveGroup, LeavingMember
 from samsa.coordinator.group import Group
 from samsa.coordinator.members import validate_current_member
 from samsa.coordinator.responses import (
@@ -61,7 +61,7 @@ def _answer(m: LeavingMember, error: int) -> LeaveGroupMemberResponse:
 
 
 def _leave_one(core: ShardCore, group: Group, m: LeavingMember) -> int:
-    if m.member_id == UNKNOWN_MEMBER_ID:
+    if m.member_id == NO_MEMBER_ID:
         # Administrative removal by group.instance.id.
         current = group.static_members.get(m.group_instance_id or "")
         if m.group_instance_id is None or current is None:

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 
 from samsa.coordinator import rebalance as rb
 from samsa.coordinator.core import ShardCore
-from samsa.coordinator.events import UNKNOWN_MEMBER_ID, JoinGroup
+from samsa.coordinator.events import NO_MEMBER_ID, JoinGroup
 from samsa.coordinator.group import Group, Member
 from samsa.coordinator.responses import JoinGroupResponse, SyncGroupResponse
 from samsa.coordinator.state import GroupState
@@ -28,7 +28,7 @@ def handle_join(core: ShardCore, ev: JoinGroup, token: object) -> None:
     if not cfg.min_session_timeout_ms <= ev.session_timeout_ms <= cfg.max_session_timeout_ms:
         core.reply(token, JoinGroupResponse(E.invalid_session_timeout, ev.member_id))
         return
-    is_new = ev.member_id == UNKNOWN_MEMBER_ID
+    is_new = ev.member_id == NO_MEMBER_ID
     group = core.groups.get(ev.group_id)
     if group is None:
         if not is_new:
@@ -37,7 +37,7 @@ def handle_join(core: ShardCore, ev: JoinGroup, token: object) -> None:
         group = core.create_group(ev.group_id)
     if not _accept_joining_member(core, group, ev.member_id):
         rb.remove_member(core, group, ev.member_id)
-        core.reply(token, JoinGroupResponse(E.group_max_size_reached, UNKNOWN_MEMBER_ID))
+        core.reply(token, JoinGroupResponse(E.group_max_size_reached, NO_MEMBER_ID))
     elif is_new:
         _join_new_member(core, group, ev, token)
     else:
@@ -79,10 +79,10 @@ def _protocol_names(ev: JoinGroup) -> list[str]:
 
 def _join_new_member(core: ShardCore, group: Group, ev: JoinGroup, token: object) -> None:
     if group.is_(S.DEAD):
-        core.reply(token, JoinGroupResponse(E.coordinator_not_available, UNKNOWN_MEMBER_ID))
+        core.reply(token, JoinGroupResponse(E.coordinator_not_available, NO_MEMBER_ID))
         return
     if not group.supports_protocols(ev.protocol_type, _protocol_names(ev)):
-        core.reply(token, JoinGroupResponse(E.inconsistent_group_protocol, UNKNOWN_MEMBER_ID))
+        core.reply(token, JoinGroupResponse(E.inconsistent_group_protocol, NO_MEMBER_ID))
         return
     instance_id = ev.group_instance_id
     new_id = core.new_member_id(instance_id if instance_id is not None else ev.client_id)

@@ -10,7 +10,7 @@ from samsa.coordinator import rebalance as rb
 from samsa.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from samsa.coordinator.core import ShardCore, TopicPartition
 from samsa.coordinator.events import (
-    UNKNOWN_MEMBER_ID,
+    NO_MEMBER_ID,
     CommitPartition,
     FetchGroup,
     OffsetCommit,
@@ -81,7 +81,7 @@ def _validate_commit(group: Group, ev: OffsetCommit) -> int | None:
         return None
     if (
         ev.generation_id >= 0
-        or ev.member_id != UNKNOWN_MEMBER_ID
+        or ev.member_id != NO_MEMBER_ID
         or ev.group_instance_id is not None
     ):
         error = validate_current_member(group, ev.member_id, ev.group_instance_id)
