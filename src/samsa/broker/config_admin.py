@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from samsa.broker.config import BrokerConfig, ConfigError
 from samsa.broker.dynamic_config import BROKER_LIST_SETTINGS, text
 from samsa.broker.topics import TopicError, validate_topic_name
@@ -25,15 +27,14 @@ if TYPE_CHECKING:
 TOPIC, BROKER, GROUP = 2, 4, 32
 """ConfigResource types served."""
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+E = ErrorCode
 _OP_NAMES = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
-
-INVALID_TOPIC_EXCEPTION, INVALID_REQUEST, INVALID_CONFIG = 17, 42, 40
 
 
 class AlterFailed(Exception):
     """A resource's change refused with a Kafka error code."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -64,12 +65,12 @@ def alter_all(broker: Broker, resources: Sequence[Any], validate_only: bool,
         rtype, name = int(r.resource_type), r.resource_name
         try:
             if seen[(rtype, name)] > 1:
-                raise AlterFailed(INVALID_REQUEST, "Each resource must appear at most once.")
+                raise AlterFailed(E.invalid_request, "Each resource must appear at most once.")
             ops = [Op(c.name, int(getattr(c, "config_operation", SET)), c.value)
                    for c in r.configs]
             change = _incremental(rtype, ops) if incremental else _replace_all(ops)
             alter(broker, rtype, name, change, validate_only)
-            code, message = 0, None
+            code, message = ErrorCode.none, None
         except AlterFailed as exc:
             code, message = exc.code, exc.message
         results.append({"error_code": code, "error_message": message,
@@ -81,10 +82,10 @@ def alter(broker: Broker, rtype: int, name: str, change: Change, validate_only: 
     """Change one resource's dynamic configs; raises :class:`AlterFailed`."""
     if rtype == TOPIC:
         if not name:
-            raise AlterFailed(INVALID_REQUEST, "Default topic resources are not allowed.")
+            raise AlterFailed(E.invalid_request, "Default topic resources are not allowed.")
         reason = validate_topic_name(name)
         if reason:
-            raise AlterFailed(INVALID_TOPIC_EXCEPTION, reason)
+            raise AlterFailed(E.invalid_topic_exception, reason)
         topic = broker.topics.get(name)
         new = change(dict(topic.overrides) if topic else {})
         try:
@@ -100,23 +101,23 @@ def alter(broker: Broker, rtype: int, name: str, change: Change, validate_only: 
             broker.topics.check_broker_defaults(effective)
             broker.topics.log_config({}, "", dynamic.check_broker(name, new, alone=True))
         except (ConfigError, ValueError) as exc:
-            raise AlterFailed(INVALID_REQUEST, str(exc)) from None
+            raise AlterFailed(E.invalid_request, str(exc)) from None
         if not validate_only:
             dynamic.set_broker(name, new)
             broker.topics.reconfigure_all()
     elif rtype == GROUP:
         if not name:
-            raise AlterFailed(INVALID_REQUEST, "Group name must not be empty")
+            raise AlterFailed(E.invalid_request, "Group name must not be empty")
         dynamic = broker.topics.dynamic
         new = change(dynamic.group(name))
         try:
             dynamic.check_group(new)
         except ConfigError as exc:
-            raise AlterFailed(INVALID_CONFIG, str(exc)) from None
+            raise AlterFailed(E.invalid_config, str(exc)) from None
         if not validate_only:
             dynamic.set_group(name, new)
     else:
-        raise AlterFailed(INVALID_REQUEST, f"Unknown resource type {rtype}")
+        raise AlterFailed(E.invalid_request, f"Unknown resource type {rtype}")
 
 
 def _check_broker_name(name: str, node_id: int) -> None:
@@ -125,20 +126,20 @@ def _check_broker_name(name: str, node_id: int) -> None:
     try:
         number = int(name)
     except ValueError:
-        raise AlterFailed(INVALID_REQUEST, f"Node id must be an integer, but it is: {name}"
+        raise AlterFailed(E.invalid_request, f"Node id must be an integer, but it is: {name}"
                           ) from None
     if number != node_id:
-        raise AlterFailed(INVALID_REQUEST,
+        raise AlterFailed(E.invalid_request,
                           f"Unexpected broker id, expected {node_id}, but received {name}")
 
 
 def _check_ops(ops: Sequence[Op], null_ok: Callable[[Op], bool]) -> None:
     names = [o.name for o in ops]
     if len(set(names)) != len(names):
-        raise AlterFailed(INVALID_REQUEST, "Error due to duplicate config keys")
+        raise AlterFailed(E.invalid_request, "Error due to duplicate config keys")
     nulls = [o.name for o in ops if o.value is None and not null_ok(o)]
     if nulls:
-        raise AlterFailed(INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
+        raise AlterFailed(E.invalid_request, "Null value not supported for : " + ", ".join(nulls))
 
 
 def _replace_all(ops: Sequence[Op]) -> Change:
@@ -152,7 +153,7 @@ def _incremental(rtype: int, ops: Sequence[Op]) -> Change:
     _check_ops(ops, lambda o: o.op == DELETE)
     for o in ops:
         if o.op not in (SET, DELETE, APPEND, SUBTRACT):
-            raise AlterFailed(INVALID_REQUEST, f"Unknown operations type {o.op}")
+            raise AlterFailed(E.invalid_request, f"Unknown operations type {o.op}")
 
     def change(current: dict[str, str]) -> dict[str, str]:
         new = dict(current)
@@ -171,7 +172,7 @@ def _incremental(rtype: int, ops: Sequence[Op]) -> Change:
 def _list_op(rtype: int, o: Op, current: str | None) -> str:
     default = _list_defaults(rtype).get(o.name)
     if default is None:
-        raise AlterFailed(INVALID_CONFIG, f"Can't {_OP_NAMES[o.op]} to key {o.name} because "
+        raise AlterFailed(E.invalid_config, f"Can't {_OP_NAMES[o.op]} to key {o.name} because "
                           "its type is not LIST.")
     base = current if current is not None else default
     parts = [p for p in base.split(",") if p]

@@ -16,6 +16,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kio.schema.errors import ErrorCode
+
 from samsa.broker.config import BrokerConfig
 from samsa.broker.dynamic_config import DynamicConfigs
 from samsa.broker.partition import Partition
@@ -44,7 +46,7 @@ BROKER_TO_TOPIC = {
 class TopicError(Exception):
     """A topic operation refused with a Kafka error code."""
 
-    def __init__(self, error_code: int, message: str) -> None:
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.error_code = error_code
         self.message = message
@@ -157,16 +159,17 @@ class TopicManager:
         """Create a topic; raises :class:`TopicError` with Kafka's error codes."""
         reason = validate_topic_name(name)
         if reason:
-            raise TopicError(17, reason)  # INVALID_TOPIC_EXCEPTION
+            raise TopicError(ErrorCode.invalid_topic_exception, reason)
         if name in self._topics:
-            raise TopicError(36, f"Topic '{name}' already exists.")  # TOPIC_ALREADY_EXISTS
+            raise TopicError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
         if num_partitions <= 0:
-            raise TopicError(37, "Number of partitions must be larger than 0.")
+            raise TopicError(ErrorCode.invalid_partitions,
+                             "Number of partitions must be larger than 0.")
         overrides = dict(overrides or {})
         try:
             config = self.log_config(overrides, name)
         except ValueError as exc:
-            raise TopicError(40, str(exc)) from None  # INVALID_CONFIG
+            raise TopicError(ErrorCode.invalid_config, str(exc)) from None
         topic = Topic(name, uuid.uuid4(), overrides)
         if validate_only:
             return topic
@@ -182,11 +185,13 @@ class TopicManager:
         """Grow ``name`` to ``total`` partitions (CreatePartitions)."""
         topic = self._topics.get(name)
         if topic is None:
-            raise TopicError(3, f"Topic '{name}' does not exist.")
+            raise TopicError(ErrorCode.unknown_topic_or_partition,
+                             f"Topic '{name}' does not exist.")
         current = len(topic.partitions)
         if total <= current:
             raise TopicError(
-                37, f"Topic currently has {current} partitions, {total} would not be an increase."
+                ErrorCode.invalid_partitions,
+                f"Topic currently has {current} partitions, {total} would not be an increase."
             )
         if validate_only:
             return topic
@@ -205,10 +210,11 @@ class TopicManager:
         try:
             config = self.log_config(overrides, name)
         except ValueError as exc:
-            raise TopicError(40, str(exc)) from None  # INVALID_CONFIG
+            raise TopicError(ErrorCode.invalid_config, str(exc)) from None
         topic = self._topics.get(name)
         if topic is None:
-            raise TopicError(3, f"Topic '{name}' does not exist.")
+            raise TopicError(ErrorCode.unknown_topic_or_partition,
+                             f"Topic '{name}' does not exist.")
         if validate_only:
             return topic
         previous = topic.overrides
@@ -240,9 +246,11 @@ class TopicManager:
         """Delete a topic and its data."""
         topic = self._topics.get(name)
         if topic is None:
-            raise TopicError(3, "This server does not host this topic-partition.")
+            raise TopicError(ErrorCode.unknown_topic_or_partition,
+                             "This server does not host this topic-partition.")
         if topic.internal:
-            raise TopicError(17, f"Internal topic {name} cannot be deleted.")
+            raise TopicError(ErrorCode.invalid_topic_exception,
+                             f"Internal topic {name} cannot be deleted.")
         del self._topics[name]
         del self._by_id[topic.topic_id]
         # Move the data aside before topics.json forgets the topic, so a crash in between

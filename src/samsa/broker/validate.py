@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kio.schema.errors import ErrorCode
+
 from samsa.log.config import LONG_MAX, LogConfig
 from samsa.protocol.batch import BATCH_OVERHEAD, CORRUPT_MESSAGE, INVALID_RECORD, BatchHeader
 from samsa.protocol.records import CorruptRecordError, decompress, read_varint
 
-INVALID_TIMESTAMP = 32
+INVALID_TIMESTAMP = ErrorCode.invalid_timestamp
 NO_TIMESTAMP = -1
 
 
@@ -25,7 +27,7 @@ class Rejection:
     """Why a batch is refused: a Kafka error code, the partition's error message and,
     for per-record failures, ``(batch index, message)`` of each failing record."""
 
-    error_code: int
+    error_code: ErrorCode
     message: str
     record_errors: list[tuple[int, str]] = field(default_factory=list)
 
@@ -73,14 +75,14 @@ def check(buf: bytes | memoryview, header: BatchHeader, config: LogConfig, now_m
 
 
 class _Malformed(Exception):
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
 
 
 def _scan(data: bytes | memoryview, header: BatchHeader, config: LogConfig, now: int,
-          partition: str) -> list[tuple[int, int, str]]:
+          partition: str) -> list[tuple[ErrorCode, int, str]]:
     """Walk the records (skipping values and headers by their length); returns
     ``(error code, batch index, message)`` for each record Kafka would refuse."""
     want_key = config.compact
@@ -89,7 +91,7 @@ def _scan(data: bytes | memoryview, header: BatchHeader, config: LogConfig, now:
         or config.message_timestamp_after_max_ms < LONG_MAX)
     before, after = config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
     base_ts, base_offset = header.base_timestamp, header.base_offset
-    errors: list[tuple[int, int, str]] = []
+    errors: list[tuple[ErrorCode, int, str]] = []
     varint = read_varint
     end = len(data)
     pos = 0
@@ -139,7 +141,7 @@ def _scan(data: bytes | memoryview, header: BatchHeader, config: LogConfig, now:
     return errors
 
 
-def _records_rejected(code: int, errors: list[tuple[int, str]]) -> Rejection:
+def _records_rejected(code: ErrorCode, errors: list[tuple[int, str]]) -> Rejection:
     """Kafka's RecordValidationException: the partition's message sums the records'."""
     if code == INVALID_TIMESTAMP:
         message = "One or more records have been rejected due to invalid timestamp"

@@ -19,6 +19,7 @@ import struct
 from dataclasses import dataclass
 
 from crc32c import crc32c
+from kio.schema.errors import ErrorCode
 
 __all__ = [
     "BATCH_OVERHEAD",
@@ -47,8 +48,8 @@ MAGIC = 2
 CRC_START = 21
 """The CRC covers the batch from the attributes field to its end."""
 
-CORRUPT_MESSAGE = 2
-INVALID_RECORD = 87
+CORRUPT_MESSAGE = ErrorCode.corrupt_message
+INVALID_RECORD = ErrorCode.invalid_record
 
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
@@ -70,7 +71,7 @@ _CONTROL_BIT = 0x20
 class InvalidRecords(Exception):
     """A record blob that a Kafka broker would reject; ``error_code`` is the Kafka error."""
 
-    def __init__(self, error_code: int, message: str) -> None:
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.error_code = error_code
 
