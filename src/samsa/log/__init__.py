@@ -6,6 +6,7 @@ now_ms=...)``. Every method runs on the event-loop thread except ``flush()`` and
 ``error_code`` to answer.
 """
 
+from .cleaner import CompactionPlan, CompactionStats
 from .config import LogConfig
 from .errors import (
     InvalidProducerEpoch,
@@ -16,7 +17,7 @@ from .errors import (
     OutOfOrderSequence,
     RecordBatchTooLarge,
 )
-from .log import AppendInfo, CompactionPlan, CompactionStats, PartitionLog
+from .log import AppendInfo, PartitionLog
 
 __all__ = [
     "AppendInfo",

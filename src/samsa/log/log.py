@@ -5,6 +5,9 @@ a worker thread may call at any time (group commit). ``_lock`` guards the little
 two share (log end offset, the active descriptor, descriptors of rolled segments awaiting
 fsync); operations that replace the active segment (truncate, close, delete) also take
 ``_flush_lock`` so they never race an fsync.
+
+Compaction is the :class:`~samsa.log.cleaner.Cleaner`'s: the log hands it its segments and
+recovery point to plan, and applies what an install gives back (segments to drop).
 """
 
 from __future__ import annotations
@@ -16,8 +19,6 @@ import threading
 import time
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -28,23 +29,17 @@ from samsa.protocol.batch import (
     split_batches,
 )
 
-from .checkpoint import (
-    CLEANER_OFFSET,
-    LOG_START_OFFSET,
-    RECOVERY_POINT,
-    read_offset,
-    write_offset,
-)
-from .compaction import CleanPolicy, KeyMap, add_to_key_map, clean_batch
+from .checkpoint import LOG_START_OFFSET, RECOVERY_POINT, fsync_dir, read_offset, write_offset
+from .cleaner import NOTHING_CLEANED, Cleaner, CompactionPlan, CompactionStats
 from .config import LogConfig
 from .errors import MessageTooLarge, OffsetOutOfRange, RecordBatchTooLarge
 from .producer_state import BatchMetadata, ProducerStateManager
 from .records import RecordDecodeError, read_records
 from .recovery import list_segments, recover_segments
 from .retention import segments_to_delete
-from .segment import INT32_MAX, Segment, read_batches
+from .segment import INT32_MAX, Segment
 
-__all__ = ["AppendInfo", "CompactionPlan", "CompactionStats", "PartitionLog"]
+__all__ = ["AppendInfo", "PartitionLog"]
 
 MAX_LOADED_SEGMENTS = 2
 """Non-active segments kept open (descriptor + indexes) for reads, per partition."""
@@ -63,24 +58,6 @@ class AppendInfo:
     """The broker's timestamp for LogAppendTime topics, -1 for CreateTime."""
     log_start_offset: int
     duplicate: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionPlan:
-    """Segments chosen for cleaning, as sized when chosen (see PartitionLog.compact)."""
-
-    segments: tuple[Segment, ...]
-    sizes: tuple[int, ...]
-    end: int  # base offset of the first segment not cleaned
-    delete_horizon_ms: int  # tombstones older than this are dropped
-    truncations: int  # the log's truncation count when planned
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionStats:
-    segments_cleaned: int
-    bytes_before: int
-    bytes_after: int
 
 
 class PartitionLog:
@@ -102,10 +79,7 @@ class PartitionLog:
         self._closed = False
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
-        self._cleaning = False  # a compaction is planned and not yet installed
-        self._truncations = 0  # a plan made before a truncation is not installed
-        self._cleaner_lock = threading.Lock()  # held while clean() writes .cleaned files
-        self._abort_cleaning = False
+        self._cleaner = Cleaner(directory)
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
@@ -147,7 +121,7 @@ class PartitionLog:
                     finally:
                         os.close(fd)
             os.fsync(active.open_fd())
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
             self._dir_dirty = False
             write_offset(self.directory, RECOVERY_POINT, end)
         self._flushed_offset = self._checkpointed = end
@@ -356,7 +330,7 @@ class PartitionLog:
                 if active_fd is not None:
                     os.fsync(active_fd)
                 if dir_dirty:
-                    _fsync_dir(self.directory)
+                    fsync_dir(self.directory)
             finally:
                 for fd in fds:
                     os.close(fd)
@@ -551,7 +525,7 @@ class PartitionLog:
         """
         plan = self.plan_compaction(now_ms)
         if plan is None:
-            return CompactionStats(0, 0, 0)
+            return NOTHING_CLEANED
         try:
             sizes = self.clean(plan)
         except BaseException:
@@ -566,124 +540,40 @@ class PartitionLog:
         compaction of this log is planned.
         """
         self._check_open()
-        cfg = self.config
-        if not cfg.compact or self._cleaning:
+        if not self.config.compact or self._cleaner.busy:
             return None
-        horizon = now_ms - cfg.min_compaction_lag_ms
-        # Only fsynced segments (below the checkpointed recovery point): recovery relies on
-        # segments past it being contiguous, which cleaning does not preserve. Bring the
-        # checkpoint up to date unless an fsync is running (the loop must not wait for it).
+        # Bring the recovery-point checkpoint up to date (the cleaner only takes segments
+        # below it), unless an fsync is running: the loop must not wait for it.
         durable = self._checkpointed
         if self._flush_lock.acquire(blocking=False):
             try:
                 durable = self._checkpoint_locked(force=True)
             finally:
                 self._flush_lock.release()
-        candidates: list[Segment] = []
-        for i, seg in enumerate(self._segments[:-1]):
-            if self._segments[i + 1].base_offset > durable:
-                break
-            if self._segment_max_timestamp(seg) > horizon:
-                break
-            candidates.append(seg)
-        if not candidates:
-            return None
-        end = self._segments[len(candidates)].base_offset
-        dirty_from = read_offset(self.directory, CLEANER_OFFSET) or 0
-        total = sum(s.size for s in candidates)
-        dirty = sum(s.size for s in candidates if s.base_offset >= dirty_from)
-        if total == 0 or dirty / total < cfg.min_cleanable_dirty_ratio or dirty == 0:
-            return None
-        self._cleaning = True
-        return CompactionPlan(
-            tuple(candidates), tuple(s.size for s in candidates), end,
-            now_ms - cfg.delete_retention_ms, self._truncations,
+        return self._cleaner.plan(
+            self._segments, durable, self._segment_max_timestamp, self.config, now_ms
         )
 
     def clean(self, plan: CompactionPlan) -> list[int] | None:
-        """Write the ``.cleaned`` file of every planned segment; returns their sizes.
-
-        Safe on a worker thread while the log keeps serving: it reads the planned (no
-        longer written) segment files through descriptors of its own and touches no
-        shared state. Returns None if the log was closed meanwhile (or a file vanished).
-        """
-        with self._cleaner_lock:
-            written: list[Path] = []
-            sizes = None
-            try:
-                sizes = self._clean_files(plan, written)
-            except FileNotFoundError:
-                sizes = None
-            finally:
-                if sizes is None or self._abort_cleaning:
-                    sizes = None
-                    for path in written:
-                        path.unlink(missing_ok=True)
-            return sizes
-
-    def _clean_files(self, plan: CompactionPlan, written: list[Path]) -> list[int] | None:
-        key_map: KeyMap = {}
-        for seg, size in zip(plan.segments, plan.sizes, strict=True):
-            with _open_read(seg.log_path) as fd:
-                for header, batch in read_batches(fd, size):
-                    if self._abort_cleaning:
-                        return None
-                    add_to_key_map(key_map, header, batch)
-        policy = CleanPolicy(key_map, plan.delete_horizon_ms)
-        sizes = []
-        for seg, size in zip(plan.segments, plan.sizes, strict=True):
-            tmp = _cleaned_path(seg)
-            written.append(tmp)
-            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            cleaned_size = 0
-            try:
-                with _open_read(seg.log_path) as fd:
-                    for header, batch in read_batches(fd, size):
-                        if self._abort_cleaning:
-                            return None
-                        cleaned = clean_batch(header, batch, policy)
-                        if cleaned is not None:
-                            cleaned_size += _write_all(out, cleaned)
-                if self._abort_cleaning:
-                    return None
-                os.fsync(out)
-            finally:
-                os.close(out)
-            sizes.append(cleaned_size)
-        return sizes
+        """Write the cleaned copies of the planned segments (any thread; see
+        :meth:`Cleaner.clean <samsa.log.cleaner.Cleaner.clean>`); None if stopped."""
+        return self._cleaner.clean(plan)
 
     def install_cleaned(self, plan: CompactionPlan, sizes: list[int] | None) -> CompactionStats:
         """Swap the cleaned files in for their segments (the appending thread, after clean)."""
-        self._cleaning = False
-        if sizes is None or self._closed or plan.truncations != self._truncations:
-            for seg in plan.segments:
-                _cleaned_path(seg).unlink(missing_ok=True)
-            return CompactionStats(0, 0, 0)
-        after = 0
-        for seg, size in zip(plan.segments, sizes, strict=True):
-            tmp = _cleaned_path(seg)
-            if seg is self._active or not any(s is seg for s in self._segments):
-                tmp.unlink(missing_ok=True)  # removed by retention meanwhile
-                continue
+        done = self._cleaner.install(
+            plan, sizes, self._segments[:-1], self.config.index_interval_bytes
+        )
+        for seg in done.rewritten:
             self._forget(seg)
-            seg.unload()
-            after += size
-            if size == 0 and seg is not self._segments[0]:
-                tmp.unlink()
-                with self._lock:
-                    self._segments.remove(seg)
+        if done.emptied:
+            with self._lock:
+                self._segments = [s for s in self._segments if s not in done.emptied]
+            for seg in done.emptied:
+                self._forget(seg)
                 seg.delete_files()
-            else:
-                for path in (seg.index_path, seg.timeindex_path):
-                    path.unlink(missing_ok=True)
-                os.replace(tmp, seg.log_path)
-                seg.size = size
-                seg.scan(self.config.index_interval_bytes)
-                seg.persist_indexes()
-                seg.unload()
-        _fsync_dir(self.directory)
-        write_offset(self.directory, CLEANER_OFFSET, plan.end)
-        return CompactionStats(len(plan.segments), sum(plan.sizes), after)
+            fsync_dir(self.directory)
+        return done.stats
 
     # -- truncation, closing, deletion -------------------------------------------------
     def truncate_to(self, offset: int) -> None:
@@ -694,7 +584,6 @@ class PartitionLog:
         with self._flush_lock:  # no fsync may run while descriptors change hands
             if offset >= self._log_end_offset:
                 return
-            self._truncations += 1
             interval = self.config.index_interval_bytes
             full = offset <= self._log_start_offset
             idx = -1 if full else self._segment_index(offset)
@@ -724,18 +613,14 @@ class PartitionLog:
                 self._dir_dirty = True
             write_offset(self.directory, RECOVERY_POINT, self._flushed_offset)
             self._checkpointed = self._flushed_offset
-            cleaner = read_offset(self.directory, CLEANER_OFFSET)
-            if cleaner is not None and cleaner > self._log_end_offset:
-                write_offset(self.directory, CLEANER_OFFSET, self._log_end_offset)
+            self._cleaner.truncated(self._log_end_offset)
             self._rebuild_producer_state()
 
     def close(self) -> None:
         """fsync, persist indexes and checkpoints, release descriptors. Idempotent.
 
         A :meth:`clean` running on another thread is stopped first (within a batch)."""
-        self._abort_cleaning = True
-        with self._cleaner_lock:
-            pass
+        self._cleaner.stop()
         with self._flush_lock:
             if self._closed:
                 return
@@ -755,31 +640,3 @@ class PartitionLog:
     def _check_open(self) -> None:
         if self._closed:
             raise ValueError(f"log {self.directory} is closed")
-
-
-def _cleaned_path(seg: Segment) -> Path:
-    return seg.log_path.with_name(seg.log_path.name + ".cleaned")
-
-
-@contextmanager
-def _open_read(path: Path) -> Iterator[int]:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        yield fd
-    finally:
-        os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> int:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-    return len(data)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
