@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
+
 from samsa.log import PartitionLog
 from samsa.protocol.batch import BatchHeader, check_batch
 from tests.protocol.recordbuild import batch, values
 
-__all__ = ["all_batches", "batch", "fill", "headers_of", "values"]
+__all__ = ["all_batches", "batch", "crash", "fill", "headers_of", "values"]
 
 
 def fill(log: PartitionLog, n_batches: int, per_batch: int = 3, ts0: int = 1_000) -> None:
@@ -15,7 +17,7 @@ def fill(log: PartitionLog, n_batches: int, per_batch: int = 3, ts0: int = 1_000
         log.append(batch(*values(per_batch, prefix=b"b%d-" % i), ts=ts0 + i), now_ms=ts0 + i)
 
 
-def headers_of(data: bytes) -> list[BatchHeader]:
+def headers_of(data: bytes | memoryview) -> list[BatchHeader]:
     """Headers of the whole batches in ``data`` (CRC-checked; compacted batches allowed)."""
     headers = []
     pos = 0
@@ -38,3 +40,17 @@ def all_batches(log: PartitionLog, max_bytes: int = 1 << 20) -> list[BatchHeader
             out.append(h)
             offset = h.next_offset
     return out
+
+
+def crash(log: PartitionLog) -> None:
+    """Leave the log's directory as kill -9 would: whatever reached the OS, nothing more.
+
+    The files are copied aside, the log is closed (releasing its descriptors; its index and
+    checkpoint writes go to the original directory) and the copy is put back in its place.
+    """
+    directory = log.directory
+    at_crash = directory.with_name(directory.name + "-at-crash")
+    shutil.copytree(directory, at_crash)
+    log.close()
+    shutil.rmtree(directory)
+    at_crash.rename(directory)

@@ -21,7 +21,7 @@ COMPACT = {
 
 def records_of(log: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
     """(offset, key, value) of every record, decoded by kio (an independent reader)."""
-    out = []
+    out: list[tuple[int, bytes | None, bytes | None]] = []
     for h in all_batches(log):
         data = log.read(h.base_offset, 1)[: h.size]
         decoded, _ = read_batch(data, 0)
@@ -153,7 +153,7 @@ def test_compressed_batches_kept_or_dropped_whole(open_log: OpenLog, codec: int)
     kept = next(h for h in all_batches(log) if h.base_offset == 2)
     assert kept.compression == codec and kept.record_count == 2
     data = log.read(2, 1)[: kept.size]
-    _, recs = read_records(data, kept)
+    _, recs = read_records(bytes(data), kept)
     assert [r.key for r in recs] == [b"a", b"c"]
 
 

@@ -11,7 +11,7 @@ from samsa.log.producer_state import (
 )
 from samsa.protocol.batch import parse_header
 from tests.log.conftest import OpenLog
-from tests.log.helpers import batch, values
+from tests.log.helpers import batch, crash, values
 
 PID = 42
 INT32_MAX = 2**31 - 1
@@ -125,9 +125,7 @@ def test_dedup_survives_reopen_and_crash(open_log: OpenLog) -> None:
         log.append(produced(17), now_ms=0)
     log.append(produced(16), now_ms=0)
     # Abandon without close (kill -9): the state comes back from batch headers.
-    for seg in log.segments:
-        seg.close()
-    log._closed = True
+    crash(log)
     log = open_log(segment_bytes="400")
     again = log.append(produced(16), now_ms=0)
     assert again.duplicate and again.base_offset == 16

@@ -12,19 +12,10 @@ from hypothesis import strategies as st
 from samsa.log import LogConfig, PartitionLog
 from samsa.log.checkpoint import RECOVERY_POINT, read_offset, write_offset
 from tests.log.conftest import OpenLog
-from tests.log.helpers import all_batches, batch, fill, values
+from tests.log.helpers import all_batches, batch, crash, fill, values
 
 SMALL = {"segment_bytes": "400", "index_interval_bytes": "100"}
 CFG = LogConfig.from_mapping({"segment.bytes": "400", "index.interval.bytes": "100"})
-
-
-def crash(log: PartitionLog) -> None:
-    """Drop the log like kill -9 would: no close, no index or checkpoint writes."""
-    for seg in log.segments:
-        if seg.fd is not None:
-            os.close(seg.fd)
-            seg.fd = None
-    log._unsynced.clear()  # descriptors are gone with the process
 
 
 def last_log_file(directory: Path) -> Path:

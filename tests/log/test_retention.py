@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,7 +78,7 @@ def test_segments_to_delete_pure() -> None:
     def ts(i: int) -> int:
         return [100, 200, 300][i]
 
-    kw = {"active_size": 10, "log_start_offset": 0, "delete_policy": True}
+    kw: dict[str, Any] = {"active_size": 10, "log_start_offset": 0, "delete_policy": True}
     assert segments_to_delete(
         [10, 10, 10], [5, 10, 15], ts, now_ms=400, retention_ms=150, retention_bytes=-1, **kw
     ) == 2
