@@ -16,7 +16,7 @@ from samsa.coordinator.responses import (
     ListedGroup,
     ListGroupsResponse,
 )
-from samsa.coordinator.state import GroupState
+from samsa.coordinator.state import Do, GroupState, Request, answer, as_error
 
 S = GroupState
 E = ErrorCode
@@ -74,10 +74,11 @@ def handle_delete(core: ShardCore, ev: DeleteGroups, token: object) -> None:
 def delete_group(core: ShardCore, group_id: str) -> DeletedGroup:
     """Only Empty groups can be deleted: tombstones for every offset and the metadata."""
     group = core.groups.get(group_id)
-    if group is None or group.is_(S.DEAD):
+    if group is None:
         return DeletedGroup(group_id, E.group_id_not_found)
-    if not group.is_(S.EMPTY):
-        return DeletedGroup(group_id, E.non_empty_group)
+    cell = answer(Request.DELETE_GROUP, group.state)
+    if cell is not Do.DELETE_GROUP:
+        return DeletedGroup(group_id, as_error(cell))
     for tp in list(core.offsets_of(group_id)):
         core.write_offset_tombstone(group_id, tp)
     maybe_remove_empty_group(core, group)

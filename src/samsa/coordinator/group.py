@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from samsa.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from samsa.coordinator.records import GroupMetadataValue, MemberMetadataValue
-from samsa.coordinator.state import GroupState, apply_transition
+from samsa.coordinator.state import GroupState, apply_transition, initial_state
 
 Protocols = tuple[tuple[str, bytes], ...]
 
@@ -83,6 +83,9 @@ class Group:
     #: members with a parked JoinGroup (Kafka's ``numMembersAwaitingJoin``), kept the same
     #: way so a join does not count them all (None after a clone or a load)
     _awaiting_join: int | None = field(default=None, init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.state = initial_state(self.state)
 
     # ------------------------------------------------------------------ state
 
@@ -281,8 +284,8 @@ class Group:
     def from_record(cls, group_id: str, value: GroupMetadataValue | None) -> Group:
         """A loaded group: Stable with its members, or Empty (Kafka's ``loadGroup``).
 
-        That is the group's initial state, given when it is built; no transition is made
-        (Empty -> Stable is not one), so loading never bypasses the transition table."""
+        That is the group's initial state (``state.INITIAL_STATES``, checked when it is
+        built); no transition is made (Empty -> Stable is not one)."""
         loaded_stable = value is not None and bool(value.members)
         group = cls(group_id, state=GroupState.STABLE if loaded_stable else GroupState.EMPTY)
         if value is None:

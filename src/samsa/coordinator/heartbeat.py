@@ -1,4 +1,5 @@
-"""Heartbeat (API key 12) and LeaveGroup (API key 13)."""
+"""Heartbeat (API key 12) and LeaveGroup (API key 13): rows HEARTBEAT and LEAVE of
+``state.ANSWERS``."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from samsa.coordinator.responses import (
     LeaveGroupMemberResponse,
     LeaveGroupResponse,
 )
-from samsa.coordinator.state import GroupState
+from samsa.coordinator.state import Do, GroupState, Request, answer, as_error, dead_answer
 
 S = GroupState
 E = ErrorCode
@@ -29,18 +30,17 @@ def _heartbeat(core: ShardCore, ev: Heartbeat) -> int:
     if group is None:
         return E.unknown_member_id
     if group.is_(S.DEAD):
-        return E.coordinator_not_available
+        return dead_answer(Request.HEARTBEAT)
     error = validate_current_member(group, ev.member_id, ev.group_instance_id)
     if error is not None:
         return error
     if ev.generation_id != group.generation:
         return E.illegal_generation
-    if group.is_(S.EMPTY):
-        return E.unknown_member_id
-    rb.schedule_heartbeat(core, group, group.members[ev.member_id])
-    if group.is_(S.PREPARING_REBALANCE):
-        return E.rebalance_in_progress
-    return E.none
+    cell = answer(Request.HEARTBEAT, group.state)
+    if cell is Do.RENEW or cell is Do.RENEW_REJOIN:
+        rb.schedule_heartbeat(core, group, group.members[ev.member_id])
+        return E.none if cell is Do.RENEW else E.rebalance_in_progress
+    return as_error(cell)
 
 
 def handle_leave(core: ShardCore, ev: LeaveGroup, token: object) -> None:
@@ -49,8 +49,9 @@ def handle_leave(core: ShardCore, ev: LeaveGroup, token: object) -> None:
         members = tuple(_answer(m, E.unknown_member_id) for m in ev.members)
         core.reply(token, LeaveGroupResponse(E.none, members))
         return
-    if group.is_(S.DEAD):
-        core.reply(token, LeaveGroupResponse(E.coordinator_not_available))
+    cell = answer(Request.LEAVE, group.state)
+    if cell is not Do.REMOVE:  # the Dead column
+        core.reply(token, LeaveGroupResponse(as_error(cell)))
         return
     members = tuple(_answer(m, _leave_one(core, group, m)) for m in ev.members)
     core.reply(token, LeaveGroupResponse(E.none, members))

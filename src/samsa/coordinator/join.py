@@ -2,7 +2,8 @@
 
 Order of checks follows Kafka's ``handleJoinGroup``: session timeout bounds, group lookup
 (only a member without id may create a group), group size, then the new-member or
-known-member path; finally the join phase is completed if everyone is in.
+known-member path; finally the join phase is completed if everyone is in. What each state
+does with the join is its cell of ``state.ANSWERS`` (rows JOIN_NEW, JOIN_STATIC, JOIN_KNOWN).
 """
 
 from __future__ import annotations
@@ -16,7 +17,14 @@ from samsa.coordinator.core import ShardCore
 from samsa.coordinator.events import NO_MEMBER_ID, JoinGroup
 from samsa.coordinator.group import Group, Member
 from samsa.coordinator.responses import JoinGroupResponse, SyncGroupResponse
-from samsa.coordinator.state import GroupState
+from samsa.coordinator.state import (
+    Answer,
+    Do,
+    GroupState,
+    Request,
+    answer,
+    dead_answer,
+)
 from samsa.coordinator.timers import TimerKind
 
 S = GroupState
@@ -78,19 +86,20 @@ def _protocol_names(ev: JoinGroup) -> list[str]:
 
 
 def _join_new_member(core: ShardCore, group: Group, ev: JoinGroup, token: object) -> None:
-    if group.is_(S.DEAD):
-        core.reply(token, JoinGroupResponse(E.coordinator_not_available, NO_MEMBER_ID))
+    instance_id = ev.group_instance_id
+    static = group.has_static(instance_id)
+    cell = answer(Request.JOIN_STATIC if static else Request.JOIN_NEW, group.state)
+    if isinstance(cell, ErrorCode):  # the Dead column
+        core.reply(token, JoinGroupResponse(cell, NO_MEMBER_ID))
         return
     if not group.supports_protocols(ev.protocol_type, _protocol_names(ev)):
         core.reply(token, JoinGroupResponse(E.inconsistent_group_protocol, NO_MEMBER_ID))
         return
-    instance_id = ev.group_instance_id
     new_id = core.new_member_id(instance_id if instance_id is not None else ev.client_id)
-    if instance_id is not None:
-        if group.has_static(instance_id):
-            _static_member_rejoin(core, group, ev, new_id, token)
-        else:
-            rb.add_member_and_rebalance(core, group, _new_member(ev, new_id, instance_id), token)
+    if static:
+        _static_member_rejoin(core, group, ev, new_id, token, cell)
+    elif instance_id is not None:
+        rb.add_member_and_rebalance(core, group, _new_member(ev, new_id, instance_id), token)
     elif ev.require_known_member_id:
         group.pending_members[new_id] = None
         core.schedule(TimerKind.PENDING_MEMBER, group.group_id, new_id, ev.session_timeout_ms)
@@ -100,7 +109,7 @@ def _join_new_member(core: ShardCore, group: Group, ev: JoinGroup, token: object
 
 
 def _static_member_rejoin(
-    core: ShardCore, group: Group, ev: JoinGroup, new_id: str, token: object
+    core: ShardCore, group: Group, ev: JoinGroup, new_id: str, token: object, cell: Do
 ) -> None:
     """A known group.instance.id rejoins without member id: fence the old id, keep the
     member, and rebalance only if the group's protocol would change."""
@@ -117,15 +126,12 @@ def _static_member_rejoin(
                      ev.session_timeout_ms)
     rb.park_join(core, group, member, token)
 
-    if group.is_(S.STABLE):
-        if group.protocol_name == group.select_protocol():
-            _static_rejoin_without_rebalance(core, group, member, ev, previous_leader)
-        else:
-            rb.maybe_prepare_rebalance(core, group)
-    elif group.is_(S.COMPLETING_REBALANCE):
-        rb.prepare_rebalance(core, group)
-    elif not group.is_(S.PREPARING_REBALANCE):
-        raise AssertionError(f"static member in a {group.state.value} group")
+    if cell is Do.JOIN_IF_CHANGED and group.protocol_name == group.select_protocol():
+        _static_rejoin_without_rebalance(core, group, member, ev, previous_leader)
+    elif cell in (Do.JOIN, Do.JOIN_IF_CHANGED):
+        rb.maybe_prepare_rebalance(core, group)
+    else:
+        raise AssertionError(f"static member in a {group.state.value} group: {cell}")
 
 
 def _static_rejoin_without_rebalance(
@@ -147,7 +153,7 @@ def _static_rejoin_without_rebalance(
 def _join_known_member(core: ShardCore, group: Group, ev: JoinGroup, token: object) -> None:
     mid = ev.member_id
     if group.is_(S.DEAD):
-        core.reply(token, JoinGroupResponse(E.coordinator_not_available, mid))
+        core.reply(token, JoinGroupResponse(dead_answer(Request.JOIN_KNOWN), mid))
     elif not group.supports_protocols(ev.protocol_type, _protocol_names(ev)):
         core.reply(token, JoinGroupResponse(E.inconsistent_group_protocol, mid))
     elif mid in group.pending_members:
@@ -167,7 +173,12 @@ def _join_known_member(core: ShardCore, group: Group, ev: JoinGroup, token: obje
 
 
 def _rejoin(core: ShardCore, group: Group, member: Member, ev: JoinGroup, token: object) -> None:
-    def rebalance() -> None:
+    cell = answer(Request.JOIN_KNOWN, group.state)
+    if isinstance(cell, ErrorCode):
+        core.reply(token, JoinGroupResponse(cell, member.member_id))
+    elif _keeps_generation(cell, group, member, ev):
+        core.reply(token, rb.join_response(group, member))
+    else:
         rb.update_member_and_rebalance(
             core,
             group,
@@ -178,17 +189,13 @@ def _rejoin(core: ShardCore, group: Group, member: Member, ev: JoinGroup, token:
             token,
         )
 
-    if group.is_(S.PREPARING_REBALANCE):
-        rebalance()
-    elif group.is_(S.COMPLETING_REBALANCE):
-        if member.matches(ev.protocols):
-            core.reply(token, rb.join_response(group, member))
-        else:
-            rebalance()
-    elif group.is_(S.STABLE):
-        if group.is_leader(member.member_id) or not member.matches(ev.protocols):
-            rebalance()
-        else:
-            core.reply(token, rb.join_response(group, member))
-    else:
-        core.reply(token, JoinGroupResponse(E.unknown_member_id, member.member_id))
+
+def _keeps_generation(cell: Answer, group: Group, member: Member, ev: JoinGroup) -> bool:
+    """Whether a known member's join is answered now with the current generation."""
+    if cell is Do.JOIN:
+        return False
+    if cell is Do.JOIN_IF_CHANGED:
+        return member.matches(ev.protocols)
+    if cell is Do.JOIN_IF_LEADER_OR_CHANGED:
+        return not group.is_leader(member.member_id) and member.matches(ev.protocols)
+    raise AssertionError(f"{cell} is not a JoinGroup answer")

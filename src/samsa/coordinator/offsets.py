@@ -30,7 +30,7 @@ from samsa.coordinator.responses import (
     PartitionError,
     TopicErrors,
 )
-from samsa.coordinator.state import GroupState
+from samsa.coordinator.state import Answer, Do, GroupState, Request, answer, dead_answer
 
 S = GroupState
 E = ErrorCode
@@ -54,14 +54,15 @@ def handle_commit(core: ShardCore, ev: OffsetCommit, token: object) -> None:
             return
         # Not using Kafka for group management: a "simple" group.
         group = core.create_group(ev.group_id)
-    error = _validate_commit(group, ev)
-    if error is None and group.is_(S.COMPLETING_REBALANCE):
-        error = E.rebalance_in_progress
+    cell = answer(Request.OFFSET_COMMIT, group.state)
+    error = _validate_commit(group, ev, cell)
+    if error is None and isinstance(cell, ErrorCode):
+        error = cell
     if error is not None:
         err = error
         core.reply(token, _commit_response(ev, lambda _p: err))
         return
-    if group.is_(S.STABLE, S.PREPARING_REBALANCE):
+    if cell is Do.STORE_RENEW:
         rb.schedule_heartbeat(core, group, group.members[_member_id(group, ev)])
     core.reply(token, _commit_response(ev, lambda p: _store(core, group, ev, p)))
 
@@ -72,12 +73,12 @@ def _member_id(group: Group, ev: OffsetCommit) -> str:
     return ev.member_id
 
 
-def _validate_commit(group: Group, ev: OffsetCommit) -> int | None:
+def _validate_commit(group: Group, ev: OffsetCommit, cell: Answer) -> int | None:
     """Kafka's ``ClassicGroup.validateOffsetCommit``: generation < 0 on an Empty group is a
     simple consumer (accepted whatever member id it sends); otherwise member + generation."""
     if group.is_(S.DEAD):
-        return E.coordinator_not_available
-    if ev.generation_id < 0 and group.is_(S.EMPTY):
+        return dead_answer(Request.OFFSET_COMMIT)
+    if ev.generation_id < 0 and cell is Do.STORE_SIMPLE:
         return None
     if (
         ev.generation_id >= 0
@@ -156,12 +157,16 @@ def fetch_group(core: ShardCore, req: FetchGroup) -> FetchedGroup:
 
 def handle_offset_delete(core: ShardCore, ev: OffsetDelete, token: object) -> None:
     group = core.groups.get(ev.group_id)
-    if group is None or group.is_(S.DEAD):
+    if group is None:
         core.reply(token, OffsetDeleteResponse(E.group_id_not_found))
+        return
+    cell = answer(Request.OFFSET_DELETE, group.state)
+    if isinstance(cell, ErrorCode):
+        core.reply(token, OffsetDeleteResponse(cell))
         return
     requested = [(t.name, p) for t in ev.topics for p in t.partitions]
     errors: dict[TopicPartition, int] = {}
-    if group.is_(S.EMPTY):
+    if cell is Do.DELETE_OFFSETS:
         eligible = requested
     elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
         eligible = [tp for tp in requested if not group.is_subscribed_to(tp[0])]

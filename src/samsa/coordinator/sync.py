@@ -1,4 +1,6 @@
-"""SyncGroup (API key 14): followers park, the leader's assignment completes the phase."""
+"""SyncGroup (API key 14): followers park, the leader's assignment completes the phase.
+
+What each state does is its cell of ``state.ANSWERS`` (row SYNC)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from samsa.coordinator.events import SyncGroup
 from samsa.coordinator.group import Group
 from samsa.coordinator.members import validate_current_member
 from samsa.coordinator.responses import SyncGroupResponse
-from samsa.coordinator.state import GroupState
+from samsa.coordinator.state import Do, GroupState, Request, answer, as_error, dead_answer
 
 S = GroupState
 E = ErrorCode
@@ -22,21 +24,20 @@ def handle_sync(core: ShardCore, ev: SyncGroup, token: object) -> None:
         core.reply(token, SyncGroupResponse(E.unknown_member_id))
         return
     error = _validate(group, ev)
+    cell = answer(Request.SYNC, group.state)
     if error is not None:
         core.reply(token, SyncGroupResponse(error))
-    elif group.is_(S.EMPTY):
-        core.reply(token, SyncGroupResponse(E.unknown_member_id))
-    elif group.is_(S.PREPARING_REBALANCE):
-        core.reply(token, SyncGroupResponse(E.rebalance_in_progress))
-    elif group.is_(S.COMPLETING_REBALANCE):
+    elif cell is Do.SYNC:
         _sync_completing(core, group, ev, token)
-    else:
+    elif cell is Do.ASSIGNMENT:
         _sync_stable(core, group, ev, token)
+    else:
+        core.reply(token, SyncGroupResponse(as_error(cell)))
 
 
 def _validate(group: Group, ev: SyncGroup) -> int | None:
     if group.is_(S.DEAD):
-        return E.coordinator_not_available
+        return dead_answer(Request.SYNC)
     error = validate_current_member(group, ev.member_id, ev.group_instance_id)
     if error is not None:
         return error
