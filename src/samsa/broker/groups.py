@@ -15,6 +15,10 @@ replies:
   the only recovery story: nothing is snapshotted or reverted.
 
 Offsets expiry is the coordinator's own keyed timer (``offsets.retention.check.interval.ms``).
+
+KIP-848 consumer groups read topic metadata (ids, names, partition counts, racks) from a
+:class:`TopicsSnapshot` the edge hands the coordinator before loading and again whenever the
+topics differ from the last snapshot, checked before each consumer-protocol request.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ from samsa.coordinator import (
     TimerKey,
     error_response,
 )
+from samsa.coordinator.consumer.topics import TopicInfo, TopicsSnapshot
+from samsa.coordinator.events import ConsumerGroupDescribe, ConsumerGroupHeartbeat
 from samsa.coordinator.records import deserialize, serialize
 from samsa.coordinator.responses import Response
 from samsa.protocol.records import ProducerRecordData, decode_batches, encode_batch
@@ -133,6 +139,7 @@ class GroupRuntime:
         self.coordinator: Coordinator | None = None
         self.topic: Topic | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._topics_seen: tuple[tuple[object, int], ...] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
@@ -148,6 +155,7 @@ class GroupRuntime:
         # Like Kafka, the existing topic's partition count decides where groups live.
         props["offsets.topic.num.partitions"] = len(topic.partitions)
         self.coordinator = Coordinator(CoordinatorConfig.from_properties(props), self.timer)
+        self.sync_topics()
         started = now_ms()
         for part in topic.partitions:
             loading = time.perf_counter()
@@ -177,6 +185,8 @@ class GroupRuntime:
 
     async def call(self, event: Event) -> Response:
         """Handle one request event; returns its (possibly deferred) response."""
+        if isinstance(event, (ConsumerGroupHeartbeat, ConsumerGroupDescribe)):
+            self.sync_topics()
         fut: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         result = self._coord().handle(event, now_ms(), reply_to=fut)
         self.broker.metrics.observe_group(self._coord(), getattr(event, "group_id", None))
@@ -241,6 +251,23 @@ class GroupRuntime:
         for index in partitions:
             _deliver(coord.unload(index))
             self._load(self.topic.partitions[index])
+
+    def sync_topics(self) -> None:
+        """Hand the coordinator a new :class:`TopicsSnapshot` if topics were created, deleted
+        or grew since the last one (a single node: every replica is on this broker's rack)."""
+        topics = list(self.broker.topics)
+        seen = tuple((t.topic_id, len(t.partitions)) for t in topics)
+        if seen == self._topics_seen:
+            return
+        self._topics_seen = seen
+        rack = self.broker.config.rack
+        update = getattr(self._coord(), "update_metadata", None)  # TODO(K-edge): until K-core
+        if update is None:
+            return
+        update(TopicsSnapshot.of(
+            TopicInfo(t.topic_id, t.name, len(t.partitions),
+                      {p: frozenset({rack}) for p in range(len(t.partitions))} if rack else {})
+            for t in topics))
 
     # -- lookups for FindCoordinator ------------------------------------------------------
     def coordinator_error(self, group_id: str) -> int:

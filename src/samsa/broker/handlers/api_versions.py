@@ -7,6 +7,10 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from samsa.broker.context import RequestContext
+from samsa.broker.handlers.consumer_group_heartbeat import (
+    CONSUMER_PROTOCOL_APIS,
+    consumer_protocol_enabled,
+)
 from samsa.protocol.build import build
 from samsa.protocol.codec import response_class
 
@@ -18,9 +22,10 @@ VERSIONS = (0, 3)
 
 
 def _api_keys(broker: Broker) -> list[dict[str, int]]:
+    hidden = () if consumer_protocol_enabled(broker.config) else CONSUMER_PROTOCOL_APIS
     return [
         {"api_key": key, "min_version": lo, "max_version": hi}
-        for key, (lo, hi) in sorted(broker.supported.items())
+        for key, (lo, hi) in sorted(broker.supported.items()) if key not in hidden
     ]
 
 

@@ -1,0 +1,87 @@
+"""ConsumerGroupHeartbeat (key 68, v0-v1): the one request of a KIP-848 ``consumer`` group
+member (join with epoch 0, heartbeat, leave with -1, static leave with -2).
+
+v1 adds ``subscribed_topic_regex`` (broker-side RE2) and makes the member id the client's
+own. Null fields mean "unchanged since the last heartbeat" and stay ``None`` in the event.
+Served only when ``group.coordinator.rebalance.protocols`` includes ``consumer``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from samsa.broker.config import ConfigError
+from samsa.broker.context import RequestContext
+from samsa.coordinator.events import ConsumerGroupHeartbeat, TopicPartitions
+from samsa.coordinator.responses import ConsumerGroupHeartbeatResponse
+from samsa.protocol.api_keys import ApiKey
+from samsa.protocol.build import millis
+
+if TYPE_CHECKING:
+    from samsa.broker.config import BrokerConfig
+
+API_KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT
+VERSIONS = (0, 1)
+
+#: The APIs that exist only for the consumer protocol (hidden from ApiVersions without it).
+CONSUMER_PROTOCOL_APIS = frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT,
+                                    ApiKey.CONSUMER_GROUP_DESCRIBE})
+
+
+def consumer_protocol_enabled(config: BrokerConfig) -> bool:
+    """``group.coordinator.rebalance.protocols`` includes ``consumer`` (Kafka 4.x's default,
+    also when the setting is unknown)."""
+    try:
+        value = config["group.coordinator.rebalance.protocols"]
+    except ConfigError:
+        return True
+    names = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    return "consumer" in {str(n).strip().lower() for n in names}
+
+
+def _owned(req: Any) -> tuple[TopicPartitions, ...] | None:
+    if req is None:
+        return None
+    return tuple(TopicPartitions(t.topic_id, tuple(int(p) for p in t.partitions))
+                 for t in req if t.topic_id is not None)
+
+
+async def handle(ctx: RequestContext) -> Any:
+    body = ctx.body
+    if not consumer_protocol_enabled(ctx.broker.config):
+        # Kafka's answer when the protocol is off (a client that ignored ApiVersions).
+        return ctx.respond(throttle_time=0, error_code=ErrorCode.unsupported_version,
+                           member_epoch=0, heartbeat_interval=0)
+    names = body.subscribed_topic_names
+    event = ConsumerGroupHeartbeat(
+        group_id=body.group_id,
+        member_id=body.member_id,
+        member_epoch=int(body.member_epoch),
+        instance_id=body.instance_id,
+        rack_id=body.rack_id,
+        rebalance_timeout_ms=millis(body.rebalance_timeout),
+        subscribed_topic_names=None if names is None else tuple(str(n) for n in names),
+        subscribed_topic_regex=getattr(body, "subscribed_topic_regex", None),
+        server_assignor=body.server_assignor,
+        topic_partitions=_owned(body.topic_partitions),
+        client_id=ctx.request.client_id or "",
+        client_host=ctx.client_host,
+        api_version=ctx.version,
+    )
+    resp = await ctx.broker.groups.call(event)
+    assert isinstance(resp, ConsumerGroupHeartbeatResponse)
+    assignment = None
+    if resp.assignment is not None:
+        assignment = {"topic_partitions": [
+            {"topic_id": t.topic_id, "partitions": list(t.partitions)} for t in resp.assignment]}
+    return ctx.respond(
+        throttle_time=0,
+        error_code=resp.error_code,
+        error_message=resp.error_message,
+        member_id=resp.member_id,
+        member_epoch=resp.member_epoch,
+        heartbeat_interval=resp.heartbeat_interval_ms,
+        assignment=assignment,
+    )
