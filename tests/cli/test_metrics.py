@@ -207,19 +207,20 @@ def test_metrics_port_in_use(tmp_path: Path) -> None:
     assert r.returncode == 2 and "out of range" in r.stderr
 
 
-class _Shard:
-    def __init__(self) -> None:
-        self.groups: dict[str, object] = {}
-
-
 class _Coordinator:
     """Just enough of :class:`samsa.coordinator.Coordinator` for ``observe_group``."""
 
     def __init__(self) -> None:
-        self.shard = _Shard()
+        from samsa.coordinator.group import Group
 
-    def shard_for(self, group_id: str) -> _Shard:
-        return self.shard
+        self.groups: dict[str, Group] = {}
+
+    def group_summary(self, group_id: str) -> object:
+        from samsa.coordinator.queries import GroupSummary
+
+        g = self.groups.get(group_id)
+        return None if g is None else GroupSummary(g.group_id, g.state, "", "", "",
+                                                   g.generation, len(g.members), 0)
 
 
 def test_rebalance_counting_without_a_broker(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -231,7 +232,7 @@ def test_rebalance_counting_without_a_broker(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr("samsa.broker.metrics.time.monotonic", lambda: clock[0])
     m, coord = BrokerMetrics(), _Coordinator()
     group = Group("g")
-    coord.shard.groups["g"] = group
+    coord.groups["g"] = group
 
     def step(state: GroupState, generation: int, seconds: float = 0.0) -> None:
         clock[0] += seconds
@@ -252,7 +253,7 @@ def test_rebalance_counting_without_a_broker(monkeypatch: pytest.MonkeyPatch) ->
     assert m.rebalance_seconds.total == 2.75
     buckets = dict(m.rebalance_seconds.buckets())
     assert (buckets["0.01"], buckets["1.0"], buckets["2.5"], buckets["+Inf"]) == (1, 2, 3, 3)
-    del coord.shard.groups["g"]  # deleted: forgotten, counters kept
+    del coord.groups["g"]  # deleted: forgotten, counters kept
     m.observe_group(coord, "g")  # type: ignore[arg-type]
     assert "g" not in m._seen and m.rebalances == {"g": 3}
     m.observe_group(coord, None)  # type: ignore[arg-type]

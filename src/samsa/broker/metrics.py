@@ -109,8 +109,7 @@ class BrokerMetrics:
         """Note a group's state after a request or timer; counts rebalances and times them."""
         if not group_id:
             return
-        shard = coordinator.shard_for(group_id)
-        group = shard.groups.get(group_id) if shard is not None else None
+        group = coordinator.group_summary(group_id)
         now = (group.state.value, group.generation) if group is not None else ("Dead", -1)
         before = self._seen.get(group_id)
         if now == before:
@@ -210,21 +209,18 @@ class BrokerMetrics:
                                 "Log end offset minus committed offset per group and partition",
                                 labels=["group", "topic", "partition"])
         counts = dict.fromkeys(GROUP_STATES, 0)
-        for shard in list(coordinator.shards.values()):
-            for gid, group in sorted(shard.groups.items()):
-                state = group.state.value
-                counts[state] = counts.get(state, 0) + 1
-                members.add_metric([gid], len(group.members))
-                generation.add_metric([gid], group.generation)
-                info.add_metric([gid, state, group.protocol_type or "",
-                                 group.protocol_name or "", group.leader_id or ""], 1)
-            for gid, offsets in sorted(shard.hard.offsets.items()):
-                for (topic, index), value in sorted(offsets.items()):
-                    labels = [gid, topic, str(index)]
-                    committed.add_metric(labels, value.offset)
-                    part = broker.topics.partition(topic, index)
-                    if part is not None:
-                        lag.add_metric(labels, part.log.log_end_offset - value.offset)
+        for group in coordinator.group_summaries():
+            gid, state = group.group_id, group.state.value
+            counts[state] = counts.get(state, 0) + 1
+            members.add_metric([gid], group.members)
+            generation.add_metric([gid], group.generation)
+            info.add_metric([gid, state, group.protocol_type, group.protocol, group.leader], 1)
+            for offset in coordinator.committed_offsets(gid):
+                labels = [gid, offset.topic, str(offset.partition)]
+                committed.add_metric(labels, offset.offset)
+                part = broker.topics.partition(offset.topic, offset.partition)
+                if part is not None:
+                    lag.add_metric(labels, part.log.log_end_offset - offset.offset)
         for state, n in counts.items():
             by_state.add_metric([state], n)
         yield from (by_state, members, generation, info, committed, lag)

@@ -1,9 +1,11 @@
-"""DescribeGroups (15), ListGroups (16) and DeleteGroups (42) for one shard's groups."""
+"""DescribeGroups (15), ListGroups (16) and DeleteGroups (42) for one shard's groups
+(the first two answer from the read-only views of :mod:`.queries`)."""
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from samsa.coordinator import queries
 from samsa.coordinator.core import ShardCore
 from samsa.coordinator.events import DeleteGroups, DescribeGroups, ListGroups
 from samsa.coordinator.offsets import maybe_remove_empty_group
@@ -21,8 +23,6 @@ from samsa.coordinator.state import Do, GroupState, Request, answer, as_error
 S = GroupState
 E = ErrorCode
 
-CLASSIC_GROUP_TYPE = "classic"
-
 
 def handle_describe(core: ShardCore, ev: DescribeGroups, token: object) -> None:
     core.reply(token, DescribeGroupsResponse(tuple(describe_group(core, g) for g in ev.groups)))
@@ -30,24 +30,20 @@ def handle_describe(core: ShardCore, ev: DescribeGroups, token: object) -> None:
 
 def describe_group(core: ShardCore, group_id: str) -> DescribedGroup:
     """Protocol, member metadata and assignments are shown only for Stable groups."""
-    group = core.groups.get(group_id)
-    if group is None:
+    described = queries.describe(core, group_id)
+    if described is None:
         return DescribedGroup(group_id, E.none, S.DEAD.value)
-    stable = group.is_(S.STABLE) and group.protocol_name is not None
-    protocol = group.protocol_name if stable and group.protocol_name is not None else ""
+    summary = described.summary
+    protocol = summary.protocol if summary.state is S.STABLE else ""
     members = tuple(
         DescribedMember(
-            m.member_id,
-            m.group_instance_id,
-            m.client_id,
-            m.client_host,
-            m.metadata(protocol) if stable else b"",
-            m.assignment if stable else b"",
+            m.member_id, m.group_instance_id, m.client_id, m.client_host, m.metadata,
+            m.assignment,
         )
-        for m in group.members.values()
+        for m in described.members
     )
     return DescribedGroup(
-        group_id, E.none, group.state.value, group.protocol_type or "", protocol, members
+        group_id, E.none, summary.state.value, summary.protocol_type, protocol, members
     )
 
 
@@ -57,13 +53,13 @@ def handle_list(core: ShardCore, ev: ListGroups, token: object) -> None:
 
 def list_groups(core: ShardCore, ev: ListGroups) -> list[ListedGroup]:
     """Groups of this shard, filtered by state and type names (case-insensitive)."""
-    if ev.types_filter and CLASSIC_GROUP_TYPE not in {t.lower() for t in ev.types_filter}:
-        return []
+    types = {t.lower() for t in ev.types_filter}
     states = {s.lower() for s in ev.states_filter}
     return [
-        ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
-        for g in core.groups.values()
-        if not states or g.state.value.lower() in states
+        ListedGroup(g.group_id, g.protocol_type, g.state.value)
+        for g in queries.summaries(core)
+        if (not types or g.group_type in types)
+        and (not states or g.state.value.lower() in states)
     ]
 
 

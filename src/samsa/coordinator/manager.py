@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 
 from kio.schema.errors import ErrorCode
 
+from samsa.coordinator import queries
 from samsa.coordinator.answers import error_response, status_error_response
 from samsa.coordinator.config import CoordinatorConfig
 from samsa.coordinator.core import MemberIdFactory, default_member_id
@@ -146,6 +147,26 @@ class Coordinator:
                 assert isinstance(reply, ListGroupsResponse)
                 groups.extend(reply.groups)
         return Result((), (Reply(reply_to, ListGroupsResponse(error, tuple(groups))),))
+
+    # ------------------------------------------------------------------ read-only queries
+
+    def group_summaries(self) -> list[queries.GroupSummary]:
+        """Every group of the loaded shards, by group id."""
+        found = [s for shard in self.shards.values() for s in queries.summaries(shard)]
+        return sorted(found, key=lambda s: s.group_id)
+
+    def group_summary(self, group_id: str) -> queries.GroupSummary | None:
+        """``group_id``'s summary; None if no loaded shard here has it (a Dead group)."""
+        shard = self.shard_for(group_id)
+        return None if shard is None else queries.group_summary(shard, group_id)
+
+    def describe(self, group_id: str) -> queries.GroupDescription | None:
+        shard = self.shard_for(group_id)
+        return None if shard is None else queries.describe(shard, group_id)
+
+    def committed_offsets(self, group_id: str) -> tuple[queries.CommittedOffset, ...]:
+        shard = self.shard_for(group_id)
+        return () if shard is None else queries.committed_offsets(shard, group_id)
 
     # ------------------------------------------------------------------ timers
 

@@ -1,0 +1,132 @@
+"""Read-only views of a shard's groups and offsets (metrics, DescribeGroups, ListGroups,
+tests): frozen copies, so nothing outside the coordinator holds its live objects.
+
+:class:`~samsa.coordinator.Coordinator` offers these for every shard it owns
+(``group_summaries()``, ``group_summary(id)``, ``describe(id)``, ``committed_offsets(id)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from samsa.coordinator.core import ShardCore
+from samsa.coordinator.group import Group
+from samsa.coordinator.state import GroupState
+
+CLASSIC_GROUP_TYPE = "classic"
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    """One group as ListGroups and the metrics see it."""
+
+    group_id: str
+    state: GroupState
+    protocol_type: str
+    #: the selected protocol ("" before the first generation)
+    protocol: str
+    #: the leader's member id ("" without one)
+    leader: str
+    generation: int
+    members: int
+    #: the ``__consumer_offsets`` partition (shard) the group lives in
+    partition: int
+    group_type: str = CLASSIC_GROUP_TYPE
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    #: the subscription for the group's protocol and the assignment: shown for a Stable
+    #: group only (b"" otherwise), as DescribeGroups does
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    """One group in detail (DescribeGroups and tests)."""
+
+    summary: GroupSummary
+    members: tuple[MemberDescription, ...]
+    #: member ids handed out with MEMBER_ID_REQUIRED that have not joined yet
+    pending_members: tuple[str, ...]
+    #: topics the members subscribe to (consumer protocol; None when unknown)
+    subscribed_topics: frozenset[str] | None
+
+    @property
+    def member_ids(self) -> tuple[str, ...]:
+        return tuple(m.member_id for m in self.members)
+
+
+@dataclass(frozen=True)
+class CommittedOffset:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp: int
+    expire_timestamp: int
+
+
+def summary(core: ShardCore, group: Group) -> GroupSummary:
+    return GroupSummary(
+        group_id=group.group_id,
+        state=group.state,
+        protocol_type=group.protocol_type or "",
+        protocol=group.protocol_name or "",
+        leader=group.leader_id or "",
+        generation=group.generation,
+        members=len(group.members),
+        partition=core.partition,
+    )
+
+
+def group_summary(core: ShardCore, group_id: str) -> GroupSummary | None:
+    group = core.groups.get(group_id)
+    return None if group is None else summary(core, group)
+
+
+def summaries(core: ShardCore) -> list[GroupSummary]:
+    """Every live group of the shard, in creation order."""
+    return [summary(core, g) for g in core.groups.values()]
+
+
+def describe(core: ShardCore, group_id: str) -> GroupDescription | None:
+    group = core.groups.get(group_id)
+    if group is None:
+        return None
+    stable = group.is_(GroupState.STABLE) and group.protocol_name is not None
+    protocol = group.protocol_name if stable and group.protocol_name is not None else ""
+    members = tuple(
+        MemberDescription(
+            member_id=m.member_id,
+            group_instance_id=m.group_instance_id,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            session_timeout_ms=m.session_timeout_ms,
+            rebalance_timeout_ms=m.rebalance_timeout_ms,
+            metadata=m.metadata(protocol) if stable else b"",
+            assignment=m.assignment if stable else b"",
+        )
+        for m in group.members.values()
+    )
+    return GroupDescription(
+        summary(core, group), members, tuple(group.pending_members), group.subscribed_topics
+    )
+
+
+def committed_offsets(core: ShardCore, group_id: str) -> tuple[CommittedOffset, ...]:
+    """The group's committed offsets, by topic and partition."""
+    offsets = core.offsets_of(group_id)
+    return tuple(
+        CommittedOffset(topic, partition, v.offset, v.leader_epoch, v.metadata,
+                        v.commit_timestamp, v.expire_timestamp)
+        for (topic, partition), v in sorted(offsets.items())
+    )
