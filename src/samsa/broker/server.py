@@ -27,6 +27,8 @@ from samsa.broker.handlers.api_versions import unsupported_version_response
 from samsa.broker.metrics import BrokerMetrics
 from samsa.broker.producer_ids import ProducerIdAllocator
 from samsa.broker.topics import TopicManager
+from samsa.protocol.api_keys import ApiKey
+from samsa.protocol.build import convert
 from samsa.protocol.codec import (
     FrameError,
     Spliced,
@@ -34,6 +36,7 @@ from samsa.protocol.codec import (
     decode_request,
     encode_response,
     encode_spliced,
+    response_class,
 )
 
 log = logging.getLogger("samsa.broker")
@@ -155,8 +158,14 @@ class Broker:
                     log.exception("compaction failed for %s-%d", part.topic, part.index)
 
     async def dispatch(self, ctx: RequestContext) -> Any:
-        _, handler = self.handlers[ctx.request.api_key]
-        return await handler(ctx)
+        """The handler's answer in the request's version: a handler may build a typed
+        answer of another version of the API (its newest); :func:`convert` maps it."""
+        request = ctx.request
+        _, handler = self.handlers[request.api_key]
+        response = await handler(ctx)
+        if response is None or isinstance(response, Spliced):
+            return response
+        return convert(response, response_class(request.api_key, request.api_version))
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -277,7 +286,7 @@ class Connection(asyncio.BufferedProtocol):
         try:
             request = decode_request(frame, self.broker.supported)
         except UnsupportedApi as exc:
-            if exc.api_key == 18:  # ApiVersions: answer v0 with UNSUPPORTED_VERSION
+            if exc.api_key == ApiKey.API_VERSIONS:  # answer v0 with UNSUPPORTED_VERSION
                 answer = unsupported_version_response(self.broker)
                 return encode_response(exc.correlation_id, answer)
             raise

@@ -6,6 +6,10 @@ the requested version. Fields a version lacks are dropped; fields it requires bu
 mapping leaves out get Kafka's zero value (0, empty string, empty array, null where
 nullable). Milliseconds become ``timedelta``, ints become ``ErrorCode``. A key that no
 version of the entity knows (a misspelled field) raises :class:`UnknownField`.
+
+Handlers that want mypy to check their answers build the kio entity of one version instead
+(typically the newest they serve) and :func:`convert` turns it into the requested version by
+the same rules.
 """
 
 from __future__ import annotations
@@ -22,10 +26,14 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i32Timedelta
 
 E = TypeVar("E")
 
 _ZERO_UUID = UUID(int=0)
+
+NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
+"""``throttle_time`` of every answer: samsa has no quotas."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -164,6 +172,8 @@ def _convert(p: _FieldPlan, value: Any) -> Any:
 def _entity(cls: type[E], value: Any) -> E:
     if isinstance(value, cls):
         return value
+    if hasattr(type(value), "__dataclass_fields__"):
+        return convert(value, cls)
     return build(cls, value)
 
 
@@ -181,6 +191,18 @@ def build(cls: type[E], data: Mapping[str, Any]) -> E:
         elif p.required:
             kwargs[p.name] = _zero(p)
     return cls(**kwargs)
+
+
+def convert(entity: Any, cls: type[E]) -> E:
+    """``entity``, a kio entity of one version of an API, as ``cls``, the same entity of
+    another version (nested entities alike): fields ``cls`` lacks are dropped, fields it
+    adds get their zero values, as in :func:`build`. An entity of ``cls`` is returned as is.
+    """
+    if type(entity) is cls:
+        return entity
+    source = type(entity)
+    _plan(source)
+    return build(cls, {name: getattr(entity, name) for name in _NAMES[source]})
 
 
 def millis(value: datetime.timedelta | int) -> int:

@@ -90,8 +90,9 @@ def decode_request(frame: bytes | memoryview, supported: dict[int, tuple[int, in
     return Request(api_key, api_version, correlation_id, header.client_id, body)
 
 
+@cache
 def response_class(api_key: int, api_version: int) -> type[Any]:
-    """The kio response entity class for an API version."""
+    """The kio response entity class for an API version (kio looks it up by name)."""
     return load_response_schema(api_key, api_version)
 
 

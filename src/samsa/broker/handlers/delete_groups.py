@@ -1,19 +1,27 @@
-"""DeleteGroups (key 42)."""
+"""DeleteGroups (key 42): delete empty groups and their offsets, an error per group.
+
+Versions: v1 is v0's schema; v2 flexible. The answer is built as v2, typed.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from kio.schema.delete_groups.v2.response import DeletableGroupResult, DeleteGroupsResponse
+from kio.schema.errors import ErrorCode
+from kio.schema.types import GroupId
 
 from samsa.broker.context import RequestContext
 from samsa.coordinator import DeleteGroups
-from samsa.coordinator.responses import DeleteGroupsResponse
+from samsa.coordinator import responses as co
+from samsa.protocol.api_keys import ApiKey
+from samsa.protocol.build import NO_THROTTLE
 
-API_KEY = 42
+API_KEY = ApiKey.DELETE_GROUPS
 VERSIONS = (0, 2)
 
 
-async def handle(ctx: RequestContext) -> Any:
+async def handle(ctx: RequestContext) -> DeleteGroupsResponse:
     resp = await ctx.broker.groups.call(DeleteGroups(tuple(ctx.body.groups_names)))
-    assert isinstance(resp, DeleteGroupsResponse)
-    return ctx.respond(throttle_time=0, results=[
-        {"group_id": g.group_id, "error_code": g.error_code} for g in resp.groups])
+    assert isinstance(resp, co.DeleteGroupsResponse)
+    return DeleteGroupsResponse(throttle_time=NO_THROTTLE, results=tuple(
+        DeletableGroupResult(group_id=GroupId(g.group_id), error_code=ErrorCode(g.error_code))
+        for g in resp.groups))

@@ -1,45 +1,56 @@
-"""FindCoordinator (key 10): the node owning the group's ``__consumer_offsets`` shard."""
+"""FindCoordinator (key 10): the node owning the group's ``__consumer_offsets`` shard.
+
+Versions: v1 key_type (0 group, 1 transaction: refused, samsa has no transactions),
+throttle_time and error_message; v3 flexible; v4 several keys per request (KIP-699), each
+with its own answer. The answer is built typed, as v4 or (the shapes differ) as v3 for
+v0-3.
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
 from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v3 import response as v3
+from kio.schema.find_coordinator.v4 import response as v4
+from kio.schema.types import BrokerId
+from kio.static.primitive import i32
 
 from samsa.broker.context import RequestContext
+from samsa.protocol.api_keys import ApiKey
+from samsa.protocol.build import NO_THROTTLE
 
-API_KEY = 10
+API_KEY = ApiKey.FIND_COORDINATOR
 VERSIONS = (0, 4)
 
 GROUP, TRANSACTION = 0, 1
 
 
-def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
+def _lookup(ctx: RequestContext, key: str, key_type: int) -> v4.Coordinator:
     config = ctx.broker.config
-    out: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1,
-                           "error_code": ErrorCode.none, "error_message": None}
     if key_type == TRANSACTION:
-        out.update(error_code=ErrorCode.invalid_request,
-                   error_message="samsa does not support transactions")
-        return out
+        return _error(key, ErrorCode.invalid_request, "samsa does not support transactions")
     if key_type != GROUP:
-        out.update(error_code=ErrorCode.invalid_request,
-                   error_message=f"unsupported coordinator key type {key_type}")
-        return out
+        message = f"unsupported coordinator key type {key_type}"
+        return _error(key, ErrorCode.invalid_request, message)
     code = ctx.broker.groups.coordinator_error(key)
     if code:
-        out["error_code"] = ErrorCode(code)
-        return out
-    out.update(node_id=config.node_id, host=config.advertised_host, port=config.advertised_port)
-    return out
+        return _error(key, ErrorCode(code), None)
+    return v4.Coordinator(key=key, node_id=BrokerId(config.node_id), host=config.advertised_host,
+                          port=i32(config.advertised_port), error_code=ErrorCode.none,
+                          error_message=None)
 
 
-async def handle(ctx: RequestContext) -> Any:
+def _error(key: str, code: ErrorCode, message: str | None) -> v4.Coordinator:
+    return v4.Coordinator(key=key, node_id=BrokerId(-1), host="", port=i32(-1), error_code=code,
+                          error_message=message)
+
+
+async def handle(ctx: RequestContext) -> v3.FindCoordinatorResponse | v4.FindCoordinatorResponse:
     body = ctx.body
     key_type = getattr(body, "key_type", GROUP)
     if ctx.version >= 4:
-        found = [_lookup(ctx, key, key_type) for key in body.coordinator_keys]
-        return ctx.respond(throttle_time=0, coordinators=found)
-    single = _lookup(ctx, body.key, key_type)
-    del single["key"]
-    return ctx.respond(throttle_time=0, **single)
+        found = tuple(_lookup(ctx, key, key_type) for key in body.coordinator_keys)
+        return v4.FindCoordinatorResponse(throttle_time=NO_THROTTLE, coordinators=found)
+    one = _lookup(ctx, body.key, key_type)
+    return v3.FindCoordinatorResponse(throttle_time=NO_THROTTLE, error_code=one.error_code,
+                                      error_message=one.error_message, node_id=one.node_id,
+                                      host=one.host, port=one.port)

@@ -1,19 +1,28 @@
-"""Heartbeat (key 12)."""
+"""Heartbeat (key 12): a classic group member's liveness, and how it learns of a rebalance.
+
+Versions: v1 throttle_time in the response; v3 group_instance_id (static membership,
+FENCED_INSTANCE_ID); v4 flexible. The answer is built as v4, typed.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from kio.schema.errors import ErrorCode
+from kio.schema.heartbeat.v4.response import HeartbeatResponse
 
 from samsa.broker.context import RequestContext
 from samsa.coordinator import Heartbeat
+from samsa.coordinator import responses as co
+from samsa.protocol.api_keys import ApiKey
+from samsa.protocol.build import NO_THROTTLE
 
-API_KEY = 12
+API_KEY = ApiKey.HEARTBEAT
 VERSIONS = (0, 4)
 
 
-async def handle(ctx: RequestContext) -> Any:
+async def handle(ctx: RequestContext) -> HeartbeatResponse:
     body = ctx.body
     resp = await ctx.broker.groups.call(Heartbeat(
         group_id=body.group_id, generation_id=body.generation_id, member_id=body.member_id,
         group_instance_id=getattr(body, "group_instance_id", None)))
-    return ctx.respond(throttle_time=0, error_code=resp.error_code)  # type: ignore[union-attr]
+    assert isinstance(resp, co.HeartbeatResponse)
+    return HeartbeatResponse(throttle_time=NO_THROTTLE, error_code=ErrorCode(resp.error_code))

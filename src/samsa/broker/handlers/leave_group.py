@@ -1,18 +1,26 @@
-"""LeaveGroup (key 13): one member (v0-2) or a batch, by member or instance id (v3+)."""
+"""LeaveGroup (key 13): members leave a classic group (a rebalance follows).
+
+Versions: v1 throttle_time; v3 a batch of members, each by member id or
+group_instance_id, with an error per member (v0-2: one member id, whose error is the
+top-level error); v4 flexible; v5 a reason per member. The answer is built as v5, typed.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from kio.schema.errors import ErrorCode
+from kio.schema.leave_group.v5.response import LeaveGroupResponse, MemberResponse
 
 from samsa.broker.context import RequestContext
 from samsa.coordinator import LeaveGroup, LeavingMember
-from samsa.coordinator.responses import LeaveGroupResponse
+from samsa.coordinator import responses as co
+from samsa.protocol.api_keys import ApiKey
+from samsa.protocol.build import NO_THROTTLE
 
-API_KEY = 13
+API_KEY = ApiKey.LEAVE_GROUP
 VERSIONS = (0, 5)
 
 
-async def handle(ctx: RequestContext) -> Any:
+async def handle(ctx: RequestContext) -> LeaveGroupResponse:
     body = ctx.body
     if ctx.version >= 3:
         members = tuple(LeavingMember(m.member_id, m.group_instance_id,
@@ -20,10 +28,13 @@ async def handle(ctx: RequestContext) -> Any:
     else:
         members = (LeavingMember(body.member_id),)
     resp = await ctx.broker.groups.call(LeaveGroup(body.group_id, members))
-    assert isinstance(resp, LeaveGroupResponse)
+    assert isinstance(resp, co.LeaveGroupResponse)
     if ctx.version < 3:
-        code = resp.error_code or (resp.members[0].error_code if resp.members else 0)
-        return ctx.respond(throttle_time=0, error_code=code)
-    return ctx.respond(throttle_time=0, error_code=resp.error_code, members=[
-        {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
-         "error_code": m.error_code} for m in resp.members])
+        code = resp.error_code or (resp.members[0].error_code if resp.members else ErrorCode.none)
+        return LeaveGroupResponse(throttle_time=NO_THROTTLE, error_code=ErrorCode(code),
+                                  members=())
+    return LeaveGroupResponse(
+        throttle_time=NO_THROTTLE, error_code=ErrorCode(resp.error_code),
+        members=tuple(MemberResponse(member_id=m.member_id,
+                                     group_instance_id=m.group_instance_id,
+                                     error_code=ErrorCode(m.error_code)) for m in resp.members))

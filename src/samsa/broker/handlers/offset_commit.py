@@ -1,22 +1,34 @@
-"""OffsetCommit (key 8). Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION without
-reaching the coordinator, as in Kafka."""
+"""OffsetCommit (key 8): store a group's committed offsets.
+
+Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION without reaching the
+coordinator, as in Kafka. Versions: v2-4 retention_time (-1: the broker's default); v3
+throttle_time; v5 drops retention_time; v6 committed_leader_epoch; v7 group_instance_id
+(a static member's commit is checked against it: FENCED_INSTANCE_ID); v8 flexible. The
+answer is built as v8, typed.
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
 from kio.schema.errors import ErrorCode
+from kio.schema.offset_commit.v8.response import (
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+from kio.schema.types import TopicName
+from kio.static.primitive import i32
 
 from samsa.broker.context import RequestContext
 from samsa.coordinator import CommitPartition, CommitTopic, OffsetCommit
-from samsa.coordinator.responses import OffsetCommitResponse
-from samsa.protocol.build import millis
+from samsa.coordinator import responses as co
+from samsa.protocol.api_keys import ApiKey
+from samsa.protocol.build import NO_THROTTLE, millis
 
-API_KEY = 8
+API_KEY = ApiKey.OFFSET_COMMIT
 VERSIONS = (2, 8)
 
 
-async def handle(ctx: RequestContext) -> Any:
+async def handle(ctx: RequestContext) -> OffsetCommitResponse:
     body = ctx.body
     topics = ctx.broker.topics
     known: list[CommitTopic] = []
@@ -27,7 +39,7 @@ async def handle(ctx: RequestContext) -> Any:
         order.append((t.name, [p.partition_index for p in t.partitions]))
         for p in t.partitions:
             if topics.partition(t.name, p.partition_index) is None:
-                errors[(t.name, p.partition_index)] = int(ErrorCode.unknown_topic_or_partition)
+                errors[(t.name, p.partition_index)] = ErrorCode.unknown_topic_or_partition
                 continue
             parts.append(CommitPartition(p.partition_index, p.committed_offset,
                                          getattr(p, "committed_leader_epoch", -1),
@@ -41,11 +53,13 @@ async def handle(ctx: RequestContext) -> Any:
             generation_id=body.generation_id_or_member_epoch, member_id=body.member_id,
             group_instance_id=getattr(body, "group_instance_id", None),
             retention_time_ms=millis(retention) if retention is not None else -1))
-        assert isinstance(resp, OffsetCommitResponse)
+        assert isinstance(resp, co.OffsetCommitResponse)
         for topic in resp.topics:
             for pe in topic.partitions:
                 errors[(topic.name, pe.partition)] = pe.error_code
-    return ctx.respond(throttle_time=0, topics=[
-        {"name": name, "partitions": [{"partition_index": i, "error_code": errors[(name, i)]}
-                                      for i in indexes]}
-        for name, indexes in order])
+    return OffsetCommitResponse(throttle_time=NO_THROTTLE, topics=tuple(
+        OffsetCommitResponseTopic(name=TopicName(name), partitions=tuple(
+            OffsetCommitResponsePartition(partition_index=i32(i),
+                                          error_code=ErrorCode(errors[(name, i)]))
+            for i in indexes))
+        for name, indexes in order))

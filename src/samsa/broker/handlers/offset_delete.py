@@ -1,22 +1,31 @@
-"""OffsetDelete (key 47). Partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION without
-reaching the coordinator, as in Kafka; a group-level error from the coordinator replaces the
-whole answer (Kafka's ``OffsetDeleteResponse.Builder.merge``)."""
+"""OffsetDelete (key 47, v0 only): delete a group's offsets of topics it no longer consumes.
+
+Partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION without reaching the
+coordinator, as in Kafka; a group-level error from the coordinator replaces the whole
+answer (Kafka's ``OffsetDeleteResponse.Builder.merge``). The answer is typed.
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
 from kio.schema.errors import ErrorCode
+from kio.schema.offset_delete.v0.response import (
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
+from kio.schema.types import TopicName
 
 from samsa.broker.context import RequestContext
 from samsa.coordinator import FetchTopic, OffsetDelete
-from samsa.coordinator.responses import OffsetDeleteResponse
+from samsa.coordinator import responses as co
+from samsa.protocol.api_keys import ApiKey
+from samsa.protocol.build import NO_THROTTLE
 
-API_KEY = 47
+API_KEY = ApiKey.OFFSET_DELETE
 VERSIONS = (0, 0)
 
 
-async def handle(ctx: RequestContext) -> Any:
+async def handle(ctx: RequestContext) -> OffsetDeleteResponse:
     body = ctx.body
     topics = ctx.broker.topics
     unknown = {(t.name, p.partition_index) for t in body.topics for p in t.partitions
@@ -24,13 +33,15 @@ async def handle(ctx: RequestContext) -> Any:
     known = tuple(FetchTopic(t.name, parts) for t in body.topics if (parts := tuple(
         p.partition_index for p in t.partitions if (t.name, p.partition_index) not in unknown)))
     resp = await ctx.broker.groups.call(OffsetDelete(body.group_id, known))
-    assert isinstance(resp, OffsetDeleteResponse)
+    assert isinstance(resp, co.OffsetDeleteResponse)
     if resp.error_code:
-        return ctx.respond(throttle_time=0, error_code=resp.error_code, topics=[])
+        return OffsetDeleteResponse(error_code=ErrorCode(resp.error_code),
+                                    throttle_time=NO_THROTTLE, topics=())
     errors = {(t.name, p.partition): p.error_code for t in resp.topics for p in t.partitions}
-    errors.update(dict.fromkeys(unknown, int(ErrorCode.unknown_topic_or_partition)))
-    return ctx.respond(throttle_time=0, error_code=0, topics=[
-        {"name": t.name, "partitions": [
-            {"partition_index": p.partition_index,
-             "error_code": errors[(t.name, p.partition_index)]} for p in t.partitions]}
-        for t in body.topics])
+    errors.update(dict.fromkeys(unknown, ErrorCode.unknown_topic_or_partition))
+    return OffsetDeleteResponse(error_code=ErrorCode.none, throttle_time=NO_THROTTLE, topics=tuple(
+        OffsetDeleteResponseTopic(name=TopicName(t.name), partitions=tuple(
+            OffsetDeleteResponsePartition(partition_index=p.partition_index,
+                                          error_code=ErrorCode(errors[(t.name, p.partition_index)]))
+            for p in t.partitions))
+        for t in body.topics))

@@ -1,14 +1,28 @@
-"""OffsetFetch (key 9): one group (v1-7) or several (v8)."""
+"""OffsetFetch (key 9): a group's committed offsets.
+
+Versions: v2 topics may be null (all of the group's offsets) and a top-level error code;
+v3 throttle_time; v5 committed_leader_epoch; v6 flexible; v7 require_stable; v8 several
+groups per request, each with its own error code. The answer is built typed, as v8 or (the
+shapes differ) as v7 for v1-7.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+from kio.schema.offset_fetch.v7 import response as v7
+from kio.schema.offset_fetch.v8 import response as v8
+from kio.schema.types import GroupId, TopicName
+from kio.static.primitive import i32, i64
+
 from samsa.broker.context import RequestContext
 from samsa.coordinator import FetchGroup, FetchTopic, OffsetFetch
-from samsa.coordinator.responses import FetchedGroup, OffsetFetchResponse
+from samsa.coordinator import responses as co
+from samsa.protocol.api_keys import ApiKey
+from samsa.protocol.build import NO_THROTTLE, convert
 
-API_KEY = 9
+API_KEY = ApiKey.OFFSET_FETCH
 VERSIONS = (1, 8)
 
 
@@ -18,14 +32,15 @@ def _topics(req_topics: Any) -> tuple[FetchTopic, ...] | None:
     return tuple(FetchTopic(t.name, tuple(t.partition_indexes)) for t in req_topics)
 
 
-def _group_topics(group: FetchedGroup) -> list[dict[str, Any]]:
-    return [{"name": t.name, "partitions": [
-        {"partition_index": p.partition, "committed_offset": p.committed_offset,
-         "committed_leader_epoch": p.committed_leader_epoch, "metadata": p.metadata,
-         "error_code": p.error_code} for p in t.partitions]} for t in group.topics]
+def _answer_topics(group: co.FetchedGroup) -> tuple[v8.OffsetFetchResponseTopics, ...]:
+    return tuple(v8.OffsetFetchResponseTopics(name=TopicName(t.name), partitions=tuple(
+        v8.OffsetFetchResponsePartitions(
+            partition_index=i32(p.partition), committed_offset=i64(p.committed_offset),
+            committed_leader_epoch=i32(p.committed_leader_epoch), metadata=p.metadata,
+            error_code=ErrorCode(p.error_code)) for p in t.partitions)) for t in group.topics)
 
 
-async def handle(ctx: RequestContext) -> Any:
+async def handle(ctx: RequestContext) -> v7.OffsetFetchResponse | v8.OffsetFetchResponse:
     body = ctx.body
     require_stable = bool(getattr(body, "require_stable", False))
     if ctx.version >= 8:
@@ -33,10 +48,13 @@ async def handle(ctx: RequestContext) -> Any:
     else:
         groups = (FetchGroup(body.group_id, _topics(body.topics)),)
     resp = await ctx.broker.groups.call(OffsetFetch(groups, require_stable))
-    assert isinstance(resp, OffsetFetchResponse)
+    assert isinstance(resp, co.OffsetFetchResponse)
     if ctx.version >= 8:
-        return ctx.respond(throttle_time=0, groups=[
-            {"group_id": g.group_id, "topics": _group_topics(g), "error_code": g.error_code}
-            for g in resp.groups])
+        return v8.OffsetFetchResponse(throttle_time=NO_THROTTLE, groups=tuple(
+            v8.OffsetFetchResponseGroup(group_id=GroupId(g.group_id), topics=_answer_topics(g),
+                                        error_code=ErrorCode(g.error_code))
+            for g in resp.groups))
     (group,) = resp.groups
-    return ctx.respond(throttle_time=0, topics=_group_topics(group), error_code=group.error_code)
+    topics = tuple(convert(t, v7.OffsetFetchResponseTopic) for t in _answer_topics(group))
+    return v7.OffsetFetchResponse(throttle_time=NO_THROTTLE, topics=topics,
+                                  error_code=ErrorCode(group.error_code))

@@ -1,0 +1,256 @@
+"""Every version of the group and offset APIs, over TCP with raw requests.
+
+The handlers build their answers typed, as one version (the newest, or the newest of a
+shape); the broker converts them to the version asked. Each version must decode and carry
+the same facts.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from kio.index import load_request_schema
+from kio.schema.errors import ErrorCode
+
+from samsa.broker.handlers import (
+    delete_groups,
+    find_coordinator,
+    heartbeat,
+    join_group,
+    leave_group,
+    offset_commit,
+    offset_delete,
+    offset_fetch,
+    sync_group,
+)
+from samsa.protocol.api_keys import ApiKey
+from samsa.protocol.build import build
+from tests.brokerproc import BrokerProcess
+from tests.wire import WireClient
+
+SUBSCRIPTION = b"\x00\x00\x00\x00\x00\x01\x00\x01t\x00\x00\x00\x00"  # v0: topics ["t"]
+NONE = ErrorCode.none
+
+
+def versions(module: Any) -> list[int]:
+    lo, hi = module.VERSIONS
+    return list(range(lo, hi + 1))
+
+
+def call(c: WireClient, api: ApiKey, version: int, **fields: Any) -> Any:
+    return c.call(api, version, build(load_request_schema(api, version), fields))
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def join(c: WireClient, group: str, version: int = 9, member_id: str = "") -> Any:
+    """A whole join at ``version`` (two steps from v4); returns the JoinGroup answer."""
+    fields = dict(group_id=group, session_timeout=6000, rebalance_timeout=6000,
+                  member_id=member_id, protocol_type="consumer", group_instance_id=None,
+                  protocols=[{"name": "range", "metadata": SUBSCRIPTION}], reason=None)
+    resp = call(c, ApiKey.JOIN_GROUP, version, **fields)
+    if resp.error_code == ErrorCode.member_id_required:
+        fields["member_id"] = resp.member_id
+        resp = call(c, ApiKey.JOIN_GROUP, version, **fields)
+    return resp
+
+
+def stable_member(c: WireClient, group: str) -> str:
+    """A one-member Stable group; returns the member id (generation 1)."""
+    member = join(c, group).member_id
+    synced = call(c, ApiKey.SYNC_GROUP, 5, group_id=group, generation_id=1, member_id=member,
+                  group_instance_id=None, protocol_type="consumer", protocol_name="range",
+                  assignments=[{"member_id": member, "assignment": b"plan"}])
+    assert synced.error_code == NONE
+    return member
+
+
+@pytest.fixture(scope="module")
+def client(broker: BrokerProcess) -> Any:
+    c = WireClient(broker.bootstrap)
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def topic(client: WireClient) -> str:
+    name = unique("versions")
+    resp = call(client, ApiKey.CREATE_TOPICS, 7, timeout=10000, validate_only=False, topics=[
+        {"name": name, "num_partitions": 2, "replication_factor": 1, "assignments": [],
+         "configs": []}])
+    assert resp.topics[0].error_code == NONE
+    return name
+
+
+@pytest.mark.parametrize("version", versions(join_group))
+def test_join_group(client: WireClient, version: int) -> None:
+    resp = join(client, unique("join"), version)
+    assert resp.error_code == NONE
+    assert (resp.generation_id, resp.leader) == (1, resp.member_id)
+    assert resp.protocol_name == "range"
+    assert [(m.member_id, m.metadata) for m in resp.members] == [(resp.member_id, SUBSCRIPTION)]
+    if version >= 7:
+        assert resp.protocol_type == "consumer"
+    if version >= 9:
+        assert resp.skip_assignment is False
+
+
+def test_join_group_error_keeps_the_v0_protocol_name_non_null(client: WireClient) -> None:
+    resp = join(client, "", 0)  # an empty group id: INVALID_GROUP_ID, no protocol chosen
+    assert resp.error_code == ErrorCode.invalid_group_id
+    assert resp.protocol_name == ""
+
+
+@pytest.mark.parametrize("version", versions(sync_group))
+def test_sync_group(client: WireClient, version: int) -> None:
+    group = unique("sync")
+    member = join(client, group).member_id
+    resp = call(client, ApiKey.SYNC_GROUP, version, group_id=group, generation_id=1,
+                member_id=member, group_instance_id=None, protocol_type="consumer",
+                protocol_name="range", assignments=[{"member_id": member, "assignment": b"p"}])
+    assert (resp.error_code, resp.assignment) == (NONE, b"p")
+    if version >= 5:
+        assert (resp.protocol_type, resp.protocol_name) == ("consumer", "range")
+
+
+@pytest.mark.parametrize("version", versions(heartbeat))
+def test_heartbeat(client: WireClient, version: int) -> None:
+    group = unique("hb")
+    member = stable_member(client, group)
+    ask = dict(group_id=group, generation_id=1, group_instance_id=None)
+    assert call(client, ApiKey.HEARTBEAT, version, member_id=member, **ask).error_code == NONE
+    assert call(client, ApiKey.HEARTBEAT, version, member_id="nobody", **ask).error_code \
+        == ErrorCode.unknown_member_id
+
+
+@pytest.mark.parametrize("version", versions(leave_group))
+def test_leave_group(client: WireClient, version: int) -> None:
+    group = unique("leave")
+    member = stable_member(client, group)
+    if version < 3:
+        assert call(client, ApiKey.LEAVE_GROUP, version, group_id=group,
+                    member_id="nobody").error_code == ErrorCode.unknown_member_id
+        resp = call(client, ApiKey.LEAVE_GROUP, version, group_id=group, member_id=member)
+        assert resp.error_code == NONE
+    else:
+        resp = call(client, ApiKey.LEAVE_GROUP, version, group_id=group, members=[
+            {"member_id": "nobody", "group_instance_id": None, "reason": None},
+            {"member_id": member, "group_instance_id": None, "reason": "done"}])
+        assert resp.error_code == NONE
+        assert [(m.member_id, m.error_code) for m in resp.members] == [
+            ("nobody", ErrorCode.unknown_member_id), (member, NONE)]
+    left = call(client, ApiKey.HEARTBEAT, 4, group_id=group, generation_id=1, member_id=member,
+                group_instance_id=None)
+    assert left.error_code == ErrorCode.unknown_member_id
+
+
+@pytest.mark.parametrize("version", versions(offset_commit))
+def test_offset_commit_then_fetch(client: WireClient, topic: str, version: int) -> None:
+    group = unique("commit")
+    resp = call(client, ApiKey.OFFSET_COMMIT, version, group_id=group,
+                generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                retention_time=-1, topics=[
+                    {"name": topic, "partitions": [
+                        {"partition_index": i, "committed_offset": 10 + version + i,
+                         "committed_leader_epoch": -1, "committed_metadata": f"m{i}"}
+                        for i in (0, 1, 7)]},
+                    {"name": "no-such-topic", "partitions": [
+                        {"partition_index": 0, "committed_offset": 1,
+                         "committed_leader_epoch": -1, "committed_metadata": None}]}])
+    assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions])
+            for t in resp.topics] == [
+        (topic, [(0, NONE), (1, NONE), (7, ErrorCode.unknown_topic_or_partition)]),
+        ("no-such-topic", [(0, ErrorCode.unknown_topic_or_partition)])]
+    assert fetch_offsets(client, 8, group, topic) == {0: (10 + version, "m0"),
+                                                      1: (11 + version, "m1")}
+
+
+def fetch_offsets(c: WireClient, version: int, group: str, topic: str | None,
+                  partitions: tuple[int, ...] = (0, 1)) -> dict[int, tuple[int, str | None]]:
+    topics = None if topic is None else [{"name": topic, "partition_indexes": list(partitions)}]
+    if version >= 8:
+        resp = call(c, ApiKey.OFFSET_FETCH, version, require_stable=False,
+                    groups=[{"group_id": group, "topics": topics}])
+        (answer,) = resp.groups
+    else:
+        answer = resp = call(c, ApiKey.OFFSET_FETCH, version, group_id=group, topics=topics,
+                             require_stable=False)
+    if version >= 2:
+        assert answer.error_code == NONE
+    (t,) = answer.topics
+    assert all(p.error_code == NONE for p in t.partitions)
+    return {p.partition_index: (p.committed_offset, p.metadata) for p in t.partitions}
+
+
+@pytest.mark.parametrize("version", versions(offset_fetch))
+def test_offset_fetch(client: WireClient, topic: str, version: int) -> None:
+    group = unique("fetch")
+    call(client, ApiKey.OFFSET_COMMIT, 8, group_id=group, generation_id_or_member_epoch=-1,
+         member_id="", group_instance_id=None, topics=[{"name": topic, "partitions": [
+             {"partition_index": 1, "committed_offset": 42, "committed_leader_epoch": -1,
+              "committed_metadata": "meta"}]}])
+    assert fetch_offsets(client, version, group, topic) == {0: (-1, ""), 1: (42, "meta")}
+    if version >= 2:  # null topics: all of the group's offsets
+        assert fetch_offsets(client, version, group, None) == {1: (42, "meta")}
+
+
+def test_offset_fetch_v8_several_groups(client: WireClient, topic: str) -> None:
+    groups = [unique("fetch8"), "", unique("fetch8")]
+    resp = call(client, ApiKey.OFFSET_FETCH, 8, require_stable=False, groups=[
+        {"group_id": g, "topics": [{"name": topic, "partition_indexes": [0]}]} for g in groups])
+    assert [(g.group_id, g.error_code, g.topics[0].partitions[0].committed_offset)
+            for g in resp.groups] == [(g, NONE, -1) for g in groups]
+
+
+@pytest.mark.parametrize("version", versions(offset_delete))
+def test_offset_delete(client: WireClient, topic: str, version: int) -> None:
+    group = unique("odel")
+    call(client, ApiKey.OFFSET_COMMIT, 8, group_id=group, generation_id_or_member_epoch=-1,
+         member_id="", group_instance_id=None, topics=[{"name": topic, "partitions": [
+             {"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": -1,
+              "committed_metadata": None}]}])
+    resp = call(client, ApiKey.OFFSET_DELETE, version, group_id=group, topics=[
+        {"name": topic, "partitions": [{"partition_index": 0}, {"partition_index": 9}]}])
+    assert resp.error_code == NONE
+    assert [(p.partition_index, p.error_code) for p in resp.topics[0].partitions] == [
+        (0, NONE), (9, ErrorCode.unknown_topic_or_partition)]
+    missing = call(client, ApiKey.OFFSET_DELETE, version, group_id=unique("none"), topics=[])
+    assert (missing.error_code, missing.topics) == (ErrorCode.group_id_not_found, ())
+
+
+@pytest.mark.parametrize("version", versions(delete_groups))
+def test_delete_groups(client: WireClient, topic: str, version: int) -> None:
+    empty, busy, missing = unique("del"), unique("del"), unique("del")
+    call(client, ApiKey.OFFSET_COMMIT, 8, group_id=empty, generation_id_or_member_epoch=-1,
+         member_id="", group_instance_id=None, topics=[{"name": topic, "partitions": [
+             {"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": -1,
+              "committed_metadata": None}]}])
+    stable_member(client, busy)
+    resp = call(client, ApiKey.DELETE_GROUPS, version, groups_names=[empty, busy, missing])
+    assert [(r.group_id, r.error_code) for r in resp.results] == [
+        (empty, NONE), (busy, ErrorCode.non_empty_group),
+        (missing, ErrorCode.group_id_not_found)]
+    assert fetch_offsets(client, 8, empty, topic, (0,)) == {0: (-1, "")}
+
+
+@pytest.mark.parametrize("version", versions(find_coordinator))
+def test_find_coordinator(client: WireClient, version: int) -> None:
+    if version >= 4:
+        resp = call(client, ApiKey.FIND_COORDINATOR, version, key_type=0,
+                    coordinator_keys=["a", "b"])
+        assert [(c.key, c.error_code, c.node_id) for c in resp.coordinators] == [
+            ("a", NONE, 0), ("b", NONE, 0)]
+        assert all(c.port > 0 and c.host for c in resp.coordinators)
+        return
+    resp = call(client, ApiKey.FIND_COORDINATOR, version, key="g", key_type=0)
+    assert (resp.error_code, resp.node_id) == (NONE, 0)
+    assert resp.port > 0 and resp.host
+    if version >= 1:
+        refused = call(client, ApiKey.FIND_COORDINATOR, version, key="t", key_type=1)
+        assert (refused.error_code, refused.node_id, refused.port) == (
+            ErrorCode.invalid_request, -1, -1)
+        assert refused.error_message
