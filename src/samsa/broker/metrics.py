@@ -195,6 +195,8 @@ class BrokerMetrics:
 
     def _group_metrics(self, broker: Broker, coordinator: Coordinator) -> Iterator[Metric]:
         by_state = GaugeMetricFamily("samsa_groups", "Groups per state", labels=["state"])
+        by_type = GaugeMetricFamily("samsa_groups_by_type",
+                                    "Groups per type (classic, consumer)", labels=["type"])
         members = GaugeMetricFamily("samsa_group_members", "Members per group",
                                     labels=["group"])
         generation = GaugeMetricFamily("samsa_group_generation", "Generation per group",
@@ -209,9 +211,11 @@ class BrokerMetrics:
                                 "Log end offset minus committed offset per group and partition",
                                 labels=["group", "topic", "partition"])
         counts = dict.fromkeys(GROUP_STATES, 0)
+        types = {"classic": 0, "consumer": 0}
         for group in coordinator.group_summaries():
             gid, state = group.group_id, group.state.value
             counts[state] = counts.get(state, 0) + 1
+            types[group.group_type] = types.get(group.group_type, 0) + 1
             members.add_metric([gid], group.members)
             generation.add_metric([gid], group.generation)
             info.add_metric([gid, state, group.protocol_type, group.protocol, group.leader], 1)
@@ -223,7 +227,9 @@ class BrokerMetrics:
                     lag.add_metric(labels, part.log.log_end_offset - offset.offset)
         for state, n in counts.items():
             by_state.add_metric([state], n)
-        yield from (by_state, members, generation, info, committed, lag)
+        for kind, n in types.items():
+            by_type.add_metric([kind], n)
+        yield from (by_state, by_type, members, generation, info, committed, lag)
 
     def registry(self) -> CollectorRegistry:
         registry = CollectorRegistry(auto_describe=False)
