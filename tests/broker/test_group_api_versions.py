@@ -16,10 +16,12 @@ from kio.schema.errors import ErrorCode
 
 from samsa.broker.handlers import (
     delete_groups,
+    describe_groups,
     find_coordinator,
     heartbeat,
     join_group,
     leave_group,
+    list_groups,
     offset_commit,
     offset_delete,
     offset_fetch,
@@ -254,3 +256,40 @@ def test_find_coordinator(client: WireClient, version: int) -> None:
         assert (refused.error_code, refused.node_id, refused.port) == (
             ErrorCode.invalid_request, -1, -1)
         assert refused.error_message
+
+
+@pytest.mark.parametrize("version", versions(describe_groups))
+def test_describe_groups(client: WireClient, version: int) -> None:
+    group = unique("desc")
+    member = stable_member(client, group)
+    resp = call(client, ApiKey.DESCRIBE_GROUPS, version, groups=[group, unique("none")],
+                include_authorized_operations=True)
+    found, missing = resp.groups
+    assert (found.error_code, found.group_id, found.group_state, found.protocol_type,
+            found.protocol_data) == (NONE, group, "Stable", "consumer", "range")
+    (m,) = found.members
+    assert (m.member_id, m.client_id, m.member_metadata, m.member_assignment) == (
+        member, "wire-test", SUBSCRIPTION, b"plan")
+    assert m.client_host.startswith("/127.0.0.1")
+    assert (missing.error_code, missing.group_state, missing.members) == (NONE, "Dead", ())
+    if version >= 3:
+        assert found.authorized_operations == -2147483648
+    if version >= 4:
+        assert m.group_instance_id is None
+
+
+@pytest.mark.parametrize("version", versions(list_groups))
+def test_list_groups(client: WireClient, version: int) -> None:
+    group = unique("list")
+    stable_member(client, group)
+    resp = call(client, ApiKey.LIST_GROUPS, version, states_filter=[], types_filter=[])
+    assert resp.error_code == NONE
+    (listed,) = [g for g in resp.groups if g.group_id == group]
+    assert listed.protocol_type == "consumer"
+    if version >= 4:
+        assert listed.group_state == "Stable"
+        empty = call(client, ApiKey.LIST_GROUPS, version, states_filter=["Empty"],
+                     types_filter=[])
+        assert group not in {g.group_id for g in empty.groups}
+    if version >= 5:
+        assert listed.group_type == "classic"
