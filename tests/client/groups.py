@@ -7,6 +7,7 @@ from typing import Any
 
 from samsa import TopicPartition
 from samsa.client import Admin, Consumer
+from samsa.client.member import MemberStatus
 from tests.brokerproc import BrokerProcess
 from tests.client.runner import Runner
 
@@ -19,6 +20,13 @@ def make(broker: BrokerProcess, group: str, **kw: Any) -> Consumer:
         "metadata_max_age_ms": 500}
     config.update(kw)
     return Consumer(**config)
+
+
+def status(consumer: Consumer) -> MemberStatus:
+    """The group status of a consumer with a group_id."""
+    got = consumer.group_status()
+    assert got is not None
+    return got
 
 
 def split_ok(runners: Sequence[Runner], partitions: set[TopicPartition]) -> bool:
@@ -40,17 +48,15 @@ def describe(runners: Sequence[Runner]) -> list[Any]:
             out.append((g.state, [(m.member_id[-6:], m.client_id, sorted(m.assignment))
                                   for m in g.members]))
     for r in runners:
-        coord = r.consumer._coordinator
-        assert coord is not None
-        out.append({"member": r.consumer.member_id[-6:], "state": r.consumer.member_state,
-                    "gen": r.consumer.generation,
+        s = status(r.consumer)
+        out.append({"member": s.member_id[-6:], "state": s.state, "gen": s.generation,
                     "assignment": sorted(r.assignment), "error": repr(r.error),
-                    "history": coord.machine.history[-8:],
-                    "coordinator": coord.machine.coordinator,
-                    "hb_in_flight": coord.machine.heartbeat_in_flight,
-                    "since_hb_ok": coord._now() - coord.machine.last_heartbeat_ok,
-                    "hb_thread": coord._hb_thread is not None and coord._hb_thread.is_alive(),
-                    "net_thread": r.consumer._net._thread.is_alive(),
+                    "history": s.history[-8:],
+                    "coordinator": s.coordinator,
+                    "hb_in_flight": s.heartbeat_in_flight,
+                    "since_hb_ok": s.since_heartbeat_ok_ms,
+                    "hb_thread": s.heartbeat_thread_alive,
+                    "net_thread": r.consumer.network_alive,
                     "runner_alive": r.is_alive()})
     return out
 

@@ -1,8 +1,9 @@
-"""TCP proxies in front of a broker, for fault injection in client tests.
+"""A TCP proxy in front of a broker: the fault hook of client tests.
 
-:class:`FaultProxy` passes Kafka frames through and lets a test answer, delay, drop or cut
-chosen requests by API key. :class:`DropOnceProxy` swallows one response once.
-Responses reach the client in request order, as on a real connection, whatever is injected.
+:class:`FaultProxy` passes Kafka frames through and lets a test answer, delay, drop, swallow
+or refuse chosen requests by API key (:class:`~samsa.protocol.api_keys.ApiKey`), instead of
+reaching into the client. Responses reach the client in request order, as on a real
+connection, whatever is injected.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import build
 from samsa.protocol.codec import Request, decode_request, encode_response, response_class
 
@@ -70,11 +72,17 @@ class Drop:
 
 
 @dataclass(frozen=True)
+class Swallow:
+    """Never forward the request nor answer it, as a hung broker: the client's request
+    timeout closes the connection. The responses owed after it are held too."""
+
+
+@dataclass(frozen=True)
 class Close:
-    """Close the client's connection when the request arrives, without forwarding it."""
+    """Refuse the request: close the client's connection when it arrives, unforwarded."""
 
 
-Fault = Answer | Delay | Drop | Close
+Fault = Answer | Delay | Drop | Swallow | Close
 Rule = Fault | Callable[[Request], "Fault | None"] | None
 """A fault, a function of the decoded request choosing one (None: pass through), or None."""
 
@@ -85,7 +93,7 @@ def error_answer(code: int) -> Callable[[Request], Fault]:
 
     def rule(req: Request) -> Fault:
         cls = response_class(req.api_key, req.api_version)
-        if req.api_key == 8:  # OffsetCommit: errors per partition
+        if req.api_key == ApiKey.OFFSET_COMMIT:  # errors per partition
             data: dict[str, Any] = {"topics": [
                 {"name": t.name, "partitions": [
                     {"partition_index": p.partition_index, "error_code": code}
@@ -136,12 +144,15 @@ class FaultProxy:
 
     ``inject(api, f1, f2, ...)`` applies ``f1`` to the next request of ``api``, ``f2`` to
     the one after, and so on; ``always(api, rule)`` applies ``rule`` to every request of
-    ``api`` until it is cleared with ``always(api, None)``. ``seen[api]`` counts requests.
+    ``api`` until it is cleared with ``always(api, None)``. ``seen[api]`` counts requests,
+    ``pending(api)`` the injected faults not used yet, and ``fired`` lists the faults
+    applied, in order, as ``(api, fault)``.
     """
 
     def __init__(self) -> None:
         self.target: tuple[str, int] | None = None
         self.seen: collections.Counter[int] = collections.Counter()
+        self.fired: list[tuple[ApiKey, Fault]] = []
         self._once: dict[int, collections.deque[Rule]] = collections.defaultdict(
             collections.deque)
         self._always: dict[int, Rule] = {}
@@ -182,6 +193,11 @@ class FaultProxy:
                 self._always.pop(api_key, None)
             else:
                 self._always[api_key] = rule
+
+    def pending(self, api_key: int) -> int:
+        """How many faults injected for ``api_key`` have not met their request yet."""
+        with self._lock:
+            return len(self._once.get(api_key, ()))
 
     def cut(self) -> None:
         """Close every client connection now (clients reconnect through the proxy)."""
@@ -225,13 +241,20 @@ class FaultProxy:
                 api, version, corr = struct.unpack_from(">hhi", frame, 4)
                 rule = self._rule_for(api)
                 request = None
-                if callable(rule) or api == 0:
+                if callable(rule) or api == ApiKey.PRODUCE:
                     request = decode_request(frame[4:], {api: (version, version)})
                 fault = rule(request) if callable(rule) and request is not None else rule
+                if fault is not None:
+                    with self._lock:
+                        self.fired.append((ApiKey(api), fault))
                 if isinstance(fault, Close):
                     break
-                expects = request is None or not (api == 0 and int(request.body.acks) == 0)
+                expects = request is None or not (api == ApiKey.PRODUCE and
+                                                  int(request.body.acks) == 0)
                 with link.cond:
+                    if isinstance(fault, Swallow):
+                        link.slots.append(_Slot(corr))  # never ready: holds later responses
+                        continue
                     if isinstance(fault, Answer):
                         slot = _Slot(corr)
                         slot.frame = encode_response(corr, fault.response)
@@ -284,63 +307,3 @@ class FaultProxy:
             except OSError:
                 link.cut()
                 return
-
-
-class DropOnceProxy:
-    """Forwards 127.0.0.1:port to ``target``; drops the first ``drop_api`` response once.
-
-    When the response arrives the proxy closes the client's connection instead of passing it
-    on: the request was applied by the broker but the client never learns it.
-    """
-
-    def __init__(self, drop_api: int = 0) -> None:
-        self.drop_api = drop_api
-        self.target: tuple[str, int] | None = None
-        self.dropped = 0
-        self.listener = socket.socket()
-        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(16)
-        self.port = self.listener.getsockname()[1]
-        self._closed = False
-
-    def start(self, target: tuple[str, int]) -> None:
-        self.target = target
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def close(self) -> None:
-        self._closed = True
-        self.listener.close()
-
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            assert self.target is not None
-            upstream = socket.create_connection(self.target)
-            watched: set[int] = set()
-            threading.Thread(target=self._up, args=(client, upstream, watched),
-                             daemon=True).start()
-            threading.Thread(target=self._down, args=(upstream, client, watched),
-                             daemon=True).start()
-
-    def _up(self, src: socket.socket, dst: socket.socket, watched: set[int]) -> None:
-        with contextlib.suppress(OSError):
-            while (frame := read_frame(src)) is not None:
-                api, _, corr = struct.unpack_from(">hhi", frame, 4)
-                if api == self.drop_api and not self.dropped:
-                    watched.add(corr)
-                dst.sendall(frame)
-        shut(src, dst)
-
-    def _down(self, src: socket.socket, dst: socket.socket, watched: set[int]) -> None:
-        with contextlib.suppress(OSError):
-            while (frame := read_frame(src)) is not None:
-                (corr,) = struct.unpack_from(">i", frame, 4)
-                if corr in watched and not self.dropped:
-                    self.dropped += 1
-                    break
-                dst.sendall(frame)
-        shut(src, dst)

@@ -81,7 +81,4 @@ class Runner(threading.Thread):
         self.stopped.set()
         self.consumer.wakeup()
         self.join(30)
-        coord = self.consumer._coordinator
-        assert coord is not None
-        coord._closed.set()
-        self.consumer._net.close()
+        self.consumer.close(autocommit=False, leave_group=False)

@@ -11,7 +11,7 @@ import pytest
 
 from samsa import TopicPartition
 from samsa.client import Admin, CommitFailedError, Consumer, KafkaError, Producer
-from samsa.client.net import ApiKey
+from samsa.protocol.api_keys import ApiKey
 from tests.brokerproc import BrokerProcess
 from tests.client.groups import all_tps
 from tests.client.proxy import FaultProxy, error_answer
@@ -106,10 +106,7 @@ def test_commit_async_callback_runs_in_poll(broker: BrokerProcess, admin: Admin,
 
 def remove_member(admin: Admin, group: str, member_id: str) -> None:
     """Remove a member as an administrator would (LeaveGroup on its behalf)."""
-    resp = admin._group_call(group, ApiKey.LEAVE_GROUP, {
-        "group_id": group, "member_id": member_id,
-        "members": [{"member_id": member_id, "group_instance_id": None, "reason": "test"}]})
-    assert int(resp.error_code) == 0 and int(resp.members[0].error_code) == 0
+    admin.remove_group_members(group, [member_id], reason="test")
 
 
 def test_commit_fails_after_the_member_was_removed(broker: BrokerProcess, admin: Admin,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -12,9 +11,11 @@ import pytest
 from samsa import TopicPartition
 from samsa.assignors import PartitionAssignor, Subscription
 from samsa.client import Admin, FencedInstanceIdError, Producer
+from samsa.protocol.api_keys import ApiKey
 from tests.brokerproc import BrokerProcess
 from tests.client.conftest import wait_until
-from tests.client.groups import all_tps, describe, make, split_ok
+from tests.client.groups import all_tps, describe, make, split_ok, status
+from tests.client.proxy import Close, FaultProxy
 from tests.client.runner import Runner
 
 pytestmark = pytest.mark.slow
@@ -221,25 +222,27 @@ def test_wakeup_during_group_poll(broker: BrokerProcess, topic: Callable[[int], 
             c.poll(30_000)
 
 
-def test_coordinator_connection_loss_keeps_membership(broker: BrokerProcess,
-                                                      topic: Callable[[int], str], group: str,
-                                                      runners: list[Runner]) -> None:
-    t = topic(2)
-    r = Runner(make(broker, group), [t])
+def test_coordinator_connection_loss_keeps_membership(
+        proxied: tuple[BrokerProcess, FaultProxy], group: str, runners: list[Runner]) -> None:
+    proc, proxy = proxied
+    with Admin(bootstrap_servers=proc.bootstrap) as admin:
+        admin.create_topics({"loss": 2})
+    r = Runner(make(proc, group, bootstrap_servers=proxy.address), ["loss"])
     runners.append(r)
     r.start()
-    wait_until(lambda: split_ok([r], all_tps(t, 2)))
-    coord = r.consumer._coordinator
-    assert coord is not None
+    wait_until(lambda: split_ok([r], all_tps("loss", 2)))
     generation = r.consumer.generation
-    for _ in range(5):  # drop the coordinator connection repeatedly, heartbeats in flight
-        coord.net.disconnect(("coordinator", coord.machine.coordinator))
-        time.sleep(0.3)
-    wait_until(lambda: coord.machine.coordinator is not None and
-               coord._now() - coord.machine.last_heartbeat_ok < 500 and r.stable(),
-               describe=lambda: describe([r]))
+    # Drop the coordinator connection five times, each with a heartbeat in flight.
+    proxy.inject(ApiKey.HEARTBEAT, *[Close()] * 5)
+    wait_until(lambda: proxy.pending(ApiKey.HEARTBEAT) == 0, describe=lambda: describe([r]))
+
+    def recovered() -> bool:
+        s = status(r.consumer)
+        return s.coordinator is not None and s.since_heartbeat_ok_ms < 500 and r.stable()
+
+    wait_until(recovered, describe=lambda: describe([r]))
     assert r.consumer.generation == generation  # no rebalance: same member, same generation
-    assert r.assignment == all_tps(t, 2)
+    assert r.assignment == all_tps("loss", 2)
 
 
 def test_wakeup_during_a_parked_join_resumes_it(broker: BrokerProcess,

@@ -11,10 +11,10 @@ import pytest
 from samsa import TopicPartition
 from samsa.assignors import PartitionAssignor, Subscription
 from samsa.client import Admin, Consumer
-from samsa.client.net import ApiKey
+from samsa.protocol.api_keys import ApiKey
 from tests.brokerproc import BrokerProcess
 from tests.client.conftest import wait_until
-from tests.client.groups import all_tps, describe, make, split_ok
+from tests.client.groups import all_tps, describe, make, split_ok, status
 from tests.client.proxy import Close, FaultProxy
 from tests.client.runner import Runner
 
@@ -41,17 +41,16 @@ def test_lost_coordinator_is_found_again_without_poll(
                     break
             member, generation = c.member_id, c.generation
             assert member and generation >= 0
-            coord = c._coordinator
-            assert coord is not None
             # The application now processes a long batch: no poll() from here on.
             proxy.inject(ApiKey.HEARTBEAT, Close())  # the coordinator connection drops
-            wait_until(lambda: any("coordinator lost" in h for h in coord.machine.history))
+            wait_until(lambda: any("coordinator lost" in h for h in status(c).history))
             time.sleep(3 * SESSION_MS / 1000)
             g = admin.describe_groups([group])[group]
+            after = status(c)
             assert (g.state, [m.member_id for m in g.members]) == ("Stable", [member]), \
-                coord.machine.history[-6:]
-            assert coord.machine.coordinator is not None
-            assert coord._now() - coord.machine.last_heartbeat_ok < SESSION_MS
+                after.history[-6:]
+            assert after.coordinator is not None
+            assert after.since_heartbeat_ok_ms < SESSION_MS
             c.poll(100)  # back from the batch: same member, same generation, no rebalance
             assert (c.member_id, c.generation, c.member_state) == (member, generation, "STABLE")
             assert not c.rejoin_pending

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Producer as CkProducer
 
 from samsa import TopicPartition
 from samsa.client import Consumer, KafkaError, Producer, RecordMetadata
+from samsa.protocol.api_keys import ApiKey
 from tests.brokerproc import BrokerProcess
-from tests.client.proxy import DropOnceProxy
-from tests.conftest import FAST_GROUPS
+from tests.client.proxy import Drop, FaultProxy
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int, n: int) -> list:
@@ -81,43 +80,34 @@ def test_acks_zero_delivers(broker: BrokerProcess, topic: Callable[[int], str]) 
     assert len(consume_all(broker.bootstrap, t, 1, 30)) == 30
 
 
-@pytest.fixture
-def proxied_broker(tmp_path: Path) -> Iterator[tuple[BrokerProcess, DropOnceProxy]]:
-    proxy = DropOnceProxy(drop_api=0)
-    proc = BrokerProcess(tmp_path / "data", {**FAST_GROUPS, "advertised.port": str(proxy.port)})
-    proc.start()
-    proxy.start(("127.0.0.1", proc.port))
-    yield proc, proxy
-    proxy.close()
-    proc.stop()
-
-
 def test_idempotent_retry_after_lost_response_does_not_duplicate(
-        proxied_broker: tuple[BrokerProcess, DropOnceProxy]) -> None:
-    proc, proxy = proxied_broker
-    bootstrap = f"127.0.0.1:{proxy.port}"
+        proxied: tuple[BrokerProcess, FaultProxy]) -> None:
+    proc, proxy = proxied
+    proxy.inject(ApiKey.PRODUCE, Drop())  # the first Produce is applied, its answer lost
+    bootstrap = proxy.address
     with Producer(bootstrap_servers=bootstrap, linger_ms=0, retry_backoff_ms=50,
                   request_timeout_ms=5000) as p:
         futures = [p.send("idem", value=b"%d" % i, partition=0) for i in range(50)]
         assert p.flush(30) == 0
         offsets = [f.result(1).offset for f in futures]
-    assert proxy.dropped == 1, "the proxy must have swallowed one Produce response"
+    assert proxy.fired == [(ApiKey.PRODUCE, Drop())], "one Produce response must be lost"
     records = consume_all(proc.bootstrap, "idem", 1, 50)
     assert [r.value for r in records] == [b"%d" % i for i in range(50)]
     assert [o for o in offsets if o >= 0] == sorted(o for o in offsets if o >= 0)
 
 
 def test_non_idempotent_retry_duplicates_control(
-        proxied_broker: tuple[BrokerProcess, DropOnceProxy]) -> None:
+        proxied: tuple[BrokerProcess, FaultProxy]) -> None:
     """Control for the test above: without idempotence the same fault duplicates."""
-    proc, proxy = proxied_broker
-    bootstrap = f"127.0.0.1:{proxy.port}"
+    proc, proxy = proxied
+    proxy.inject(ApiKey.PRODUCE, Drop())
+    bootstrap = proxy.address
     with Producer(bootstrap_servers=bootstrap, linger_ms=0, enable_idempotence=False,
                   max_in_flight_requests_per_connection=1, retry_backoff_ms=50) as p:
         for i in range(10):
             p.send("plain", value=b"%d" % i, partition=0)
         assert p.flush(30) == 0
-    assert proxy.dropped == 1
+    assert proxy.fired == [(ApiKey.PRODUCE, Drop())]
     records = consume_all(proc.bootstrap, "plain", 1, 11)
     assert len(records) > 10
 

@@ -1,8 +1,8 @@
 """samsa's Python client: Consumer, Producer and Admin (see ``docs/client.md``)."""
 
 from samsa.client.admin import Admin
+from samsa.client.commits import OffsetAndMetadata
 from samsa.client.consumer import Consumer, ConsumerRebalanceListener
-from samsa.client.coordinator import OffsetAndMetadata
 from samsa.client.errors import (
     CommitFailedError,
     FencedInstanceIdError,

@@ -9,6 +9,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from samsa import TopicPartition
 from samsa.assignors import decode_assignment, decode_subscription
 from samsa.client.errors import KafkaTimeoutError, error_for
@@ -50,6 +52,9 @@ class MemberDescription:
     topics: tuple[str, ...]
     """Subscribed topics (decoded consumer-protocol metadata; empty for other types)."""
     assignment: tuple[TopicPartition, ...]
+    #: consumer groups (KIP-848) only: the member's epoch and its target assignment
+    member_epoch: int = -1
+    target_assignment: tuple[TopicPartition, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -58,8 +63,13 @@ class GroupDescription:
     state: str
     protocol_type: str
     protocol: str
+    """The classic protocol chosen, or a consumer group's server-side assignor."""
     members: tuple[MemberDescription, ...]
     error_code: int = 0
+    group_type: str = "classic"
+    #: consumer groups only: the group epoch and the target assignment's epoch
+    group_epoch: int = -1
+    assignment_epoch: int = -1
 
 
 class Admin:
@@ -71,6 +81,7 @@ class Admin:
         self.timeout_ms = request_timeout_ms
         self._net = NetworkClient(self.client_id, request_timeout_ms)
         self._metadata = Metadata(self._net, bootstrap_servers)
+        self._consumer_describe: int | None = None  # ConsumerGroupDescribe version, -1: none
 
     def close(self) -> None:
         self._net.close()
@@ -273,10 +284,53 @@ class Admin:
             raise error_for(int(resp.error_code), "ListGroups")
         return {g.group_id: getattr(g, "group_state", "") for g in resp.groups}
 
+    def _consumer_describe_version(self) -> int:
+        """The ConsumerGroupDescribe version to use (-1 when the broker has none)."""
+        if self._consumer_describe is None:
+            resp = self._any(ApiKey.API_VERSIONS, {"client_software_name": "samsa",
+                                                   "client_software_version": "0"})
+            ranges = {int(k.api_key): int(k.max_version) for k in resp.api_keys}
+            top = ranges.get(ApiKey.CONSUMER_GROUP_DESCRIBE)
+            self._consumer_describe = -1 if top is None else min(top, 1)
+        return self._consumer_describe
+
+    def _describe_consumer_group(self, gid: str) -> GroupDescription | None:
+        """A KIP-848 group by ConsumerGroupDescribe; None for a classic group (the broker
+        answers GROUP_ID_NOT_FOUND) or a broker without the API, as Kafka's admin does."""
+        version = self._consumer_describe_version()
+        if version < 0:
+            return None
+        resp = self._group_call(gid, ApiKey.CONSUMER_GROUP_DESCRIBE, {
+            "__version__": version, "group_ids": [gid], "include_authorized_operations": False},
+            lambda r: int(r.groups[0].error_code))
+        g = resp.groups[0]
+        code = int(g.error_code)
+        if code == ErrorCode.group_id_not_found:  # not a consumer group
+            return None
+
+        def tps(assignment: Any) -> tuple[TopicPartition, ...]:
+            return tuple(sorted(TopicPartition(t.topic_name, int(p))
+                                for t in assignment.topic_partitions for p in t.partitions))
+
+        members = tuple(MemberDescription(
+            m.member_id, m.instance_id, m.client_id, m.client_host,
+            tuple(m.subscribed_topic_names), tps(m.assignment), int(m.member_epoch),
+            tps(m.target_assignment)) for m in g.members)
+        return GroupDescription(g.group_id, g.group_state, "consumer", g.assignor_name,
+                                members, code, "consumer", int(g.group_epoch),
+                                int(g.assignment_epoch))
+
     def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
-        """Describe groups; consumer-protocol members are decoded (topics, assignment)."""
+        """Describe groups; consumer-protocol members are decoded (topics, assignment).
+
+        KIP-848 consumer groups come from ConsumerGroupDescribe (type ``consumer``, group
+        and member epochs, target assignments); classic groups from DescribeGroups."""
         out = {}
         for gid in group_ids:
+            modern = self._describe_consumer_group(gid)
+            if modern is not None:
+                out[gid] = modern
+                continue
             resp = self._group_call(gid, ApiKey.DESCRIBE_GROUPS,
                                     {"groups": [gid], "include_authorized_operations": False},
                                     lambda r: int(r.groups[0].error_code))
@@ -307,6 +361,19 @@ class Admin:
             code = int(resp.results[0].error_code)
             if code:
                 raise error_for(code, f"delete group {gid}")
+
+    def remove_group_members(self, group_id: str, member_ids: Iterable[str],
+                             reason: str = "removed by an administrator") -> None:
+        """Remove dynamic members from a group, as if each had left (LeaveGroup v3+ on their
+        behalf); their next heartbeat or commit fails with UNKNOWN_MEMBER_ID."""
+        members = [{"member_id": m, "group_instance_id": None, "reason": reason}
+                   for m in member_ids]
+        resp = self._group_call(group_id, ApiKey.LEAVE_GROUP, {
+            "group_id": group_id, "member_id": "", "members": members})
+        codes = [int(resp.error_code)] + [int(m.error_code) for m in resp.members]
+        code = next((c for c in codes if c), 0)
+        if code:
+            raise error_for(code, f"remove members of {group_id}")
 
     def list_consumer_group_offsets(self, group_id: str,
                                     partitions: Iterable[TopicPartition] | None = None

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import itertools
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from samsa import TopicPartition
 from samsa.assignors import Assignor, RebalanceProtocol, resolve_assignor
-from samsa.client.coordinator import ConsumerCoordinator, OffsetAndMetadata
+from samsa.client.clock import SYSTEM_CLOCK, Clock
+from samsa.client.coordinator import ConsumerCoordinator, MemberStatus, OffsetAndMetadata
 from samsa.client.errors import (
     IllegalStateError,
     KafkaError,
@@ -22,7 +22,7 @@ from samsa.client.errors import (
 )
 from samsa.client.fetcher import FetchConfig, Fetcher
 from samsa.client.future import Future
-from samsa.client.membership import MembershipConfig
+from samsa.client.membership import NO_GENERATION, NO_MEMBER_ID, MembershipConfig
 from samsa.client.metadata import Metadata
 from samsa.client.net import NetworkClient
 from samsa.client.offsets import EARLIEST, LATEST, list_offsets
@@ -80,7 +80,8 @@ class ConsumerRebalanceListener:
 class Consumer:
     """Consume records from topics or partitions, as a member of a group or on its own."""
 
-    def __init__(self, *topics: str, **configs: Any) -> None:
+    def __init__(self, *topics: str, clock: Clock = SYSTEM_CLOCK, **configs: Any) -> None:
+        """``clock``: every timeout and pause of the consumer (tests pass a fake one)."""
         unknown = set(configs) - set(DEFAULTS)
         if unknown:
             raise TypeError(f"unknown consumer config {sorted(unknown)}")
@@ -89,6 +90,7 @@ class Consumer:
         if c["auto_offset_reset"] not in ("earliest", "latest", "none"):
             raise ValueError("auto_offset_reset must be earliest, latest or none")
         self.client_id = c["client_id"] or f"samsa-consumer-{next(_ids)}"
+        self._clock = clock
         self._net = NetworkClient(self.client_id, c["request_timeout_ms"],
                                   c["reconnect_backoff_ms"])
         self._metadata = Metadata(self._net, c["bootstrap_servers"], c["retry_backoff_ms"])
@@ -122,8 +124,8 @@ class Consumer:
                 self._assignors, client_id=self.client_id,
                 auto_commit=bool(c["enable_auto_commit"]),
                 auto_commit_interval_ms=c["auto_commit_interval_ms"], rack=c["client_rack"],
-                wakeup_flag=self._take_wakeup)
-            self._coordinator.on_assignment_changed = self._fetcher.clear
+                wakeup_flag=self._take_wakeup, on_assignment_changed=self._fetcher.clear,
+                clock=clock)
         self._next_metadata = 0.0
         if topics:
             self.subscribe(topics)
@@ -145,8 +147,7 @@ class Consumer:
         else:
             self._metadata.refresh(self._subs.topics)
         if changed:
-            with self._coordinator.lock:
-                self._coordinator.machine.request_rejoin("subscription changed")
+            self._coordinator.request_rejoin("subscription changed")
 
     def subscription(self) -> set[str]:
         return set(self._subs.topics)
@@ -184,7 +185,7 @@ class Consumer:
         if self._subs.type == SubscriptionType.NONE:
             raise IllegalStateError("not subscribed to any topic or assigned any partition")
         max_records = max_records or self.config["max_poll_records"]
-        deadline = time.monotonic() + timeout_ms / 1000
+        deadline = self._clock.now() + timeout_ms / 1000
         while True:
             self._check_wakeup()
             self._run_async_callbacks()
@@ -198,12 +199,12 @@ class Consumer:
                 self._fetcher.send_fetches()  # pipelining: next fetch before returning
                 return self._deserialize(records)
             self._fetcher.send_fetches()
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self._clock.now()
             if remaining <= 0:
                 return []
             with self._cond:
                 if not self._fetcher.has_completed() and not self._wakeup:
-                    self._cond.wait(min(remaining, 0.1))
+                    self._clock.wait(self._cond, min(remaining, 0.1))
 
     def _deserialize(self, records: list[ConsumerRecord]) -> list[ConsumerRecord]:
         kd, vd = self.config["key_deserializer"], self.config["value_deserializer"]
@@ -218,12 +219,13 @@ class Consumer:
 
     def __next__(self) -> ConsumerRecord:
         timeout = self.config["consumer_timeout_ms"]
-        deadline = time.monotonic() + timeout / 1000 if timeout != float("inf") else None
+        now = self._clock.now
+        deadline = now() + timeout / 1000 if timeout != float("inf") else None
         while not self._iter_buffer:
-            wait = 1000.0 if deadline is None else max(0.0, (deadline - time.monotonic()) * 1000)
+            wait = 1000.0 if deadline is None else max(0.0, (deadline - now()) * 1000)
             self._iter_buffer = self.poll(min(wait, 1000.0))
             self._iter_buffer.reverse()
-            if not self._iter_buffer and deadline is not None and time.monotonic() >= deadline:
+            if not self._iter_buffer and deadline is not None and now() >= deadline:
                 raise StopIteration
         return self._iter_buffer.pop()
 
@@ -250,7 +252,7 @@ class Consumer:
             self._cond.notify_all()
 
     def _maybe_refresh_metadata(self) -> None:
-        now = time.monotonic()
+        now = self._clock.now()
         if not self._fetcher.metadata_stale and now < self._next_metadata:
             return
         self._fetcher.metadata_stale = False
@@ -270,7 +272,7 @@ class Consumer:
         """Committed offsets, then ``auto_offset_reset``, for partitions without a position."""
         missing = [tp for tp in self._subs.missing_positions()
                    if self._subs.assignment[tp].reset is None]
-        timeout = max(1.0, deadline - time.monotonic())
+        timeout = max(1.0, deadline - self._clock.now())
         if missing and self._coordinator is not None:
             committed = self._coordinator.fetch_committed(
                 missing, max(timeout, self.config["default_api_timeout_ms"] / 1000))
@@ -311,7 +313,8 @@ class Consumer:
         """Offset of the next record ``poll`` returns for ``partition``."""
         st = self._subs.state(partition)
         if st.position is None:
-            self._update_positions(time.monotonic() + self.config["default_api_timeout_ms"] / 1000)
+            self._update_positions(self._clock.now() +
+                                   self.config["default_api_timeout_ms"] / 1000)
         assert st.position is not None
         return st.position
 
@@ -407,8 +410,8 @@ class Consumer:
         """Commit without waiting; ``callback(offsets, exception)`` runs in a later poll."""
         group = self._group()
         data = self._subs.consumed() if offsets is None else self._offsets(offsets)
-        if group.machine.coordinator is None:
-            group.ensure_coordinator(time.monotonic() + 5)
+        if not group.coordinator_known:
+            group.ensure_coordinator(self._clock.now() + 5)
         fut = group.send_commit(data)
         if callback is not None:
             fut.add_done_callback(
@@ -438,14 +441,18 @@ class Consumer:
 
     # ---- lifecycle ----------------------------------------------------------------------
 
-    def close(self, autocommit: bool = True) -> None:
-        """Commit (if auto-commit is on), leave the group and close connections."""
+    def close(self, autocommit: bool = True, leave_group: bool = True) -> None:
+        """Commit (if auto-commit is on), leave the group and close connections.
+
+        ``leave_group=False`` closes without LeaveGroup (Kafka's ``REMAIN_IN_GROUP``, KIP-1092):
+        the group keeps the member, and its partitions, until its session times out.
+        """
         if self._closed:
             return
         self._closed = True
         try:
             if self._coordinator is not None:
-                self._coordinator.close(commit=autocommit)
+                self._coordinator.close(commit=autocommit, leave_group=leave_group)
             self._run_async_callbacks()
         finally:
             self._net.close()
@@ -463,20 +470,29 @@ class Consumer:
     @property
     def member_state(self) -> str:
         """UNJOINED, REBALANCING or STABLE (for tools and tests)."""
-        return "UNJOINED" if self._coordinator is None else \
-            self._coordinator.machine.state.value
+        return "UNJOINED" if self._coordinator is None else self._coordinator.state
 
     @property
     def member_id(self) -> str:
-        return "" if self._coordinator is None else self._coordinator.machine.member_id
+        return NO_MEMBER_ID if self._coordinator is None else self._coordinator.member_id
 
     @property
     def generation(self) -> int:
-        return -1 if self._coordinator is None else self._coordinator.machine.generation
+        return NO_GENERATION if self._coordinator is None else self._coordinator.generation
 
     @property
     def rejoin_pending(self) -> bool:
         """True while the member still has to (re)join: not yet settled in its generation."""
-        return self._coordinator is not None and self._coordinator.machine.needs_rejoin()
+        return self._coordinator is not None and self._coordinator.needs_rejoin()
+
+    def group_status(self) -> MemberStatus | None:
+        """A snapshot of the group member (None without a ``group_id``): coordinator,
+        heartbeats, recent history. For tools, logs and tests."""
+        return None if self._coordinator is None else self._coordinator.status()
+
+    @property
+    def network_alive(self) -> bool:
+        """True while the network thread runs (until :meth:`close`)."""
+        return self._net.running
 
 

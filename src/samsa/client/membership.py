@@ -23,9 +23,13 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from kio.schema.errors import ErrorCode
+
 from samsa import TopicPartition
 
 __all__ = [
+    "NO_GENERATION",
+    "NO_MEMBER_ID",
     "Action",
     "AssignPartitions",
     "CommitOffsets",
@@ -44,22 +48,14 @@ __all__ = [
     "SendSyncGroup",
 ]
 
-# Kafka error codes the machine reacts to.
-NONE = 0
-REQUEST_TIMED_OUT = 7
-NETWORK_EXCEPTION = 13
-COORDINATOR_LOAD_IN_PROGRESS = 14
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
-ILLEGAL_GENERATION = 22
-UNKNOWN_MEMBER_ID = 25
-REBALANCE_IN_PROGRESS = 27
-MEMBER_ID_REQUIRED = 79
-FENCED_INSTANCE_ID = 82
+NO_MEMBER_ID = ""
+"""The member id of a member the coordinator has not named yet (not an error code)."""
+NO_GENERATION = -1
+"""The generation of a member outside any generation."""
 
-COORDINATOR_ERRORS = frozenset({REQUEST_TIMED_OUT, NETWORK_EXCEPTION, COORDINATOR_NOT_AVAILABLE,
-                                NOT_COORDINATOR})
-"""Errors after which the coordinator is rediscovered (NETWORK_EXCEPTION = disconnect)."""
+COORDINATOR_ERRORS = frozenset({ErrorCode.request_timed_out, ErrorCode.network_exception,
+                                ErrorCode.coordinator_not_available, ErrorCode.not_coordinator})
+"""Errors after which the coordinator is rediscovered (network_exception = disconnect)."""
 
 
 class MemberState(enum.Enum):
@@ -173,8 +169,8 @@ class Membership:
     config: MembershipConfig
     auto_commit: bool = False
     state: MemberState = MemberState.UNJOINED
-    member_id: str = ""
-    generation: int = -1
+    member_id: str = NO_MEMBER_ID
+    generation: int = NO_GENERATION
     protocol: str | None = None
     leader_id: str | None = None
     coordinator: int | None = None
@@ -204,7 +200,8 @@ class Membership:
         return self.rejoin_needed or self.state != MemberState.STABLE
 
     def commit_identity(self) -> tuple[int, str] | None:
-        """(generation, member id) for OffsetCommit; (-1, "") without a generation.
+        """(generation, member id) for OffsetCommit; (NO_GENERATION, NO_MEMBER_ID) without a
+        generation.
 
         The last generation stays valid until the JoinGroup response replaces it (the
         coordinator accepts its commits while it prepares the rebalance), as in Kafka's
@@ -212,7 +209,7 @@ class Membership:
         and the SyncGroup response: the new generation takes no commits yet.
         """
         if self.generation < 0:
-            return -1, ""
+            return NO_GENERATION, NO_MEMBER_ID
         if self.state == MemberState.REBALANCING and self.awaiting in ("assignment", "sync"):
             return None
         return self.generation, self.member_id
@@ -281,6 +278,12 @@ class Membership:
             self.owned = frozenset()
         return actions
 
+    def fail(self, code: int, message: str) -> list[Action]:
+        """A fatal error found by the driver (e.g. the coordinator chose an assignor this
+        member does not have): every later step raises it."""
+        self.fatal = RaiseError(code, message)
+        return [self.fatal]
+
     def abort_rebalance(self) -> None:
         """The join loop was interrupted (an exception in the driver): join again later."""
         if self.state == MemberState.REBALANCING:
@@ -307,15 +310,15 @@ class Membership:
         self.heartbeat_in_flight = False
         self.retry_at = now + self.config.retry_backoff_ms
 
-    def on_join_response(self, code: int, now: float, *, generation: int = -1,
-                         member_id: str = "", protocol: str | None = None,
+    def on_join_response(self, code: int, now: float, *, generation: int = NO_GENERATION,
+                         member_id: str = NO_MEMBER_ID, protocol: str | None = None,
                          leader_id: str = "", members: tuple[JoinedMember, ...] = (),
                          skip_assignment: bool = False) -> list[Action]:
         """JoinGroup answered. ``skip_assignment`` (v9+): a static leader rejoined a stable
         group without changes, so it sends an empty SyncGroup instead of assigning."""
         if self.state != MemberState.REBALANCING or self.awaiting != "join":
             return []
-        if code == NONE:
+        if code == ErrorCode.none:
             self.generation = generation
             self.member_id = member_id
             self.protocol = protocol
@@ -335,7 +338,7 @@ class Membership:
         self.state = MemberState.UNJOINED
         self.awaiting = ""
         self.rejoin_needed = True
-        if code == MEMBER_ID_REQUIRED:
+        if code == ErrorCode.member_id_required:
             self.member_id = member_id
             self.rejoin_reason = "member id required"
             return []
@@ -355,7 +358,7 @@ class Membership:
                 generation != self.generation:
             return []
         self.awaiting = ""
-        if code != NONE:
+        if code != ErrorCode.none:
             self.state = MemberState.UNJOINED
             self.rejoin_needed = True
             return self._on_group_error(code, now, "SyncGroup")
@@ -418,14 +421,19 @@ class Membership:
         self.request_rejoin("poll timeout expired")
         return actions
 
+    def on_heartbeat_failed(self, reason: str, now: float) -> None:
+        """The heartbeat got no answer (disconnect, request timeout): find the coordinator
+        again; the member keeps its generation."""
+        self.coordinator_dead(f"heartbeat failed: {reason}", now)
+
     def on_heartbeat_response(self, code: int, now: float, generation: int) -> list[Action]:
         self.heartbeat_in_flight = False
-        if code == NONE:
+        if code == ErrorCode.none:
             self.last_heartbeat_ok = now
             return []
         if generation != self.generation or self._joining():
             return []  # an old generation, or the JoinGroup answer will decide
-        if code == REBALANCE_IN_PROGRESS:
+        if code == ErrorCode.rebalance_in_progress:
             # While joining or syncing the member is already rebalancing: the JoinGroup or
             # SyncGroup answer tells it whether to join again (Kafka ignores it too).
             if self.state == MemberState.STABLE:
@@ -437,9 +445,10 @@ class Membership:
 
     def on_commit_error(self, code: int, now: float, generation: int) -> list[Action]:
         """An OffsetCommit failed with ``code``; same recovery as for heartbeats."""
-        if code != FENCED_INSTANCE_ID and (generation != self.generation or self._joining()):
+        if code != ErrorCode.fenced_instance_id and (generation != self.generation
+                                                     or self._joining()):
             return []
-        if code == REBALANCE_IN_PROGRESS:
+        if code == ErrorCode.rebalance_in_progress:
             self.request_rejoin("commit during a rebalance")
             return []
         return self._on_group_error(code, now, "OffsetCommit")
@@ -462,37 +471,38 @@ class Membership:
 
     def _on_group_error(self, code: int, now: float, what: str) -> list[Action]:
         self._log(f"{what} error {code}")
-        if code == UNKNOWN_MEMBER_ID:
+        if code == ErrorCode.unknown_member_id:
             self._reset_generation(reset_member=True)
             self.request_rejoin(f"{what}: unknown member id")
             return []
-        if code == ILLEGAL_GENERATION:
+        if code == ErrorCode.illegal_generation:
             self._reset_generation(reset_member=False)
             self.request_rejoin(f"{what}: illegal generation")
             return []
-        if code == REBALANCE_IN_PROGRESS:
+        if code == ErrorCode.rebalance_in_progress:
             self.request_rejoin(f"{what}: rebalance in progress")
             return []
         if code in COORDINATOR_ERRORS:
             self.coordinator_dead(f"{what} error {code}", now)
             return []
-        if code == COORDINATOR_LOAD_IN_PROGRESS:
+        if code == ErrorCode.coordinator_load_in_progress:
             self.retry_at = now + self.config.retry_backoff_ms
             return []
         return self._fatal_if(code, f"{what} failed")
 
     def _fatal_if(self, code: int, message: str = "FindCoordinator failed") -> list[Action]:
-        if code in (NONE, COORDINATOR_LOAD_IN_PROGRESS) or code in COORDINATOR_ERRORS:
+        if code in (ErrorCode.none, ErrorCode.coordinator_load_in_progress) or \
+                code in COORDINATOR_ERRORS:
             return []
         self.fatal = RaiseError(code, f"{message} with error {code}")
         return [self.fatal]
 
     def _reset_generation(self, *, reset_member: bool) -> None:
-        self.generation = -1
+        self.generation = NO_GENERATION
         self.protocol = None
         self.leader_id = None
         if reset_member:
-            self.member_id = ""
+            self.member_id = NO_MEMBER_ID
         self.state = MemberState.UNJOINED
         self.awaiting = ""
         self.heartbeat_in_flight = False

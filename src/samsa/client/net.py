@@ -26,37 +26,13 @@ from kio.serial import entity_reader
 
 from samsa.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from samsa.client.future import Future
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import build
 from samsa.protocol.codec import encode_request
 
 __all__ = ["CLIENT_MAX_VERSIONS", "ApiKey", "NetworkClient"]
 
 log = logging.getLogger(__name__)
-
-
-class ApiKey:
-    """Kafka API keys used by the client."""
-
-    PRODUCE = 0
-    FETCH = 1
-    LIST_OFFSETS = 2
-    METADATA = 3
-    OFFSET_COMMIT = 8
-    OFFSET_FETCH = 9
-    FIND_COORDINATOR = 10
-    JOIN_GROUP = 11
-    HEARTBEAT = 12
-    LEAVE_GROUP = 13
-    SYNC_GROUP = 14
-    DESCRIBE_GROUPS = 15
-    LIST_GROUPS = 16
-    API_VERSIONS = 18
-    CREATE_TOPICS = 19
-    DELETE_TOPICS = 20
-    INIT_PRODUCER_ID = 22
-    CREATE_PARTITIONS = 37
-    DELETE_GROUPS = 42
-    OFFSET_DELETE = 47
 
 
 CLIENT_MAX_VERSIONS: dict[int, int] = {
@@ -182,6 +158,11 @@ class NetworkClient:
         if conn is None or conn.state != "ready":
             return None
         return self._choose(conn, api_key)
+
+    @property
+    def running(self) -> bool:
+        """True while the network thread runs (until :meth:`close`)."""
+        return self._thread.is_alive()
 
     def close(self) -> None:
         """Stop the network thread; in-flight requests fail."""

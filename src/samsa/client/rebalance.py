@@ -1,0 +1,303 @@
+"""The join loop: JoinGroup, the leader's assignment, SyncGroup, on the user's thread.
+
+:meth:`JoinLoop.ensure_active_group` asks the state machine for its next step and performs
+the actions it returns, in order, until the member is stable or the deadline passes: look
+the coordinator up, commit and call listeners before a join, JoinGroup, run the assignor
+(leader), SyncGroup, then apply the new assignment. A ``wakeup()`` while JoinGroup or
+SyncGroup is in flight raises WakeupError but keeps the request: the next call resumes
+waiting for the same response, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from samsa import TopicPartition
+from samsa.assignors import (
+    Assignment,
+    Assignor,
+    ClusterView,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
+from samsa.client.commits import OffsetCommitter
+from samsa.client.discovery import CoordinatorDiscovery
+from samsa.client.errors import WakeupError
+from samsa.client.future import Future
+from samsa.client.listeners import ASSIGNED, PartitionChanges
+from samsa.client.member import MemberContext
+from samsa.client.membership import (
+    Action,
+    AssignPartitions,
+    CommitOffsets,
+    FindCoordinator,
+    JoinedMember,
+    LosePartitions,
+    PerformAssignment,
+    RaiseError,
+    RevokePartitions,
+    SendJoinGroup,
+    SendLeaveGroup,
+    SendSyncGroup,
+)
+from samsa.client.net import ApiKey
+
+__all__ = ["JoinLoop"]
+
+log = logging.getLogger(__name__)
+
+GROUP_REQUEST_GRACE_MS = 5000
+"""JoinGroup and SyncGroup may be parked for the rebalance timeout; this much more."""
+
+UNKNOWN_ASSIGNOR = -1
+"""The code of the fatal error raised when the coordinator chose an unknown assignor."""
+
+
+class JoinLoop:
+    """(Re)joins the group with the member's subscription and assignors."""
+
+    def __init__(self, member: MemberContext, discovery: CoordinatorDiscovery,
+                 committer: OffsetCommitter, changes: PartitionChanges,
+                 assignors: Sequence[Assignor], rack: str | None) -> None:
+        self.member = member
+        self.discovery = discovery
+        self.committer = committer
+        self.changes = changes
+        self.assignors = list(assignors)
+        self.rack = rack
+        self._in_flight: dict[Action, Future[Any]] = {}
+        self._resume: list[Action] = []
+        self.joined_snapshot: dict[str, int] = {}
+        """Partition counts of the subscribed topics when the member last joined."""
+
+    def ensure_active_group(self, deadline: float) -> bool:
+        """Run the join loop until the member is stable (True) or ``deadline`` passes."""
+        m = self.member
+        while True:
+            m.check_wakeup()
+            if self._resume:
+                actions, self._resume = self._resume, []
+            else:
+                with m.lock:
+                    actions = m.machine.next_step(m.now_ms())
+                    stable = not m.machine.needs_rejoin()
+                if stable:
+                    return True
+            if not actions:
+                if m.clock.now() >= deadline:
+                    return False
+                m.clock.sleep(0.01)
+                continue
+            try:
+                self._run(actions, deadline)
+            except WakeupError:
+                if not self._resume:
+                    with m.lock:
+                        m.machine.abort_rebalance()
+                raise
+            except BaseException:
+                with m.lock:
+                    m.machine.abort_rebalance()
+                raise
+            if m.clock.now() >= deadline and m.machine.needs_rejoin():
+                return False
+
+    def _run(self, actions: list[Action], deadline: float) -> None:
+        queue = list(actions)
+        while queue:
+            action = queue.pop(0)
+            try:
+                more = self._perform(action, deadline)
+            except WakeupError:
+                if action in self._in_flight:  # a join/sync response is still coming
+                    self._resume = [action, *queue]
+                raise
+            queue[:0] = more
+
+    def _perform(self, action: Action, deadline: float) -> list[Action]:
+        if isinstance(action, FindCoordinator):
+            self.discovery.lookup(deadline)
+            return []
+        if isinstance(action, RaiseError):
+            self.member.raise_fatal()
+            return []
+        if isinstance(action, CommitOffsets):
+            self.committer.commit_before_revoke()
+            return []
+        if isinstance(action, RevokePartitions):
+            self.changes.revoke(action.partitions)
+            return []
+        if isinstance(action, LosePartitions):
+            self.changes.lose(action.partitions)
+            return []
+        if isinstance(action, AssignPartitions):
+            self._assign(action)
+            return []
+        if isinstance(action, SendJoinGroup):
+            return self._join(action)
+        if isinstance(action, PerformAssignment):
+            return self._perform_assignment(action)
+        if isinstance(action, SendSyncGroup):
+            return self._sync(action)
+        if isinstance(action, SendLeaveGroup):
+            self.member.send_leave(action, wait=True)
+            return []
+        raise AssertionError(f"unexpected action in the join loop: {action!r}")
+
+    # ---- JoinGroup ----------------------------------------------------------------------
+
+    def _protocols(self) -> list[dict[str, Any]]:
+        m = self.member
+        topics = sorted(m.subs.topics)
+        owned = list(m.subs.assignment) if m.config.cooperative else []
+        generation = m.machine.generation
+        return [{"name": a.name,
+                 "metadata": encode_subscription(a.metadata(topics, owned=owned,
+                                                            generation=generation,
+                                                            rack=self.rack))}
+                for a in self.assignors]
+
+    def _join(self, action: SendJoinGroup) -> list[Action]:
+        m = self.member
+        body: dict[str, Any] = {}
+        if action not in self._in_flight:  # not resuming after a wakeup
+            if m.subs.type.name == "PATTERN":
+                self._match_pattern()
+            body = {
+                "group_id": m.group_id,
+                "session_timeout": m.config.session_timeout_ms,
+                "rebalance_timeout": m.config.rebalance_timeout_ms,
+                "member_id": action.member_id,
+                "group_instance_id": m.config.group_instance_id,
+                "protocol_type": "consumer",
+                "protocols": self._protocols(),
+                "reason": action.reason,
+            }
+            self.joined_snapshot = self._snapshot()
+        resp = self._send_group_request(action, ApiKey.JOIN_GROUP, body)
+        now = m.now_ms()
+        with m.lock:
+            if resp is None:
+                m.machine.coordinator_dead("JoinGroup failed", now)
+                return m.machine.on_join_response(ErrorCode.network_exception, now)
+            members = tuple(JoinedMember(j.member_id, j.group_instance_id, bytes(j.metadata))
+                            for j in resp.members)
+            return m.machine.on_join_response(
+                int(resp.error_code), now, generation=int(resp.generation_id),
+                member_id=resp.member_id, protocol=resp.protocol_name,
+                leader_id=resp.leader, members=members,
+                skip_assignment=bool(getattr(resp, "skip_assignment", False)))
+
+    def _send_group_request(self, action: Action, api: ApiKey, body: dict[str, Any]) -> Any:
+        """Send (or resume waiting for) the JoinGroup/SyncGroup of ``action``; its response,
+        or None on a network failure."""
+        m = self.member
+        fut = self._in_flight.get(action)
+        if fut is None:
+            fut = self._in_flight[action] = m.net.send(
+                m.coordinator_dest(), api, body,
+                timeout_ms=m.config.rebalance_timeout_ms + GROUP_REQUEST_GRACE_MS)
+        while not m.clock.wait(fut, 0.05):
+            m.check_wakeup()
+        del self._in_flight[action]
+        if fut.failed():
+            log.debug("group request failed: %s", fut.exception())
+            return None
+        return fut.value
+
+    # ---- the leader's assignment ----------------------------------------------------------
+
+    def _assignor(self, name: str) -> Assignor | None:
+        return next((a for a in self.assignors if a.name == name), None)
+
+    def _perform_assignment(self, action: PerformAssignment) -> list[Action]:
+        m = self.member
+        assignor = self._assignor(action.protocol)
+        if assignor is None:
+            with m.lock:
+                m.machine.fail(UNKNOWN_ASSIGNOR,
+                               f"coordinator chose unknown assignor {action.protocol!r}")
+            m.raise_fatal()
+        assert assignor is not None
+        subscriptions = {j.member_id: decode_subscription(j.metadata, j.group_instance_id)
+                         for j in action.members}
+        all_topics = {t for s in subscriptions.values() for t in s.topics}
+        cluster = m.metadata.refresh(all_topics | set(m.subs.topics))
+        counts = {t: n for t in all_topics if (n := cluster.partition_count(t) or 0) > 0}
+        # Replica racks matter only to rack-aware assignors, and only when members have racks.
+        racked = any(s.rack_id for s in subscriptions.values())
+        view = ClusterView(counts, {t: cluster.partition_racks(t) for t in counts} if racked
+                           else {})
+        result = assignor.assign(view, subscriptions)
+        encoded = {member: encode_assignment(result.get(member, Assignment(())))
+                   for member in subscriptions}
+        with m.lock:
+            return m.machine.on_assignment_computed(encoded)
+
+    # ---- SyncGroup and the new assignment ---------------------------------------------------
+
+    def _sync(self, action: SendSyncGroup) -> list[Action]:
+        m = self.member
+        body = {
+            "group_id": m.group_id,
+            "generation_id": action.generation,
+            "member_id": action.member_id,
+            "group_instance_id": m.config.group_instance_id,
+            "protocol_type": "consumer",
+            "protocol_name": action.protocol,
+            "assignments": [{"member_id": mid, "assignment": a}
+                            for mid, a in action.assignments],
+        }
+        resp = self._send_group_request(action, ApiKey.SYNC_GROUP, body)
+        now = m.now_ms()
+        with m.lock:
+            if resp is None:
+                m.machine.coordinator_dead("SyncGroup failed", now)
+                return m.machine.on_sync_response(ErrorCode.network_exception, now,
+                                                  action.generation)
+            code = int(resp.error_code)
+            partitions: frozenset[TopicPartition] = frozenset()
+            if code == ErrorCode.none:
+                assignment = decode_assignment(bytes(resp.assignment or b""))
+                partitions = frozenset(TopicPartition(*tp) for tp in assignment.partitions)
+                assignor = self._assignor(action.protocol)
+                if assignor is not None:
+                    assignor.on_assignment(assignment, action.generation)
+            return m.machine.on_sync_response(code, now, action.generation, partitions)
+
+    def _assign(self, action: AssignPartitions) -> None:
+        if not self.changes.assign(action.assignment):
+            with self.member.lock:
+                self.member.machine.request_rejoin("assignment does not match the subscription")
+        self.committer.restart_auto_commit_timer()
+        self.changes.call(ASSIGNED, action.added)
+
+    # ---- metadata-driven rejoin -----------------------------------------------------------
+
+    def _match_pattern(self) -> bool:
+        m = self.member
+        cluster = m.metadata.refresh(None)
+        return m.subs.match_pattern(cluster.partitions, cluster.internal)
+
+    def _snapshot(self) -> dict[str, int]:
+        cluster = self.member.metadata.cluster
+        return {t: cluster.partition_count(t) or 0 for t in self.member.subs.topics}
+
+    def check_metadata(self) -> None:
+        """After a metadata refresh: rejoin when topics or partition counts changed."""
+        m = self.member
+        if not m.subs.auto_assigned or m.machine.needs_rejoin():
+            return
+        changed = False
+        if m.subs.type.name == "PATTERN":
+            cluster = m.metadata.cluster
+            changed = m.subs.match_pattern(cluster.partitions, cluster.internal)
+        if changed or self._snapshot() != self.joined_snapshot:
+            with m.lock:
+                m.machine.request_rejoin("subscribed topics or partitions changed")
