@@ -30,6 +30,9 @@ MEMBER_COLUMNS = [("group", "GROUP"), ("consumer_id", "CONSUMER-ID"),
 STATE_COLUMNS = [("group", "GROUP"), ("coordinator", "COORDINATOR (ID)"),
                  ("protocol_type", "PROTOCOL-TYPE"), ("assignment_strategy", "ASSIGNMENT-STRATEGY"),
                  ("state", "STATE"), ("members", "#MEMBERS")]
+#: with --state, for KIP-848 consumer groups
+CONSUMER_STATE_COLUMNS = [("group_epoch", "GROUP-EPOCH"),
+                          ("assignment_epoch", "ASSIGNMENT-EPOCH")]
 
 
 def add_parser(sub: Any) -> None:
@@ -130,11 +133,25 @@ def snapshot(admin: Any, group_id: str) -> dict[str, Any]:
                 "group_instance_id": m.group_instance_id, "host": m.client_host,
                 "client_id": m.client_id, "partitions": len(m.assignment),
                 "topics": list(m.topics),
-                "assignment": [[tp.topic, tp.partition] for tp in sorted(m.assignment)]}
+                "assignment": [[tp.topic, tp.partition] for tp in sorted(m.assignment)],
+                **_epochs_of(m, desc.group_type)}
                for m in desc.members]
-    return {"group": group_id, "state": desc.state, "protocol_type": desc.protocol_type,
-            "assignment_strategy": desc.protocol, "members": members, "partitions": rows,
+    snap = {"group": group_id, "state": desc.state, "protocol_type": desc.protocol_type,
+            "assignment_strategy": desc.protocol, "group_type": desc.group_type,
+            "members": members, "partitions": rows,
             "total_lag": sum(r["lag"] for r in rows if r["lag"] is not None)}
+    if desc.group_type == "consumer":
+        snap.update(group_epoch=desc.group_epoch, assignment_epoch=desc.assignment_epoch)
+    return snap
+
+
+def _epochs_of(member: Any, group_type: str) -> dict[str, Any]:
+    """A KIP-848 member's epoch and target assignment (nothing for classic members)."""
+    if group_type != "consumer":
+        return {}
+    target = member.target_assignment or ()
+    return {"member_epoch": member.member_epoch,
+            "target_assignment": [[tp.topic, tp.partition] for tp in sorted(target)]}
 
 
 def run_describe(args: argparse.Namespace) -> int:
@@ -147,8 +164,11 @@ def run_describe(args: argparse.Namespace) -> int:
         row = {"group": args.group, "coordinator": f"{host}:{port} ({node})",
                "protocol_type": snap["protocol_type"],
                "assignment_strategy": snap["assignment_strategy"], "state": snap["state"],
-               "members": len(snap["members"])}
-        columns = list(STATE_COLUMNS)
+               "members": len(snap["members"]), "group_type": snap["group_type"]}
+        columns = [*STATE_COLUMNS, ("group_type", "TYPE")]
+        if snap["group_type"] == "consumer":
+            row.update(group_epoch=snap["group_epoch"], assignment_epoch=snap["assignment_epoch"])
+            columns += CONSUMER_STATE_COLUMNS
         if args.metrics_url:
             row.update(group_internals(args.metrics_url, args.group, args.timeout))
             columns += [("generation", "GENERATION"), ("leader", "LEADER")]
@@ -160,11 +180,19 @@ def run_describe(args: argparse.Namespace) -> int:
     if args.members:
         rows = snap["members"]
         columns = list(MEMBER_COLUMNS)
+        consumer = snap["group_type"] == "consumer"
+        if consumer:
+            columns.append(("member_epoch", "MEMBER-EPOCH"))
         if args.verbose:
-            rows = [{**r, "assignment_text": format_assignment(r["assignment"])} for r in rows]
+            rows = [{**r, "assignment_text": format_assignment(r["assignment"]),
+                     "target_text": format_assignment(r.get("target_assignment", []))}
+                    for r in rows]
             columns.append(("assignment_text", "ASSIGNMENT"))
+            if consumer:
+                columns.append(("target_text", "TARGET-ASSIGNMENT"))
         if out.json:
-            out.data([{k: v for k, v in r.items() if k != "assignment_text"} for r in rows])
+            out.data([{k: v for k, v in r.items() if k not in ("assignment_text", "target_text")}
+                      for r in rows])
         else:
             out.table(rows, columns, empty=f"Consumer group '{args.group}' has no active members.")
         return 0
