@@ -5,7 +5,7 @@ GroupMetadataManagerTestContext)."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from samsa.coordinator import (
@@ -24,8 +24,10 @@ from samsa.coordinator import (
     Result,
     SyncGroup,
     TimerKey,
+    TimerKind,
 )
 from samsa.coordinator.events import Event
+from samsa.coordinator.queries import GroupDescription
 from samsa.coordinator.responses import JoinGroupResponse, Response, SyncGroupResponse
 from tests.coordinator.fake_timer import FakeTimer
 from tests.coordinator.subscriptions import encode_subscription
@@ -123,8 +125,28 @@ class Ctx:
         return shard
 
     def state(self, group_id: str = "g") -> GroupState:
-        group = self.shard(group_id).groups.get(group_id)
-        return GroupState.DEAD if group is None else group.state
+        summary = self.coord.group_summary(group_id)
+        return GroupState.DEAD if summary is None else summary.state
+
+    def describe(self, group_id: str = "g") -> GroupDescription:
+        described = self.coord.describe(group_id)
+        assert described is not None, f"no group {group_id}"
+        return described
+
+    def committed(self, group_id: str = "g") -> dict[tuple[str, int], int]:
+        """The group's committed offsets: {(topic, partition): offset}."""
+        return {(o.topic, o.partition): o.offset for o in self.coord.committed_offsets(group_id)}
+
+    def session_deadline(self, member_id: str, group_id: str = "g") -> int | None:
+        """When the member's session expires (None: no session timer)."""
+        key = TimerKey(self.coord.partition_for(group_id), TimerKind.SESSION, group_id, member_id)
+        return self.timer.deadlines.get(key)
+
+    def force_dead(self, group_id: str = "g") -> None:
+        """Put a Dead group in place (white-box: Kafka's answer to a request racing with the
+        group's removal, which samsa never leaves observable)."""
+        group = self.shard(group_id).groups[group_id]
+        group.transition(GroupState.DEAD, self.now)
 
     # ------------------------------------------------------------------ requests
 
@@ -199,15 +221,27 @@ class Ctx:
         topics = tuple(CommitTopic(t, tuple(ps)) for t, ps in by_topic.items())
         return self.call(OffsetCommit(group_id, topics, generation, member_id, instance_id))
 
-    def stable_group(self, n: int, group_id: str = "g") -> tuple[list[str], int]:
-        """n dynamic members joined and synced; returns (member ids, generation)."""
+    def stable_group(
+        self,
+        n: int,
+        group_id: str = "g",
+        instance_ids: Sequence[str] = (),
+        protocols: tuple[tuple[str, bytes], ...] = PROTOCOLS,
+    ) -> tuple[list[str], int]:
+        """n members (static if ``instance_ids`` names them, else dynamic) joined and
+        synced; returns (member ids, generation)."""
         ids, tokens = [], []
-        for _ in range(n):
-            mid, tok = self.join_new(group_id)
+        for i in range(n):
+            if instance_ids:
+                tok = self.join("", group_id, instance_ids[i], protocols)
+                mid = ""
+            else:
+                mid, tok = self.join_new(group_id, protocols=protocols)
             ids.append(mid)
             tokens.append(tok)
         self.sleep_until(lambda: all(self.reply(t) is not None for t in tokens))
         responses = [self.join_reply(t) for t in tokens]
+        ids = [r.member_id for r in responses]
         gen = responses[0].generation_id
         leader = responses[0].leader
         assignments = tuple((m, m.encode()) for m in ids)
