@@ -39,13 +39,19 @@ def prepare(group: GroupSpec, topics: TopicsView) -> Inputs:
     members = [group.members[m] for m in sorted(group.members)]
     subscribed = []
     counts: dict[uuid.UUID, int] = {}
+    # Members mostly share a few subscriptions: each distinct one is checked once (hashing
+    # a UUID is a Python-level call, worth avoiding a million times).
+    known: dict[frozenset[uuid.UUID], frozenset[uuid.UUID]] = {}
     for m in members:
-        subs = m.subscribed
-        if not subs <= topics.keys():
-            subs = frozenset(t for t in subs if t in topics)
+        subs = known.get(m.subscribed)
+        if subs is None:
+            subs = m.subscribed
+            if not subs <= topics.keys():
+                subs = frozenset(t for t in subs if t in topics)
+            known[m.subscribed] = subs
+            for t in subs:
+                counts[t] = topics[t].partitions
         subscribed.append(subs)
-        for t in subs:
-            counts[t] = topics[t].partitions
     return Inputs(members, subscribed, counts)
 
 

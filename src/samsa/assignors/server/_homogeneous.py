@@ -12,16 +12,16 @@ matching, then stickiness.
    the fewest same-rack members first, least loaded member first); then a partition on the
    wrong rack goes back to its holder if it has room.
 4. The rest fill the members with room, in member order, in contiguous runs.
-5. With racks: while a member holds a partition whose rack holds a member that itself holds
-   a partition on the wrong rack, the two swap (each swap adds a rack match). This leaves
-   nothing that step 3 could improve, so assigning again from the result changes nothing.
+
+With racks, a member ends up with a partition on the wrong rack only if it still had room
+after step 3, and then no free partition wanted its rack: so no swap of two wrong-rack
+partitions could add a match, and assigning again from the result changes nothing.
 """
 
 from __future__ import annotations
 
 import heapq
 import uuid
-from collections import deque
 
 from samsa.assignors.server._common import Inputs, Owned, Racks, topic_order
 
@@ -122,7 +122,7 @@ def _add(owned: dict[uuid.UUID, frozenset[int]], t: uuid.UUID, parts: frozenset[
 
 
 class _RackFill:
-    """Steps 2-5 of the module docstring when racks are in play."""
+    """Steps 2-4 of the module docstring when racks are in play."""
 
     def __init__(self, tids: list[uuid.UUID], counts: dict[uuid.UUID, int],
                  current: list[Owned], quota: list[int], racks: Racks) -> None:
@@ -171,7 +171,6 @@ class _RackFill:
             while self.load[i] >= self.quota[i]:
                 i = next(members)
             self.give(i, t, p)
-        self._swap()
         return [{t: frozenset(ps) for t, ps in o.items() if ps} for o in self.out]
 
     def _same_rack(self, free: list[tuple[uuid.UUID, int]]) -> list[tuple[uuid.UUID, int]]:
@@ -215,48 +214,3 @@ class _RackFill:
                 heapq.heappush(heaps[rack], (self.load[i], i))
         left.sort(key=lambda tp: (order[tp[0]], tp[1]))
         return left
-
-    def _swap(self) -> None:
-        """Swap pairs of wrong-rack partitions while a swap adds a rack match."""
-        racks = self.racks
-        Holding = tuple[int, uuid.UUID, int]
-        wrong: dict[str, dict[Holding, None]] = {}
-        pending: deque[Holding] = deque()
-        for i, o in enumerate(self.out):
-            rack = racks.member_rack[i]
-            if rack is None:
-                continue
-            for t in self.tids:
-                for p in sorted(o.get(t, ())):
-                    if racks.mismatched(i, t, p):
-                        wrong.setdefault(rack, {})[(i, t, p)] = None
-                        pending.append((i, t, p))
-        waiting: dict[str, list[Holding]] = {}
-        while pending:
-            h = pending.popleft()
-            i, t, p = h
-            rack = racks.member_rack[i]
-            assert rack is not None
-            if h not in wrong.get(rack, {}):
-                continue
-            targets = sorted(racks.racks_of(t, p) & racks.member_racks)
-            for r in targets:  # empty when no member sits on the partition's racks
-                there = wrong.get(r)
-                if not there:
-                    continue
-                other = next(iter(there))
-                del there[other]
-                del wrong[rack][h]
-                j, t2, p2 = other
-                self.out[i][t].discard(p)
-                self.out[j][t2].discard(p2)
-                self.out[j].setdefault(t, set()).add(p)
-                self.out[i].setdefault(t2, set()).add(p2)
-                if racks.mismatched(i, t2, p2):
-                    wrong[rack][(i, t2, p2)] = None
-                    pending.append((i, t2, p2))
-                    pending.extend(waiting.pop(rack, ()))
-                break
-            else:
-                for r in targets:
-                    waiting.setdefault(r, []).append(h)
