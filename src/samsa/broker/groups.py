@@ -55,15 +55,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("samsa.groups")
 
-COORDINATOR_SETTINGS = (
-    "group.initial.rebalance.delay.ms",
-    "group.min.session.timeout.ms",
-    "group.max.session.timeout.ms",
-    "group.max.size",
-    "offsets.retention.minutes",
-    "offsets.retention.check.interval.ms",
-    "offset.metadata.max.bytes",
-)
+#: The broker settings the coordinator reads (``CoordinatorConfig.from_properties`` ignores
+#: the rest): every ``group.*``, ``offsets.*`` and ``offset.*`` setting.
+COORDINATOR_PREFIXES = ("group.", "offsets.", "offset.")
 
 
 class StorageFailure(Exception):
@@ -151,7 +145,8 @@ class GroupRuntime:
             topic = topics.create(OFFSETS_TOPIC, int(config["offsets.topic.num.partitions"]),
                                   now_ms=now_ms())
         self.topic = topic
-        props: dict[str, object] = {name: config[name] for name in COORDINATOR_SETTINGS}
+        props: dict[str, object] = {s.name: value for s, value, _ in config.items()
+                                    if s.name.startswith(COORDINATOR_PREFIXES)}
         # Like Kafka, the existing topic's partition count decides where groups live.
         props["offsets.topic.num.partitions"] = len(topic.partitions)
         self.coordinator = Coordinator(CoordinatorConfig.from_properties(props), self.timer)
