@@ -181,7 +181,7 @@ def test_pending_member_can_leave() -> None:
     pending = ctx.join_reply(ctx.join()).member_id
     r = ctx.reply(ctx.leave(pending))
     assert r == LeaveGroupResponse(0, (LeaveGroupMemberResponse(pending, None, 0),))
-    assert not ctx.shard().groups["g"].pending_members
+    assert not ctx.describe().pending_members
 
 
 def test_parked_join_of_leaving_member_gets_unknown_member_id() -> None:

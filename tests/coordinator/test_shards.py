@@ -65,9 +65,10 @@ def test_reload_from_log_restores_groups_and_offsets() -> None:
     ctx.absorb(ctx.coord.load(0, [(r.key, r.value) for r in ctx.records], ctx.now))
     shard = ctx.shard()
     assert shard.hard == live
-    group = shard.groups["g"]
-    assert (group.state, group.generation, group.leader_id) == (S.STABLE, gen, a)
-    assert {m: x.assignment for m, x in group.members.items()} == {a: a.encode(), b: b.encode()}
+    group = ctx.describe()
+    assert (group.summary.state, group.summary.generation, group.summary.leader) == (
+        S.STABLE, gen, a)
+    assert {m.member_id: m.assignment for m in group.members} == {a: a.encode(), b: b.encode()}
     assert ctx.reply(ctx.heartbeat(b, gen)).error_code == 0  # type: ignore[union-attr]
     # session timers restart at load: a silent member is dropped after its session timeout
     for _ in range(3):

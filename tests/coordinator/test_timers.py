@@ -139,7 +139,7 @@ def test_new_member_join_times_out_after_five_minutes() -> None:
     assert ctx.state() is S.PREPARING_REBALANCE
     while ctx.now < 300_000 + 10_000:
         ctx.sleep(3000)
-        ctx.heartbeat(a, ctx.shard().groups["g"].generation)
+        ctx.heartbeat(a, ctx.describe().summary.generation)
         if ctx.reply(t_new) is not None:
             break
     assert ctx.join_reply(t_new).error_code == UNKNOWN_MEMBER
@@ -154,9 +154,9 @@ def test_pending_member_expires_after_session_timeout() -> None:
     r = ctx.join_reply(ctx.join())
     assert r.error_code == 79
     pending = r.member_id
-    assert pending in ctx.shard().groups["g"].pending_members
+    assert pending in ctx.describe().pending_members
     ctx.sleep(10_000)
-    assert pending not in ctx.shard().groups["g"].pending_members
+    assert pending not in ctx.describe().pending_members
     assert ctx.join_reply(ctx.join(pending)).error_code == UNKNOWN_MEMBER
 
 
@@ -193,7 +193,7 @@ def test_member_that_never_syncs_is_removed_after_rebalance_timeout() -> None:
     assert ctx.state() is S.STABLE
     ctx.sleep(3000)  # 30 s rebalance timeout since the join completed
     assert ctx.state() is S.PREPARING_REBALANCE
-    assert b not in ctx.shard().groups["g"].members
+    assert b not in ctx.describe().member_ids
     ctx.check_replay()
 
 
@@ -209,7 +209,7 @@ def test_leader_that_never_syncs_is_removed_and_parked_syncs_get_rebalance_in_pr
         ctx.heartbeat(a, gen2)  # the leader stays alive but never syncs
     ctx.sleep(3000)
     assert ctx.sync_reply(ts).error_code == REBALANCING
-    assert a not in ctx.shard().groups["g"].members
+    assert a not in ctx.describe().member_ids
     assert ctx.state() is S.PREPARING_REBALANCE
     assert ctx.reply(tb) is not None
 
