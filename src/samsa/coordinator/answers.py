@@ -5,6 +5,8 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from samsa.coordinator.events import (
+    ConsumerGroupDescribe,
+    ConsumerGroupHeartbeat,
     DeleteGroups,
     DescribeGroups,
     Event,
@@ -18,6 +20,9 @@ from samsa.coordinator.events import (
     SyncGroup,
 )
 from samsa.coordinator.responses import (
+    ConsumerDescribedGroup,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatResponse,
     DeletedGroup,
     DeleteGroupsResponse,
     DescribedGroup,
@@ -39,14 +44,16 @@ from samsa.coordinator.responses import (
 E = ErrorCode
 
 #: APIs that accept the empty group id (Kafka's ``isValidGroupId``).
-_EMPTY_ID_OK = (OffsetCommit, OffsetFetch, DescribeGroups, DeleteGroups)
+_EMPTY_ID_OK = (OffsetCommit, OffsetFetch, DescribeGroups, DeleteGroups,
+                # ConsumerGroupHeartbeat: INVALID_REQUEST, from its own validation
+                ConsumerGroupHeartbeat)
 
 
 def group_ids(event: Event) -> tuple[str, ...]:
     """The group ids an event is about (empty for ListGroups)."""
     if isinstance(event, OffsetFetch):
         return tuple(g.group_id for g in event.groups)
-    if isinstance(event, DescribeGroups | DeleteGroups):
+    if isinstance(event, DescribeGroups | DeleteGroups | ConsumerGroupDescribe):
         return event.groups
     if isinstance(event, ListGroups):
         return ()
@@ -89,6 +96,11 @@ def error_response(event: Event, error: int) -> Response:
             return ListGroupsResponse(error, ())
         case DeleteGroups():
             return DeleteGroupsResponse(tuple(DeletedGroup(g, error) for g in event.groups))
+        case ConsumerGroupHeartbeat():
+            return ConsumerGroupHeartbeatResponse(error)
+        case ConsumerGroupDescribe():
+            return ConsumerGroupDescribeResponse(
+                tuple(ConsumerDescribedGroup(g, error) for g in event.groups))
     raise TypeError(f"not a coordinator event: {event!r}")
 
 

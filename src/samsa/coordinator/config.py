@@ -19,7 +19,25 @@ _NAMES = {
     "offsets.retention.check.interval.ms": "offsets_retention_check_interval_ms",
     "offsets.topic.num.partitions": "offsets_topic_num_partitions",
     "offset.metadata.max.bytes": "offset_metadata_max_bytes",
+    "group.consumer.heartbeat.interval.ms": "consumer_heartbeat_interval_ms",
+    "group.consumer.min.heartbeat.interval.ms": "consumer_min_heartbeat_interval_ms",
+    "group.consumer.max.heartbeat.interval.ms": "consumer_max_heartbeat_interval_ms",
+    "group.consumer.session.timeout.ms": "consumer_session_timeout_ms",
+    "group.consumer.min.session.timeout.ms": "consumer_min_session_timeout_ms",
+    "group.consumer.max.session.timeout.ms": "consumer_max_session_timeout_ms",
+    "group.consumer.max.size": "consumer_max_size",
 }
+
+#: list-valued settings (comma-separated, as Kafka's LIST type)
+_LIST_NAMES = {
+    "group.coordinator.rebalance.protocols": "rebalance_protocols",
+    "group.consumer.assignors": "consumer_assignors",
+}
+
+#: string-valued settings (lower-cased)
+_STRING_NAMES = {"group.consumer.migration.policy": "consumer_migration_policy"}
+
+MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 
 
 @dataclass(frozen=True)
@@ -34,6 +52,29 @@ class CoordinatorConfig:
     offsets_retention_check_interval_ms: int = 600_000
     offsets_topic_num_partitions: int = 50
     offset_metadata_max_bytes: int = 4096
+    #: KIP-848 consumer groups
+    rebalance_protocols: tuple[str, ...] = ("classic", "consumer")
+    consumer_heartbeat_interval_ms: int = 5000
+    consumer_min_heartbeat_interval_ms: int = 5000
+    consumer_max_heartbeat_interval_ms: int = 15000
+    consumer_session_timeout_ms: int = 45000
+    consumer_min_session_timeout_ms: int = 45000
+    consumer_max_session_timeout_ms: int = 60000
+    consumer_max_size: int = INT32_MAX
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    consumer_migration_policy: str = "bidirectional"
+
+    @property
+    def consumer_protocol_enabled(self) -> bool:
+        return "consumer" in {p.lower() for p in self.rebalance_protocols}
+
+    @property
+    def online_upgrade_enabled(self) -> bool:
+        return self.consumer_migration_policy in ("upgrade", "bidirectional")
+
+    @property
+    def online_downgrade_enabled(self) -> bool:
+        return self.consumer_migration_policy in ("downgrade", "bidirectional")
 
     @property
     def offsets_retention_ms(self) -> int:
@@ -42,9 +83,14 @@ class CoordinatorConfig:
     @classmethod
     def from_properties(cls, props: Mapping[str, object]) -> CoordinatorConfig:
         """Build from Kafka-style properties; unknown names are ignored."""
-        kwargs: dict[str, int] = {}
+        kwargs: dict[str, object] = {}
         for name, value in props.items():
             attr = _NAMES.get(name)
             if attr is not None:
                 kwargs[attr] = int(str(value))
-        return cls(**kwargs)
+            elif name in _LIST_NAMES:
+                items = value if isinstance(value, list | tuple) else str(value).split(",")
+                kwargs[_LIST_NAMES[name]] = tuple(str(i).strip() for i in items if str(i).strip())
+            elif name in _STRING_NAMES:
+                kwargs[_STRING_NAMES[name]] = str(value).strip().lower()
+        return cls(**kwargs)  # type: ignore[arg-type]

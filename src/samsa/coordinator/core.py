@@ -19,6 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from samsa.coordinator.config import CoordinatorConfig
+from samsa.coordinator.consumer.group import ConsumerGroups
+from samsa.coordinator.consumer.records import CONSUMER_KEY_TYPES
+from samsa.coordinator.consumer.topics import EMPTY_TOPICS, TopicsSnapshot
 from samsa.coordinator.group import Group
 from samsa.coordinator.records import (
     GroupMetadataKey,
@@ -48,10 +51,15 @@ class HardState:
 
     groups: dict[str, GroupMetadataValue] = field(default_factory=dict)
     offsets: dict[str, dict[TopicPartition, OffsetCommitValue]] = field(default_factory=dict)
+    #: the consumer (KIP-848) groups, live: they change only by replaying their records
+    consumer: ConsumerGroups = field(default_factory=ConsumerGroups)
 
     def replay(self, key: RecordKey, value: RecordValue | None) -> None:
         """Apply one record (``value is None``: a tombstone)."""
-        if isinstance(key, OffsetCommitKey):
+        if isinstance(key, CONSUMER_KEY_TYPES):
+            assert not isinstance(value, OffsetCommitValue | GroupMetadataValue)
+            self.consumer.replay(key, value)
+        elif isinstance(key, OffsetCommitKey):
             tp = (key.topic, key.partition)
             if value is None:
                 offsets = self.offsets.get(key.group)
@@ -69,10 +77,14 @@ class HardState:
             self.groups[key.group] = value
 
     def group_ids(self) -> list[str]:
-        return list(dict.fromkeys([*self.groups, *self.offsets]))
+        """Classic groups (and offset-only ids); consumer groups are in ``consumer``."""
+        ids = dict.fromkeys([*self.groups, *self.offsets])
+        return [g for g in ids if g not in self.consumer.groups]
 
     def copy(self) -> HardState:
-        return HardState(dict(self.groups), {g: dict(o) for g, o in self.offsets.items()})
+        return HardState(
+            dict(self.groups), {g: dict(o) for g, o in self.offsets.items()}, self.consumer.copy()
+        )
 
 
 class ShardCore:
@@ -90,6 +102,8 @@ class ShardCore:
         self.timer = timer
         self.new_member_id = member_id_factory
         self.hard = HardState()
+        #: the cluster's topics as the edge last reported them (consumer groups read it)
+        self.topics: TopicsSnapshot = EMPTY_TOPICS
         self.groups: dict[str, Group] = {}
         self.deadlines: dict[TimerKey, int] = {}
         self.now_ms = 0

@@ -90,6 +90,10 @@ class OffsetCommit:
     group_instance_id: str | None = None
     #: v2-v4 only; -1 = broker default retention.
     retention_time_ms: int = -1
+    #: the request's version when known: a consumer-protocol member must commit with v9+
+    #: (UNSUPPORTED_VERSION below), and v9+ gets GROUP_ID_NOT_FOUND for an unknown group
+    #: with a member epoch; ``None``: not checked.
+    api_version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,10 @@ class FetchGroup:
 
     group_id: str
     topics: tuple[FetchTopic, ...] | None = None
+    #: v9+: a consumer group's member checks its epoch (STALE_MEMBER_EPOCH); None / -1
+    #: fetch without a member (admin tools).
+    member_id: str | None = None
+    member_epoch: int = -1
 
 
 @dataclass(frozen=True)

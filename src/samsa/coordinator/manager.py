@@ -10,14 +10,17 @@ each shard's partition.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from kio.schema.errors import ErrorCode
 
 from samsa.coordinator import queries
 from samsa.coordinator.answers import error_response, status_error_response
 from samsa.coordinator.config import CoordinatorConfig
+from samsa.coordinator.consumer.topics import EMPTY_TOPICS, TopicsSnapshot
 from samsa.coordinator.core import MemberIdFactory, default_member_id
 from samsa.coordinator.events import (
+    ConsumerGroupDescribe,
     DeleteGroups,
     DescribeGroups,
     Event,
@@ -28,6 +31,8 @@ from samsa.coordinator.events import (
 from samsa.coordinator.hashing import partition_for
 from samsa.coordinator.records import RecordKey, RecordValue
 from samsa.coordinator.responses import (
+    ConsumerDescribedGroup,
+    ConsumerGroupDescribeResponse,
     DeletedGroup,
     DeleteGroupsResponse,
     DescribedGroup,
@@ -60,6 +65,14 @@ class Coordinator:
         self.timer = timer
         self.member_id_factory = member_id_factory
         self.shards: dict[int, CoordinatorShard] = {}
+        self.topics: TopicsSnapshot = EMPTY_TOPICS
+
+    def update_metadata(self, topics: TopicsSnapshot) -> None:
+        """The cluster's topics changed (or are first known): consumer groups see the new
+        snapshot on their next heartbeat. Nothing is written now."""
+        self.topics = replace(topics, version=self.topics.version + 1)
+        for shard in self.shards.values():
+            shard.topics = self.topics
 
     # ------------------------------------------------------------------ routing
 
@@ -84,6 +97,7 @@ class Coordinator:
     def begin_load(self, partition: int) -> CoordinatorShard:
         """Create a LOADING shard; feed it with ``shard.replay(key, value)``."""
         shard = CoordinatorShard(partition, self.config, self.timer, self.member_id_factory)
+        shard.topics = self.topics
         self.shards[partition] = shard
         return shard
 
@@ -111,6 +125,8 @@ class Coordinator:
             return self._per_group(event, now_ms, reply_to, _split_describe)
         if isinstance(event, DeleteGroups):
             return self._per_group(event, now_ms, reply_to, _split_delete)
+        if isinstance(event, ConsumerGroupDescribe):
+            return self._per_group(event, now_ms, reply_to, _split_consumer_describe)
         shard = self.shard_for(event.group_id)
         if shard is None:
             return Result((), (Reply(reply_to, status_error_response(event, E.not_coordinator)),))
@@ -118,7 +134,7 @@ class Coordinator:
 
     def _per_group(
         self,
-        event: OffsetFetch | DescribeGroups | DeleteGroups,
+        event: OffsetFetch | DescribeGroups | DeleteGroups | ConsumerGroupDescribe,
         now_ms: int,
         reply_to: object,
         split: _Split,
@@ -193,8 +209,14 @@ def _split_delete(event: Event) -> list[tuple[str, Event]]:
     return [(g, DeleteGroups((g,))) for g in event.groups]
 
 
+def _split_consumer_describe(event: Event) -> list[tuple[str, Event]]:
+    assert isinstance(event, ConsumerGroupDescribe)
+    return [(g, replace(event, groups=(g,))) for g in event.groups]
+
+
 def _only_item(response: Response) -> object:
-    if isinstance(response, OffsetFetchResponse | DescribeGroupsResponse | DeleteGroupsResponse):
+    if isinstance(response, OffsetFetchResponse | DescribeGroupsResponse | DeleteGroupsResponse
+                  | ConsumerGroupDescribeResponse):
         return response.groups[0]
     raise TypeError(f"unexpected response {response!r}")
 
@@ -204,6 +226,9 @@ def _merge(event: Event, items: list[object]) -> Response:
         return OffsetFetchResponse(tuple(i for i in items if isinstance(i, FetchedGroup)))
     if isinstance(event, DescribeGroups):
         return DescribeGroupsResponse(tuple(i for i in items if isinstance(i, DescribedGroup)))
+    if isinstance(event, ConsumerGroupDescribe):
+        return ConsumerGroupDescribeResponse(
+            tuple(i for i in items if isinstance(i, ConsumerDescribedGroup)))
     return DeleteGroupsResponse(tuple(i for i in items if isinstance(i, DeletedGroup)))
 
 

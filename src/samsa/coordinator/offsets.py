@@ -129,7 +129,8 @@ def handle_fetch(core: ShardCore, ev: OffsetFetch, token: object) -> None:
 
 def fetch_group(core: ShardCore, req: FetchGroup) -> FetchedGroup:
     """Committed offsets of one group (-1 / "" for partitions without a commit)."""
-    offsets = core.offsets_of(req.group_id) if req.group_id in core.groups else {}
+    known = req.group_id in core.groups or req.group_id in core.hard.consumer.groups
+    offsets = core.offsets_of(req.group_id) if known else {}
     if req.topics is None:
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(offsets):

@@ -8,7 +8,8 @@ that names the record type:
 
 * versions 0 and 1: offset commit key ``{group string, topic string, partition int32}``;
 * version 2: group metadata key ``{group string}``;
-* anything else: records of other coordinators (e.g. KIP-848), which callers skip.
+* 3, 5-8, 16: consumer-group (KIP-848) records, typed in :mod:`.consumer.records`;
+* anything else: records of other coordinators (share, streams groups), which callers skip.
 
 Values written here are offset commit value v3 (v1 when an explicit retention time gives an
 expire timestamp, as Kafka does) and group metadata value v3. Decoding accepts every version
@@ -20,6 +21,13 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+
+from samsa.coordinator.consumer import records as consumer_records
+from samsa.coordinator.consumer.records import (
+    CONSUMER_KEY_TYPES,
+    ConsumerRecordKey,
+    ConsumerRecordValue,
+)
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -77,8 +85,8 @@ class GroupMetadataValue:
     members: tuple[MemberMetadataValue, ...]
 
 
-RecordKey = OffsetCommitKey | GroupMetadataKey
-RecordValue = OffsetCommitValue | GroupMetadataValue
+RecordKey = OffsetCommitKey | GroupMetadataKey | ConsumerRecordKey
+RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerRecordValue
 
 
 # --------------------------------------------------------------------------- serde
@@ -86,6 +94,9 @@ RecordValue = OffsetCommitValue | GroupMetadataValue
 
 def serialize(key: RecordKey, value: RecordValue | None) -> tuple[bytes, bytes | None]:
     """Key and value bytes of one record, in Kafka's formats."""
+    if isinstance(key, CONSUMER_KEY_TYPES):
+        assert not isinstance(value, OffsetCommitValue | GroupMetadataValue)
+        return consumer_records.serialize(key, value)
     if isinstance(key, OffsetCommitKey):
         assert value is None or isinstance(value, OffsetCommitValue)
         raw_key = encode_offset_commit_key(key.group, key.topic, key.partition)
@@ -97,10 +108,10 @@ def serialize(key: RecordKey, value: RecordValue | None) -> tuple[bytes, bytes |
 
 def deserialize(key: bytes, value: bytes | None) -> tuple[RecordKey, RecordValue | None] | None:
     """The typed record of a log entry; ``None`` for record types this coordinator does not
-    own (KIP-848 records, for now), which loading skips."""
+    own (share and streams groups, Kafka < 4.1 partition metadata), which loading skips."""
     decoded = decode_key(key)
     if decoded is None:
-        return None
+        return consumer_records.deserialize(key, value)
     if value is None:
         return decoded, None
     if isinstance(decoded, OffsetCommitKey):

@@ -22,6 +22,8 @@ from samsa.coordinator import admin, heartbeat, join, offsets, sync
 from samsa.coordinator import rebalance as rb
 from samsa.coordinator.answers import group_ids, invalid_group_id, status_error_response
 from samsa.coordinator.config import CoordinatorConfig
+from samsa.coordinator.consumer import heartbeat as consumer_heartbeat
+from samsa.coordinator.consumer import interop as consumer
 from samsa.coordinator.core import (
     HardState,
     MemberIdFactory,
@@ -117,6 +119,7 @@ class CoordinatorShard(ShardCore):
                 rb.prepare_rebalance(self, group)
             for member in group.members.values():
                 rb.schedule_heartbeat(self, group, member)
+        consumer_heartbeat.arm_loaded_timers(self)
         self._schedule_offsets_expiry()
         return self._end()
 
@@ -149,7 +152,7 @@ class CoordinatorShard(ShardCore):
         error = self._status_error(event)
         if error is not None:
             self.reply(reply_to, status_error_response(event, error))
-        else:
+        elif not consumer.dispatch(self, event, reply_to):
             _HANDLERS[type(event)](self, event, reply_to)
         return self._end()
 
@@ -176,7 +179,14 @@ class CoordinatorShard(ShardCore):
         self._begin(now_ms)
         if key.kind is TimerKind.OFFSETS_EXPIRY:
             offsets.expire_offsets(self)
+            consumer.expire_offsets(self)
             self._schedule_offsets_expiry()
+            return self._end()
+        if key.kind is TimerKind.CONSUMER_SESSION:
+            consumer_heartbeat.session_expired(self, key.group_id, key.member_id)
+            return self._end()
+        if key.kind is TimerKind.CONSUMER_REBALANCE:
+            consumer_heartbeat.rebalance_expired(self, key.group_id, key.member_id)
             return self._end()
         group = self.groups.get(key.group_id)
         if group is not None:

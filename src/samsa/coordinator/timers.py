@@ -22,6 +22,9 @@ class TimerKind(enum.Enum):
     PENDING_MEMBER = "pending-member"
     PENDING_SYNC = "pending-sync"
     OFFSETS_EXPIRY = "offsets-expiry"
+    #: consumer (KIP-848) groups: a member's session, and its time to revoke partitions
+    CONSUMER_SESSION = "consumer-session"
+    CONSUMER_REBALANCE = "consumer-rebalance"
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,9 @@ class TopicsSnapshot:
     id, name, partition count, replica racks per partition)."""
 
     topics: Mapping[uuid.UUID, TopicInfo] = field(default_factory=dict)
+    #: set by ``Coordinator.update_metadata`` (one more per update): resolved regexes
+    #: remember it, so a group re-resolves them once after each change
+    version: int = 0
     by_name: Mapping[str, TopicInfo] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -1,0 +1,339 @@
+"""The live model of consumer (KIP-848) groups, built only by replaying records.
+
+As in Kafka's ``ConsumerGroup``, a handler reads this state, computes the records of a
+change and writes them; :meth:`ConsumerGroups.replay` applies each record at once (the
+shard's ``write`` replays as it appends), so loading a shard from its log and running it
+live give equal values. What is not in a record is soft: timers, and the caches marked
+``compare=False``.
+
+Epochs: the *group epoch* grows when membership, subscriptions or subscribed topic
+metadata change; the *assignment epoch* is the group epoch a target assignment was
+computed for; a *member epoch* is the assignment epoch a member reconciled to (never above
+the group epoch). Group states are derived, as Kafka's ``ConsumerGroupState``.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+from samsa.coordinator.consumer.records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    ConsumerRecordKey,
+    ConsumerRecordValue,
+)
+from samsa.coordinator.events import TopicPartitions
+
+#: topic id -> partitions (never an empty set).
+Assignment = Mapping[uuid.UUID, frozenset[int]]
+EMPTY: Assignment = {}
+
+LEAVE_GROUP_MEMBER_EPOCH = -1
+LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+
+
+class MemberState(enum.IntEnum):
+    """Kafka's ``MemberState`` (its byte values are the record's)."""
+
+    STABLE = 0
+    UNREVOKED_PARTITIONS = 1
+    UNRELEASED_PARTITIONS = 2
+    UNKNOWN = 127
+
+    @classmethod
+    def of(cls, value: int) -> MemberState:
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.UNKNOWN
+
+
+class ConsumerGroupState(enum.Enum):
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+CONSUMER_STATE_NAMES: tuple[str, ...] = tuple(s.value for s in ConsumerGroupState)
+
+
+def to_topic_partitions(assignment: Assignment) -> tuple[TopicPartitions, ...]:
+    """A canonical (sorted) wire form of an assignment."""
+    return tuple(
+        TopicPartitions(t, tuple(sorted(ps))) for t, ps in sorted(assignment.items()) if ps
+    )
+
+
+def from_topic_partitions(items: Iterable[TopicPartitions] | None) -> dict[uuid.UUID,
+                                                                          frozenset[int]]:
+    out: dict[uuid.UUID, set[int]] = {}
+    for tp in items or ():
+        out.setdefault(tp.topic_id, set()).update(tp.partitions)
+    return {t: frozenset(ps) for t, ps in out.items() if ps}
+
+
+def count(assignment: Assignment) -> int:
+    return sum(len(ps) for ps in assignment.values())
+
+
+@dataclass(frozen=True)
+class ConsumerMember:
+    """One member: its subscription (member metadata record) and its current assignment
+    (current member assignment record)."""
+
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    rebalance_timeout_ms: int = -1
+    server_assignor: str | None = None
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    state: MemberState = MemberState.STABLE
+    assigned: Assignment = field(default_factory=dict)
+    pending_revocation: Assignment = field(default_factory=dict)
+
+    def is_reconciled_to(self, assignment_epoch: int) -> bool:
+        return self.state is MemberState.STABLE and self.member_epoch == assignment_epoch
+
+    def metadata_value(self) -> ConsumerGroupMemberMetadataValue:
+        return ConsumerGroupMemberMetadataValue(
+            instance_id=self.instance_id,
+            rack_id=self.rack_id,
+            client_id=self.client_id,
+            client_host=self.client_host,
+            subscribed_topic_names=self.subscribed_topic_names,
+            subscribed_topic_regex=self.subscribed_topic_regex,
+            rebalance_timeout_ms=self.rebalance_timeout_ms,
+            server_assignor=self.server_assignor,
+        )
+
+    def assignment_value(self) -> ConsumerGroupCurrentMemberAssignmentValue:
+        return ConsumerGroupCurrentMemberAssignmentValue(
+            member_epoch=self.member_epoch,
+            previous_member_epoch=self.previous_member_epoch,
+            state=int(self.state),
+            assigned_partitions=to_topic_partitions(self.assigned),
+            partitions_pending_revocation=to_topic_partitions(self.pending_revocation),
+        )
+
+    def same_subscription(self, other: ConsumerMember) -> bool:
+        return self.metadata_value() == other.metadata_value()
+
+
+@dataclass(frozen=True)
+class ResolvedRegex:
+    topics: frozenset[str]
+    version: int
+    timestamp: int
+
+
+@dataclass
+class ConsumerGroup:
+    group_id: str
+    epoch: int = 0
+    metadata_hash: int = 0
+    assignment_epoch: int = -1
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    target: dict[str, Assignment] = field(default_factory=dict)
+    regexes: dict[str, ResolvedRegex] = field(default_factory=dict)
+    #: (topic id, partition) -> epoch of the member that owns it (assigned or revoking)
+    partition_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
+    #: instance id -> member id
+    static_members: dict[str, str] = field(default_factory=dict)
+    #: soft: the member epoch a scheduled rebalance timeout was armed for
+    revoking_epochs: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+    #: soft: (topics version, epoch, members) when the metadata hash was last checked
+    hash_checked: tuple[int, int, int] | None = field(default=None, compare=False, repr=False)
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def state(self) -> ConsumerGroupState:
+        if not self.members:
+            return ConsumerGroupState.EMPTY
+        if self.epoch > self.assignment_epoch:
+            return ConsumerGroupState.ASSIGNING
+        for member in self.members.values():
+            if not member.is_reconciled_to(self.assignment_epoch):
+                return ConsumerGroupState.RECONCILING
+        return ConsumerGroupState.STABLE
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def static_member(self, instance_id: str | None) -> ConsumerMember | None:
+        if instance_id is None:
+            return None
+        member_id = self.static_members.get(instance_id)
+        return None if member_id is None else self.members.get(member_id)
+
+    def partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
+        return self.partition_epochs.get((topic_id, partition), -1)
+
+    def subscribed_regexes(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for m in self.members.values():
+            if m.subscribed_topic_regex:
+                counts[m.subscribed_topic_regex] = counts.get(m.subscribed_topic_regex, 0) + 1
+        return counts
+
+    def subscribed_topic_names(self) -> frozenset[str]:
+        """Topic names any member subscribes to, by name or through a resolved regex."""
+        names: set[str] = set()
+        for m in self.members.values():
+            names.update(m.subscribed_topic_names)
+            if m.subscribed_topic_regex:
+                resolved = self.regexes.get(m.subscribed_topic_regex)
+                if resolved is not None:
+                    names.update(resolved.topics)
+        return frozenset(names)
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        return topic in self.subscribed_topic_names()
+
+    # ------------------------------------------------------------------ replay
+
+    def _set_member(self, member: ConsumerMember) -> None:
+        old = self.members.get(member.member_id)
+        if old is not None:
+            if old.instance_id is not None and self.static_members.get(old.instance_id) == \
+                    old.member_id:
+                del self.static_members[old.instance_id]
+            self._release(old)
+        self.members[member.member_id] = member
+        if member.instance_id is not None:
+            self.static_members[member.instance_id] = member.member_id
+        self._own(member)
+
+    def _remove_member(self, member_id: str) -> None:
+        old = self.members.pop(member_id, None)
+        if old is None:
+            return
+        if old.instance_id is not None and self.static_members.get(old.instance_id) == member_id:
+            del self.static_members[old.instance_id]
+        self._release(old)
+        self.revoking_epochs.pop(member_id, None)
+
+    def _release(self, member: ConsumerMember) -> None:
+        for assignment in (member.assigned, member.pending_revocation):
+            for topic_id, partitions in assignment.items():
+                for p in partitions:
+                    if self.partition_epochs.get((topic_id, p)) == member.member_epoch:
+                        del self.partition_epochs[(topic_id, p)]
+
+    def _own(self, member: ConsumerMember) -> None:
+        for assignment in (member.assigned, member.pending_revocation):
+            for topic_id, partitions in assignment.items():
+                for p in partitions:
+                    held = self.partition_epochs.get((topic_id, p))
+                    if held is not None:
+                        raise AssertionError(
+                            f"group {self.group_id}: partition {topic_id}-{p} given to "
+                            f"{member.member_id} while still owned at epoch {held}")
+                    self.partition_epochs[(topic_id, p)] = member.member_epoch
+
+    def replay(self, key: ConsumerRecordKey, value: ConsumerRecordValue | None) -> None:
+        match key:
+            case ConsumerGroupMetadataKey():
+                if value is not None:
+                    assert isinstance(value, ConsumerGroupMetadataValue)
+                    self.epoch = value.epoch
+                    self.metadata_hash = value.metadata_hash
+            case ConsumerGroupMemberMetadataKey():
+                if value is None:
+                    self._remove_member(key.member_id)
+                else:
+                    assert isinstance(value, ConsumerGroupMemberMetadataValue)
+                    old = self.members.get(key.member_id) or ConsumerMember(key.member_id)
+                    self._set_member(replace(
+                        old,
+                        instance_id=value.instance_id,
+                        rack_id=value.rack_id,
+                        client_id=value.client_id,
+                        client_host=value.client_host,
+                        subscribed_topic_names=value.subscribed_topic_names,
+                        subscribed_topic_regex=value.subscribed_topic_regex,
+                        rebalance_timeout_ms=value.rebalance_timeout_ms,
+                        server_assignor=value.server_assignor,
+                    ))
+            case ConsumerGroupTargetAssignmentMetadataKey():
+                if value is None:
+                    self.assignment_epoch = -1
+                else:
+                    assert isinstance(value, ConsumerGroupTargetAssignmentMetadataValue)
+                    self.assignment_epoch = value.assignment_epoch
+            case ConsumerGroupTargetAssignmentMemberKey():
+                if value is None:
+                    self.target.pop(key.member_id, None)
+                else:
+                    assert isinstance(value, ConsumerGroupTargetAssignmentMemberValue)
+                    self.target[key.member_id] = from_topic_partitions(value.topic_partitions)
+            case ConsumerGroupCurrentMemberAssignmentKey():
+                old = self.members.get(key.member_id) or ConsumerMember(key.member_id)
+                if value is None:
+                    if key.member_id in self.members:
+                        self._set_member(replace(
+                            old, member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
+                            previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
+                            state=MemberState.STABLE, assigned={}, pending_revocation={}))
+                else:
+                    assert isinstance(value, ConsumerGroupCurrentMemberAssignmentValue)
+                    self._set_member(replace(
+                        old,
+                        member_epoch=value.member_epoch,
+                        previous_member_epoch=value.previous_member_epoch,
+                        state=MemberState.of(value.state),
+                        assigned=from_topic_partitions(value.assigned_partitions),
+                        pending_revocation=from_topic_partitions(
+                            value.partitions_pending_revocation),
+                    ))
+            case ConsumerGroupRegularExpressionKey():
+                if value is None:
+                    self.regexes.pop(key.regex, None)
+                else:
+                    assert isinstance(value, ConsumerGroupRegularExpressionValue)
+                    self.regexes[key.regex] = ResolvedRegex(
+                        frozenset(value.topics), value.version, value.timestamp)
+
+
+@dataclass
+class ConsumerGroups:
+    """Every consumer group of one shard (part of the shard's hard state)."""
+
+    groups: dict[str, ConsumerGroup] = field(default_factory=dict)
+
+    def replay(self, key: ConsumerRecordKey, value: ConsumerRecordValue | None) -> None:
+        group = self.groups.get(key.group)
+        if isinstance(key, ConsumerGroupMetadataKey) and value is None:
+            # Kafka's replay of the epoch tombstone removes the group.
+            self.groups.pop(key.group, None)
+            return
+        if group is None:
+            if value is None:
+                return
+            group = self.groups[key.group] = ConsumerGroup(key.group)
+        group.replay(key, value)
+
+    def copy(self) -> ConsumerGroups:
+        import copy
+
+        return copy.deepcopy(self)

@@ -1,0 +1,275 @@
+"""Classic group APIs on consumer groups, and the shard's entry point for consumer events.
+
+:func:`dispatch` answers ConsumerGroupHeartbeat and ConsumerGroupDescribe, and every
+classic API whose group is a consumer group, as Kafka 4.0's ``GroupMetadataManager`` and
+``OffsetMetadataManager`` do:
+
+* OffsetCommit: epoch < 0 on an empty group is an admin commit; otherwise the member must
+  exist (UNKNOWN_MEMBER_ID), commit with v9+ (UNSUPPORTED_VERSION) and send its current
+  member epoch (STALE_MEMBER_EPOCH). A commit is not a heartbeat here.
+* OffsetFetch v9+: a member id and epoch are checked the same way.
+* OffsetDelete: allowed in any state; GROUP_SUBSCRIBED_TO_TOPIC for subscribed topics.
+* DeleteGroups: NON_EMPTY_GROUP unless Empty; offsets then the group get tombstones.
+* DescribeGroups: a consumer group is described as Dead (NONE), as Kafka's
+  ``describeGroups`` does for a group that is not classic.
+* ListGroups: consumer groups with type and protocol type ``consumer``.
+* JoinGroup: an Empty consumer group is deleted and the join creates a classic group;
+  a live one answers INCONSISTENT_GROUP_PROTOCOL (online migration of classic members
+  into a consumer group is not built yet).
+* SyncGroup, Heartbeat: UNKNOWN_MEMBER_ID (no member of a consumer group uses the classic
+  protocol); LeaveGroup removes members by instance id (admin removal) or answers
+  UNKNOWN_MEMBER_ID.
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from samsa.coordinator import admin
+from samsa.coordinator.consumer import describe, heartbeat
+from samsa.coordinator.consumer.group import ConsumerGroup
+from samsa.coordinator.consumer.records import (
+    ConsumerGroupMetadataKey,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMetadataKey,
+)
+from samsa.coordinator.core import ShardCore
+from samsa.coordinator.events import (
+    NO_MEMBER_ID,
+    CommitPartition,
+    ConsumerGroupDescribe,
+    ConsumerGroupHeartbeat,
+    DeleteGroups,
+    DescribeGroups,
+    Event,
+    FetchGroup,
+    Heartbeat,
+    JoinGroup,
+    LeaveGroup,
+    ListGroups,
+    OffsetCommit,
+    OffsetDelete,
+    OffsetFetch,
+    SyncGroup,
+)
+from samsa.coordinator.offsets import fetch_group, java_length
+from samsa.coordinator.records import OffsetCommitValue
+from samsa.coordinator.responses import (
+    DeletedGroup,
+    DeleteGroupsResponse,
+    DescribedGroup,
+    DescribeGroupsResponse,
+    FetchedGroup,
+    HeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupMemberResponse,
+    LeaveGroupResponse,
+    ListGroupsResponse,
+    OffsetCommitResponse,
+    OffsetDeleteResponse,
+    OffsetFetchResponse,
+    PartitionError,
+    SyncGroupResponse,
+    TopicErrors,
+)
+
+E = ErrorCode
+
+#: OffsetCommit v9+ carries member epochs (KIP-848).
+OFFSET_COMMIT_MEMBER_EPOCH_VERSION = 9
+
+
+def dispatch(core: ShardCore, event: Event, token: object) -> bool:
+    """Handle ``event`` if it is a consumer-group matter; False leaves it to the classic
+    handlers."""
+    if isinstance(event, ConsumerGroupHeartbeat):
+        heartbeat.handle_heartbeat(core, event, token)
+        return True
+    if isinstance(event, ConsumerGroupDescribe):
+        describe.handle_describe(core, event, token)
+        return True
+    if isinstance(event, ListGroups):
+        listed = admin.list_groups(core, event) + describe.list_groups(core, event)
+        core.reply(token, ListGroupsResponse(E.none, tuple(listed)))
+        return True
+    groups = core.hard.consumer.groups
+    if isinstance(event, OffsetFetch):
+        if len(event.groups) != 1 or event.groups[0].group_id not in groups:
+            return False
+        core.reply(token, OffsetFetchResponse((_fetch(core, groups[event.groups[0].group_id],
+                                                      event.groups[0]),)))
+        return True
+    if isinstance(event, DescribeGroups | DeleteGroups):
+        if len(event.groups) != 1 or event.groups[0] not in groups:
+            return False
+        group = groups[event.groups[0]]
+        if isinstance(event, DescribeGroups):
+            core.reply(token, DescribeGroupsResponse(
+                (DescribedGroup(group.group_id, E.none, "Dead"),)))
+        else:
+            core.reply(token, DeleteGroupsResponse((_delete(core, group),)))
+        return True
+    found = groups.get(event.group_id)
+    if found is None:
+        return False
+    group = found
+    if isinstance(event, OffsetCommit):
+        _commit(core, group, event, token)
+    elif isinstance(event, OffsetDelete):
+        _offset_delete(core, group, event, token)
+    elif isinstance(event, JoinGroup):
+        if not group.is_empty():
+            core.reply(token, JoinGroupResponse(E.inconsistent_group_protocol, event.member_id))
+            return True
+        delete_group_records(core, group)
+        return False
+    elif isinstance(event, SyncGroup):
+        core.reply(token, SyncGroupResponse(E.unknown_member_id))
+    elif isinstance(event, Heartbeat):
+        core.reply(token, HeartbeatResponse(E.unknown_member_id))
+    elif isinstance(event, LeaveGroup):
+        _leave(core, group, event, token)
+    else:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------- offsets
+
+
+def _commit_error(group: ConsumerGroup, ev: OffsetCommit) -> int | None:
+    """Kafka's ``ConsumerGroup.validateOffsetCommit``."""
+    if ev.generation_id < 0 and group.is_empty():
+        return None
+    member = group.members.get(ev.member_id)
+    if member is None:
+        return E.unknown_member_id
+    if ev.api_version is not None and ev.api_version < OFFSET_COMMIT_MEMBER_EPOCH_VERSION:
+        return E.unsupported_version
+    if ev.generation_id != member.member_epoch:
+        return E.stale_member_epoch
+    return None
+
+
+def _commit(core: ShardCore, group: ConsumerGroup, ev: OffsetCommit, token: object) -> None:
+    error = _commit_error(group, ev)
+
+    def answer(topic: str, p: CommitPartition) -> int:
+        if error is not None:
+            return error
+        metadata = p.metadata or ""
+        if java_length(metadata) > core.config.offset_metadata_max_bytes:
+            return E.offset_metadata_too_large
+        expire = -1 if ev.retention_time_ms == -1 else core.now_ms + ev.retention_time_ms
+        value = OffsetCommitValue(p.offset, p.leader_epoch, metadata, core.now_ms, expire)
+        core.write_offset(group.group_id, (topic, p.partition), value)
+        return E.none
+
+    core.reply(token, OffsetCommitResponse(tuple(
+        TopicErrors(t.name, tuple(PartitionError(p.partition, answer(t.name, p))
+                                  for p in t.partitions))
+        for t in ev.topics
+    )))
+
+
+def _fetch(core: ShardCore, group: ConsumerGroup, req: FetchGroup) -> FetchedGroup:
+    """Kafka's ``ConsumerGroup.validateOffsetFetch``, then the committed offsets."""
+    if req.member_id is not None or req.member_epoch >= 0:
+        member = group.members.get(req.member_id or "")
+        if member is None:
+            return FetchedGroup(req.group_id, (), E.unknown_member_id)
+        if req.member_epoch != member.member_epoch:
+            return FetchedGroup(req.group_id, (), E.stale_member_epoch)
+    return fetch_group(core, req)
+
+
+def _offset_delete(core: ShardCore, group: ConsumerGroup, ev: OffsetDelete,
+                   token: object) -> None:
+    subscribed = group.subscribed_topic_names()
+    offsets = core.offsets_of(group.group_id)
+    topics = []
+    for t in ev.topics:
+        errors = []
+        for p in t.partitions:
+            if t.name in subscribed:
+                errors.append(PartitionError(p, E.group_subscribed_to_topic))
+                continue
+            if (t.name, p) in offsets:
+                core.write_offset_tombstone(group.group_id, (t.name, p))
+            errors.append(PartitionError(p, E.none))
+        topics.append(TopicErrors(t.name, tuple(errors)))
+    core.reply(token, OffsetDeleteResponse(E.none, tuple(topics)))
+
+
+# ---------------------------------------------------------------------- groups
+
+
+def _delete(core: ShardCore, group: ConsumerGroup) -> DeletedGroup:
+    if not group.is_empty():
+        return DeletedGroup(group.group_id, E.non_empty_group)
+    for tp in list(core.offsets_of(group.group_id)):
+        core.write_offset_tombstone(group.group_id, tp)
+    delete_group_records(core, group)
+    return DeletedGroup(group.group_id, E.none)
+
+
+def delete_group_records(core: ShardCore, group: ConsumerGroup) -> None:
+    """Tombstones for an empty consumer group (Kafka's ``createGroupTombstoneRecords``);
+    the epoch tombstone comes last and removes the group."""
+    gid = group.group_id
+    for mid in list(group.target):
+        core.write(ConsumerGroupTargetAssignmentMemberKey(gid, mid), None)
+    core.write(ConsumerGroupTargetAssignmentMetadataKey(gid), None)
+    for regex in list(group.regexes):
+        core.write(ConsumerGroupRegularExpressionKey(gid, regex), None)
+    core.write(ConsumerGroupMetadataKey(gid), None)
+    core.cancel_group_timers(gid)
+
+
+def _leave(core: ShardCore, group: ConsumerGroup, ev: LeaveGroup, token: object) -> None:
+    answers = []
+    fenced: list[str] = []
+    for m in ev.members:
+        if m.group_instance_id is None:
+            error = E.unknown_member_id
+            member_id = m.member_id
+        else:
+            static = group.static_member(m.group_instance_id)
+            if static is None:
+                error, member_id = E.unknown_member_id, m.member_id
+            elif m.member_id != NO_MEMBER_ID and m.member_id != static.member_id:
+                error, member_id = E.fenced_instance_id, m.member_id
+            elif m.member_id != NO_MEMBER_ID:
+                # the member exists but uses the consumer protocol
+                error, member_id = E.unknown_member_id, m.member_id
+            else:
+                error, member_id = E.none, static.member_id
+                if member_id not in fenced:
+                    fenced.append(member_id)
+        answers.append(LeaveGroupMemberResponse(member_id, m.group_instance_id, error))
+    if fenced:
+        heartbeat.fence_members(core, group, fenced)
+    core.reply(token, LeaveGroupResponse(E.none, tuple(answers)))
+
+
+# ---------------------------------------------------------------------- retention
+
+
+def expire_offsets(core: ShardCore) -> None:
+    """Kafka's ``cleanupGroupMetadata`` for consumer groups: offsets of topics the group
+    does not subscribe to expire ``offsets.retention.minutes`` after their commit (or at
+    their explicit expiry); an empty group without offsets is deleted."""
+    retention = core.config.offsets_retention_ms
+    now = core.now_ms
+    for group in list(core.hard.consumer.groups.values()):
+        subscribed = group.subscribed_topic_names()
+        offsets = core.offsets_of(group.group_id)
+        for tp, value in list(offsets.items()):
+            if tp[0] in subscribed:
+                continue
+            if (now >= value.expire_timestamp if value.expire_timestamp >= 0
+                    else now - value.commit_timestamp >= retention):
+                core.write_offset_tombstone(group.group_id, tp)
+        if group.is_empty() and not core.offsets_of(group.group_id):
+            delete_group_records(core, group)

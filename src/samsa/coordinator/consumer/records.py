@@ -1,0 +1,409 @@
+"""Consumer-group (KIP-848) records of ``__consumer_offsets``, typed, with Kafka 4.x codecs.
+
+Keys are non-flexible: an int16 version naming the record type, then int16-length strings.
+Values are version 0 of flexible schemas (compact strings and arrays, uuids as 16 bytes,
+tagged fields), exactly as Kafka's ``group-coordinator`` message JSON files define them:
+
+==  ==========================================  =========================================
+ 3  ConsumerGroupMetadata {group}               {epoch; tag 0: metadata hash}
+ 4  ConsumerGroupPartitionMetadata {group}      (Kafka < 4.1; read and ignored)
+ 5  ConsumerGroupMemberMetadata {group, member}  {instance, rack, client id/host, topic
+                                                names, regex, rebalance timeout, assignor}
+ 6  ConsumerGroupTargetAssignmentMetadata       {assignment epoch}
+ 7  ConsumerGroupTargetAssignmentMember         {[topic id, partitions]}
+ 8  ConsumerGroupCurrentMemberAssignment        {epoch, previous epoch, state, assigned,
+                                                pending revocation}
+16  ConsumerGroupRegularExpression {group, re}  {topics, version, timestamp}
+==  ==========================================  =========================================
+
+A ``None`` value is a tombstone. Unknown tagged fields are skipped on read.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from dataclasses import dataclass
+
+from samsa.coordinator.events import TopicPartitions
+
+METADATA_KEY = 3
+PARTITION_METADATA_KEY = 4
+MEMBER_METADATA_KEY = 5
+TARGET_METADATA_KEY = 6
+TARGET_MEMBER_KEY = 7
+CURRENT_ASSIGNMENT_KEY = 8
+REGEX_KEY = 16
+
+#: Record types this module decodes (4 is decoded to be skipped).
+KEY_VERSIONS = frozenset({3, 4, 5, 6, 7, 8, 16})
+
+
+class ConsumerRecordDecodeError(ValueError):
+    """The bytes are not a valid consumer-group record."""
+
+
+# --------------------------------------------------------------------------- keys
+
+
+@dataclass(frozen=True)
+class ConsumerGroupMetadataKey:
+    group: str
+
+
+@dataclass(frozen=True)
+class ConsumerGroupMemberMetadataKey:
+    group: str
+    member_id: str
+
+
+@dataclass(frozen=True)
+class ConsumerGroupTargetAssignmentMetadataKey:
+    group: str
+
+
+@dataclass(frozen=True)
+class ConsumerGroupTargetAssignmentMemberKey:
+    group: str
+    member_id: str
+
+
+@dataclass(frozen=True)
+class ConsumerGroupCurrentMemberAssignmentKey:
+    group: str
+    member_id: str
+
+
+@dataclass(frozen=True)
+class ConsumerGroupRegularExpressionKey:
+    group: str
+    regex: str
+
+
+# --------------------------------------------------------------------------- values
+
+
+@dataclass(frozen=True)
+class ConsumerGroupMetadataValue:
+    epoch: int
+    metadata_hash: int = 0
+
+
+@dataclass(frozen=True)
+class ConsumerGroupMemberMetadataValue:
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+
+
+@dataclass(frozen=True)
+class ConsumerGroupTargetAssignmentMetadataValue:
+    assignment_epoch: int
+
+
+@dataclass(frozen=True)
+class ConsumerGroupTargetAssignmentMemberValue:
+    topic_partitions: tuple[TopicPartitions, ...]
+
+
+@dataclass(frozen=True)
+class ConsumerGroupCurrentMemberAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned_partitions: tuple[TopicPartitions, ...]
+    partitions_pending_revocation: tuple[TopicPartitions, ...]
+
+
+@dataclass(frozen=True)
+class ConsumerGroupRegularExpressionValue:
+    topics: tuple[str, ...]
+    version: int
+    timestamp: int
+
+
+ConsumerRecordKey = (
+    ConsumerGroupMetadataKey
+    | ConsumerGroupMemberMetadataKey
+    | ConsumerGroupTargetAssignmentMetadataKey
+    | ConsumerGroupTargetAssignmentMemberKey
+    | ConsumerGroupCurrentMemberAssignmentKey
+    | ConsumerGroupRegularExpressionKey
+)
+ConsumerRecordValue = (
+    ConsumerGroupMetadataValue
+    | ConsumerGroupMemberMetadataValue
+    | ConsumerGroupTargetAssignmentMetadataValue
+    | ConsumerGroupTargetAssignmentMemberValue
+    | ConsumerGroupCurrentMemberAssignmentValue
+    | ConsumerGroupRegularExpressionValue
+)
+CONSUMER_KEY_TYPES = (
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupRegularExpressionKey,
+)
+
+
+# --------------------------------------------------------------------------- writer
+
+
+class _W:
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def raw(self, fmt: str, v: int) -> _W:
+        self.parts.append(struct.pack(fmt, v))
+        return self
+
+    def uvarint(self, v: int) -> _W:
+        out = bytearray()
+        while v >= 0x80:
+            out.append((v & 0x7F) | 0x80)
+            v >>= 7
+        out.append(v)
+        self.parts.append(bytes(out))
+        return self
+
+    def key_string(self, s: str) -> _W:
+        raw = s.encode()
+        self.raw(">h", len(raw))
+        self.parts.append(raw)
+        return self
+
+    def string(self, s: str | None) -> _W:
+        if s is None:
+            return self.uvarint(0)
+        raw = s.encode()
+        self.uvarint(len(raw) + 1)
+        self.parts.append(raw)
+        return self
+
+    def strings(self, items: tuple[str, ...]) -> _W:
+        self.uvarint(len(items) + 1)
+        for s in items:
+            self.string(s)
+        return self
+
+    def topic_partitions(self, items: tuple[TopicPartitions, ...]) -> _W:
+        self.uvarint(len(items) + 1)
+        for tp in items:
+            self.parts.append(tp.topic_id.bytes)
+            self.uvarint(len(tp.partitions) + 1)
+            for p in tp.partitions:
+                self.raw(">i", p)
+            self.uvarint(0)
+        return self
+
+    def tags(self, tagged: dict[int, bytes] | None = None) -> _W:
+        tagged = tagged or {}
+        self.uvarint(len(tagged))
+        for tag in sorted(tagged):
+            self.uvarint(tag).uvarint(len(tagged[tag]))
+            self.parts.append(tagged[tag])
+        return self
+
+    def done(self) -> bytes:
+        return b"".join(self.parts)
+
+
+# --------------------------------------------------------------------------- reader
+
+
+class _R:
+    def __init__(self, data: bytes) -> None:
+        self.data = memoryview(data)
+        self.pos = 0
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise ConsumerRecordDecodeError("truncated record")
+        chunk = bytes(self.data[self.pos : self.pos + n])
+        self.pos += n
+        return chunk
+
+    def raw(self, fmt: str) -> int:
+        return int(struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0])
+
+    def uvarint(self) -> int:
+        shift = result = 0
+        while True:
+            b = self.take(1)[0]
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return result
+            shift += 7
+            if shift > 63:
+                raise ConsumerRecordDecodeError("varint too long")
+
+    def key_string(self) -> str:
+        n = self.raw(">h")
+        if n < 0:
+            raise ConsumerRecordDecodeError("null key string")
+        return self.take(n).decode()
+
+    def nullable_string(self) -> str | None:
+        n = self.uvarint() - 1
+        return None if n < 0 else self.take(n).decode()
+
+    def string(self) -> str:
+        s = self.nullable_string()
+        if s is None:
+            raise ConsumerRecordDecodeError("null in a non-nullable string")
+        return s
+
+    def count(self) -> int:
+        n = self.uvarint() - 1
+        if n < 0:
+            raise ConsumerRecordDecodeError("null array")
+        return n
+
+    def strings(self) -> tuple[str, ...]:
+        return tuple(self.string() for _ in range(self.count()))
+
+    def topic_partitions(self) -> tuple[TopicPartitions, ...]:
+        out = []
+        for _ in range(self.count()):
+            topic_id = uuid.UUID(bytes=self.take(16))
+            partitions = tuple(self.raw(">i") for _ in range(self.count()))
+            self.tags()
+            out.append(TopicPartitions(topic_id, partitions))
+        return tuple(out)
+
+    def tags(self) -> dict[int, bytes]:
+        tagged = {}
+        for _ in range(self.uvarint()):
+            tag = self.uvarint()
+            tagged[tag] = self.take(self.uvarint())
+        return tagged
+
+
+# --------------------------------------------------------------------------- serde
+
+
+def serialize_key(key: ConsumerRecordKey) -> bytes:
+    w = _W()
+    match key:
+        case ConsumerGroupMetadataKey():
+            return w.raw(">h", METADATA_KEY).key_string(key.group).done()
+        case ConsumerGroupMemberMetadataKey():
+            w.raw(">h", MEMBER_METADATA_KEY)
+        case ConsumerGroupTargetAssignmentMetadataKey():
+            return w.raw(">h", TARGET_METADATA_KEY).key_string(key.group).done()
+        case ConsumerGroupTargetAssignmentMemberKey():
+            w.raw(">h", TARGET_MEMBER_KEY)
+        case ConsumerGroupCurrentMemberAssignmentKey():
+            w.raw(">h", CURRENT_ASSIGNMENT_KEY)
+        case ConsumerGroupRegularExpressionKey():
+            return w.raw(">h", REGEX_KEY).key_string(key.group).key_string(key.regex).done()
+    return w.key_string(key.group).key_string(key.member_id).done()
+
+
+def serialize_value(value: ConsumerRecordValue) -> bytes:
+    w = _W().raw(">h", 0)
+    match value:
+        case ConsumerGroupMetadataValue():
+            w.raw(">i", value.epoch)
+            tagged = {0: struct.pack(">q", value.metadata_hash)} if value.metadata_hash else {}
+            return w.tags(tagged).done()
+        case ConsumerGroupMemberMetadataValue():
+            w.string(value.instance_id).string(value.rack_id)
+            w.string(value.client_id).string(value.client_host)
+            w.strings(value.subscribed_topic_names).string(value.subscribed_topic_regex)
+            w.raw(">i", value.rebalance_timeout_ms).string(value.server_assignor)
+        case ConsumerGroupTargetAssignmentMetadataValue():
+            w.raw(">i", value.assignment_epoch)
+        case ConsumerGroupTargetAssignmentMemberValue():
+            w.topic_partitions(value.topic_partitions)
+        case ConsumerGroupCurrentMemberAssignmentValue():
+            w.raw(">i", value.member_epoch).raw(">i", value.previous_member_epoch)
+            w.raw(">b", value.state)
+            w.topic_partitions(value.assigned_partitions)
+            w.topic_partitions(value.partitions_pending_revocation)
+        case ConsumerGroupRegularExpressionValue():
+            w.strings(value.topics).raw(">q", value.version).raw(">q", value.timestamp)
+    return w.tags().done()
+
+
+def serialize(
+    key: ConsumerRecordKey, value: ConsumerRecordValue | None
+) -> tuple[bytes, bytes | None]:
+    return serialize_key(key), None if value is None else serialize_value(value)
+
+
+def deserialize_key(data: bytes) -> ConsumerRecordKey | None:
+    """The typed key; ``None`` for a record type read and ignored (4) or not ours."""
+    r = _R(data)
+    version = r.raw(">h")
+    if version == METADATA_KEY:
+        return ConsumerGroupMetadataKey(r.key_string())
+    if version == TARGET_METADATA_KEY:
+        return ConsumerGroupTargetAssignmentMetadataKey(r.key_string())
+    if version == REGEX_KEY:
+        return ConsumerGroupRegularExpressionKey(r.key_string(), r.key_string())
+    if version == MEMBER_METADATA_KEY:
+        return ConsumerGroupMemberMetadataKey(r.key_string(), r.key_string())
+    if version == TARGET_MEMBER_KEY:
+        return ConsumerGroupTargetAssignmentMemberKey(r.key_string(), r.key_string())
+    if version == CURRENT_ASSIGNMENT_KEY:
+        return ConsumerGroupCurrentMemberAssignmentKey(r.key_string(), r.key_string())
+    return None
+
+
+def deserialize_value(key: ConsumerRecordKey, data: bytes) -> ConsumerRecordValue:
+    r = _R(data)
+    version = r.raw(">h")
+    if version != 0:
+        raise ConsumerRecordDecodeError(f"unknown value version {version} for {key!r}")
+    value: ConsumerRecordValue
+    match key:
+        case ConsumerGroupMetadataKey():
+            epoch = r.raw(">i")
+            tagged = r.tags()
+            raw_hash = tagged.get(0)
+            metadata_hash = struct.unpack(">q", raw_hash)[0] if raw_hash else 0
+            return ConsumerGroupMetadataValue(epoch, int(metadata_hash))
+        case ConsumerGroupMemberMetadataKey():
+            value = ConsumerGroupMemberMetadataValue(
+                instance_id=r.nullable_string(),
+                rack_id=r.nullable_string(),
+                client_id=r.string(),
+                client_host=r.string(),
+                subscribed_topic_names=r.strings(),
+                subscribed_topic_regex=r.nullable_string(),
+                rebalance_timeout_ms=r.raw(">i"),
+                server_assignor=r.nullable_string(),
+            )
+        case ConsumerGroupTargetAssignmentMetadataKey():
+            value = ConsumerGroupTargetAssignmentMetadataValue(r.raw(">i"))
+        case ConsumerGroupTargetAssignmentMemberKey():
+            value = ConsumerGroupTargetAssignmentMemberValue(r.topic_partitions())
+        case ConsumerGroupCurrentMemberAssignmentKey():
+            value = ConsumerGroupCurrentMemberAssignmentValue(
+                member_epoch=r.raw(">i"),
+                previous_member_epoch=r.raw(">i"),
+                state=r.raw(">b"),
+                assigned_partitions=r.topic_partitions(),
+                partitions_pending_revocation=r.topic_partitions(),
+            )
+        case ConsumerGroupRegularExpressionKey():
+            value = ConsumerGroupRegularExpressionValue(r.strings(), r.raw(">q"), r.raw(">q"))
+    r.tags()
+    return value
+
+
+def deserialize(
+    key: bytes, value: bytes | None
+) -> tuple[ConsumerRecordKey, ConsumerRecordValue | None] | None:
+    typed = deserialize_key(key)
+    if typed is None:
+        return None
+    return typed, None if value is None else deserialize_value(typed, value)
