@@ -31,6 +31,7 @@ from prometheus_client.core import (
 
 from samsa.coordinator.state import STATE_NAMES
 from samsa.coordinator.state import GroupState as S
+from samsa.protocol.api_keys import ApiKey
 
 if TYPE_CHECKING:
     from samsa.broker.server import Broker
@@ -40,14 +41,8 @@ __all__ = ["API_NAMES", "BrokerMetrics", "MetricsServer"]
 
 log = logging.getLogger("samsa.metrics")
 
-API_NAMES = {
-    0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
-    9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat",
-    13: "LeaveGroup", 14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups",
-    18: "ApiVersions", 19: "CreateTopics", 20: "DeleteTopics", 22: "InitProducerId",
-    32: "DescribeConfigs", 37: "CreatePartitions", 42: "DeleteGroups", 47: "OffsetDelete",
-    60: "DescribeCluster",
-}
+API_NAMES = {int(key): key.title for key in ApiKey}
+"""The ``api`` label of the request metrics: Kafka's name of each API key."""
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                    2.5, 5.0, 10.0, 30.0)
 REBALANCE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)

@@ -1,7 +1,11 @@
 """One module per Kafka API; each exports ``API_KEY``, ``VERSIONS`` and ``handle``.
 
-``handle(ctx)`` is a coroutine returning the response entity (built with
-``ctx.respond(...)``), or ``None`` when the API sends no response (Produce with acks=0).
+Each module opens with its version notes: what changes at which version it serves.
+``handle(ctx)`` is a coroutine returning the response entity, or ``None`` when the API
+sends no response (Produce with acks=0). The entity is either a typed kio response of one
+version (the group and offset APIs build their newest; the broker converts it to the
+request's version with :func:`samsa.protocol.build.convert`) or one built from a mapping
+for the request's version with ``ctx.respond(...)``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """AlterConfigs (key 33): replace a resource's dynamic configs (TOPIC, BROKER, GROUP).
 
 Legacy semantics: the configs given become all of the resource's dynamic configs; keys left
-out return to their defaults. v1 is v0's schema; v2 is flexible.
+out return to their defaults. Versions: v1 is v0's schema; v2 flexible.
 """
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from typing import Any
 
 from samsa.broker.config_admin import alter_all
 from samsa.broker.context import RequestContext
+from samsa.protocol.api_keys import ApiKey
 
-API_KEY = 33
+API_KEY = ApiKey.ALTER_CONFIGS
 VERSIONS = (0, 2)
 
 

@@ -1,4 +1,9 @@
-"""ApiVersions (key 18): advertise exactly the APIs and versions this broker serves."""
+"""ApiVersions (key 18): advertise exactly the APIs and versions this broker serves.
+
+Versions: v1 throttle_time; v3 flexible, client_software_name/version (KIP-511: a name or
+version that is not alphanumerics, '.' and '-' gets INVALID_REQUEST). A version this broker
+does not serve is answered UNSUPPORTED_VERSION in a v0 body, as Kafka does.
+"""
 
 from __future__ import annotations
 
@@ -11,13 +16,14 @@ from samsa.broker.handlers.consumer_group_heartbeat import (
     CONSUMER_PROTOCOL_APIS,
     consumer_protocol_enabled,
 )
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import build
 from samsa.protocol.codec import response_class
 
 if TYPE_CHECKING:
     from samsa.broker.server import Broker
 
-API_KEY = 18
+API_KEY = ApiKey.API_VERSIONS
 VERSIONS = (0, 3)
 
 

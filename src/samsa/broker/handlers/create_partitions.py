@@ -1,4 +1,8 @@
-"""CreatePartitions (key 37)."""
+"""CreatePartitions (key 37): grow a topic's partition count (validate_only: check only).
+
+Versions: v1 is v0's schema; v2 flexible; v3 is v2's schema. Assignments may only name
+this broker.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,9 @@ from kio.schema.errors import ErrorCode
 from samsa.broker.clock import now_ms
 from samsa.broker.context import RequestContext
 from samsa.broker.topics import TopicError
+from samsa.protocol.api_keys import ApiKey
 
-API_KEY = 37
+API_KEY = ApiKey.CREATE_PARTITIONS
 VERSIONS = (0, 3)
 
 

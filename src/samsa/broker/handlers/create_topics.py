@@ -1,4 +1,10 @@
-"""CreateTopics (key 19)."""
+"""CreateTopics (key 19): create topics, or with validate_only only check them.
+
+Versions (v2-7 served): v4 num_partitions and replication_factor may be -1 (the broker's
+defaults) without assignments (KIP-464; accepted from v2 here); v5 flexible, and the
+answer carries each topic's partitions, replication factor and configs (KIP-525); v6 is
+v5's schema; v7 the topic id in the answer. A name given twice is INVALID_REQUEST.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +15,9 @@ from kio.schema.errors import ErrorCode
 from samsa.broker.clock import now_ms
 from samsa.broker.context import RequestContext
 from samsa.broker.topics import TopicError
+from samsa.protocol.api_keys import ApiKey
 
-API_KEY = 19
+API_KEY = ApiKey.CREATE_TOPICS
 VERSIONS = (2, 7)
 
 

@@ -1,4 +1,8 @@
-"""DeleteTopics (key 20): by name (v0-5) or by name/id (v6)."""
+"""DeleteTopics (key 20): delete topics and their data.
+
+Versions (v1-6 served): v4 flexible; v5 error_message per topic; v6 topics by name or by
+topic id (KIP-516), v1-5 by name only.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,9 @@ from kio.schema.errors import ErrorCode
 
 from samsa.broker.context import RequestContext
 from samsa.broker.topics import TopicError
+from samsa.protocol.api_keys import ApiKey
 
-API_KEY = 20
+API_KEY = ApiKey.DELETE_TOPICS
 VERSIONS = (1, 6)
 
 _ZERO_UUID = uuid.UUID(int=0)

@@ -1,4 +1,8 @@
-"""DescribeCluster (key 60)."""
+"""DescribeCluster (key 60): this one-node cluster, its id and controller (this node).
+
+Versions: v0 flexible; v1 endpoint_type (KIP-919): only brokers (1) are served, controller
+endpoints (2) get UNSUPPORTED_ENDPOINT_TYPE.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from samsa.broker.context import RequestContext
+from samsa.protocol.api_keys import ApiKey
 
-API_KEY = 60
+API_KEY = ApiKey.DESCRIBE_CLUSTER
 VERSIONS = (0, 1)
 
 

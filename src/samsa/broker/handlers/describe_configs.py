@@ -2,10 +2,11 @@
 
 As Kafka's ConfigHelper: a value's source is the first layer that sets it (topic or group
 config, then the broker's dynamic per-broker and cluster-default settings, static settings,
-defaults), and with ``include_synonyms`` (v1+) every layer is listed. ``BROKER`` named by the
+defaults), and with ``include_synonyms`` every layer is listed. ``BROKER`` named by the
 node id describes every setting (read-only unless it may change at run time); ``BROKER``
-named "" describes only the cluster-wide dynamic defaults. v3 adds config types and
-documentation.
+named "" describes only the cluster-wide dynamic defaults. Versions (v1-4 served): v1
+include_synonyms; v2 is v1's schema; v3 include_documentation, and each config's type and
+documentation; v4 flexible.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from samsa.broker.dynamic_config import (
 )
 from samsa.broker.topics import BROKER_TO_TOPIC
 from samsa.log.config import BROKER_SYNONYMS, CONFIG_TYPES
+from samsa.protocol.api_keys import ApiKey
 
-API_KEY = 32
+API_KEY = ApiKey.DESCRIBE_CONFIGS
 VERSIONS = (1, 4)
 
 TOPIC_CONFIG = 1

@@ -1,7 +1,11 @@
-"""Fetch (key 1): long poll with min/max bytes, whole batches, topic ids from v13.
+"""Fetch (key 1): long poll with min/max bytes, whole batches.
 
 Fetch sessions (KIP-227) are declined by answering session id 0, so clients send full
 fetch requests; that is allowed by the protocol and keeps the broker stateless here.
+Versions (v4-13 served): v4 isolation_level, last_stable_offset (the high watermark: no
+transactions); v5 log_start_offset; v7 fetch sessions (declined); v9 current_leader_epoch
+(not checked: one node, epoch 0); v11 rack_id, preferred_read_replica (-1); v12 flexible,
+diverging epochs (never sent); v13 topics by topic id (UNKNOWN_TOPIC_ID), not by name.
 """
 
 from __future__ import annotations
@@ -15,10 +19,11 @@ from kio.schema.errors import ErrorCode
 from samsa.broker.context import RequestContext
 from samsa.broker.partition import Partition
 from samsa.log import OffsetOutOfRange
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import millis
 from samsa.protocol.codec import Spliced, placeholder
 
-API_KEY = 1
+API_KEY = ApiKey.FETCH
 VERSIONS = (4, 13)
 
 
@@ -102,7 +107,7 @@ def _group(wants: list[_Want], results: list[dict[str, Any]], version: int) -> l
 async def handle(ctx: RequestContext) -> Any:
     body = ctx.body
     wants = _wants(ctx)
-    max_bytes = body.max_bytes if ctx.version >= 3 else 2**31 - 1
+    max_bytes = body.max_bytes
     results, total = _read(wants, max_bytes)
     wait_ms = millis(body.max_wait)
     if total < body.min_bytes and wait_ms > 0 and not _has_errors(results):

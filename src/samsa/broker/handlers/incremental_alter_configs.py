@@ -1,7 +1,7 @@
 """IncrementalAlterConfigs (key 44): SET, DELETE, APPEND, SUBTRACT per config key.
 
 Resources: TOPIC, BROKER (the node id, or "" for cluster-wide defaults; only settings that
-Kafka lets change at run time) and GROUP (Kafka 4.x group configs). v1 is flexible.
+Kafka lets change at run time) and GROUP (Kafka 4.x group configs). Versions: v1 flexible.
 """
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from typing import Any
 
 from samsa.broker.config_admin import alter_all
 from samsa.broker.context import RequestContext
+from samsa.protocol.api_keys import ApiKey
 
-API_KEY = 44
+API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 VERSIONS = (0, 1)
 
 

@@ -1,4 +1,9 @@
-"""InitProducerId (key 22): producer ids for idempotent producers (no transactions)."""
+"""InitProducerId (key 22): producer ids for idempotent producers (no transactions).
+
+A transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED. Versions: v2 flexible; v3
+producer_id and producer_epoch (KIP-360: a producer that knows its id bumps its epoch
+instead of getting a new id); v4 is v3's schema.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from samsa.broker.context import RequestContext
+from samsa.protocol.api_keys import ApiKey
 
-API_KEY = 22
+API_KEY = ApiKey.INIT_PRODUCER_ID
 VERSIONS = (0, 4)
 
 MAX_EPOCH = 32767

@@ -1,4 +1,10 @@
-"""ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3) or by timestamp."""
+"""ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3) or by timestamp.
+
+Versions (v1-8 served): v2 isolation_level and throttle_time; v4 current_leader_epoch and
+each answer's leader_epoch; v6 flexible; v7 MAX_TIMESTAMP (-3), UNSUPPORTED_VERSION
+before; v8 EARLIEST_LOCAL (-4, KIP-405) is not served: INVALID_REQUEST, as any other
+negative timestamp.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +13,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from samsa.broker.context import RequestContext
+from samsa.protocol.api_keys import ApiKey
 
-API_KEY = 2
+API_KEY = ApiKey.LIST_OFFSETS
 VERSIONS = (1, 8)
 
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3

@@ -1,4 +1,11 @@
-"""Metadata (key 3): brokers, topics and partitions; auto-creates topics like Kafka."""
+"""Metadata (key 3): brokers, topics and partitions; auto-creates topics like Kafka.
+
+Versions (v0-12 served): v0 an empty topic list means all topics, v1+ null does; v1 rack,
+controller_id, is_internal; v2 cluster_id; v3 throttle_time; v4
+allow_auto_topic_creation; v5 offline_replicas; v7 leader_epoch; v8 authorized operations
+(always "not requested"); v9 flexible; v10 topic ids (Kafka looks topics up by id from v12;
+samsa already from v10); v11 drops the cluster's authorized operations; v12 null names.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +17,9 @@ from kio.schema.errors import ErrorCode
 from samsa.broker.clock import now_ms
 from samsa.broker.context import RequestContext
 from samsa.broker.topics import Topic, TopicError, validate_topic_name
+from samsa.protocol.api_keys import ApiKey
 
-API_KEY = 3
+API_KEY = ApiKey.METADATA
 VERSIONS = (0, 12)
 
 _ZERO_UUID = uuid.UUID(int=0)

@@ -1,7 +1,10 @@
 """Produce (key 0): validate batches, append, answer per acks (0: none, 1: OS, -1: fsync).
 
-Records are read only where the topic's configs need it (:mod:`samsa.broker.validate`);
-v8+ answers per-record errors (``record_errors``) for batches refused because of them.
+Records are read only where the topic's configs need it (:mod:`samsa.broker.validate`).
+Versions (v3-9 served): v3 transactional_id (refused: no transactions) and record batch v2
+only, one batch per partition; v4 KAFKA_STORAGE_ERROR; v5 log_start_offset in the answer;
+v7 zstd; v8 record_errors and error_message for batches refused because of some records
+(KIP-467); v9 flexible.
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ from samsa.broker.context import RequestContext
 from samsa.broker.partition import Partition
 from samsa.broker.validate import Rejection, check
 from samsa.log import AppendInfo, LogError
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.batch import InvalidRecords, split_batches
 
-API_KEY = 0
+API_KEY = ApiKey.PRODUCE
 VERSIONS = (3, 9)
 
 
