@@ -15,7 +15,7 @@ from samsa.protocol.api_keys import ApiKey
 from tests.brokerproc import BrokerProcess
 from tests.client.conftest import wait_until
 from tests.client.groups import all_tps, describe, make, split_ok, status
-from tests.client.proxy import Close, FaultProxy
+from tests.client.proxy import Close, FaultProxy, Swallow
 from tests.client.runner import Runner
 
 pytestmark = pytest.mark.slow
@@ -54,6 +54,41 @@ def test_lost_coordinator_is_found_again_without_poll(
             c.poll(100)  # back from the batch: same member, same generation, no rebalance
             assert (c.member_id, c.generation, c.member_state) == (member, generation, "STABLE")
             assert not c.rejoin_pending
+        finally:
+            c.close()
+
+
+def test_unanswered_heartbeat_times_out_before_the_session(
+        proxied: tuple[BrokerProcess, FaultProxy], group: str) -> None:
+    """The coordinator never answers one heartbeat (a hung connection). The heartbeat's
+    request timeout, shorter than the session, closes the connection; the member finds the
+    coordinator again and heartbeats before its session expires: the group keeps it."""
+    proc, proxy = proxied
+    session_ms = 4000
+    with Admin(bootstrap_servers=proc.bootstrap) as admin:
+        admin.create_topics({"hung": 1})
+        c = Consumer(bootstrap_servers=proxy.address, group_id=group,
+                     session_timeout_ms=session_ms, heartbeat_interval_ms=200,
+                     request_timeout_ms=1000, max_poll_interval_ms=60_000)
+        try:
+            c.subscribe(["hung"])
+            for _ in range(100):
+                c.poll(100)
+                if c.member_state == "STABLE" and c.assignment():
+                    break
+            member, generation = c.member_id, c.generation
+            assert member and generation >= 0
+            # No poll() from here on: only the heartbeat thread keeps the member alive.
+            proxy.inject(ApiKey.HEARTBEAT, Swallow())
+            wait_until(lambda: proxy.pending(ApiKey.HEARTBEAT) == 0)
+            time.sleep(1.5 * session_ms / 1000)
+            g = admin.describe_groups([group])[group]
+            after = status(c)
+            assert (g.state, [m.member_id for m in g.members]) == ("Stable", [member]), \
+                after.history[-6:]
+            assert after.coordinator is not None and after.since_heartbeat_ok_ms < session_ms
+            c.poll(100)
+            assert (c.member_id, c.generation, c.member_state) == (member, generation, "STABLE")
         finally:
             c.close()
 

@@ -1,0 +1,88 @@
+"""A fake :class:`~samsa.client.clock.Clock` and network for unit tests of the driver."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from samsa.client.clock import Waitable
+from samsa.client.future import Future
+
+
+class FakeClock:
+    """Time moves only when the code under test sleeps or waits in vain, or the test
+    calls :meth:`advance`; ``pauses`` records every sleep and every wait that timed out."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.time = start
+        self.pauses: list[float] = []
+
+    def now(self) -> float:
+        return self.time
+
+    def advance(self, seconds: float) -> None:
+        self.time += seconds
+
+    def sleep(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+        self.time += max(0.0, seconds)
+
+    def wait(self, waitable: Waitable, seconds: float) -> bool:
+        if waitable.wait(0):
+            return True
+        self.sleep(seconds)
+        return bool(waitable.wait(0))
+
+
+@dataclass(frozen=True)
+class Sent:
+    """One request the driver sent."""
+
+    dest: Any
+    api_key: int
+    body: Mapping[str, Any]
+    timeout_ms: float | None
+
+
+Responder = Callable[[Mapping[str, Any]], Any]
+"""Answers a request body with a response (or raises: the request fails)."""
+
+
+class FakeNet:
+    """Records requests; answers those of an API with a responder at once, leaves the
+    others unanswered (their futures never resolve)."""
+
+    def __init__(self, request_timeout_ms: int = 30000) -> None:
+        self.request_timeout = request_timeout_ms / 1000
+        self.sent: list[Sent] = []
+        self.responders: dict[int, Responder] = {}
+        self.addresses: dict[Any, tuple[str, int]] = {}
+
+    def send(self, dest: Any, api_key: int, body: Mapping[str, Any], *,
+             timeout_ms: float | None = None, expect_response: bool = True) -> Future[Any]:
+        self.sent.append(Sent(dest, api_key, body, timeout_ms))
+        fut: Future[Any] = Future()
+        responder = self.responders.get(api_key)
+        if responder is not None:
+            try:
+                fut.success(responder(body))
+            except Exception as exc:
+                fut.failure(exc)
+        return fut
+
+    def set_address(self, dest: Any, host: str, port: int) -> None:
+        self.addresses[dest] = (host, port)
+
+    def apis(self) -> list[int]:
+        return [s.api_key for s in self.sent]
+
+
+class FakeMetadata:
+    """Just enough of :class:`~samsa.client.metadata.Metadata` for the driver's lookups."""
+
+    def __init__(self, net: FakeNet) -> None:
+        self.net = net
+
+    def any_node(self) -> object:
+        return ("bootstrap", 0)
