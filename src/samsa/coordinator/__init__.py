@@ -18,14 +18,61 @@ How the broker edge drives it (one asyncio task per shard keeps calls serialised
   ``error_response(event, COORDINATOR_NOT_AVAILABLE)`` for its own request.
 * Timer expiries (``coord.fire``), loads and unloads return results handled the same way.
 * FindCoordinator: ``coord.partition_for(key)`` and ``coord.coordinator_error(key)``.
+* Read-only views (metrics, tests): ``coord.group_summaries()``, ``coord.describe(group)``,
+  ``coord.committed_offsets(group)`` (:mod:`.queries`).
+
+Where things are: the group states, their transitions and how each state answers each
+request are tables in :mod:`.state`; one module per API (``join``, ``sync``, ``heartbeat``,
+``offsets``, ``admin``); the shared group procedures in :mod:`.rebalance`.
+
+Try it in a REPL from the repository root (``.venv/bin/python``), on the fake clock of
+``tests/coordinator``. The test harness does the plumbing (it also answers MEMBER_ID_REQUIRED
+and lets the initial rebalance delay pass):
+
+>>> from samsa.coordinator.state import Request, answer
+>>> from tests.coordinator.harness import Ctx
+>>> ctx = Ctx()
+>>> (a, b), generation = ctx.stable_group(2)
+>>> ctx.state(), generation, ctx.describe().member_ids
+(<GroupState.STABLE: 'Stable'>, 1, ('c-1', 'c-2'))
+>>> ctx.reply(ctx.join(a)) is None  # the leader rejoins: parked, the group rebalances
+True
+>>> ctx.state(), ctx.reply(ctx.heartbeat(b, generation)).error_code
+(<GroupState.PREPARING_REBALANCE: 'PreparingRebalance'>, <ErrorCode.rebalance_in_progress: 27>)
+>>> answer(Request.HEARTBEAT, ctx.state())  # the cell that decided; all: format_answers()
+<Do.RENEW_REJOIN: 'renew, rejoin'>
+
+Or by hand, as the broker's edge does it, with :class:`FakeTimer` as the timer:
+
+>>> from samsa.coordinator import Coordinator, CoordinatorConfig, JoinGroup
+>>> from tests.coordinator.fake_timer import FakeTimer
+>>> timer = FakeTimer()
+>>> coord = Coordinator(CoordinatorConfig(offsets_topic_num_partitions=1), timer)
+>>> fired = []
+>>> timer.on_fire = lambda key, now_ms: fired.append(coord.fire(key, now_ms))
+>>> coord.load(0, [], timer.now_ms)
+Result(records=(), replies=())
+>>> join = JoinGroup("g", "", "consumer", (("range", b""),), 10_000, 30_000,
+...                  require_known_member_id=False)
+>>> coord.handle(join, timer.now_ms, reply_to="my join")  # parked: no reply yet
+Result(records=(), replies=())
+>>> timer.advance(3_000)  # group.initial.rebalance.delay.ms passes: the join is answered
+[TimerKey(partition=0, kind=<TimerKind.INITIAL_REBALANCE_DELAY: ...>, group_id='g', member_id='')]
+>>> [(r.token, r.response.generation_id) for r in fired[0].replies]
+[('my join', 1)]
+>>> coord.group_summary("g").state
+<GroupState.COMPLETING_REBALANCE: 'CompletingRebalance'>
 """
 
 from samsa.coordinator.answers import error_response
 from samsa.coordinator.config import CoordinatorConfig
+from samsa.coordinator.consumer.topics import TopicInfo, TopicsSnapshot
 from samsa.coordinator.core import HardState
 from samsa.coordinator.events import (
     CommitPartition,
     CommitTopic,
+    ConsumerGroupDescribe,
+    ConsumerGroupHeartbeat,
     DeleteGroups,
     DescribeGroups,
     Event,
