@@ -87,6 +87,7 @@ from samsa.coordinator.events import (
     OffsetDelete,
     OffsetFetch,
     SyncGroup,
+    TopicPartitions,
 )
 from samsa.coordinator.hashing import java_string_hash, partition_for
 from samsa.coordinator.manager import Coordinator
@@ -98,6 +99,8 @@ from samsa.coordinator.timers import Timer, TimerKey, TimerKind
 __all__ = [
     "CommitPartition",
     "CommitTopic",
+    "ConsumerGroupDescribe",
+    "ConsumerGroupHeartbeat",
     "Coordinator",
     "CoordinatorConfig",
     "CoordinatorShard",
@@ -125,6 +128,9 @@ __all__ = [
     "Timer",
     "TimerKey",
     "TimerKind",
+    "TopicInfo",
+    "TopicPartitions",
+    "TopicsSnapshot",
     "error_response",
     "java_string_hash",
     "partition_for",
