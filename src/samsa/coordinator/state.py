@@ -14,10 +14,11 @@ function that changes a group's state.
 
 Order of checks: request checks (session timeout, group size, protocol, MEMBER_ID_REQUIRED)
 and the Dead column first, then the member checks (FENCED_INSTANCE_ID, UNKNOWN_MEMBER_ID,
-ILLEGAL_GENERATION), then the cell. A group that does not exist answers JoinGroup with a
-member id UNKNOWN_MEMBER_ID, SyncGroup and Heartbeat UNKNOWN_MEMBER_ID, LeaveGroup
+ILLEGAL_GENERATION) where the request names a member, then the cell (STORE_SIMPLE takes a
+negative generation before the member checks). A group that does not exist answers JoinGroup
+with a member id UNKNOWN_MEMBER_ID, SyncGroup and Heartbeat UNKNOWN_MEMBER_ID, LeaveGroup
 UNKNOWN_MEMBER_ID per member, OffsetDelete and DeleteGroups GROUP_ID_NOT_FOUND; an
-OffsetCommit with generation -1 creates an Empty group for it.
+OffsetCommit with a negative generation creates an Empty group for it.
 """
 
 from __future__ import annotations
