@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from kio.schema.errors import ErrorCode as E
 
 from samsa.coordinator.consumer.group import ConsumerGroupState, MemberState
@@ -62,7 +64,7 @@ def test_revoke_before_assign_and_never_two_owners() -> None:
 
 def test_many_members_settle_with_every_partition_once() -> None:
     ctx = CCtx()
-    owned: dict = {}
+    owned: dict[str, dict[uuid.UUID, set[int]]] = {}
     for i in range(4):
         r = ctx.hb(f"m{i}", 0, names=("t1", "t2"))
         owned[f"m{i}"] = as_dict(r.assignment)

@@ -1,0 +1,99 @@
+"""Static members (replacement after a -2 leave) and regex subscriptions with topics that
+come and go."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode as E
+
+from samsa.coordinator import TopicInfo
+from samsa.coordinator.consumer.group import LEAVE_GROUP_STATIC_MEMBER_EPOCH
+
+from .consumer_ctx import T1, T2, T3, CCtx, as_dict
+
+
+def test_static_member_replaced_after_a_temporary_leave_keeps_its_partitions() -> None:
+    ctx = CCtx()
+    ctx.hb("a", 0, instance_id="i1")
+    ctx.hb("b", 0, instance_id="i2")
+    owned = {"a": {T1: {0, 1, 2}}, "b": {}}
+    ctx.settle(owned)
+    a_parts = as_dict(ctx.hb("a", ctx.member("a").member_epoch, full=True).assignment)
+    epoch = ctx.cgroup().epoch
+    r = ctx.hb("a", -2, instance_id="i1")
+    assert (r.error_code, r.member_epoch) == (0, LEAVE_GROUP_STATIC_MEMBER_EPOCH)
+    assert ctx.member("a").member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH
+    # the restarted process comes back with a new member id: no rebalance
+    r = ctx.hb("a2", 0, instance_id="i1")
+    assert r.error_code == 0 and as_dict(r.assignment) == a_parts
+    group = ctx.cgroup()
+    assert "a" not in group.members and group.static_members["i1"] == "a2"
+    assert group.epoch == epoch and r.member_epoch == epoch
+    assert ctx.hb("a", 1, instance_id="i1").error_code == E.fenced_instance_id
+
+
+def test_static_member_that_never_comes_back_is_fenced_by_its_session() -> None:
+    ctx = CCtx()
+    ctx.hb("a", 0, instance_id="i1")
+    ctx.hb("a", -2, instance_id="i1")
+    ctx.sleep(46_000)
+    assert "a" not in ctx.cgroup().members
+    assert ctx.hb("a2", 0, instance_id="i1").error_code == 0
+
+
+def test_static_member_leaving_for_good() -> None:
+    ctx = CCtx()
+    ctx.hb("a", 0, instance_id="i1")
+    r = ctx.hb("a", -1, instance_id="i1")
+    assert (r.error_code, r.member_epoch) == (0, -1)
+    assert not ctx.cgroup().members and ctx.cgroup().static_members == {}
+
+
+def test_regex_subscription_follows_new_and_deleted_topics() -> None:
+    ctx = CCtx()
+    r = ctx.hb("a", 0, names=(), regex="t.*")
+    assert as_dict(r.assignment) == {T1: {0, 1, 2}, T2: {0, 1}}
+    assert ctx.cgroup().regexes["t.*"].topics == {"t1", "t2"}
+    epoch = ctx.cgroup().epoch
+    # a topic is created: the next heartbeat re-resolves and bumps the epoch
+    ctx.set_topics(TopicInfo(T1, "t1", 3), TopicInfo(T2, "t2", 2), TopicInfo(T3, "t3", 1))
+    r = ctx.hb("a", epoch)
+    assert ctx.cgroup().epoch == epoch + 1
+    assert as_dict(r.assignment) == {T1: {0, 1, 2}, T2: {0, 1}, T3: {0}}
+    # a topic matching nothing changes nothing
+    ctx.set_topics(TopicInfo(T1, "t1", 3), TopicInfo(T2, "t2", 2), TopicInfo(T3, "t3", 1),
+                   TopicInfo(T3.__class__(int=9), "other", 1))
+    r = ctx.hb("a", epoch + 1)
+    assert ctx.cgroup().epoch == epoch + 1 and r.assignment is None
+    # t2 is deleted: it is revoked
+    ctx.set_topics(TopicInfo(T1, "t1", 3), TopicInfo(T3, "t3", 1))
+    r = ctx.hb("a", epoch + 1, owned={T1: {0, 1, 2}, T2: {0, 1}, T3: {0}})
+    assert ctx.cgroup().epoch == epoch + 2
+    assert as_dict(r.assignment) == {T1: {0, 1, 2}, T3: {0}}
+
+
+def test_regex_is_a_full_match() -> None:
+    ctx = CCtx()
+    r = ctx.hb("a", 0, names=(), regex="t")
+    assert as_dict(r.assignment) == {}
+    assert ctx.cgroup().regexes["t"].topics == frozenset()
+
+
+def test_regex_change_drops_the_old_resolution() -> None:
+    ctx = CCtx()
+    ctx.hb("a", 0, names=(), regex="t1")
+    r = ctx.hb("a", 1, regex="t2", owned={T1: {0, 1, 2}})
+    group = ctx.cgroup()
+    assert set(group.regexes) == {"t2"} and group.epoch == 2
+    r = ctx.hb("a", 1, owned={})
+    assert as_dict(r.assignment) == {T2: {0, 1}}
+
+
+def test_partitions_added_to_a_subscribed_topic_rebalance() -> None:
+    ctx = CCtx()
+    ctx.hb("a", 0)
+    ctx.set_topics(TopicInfo(T1, "t1", 5), TopicInfo(T2, "t2", 2))
+    r = ctx.hb("a", 1)
+    assert r.member_epoch == 2 and as_dict(r.assignment) == {T1: {0, 1, 2, 3, 4}}
+    # a change of a topic nobody subscribes to does not bump the epoch
+    ctx.set_topics(TopicInfo(T1, "t1", 5), TopicInfo(T2, "t2", 9))
+    assert ctx.hb("a", 2).member_epoch == 2 and ctx.cgroup().epoch == 2
