@@ -1,17 +1,40 @@
 """Shared steps of the server-side assignors: inputs in a fixed order, the valid current
-assignment, rack matching and the result's shape."""
+assignment, rack matching and the result's shape.
+
+Inside the assignors, topics are numbered (by id order) and members too (by member id), so
+the inner loops work on ints: hashing a :class:`uuid.UUID` is a Python-level call, and a
+target assignment for a thousand members may otherwise hash topic ids a million times.
+"""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from samsa.assignors.server.interface import GroupSpec, MemberSpec, TopicsView
+from samsa.assignors.server.interface import Assignment, GroupSpec, MemberSpec, TopicsView
 
-#: One member's partitions while an assignor works: topic id -> partitions.
-Owned = dict[uuid.UUID, frozenset[int]]
+#: The result of an assignor for one member.
+Out = dict[uuid.UUID, frozenset[int]]
+
+
+class TopicIndex:
+    """Topic id -> topic number, looking a given UUID object up by hash only once."""
+
+    def __init__(self, ids: list[uuid.UUID]) -> None:
+        self.ids = ids
+        self._by_uuid = {t: k for k, t in enumerate(ids)}
+        self._by_object = {id(t): k for k, t in enumerate(ids)}
+        self._alive: list[uuid.UUID] = []  # keeps cached objects alive, so ids stay unique
+
+    def get(self, t: uuid.UUID) -> int:
+        """The topic's number, -1 if no member subscribes to it."""
+        k = self._by_object.get(id(t))
+        if k is None:
+            k = self._by_uuid.get(t, -1)
+            self._by_object[id(t)] = k
+            self._alive.append(t)
+        return k
 
 
 @dataclass(slots=True)
@@ -19,74 +42,106 @@ class Inputs:
     """The group in a deterministic order: members sorted by id, topics by id."""
 
     members: list[MemberSpec]
-    subscribed: list[frozenset[uuid.UUID]]
-    """Each member's subscribed topics that exist in the topics view."""
-    counts: dict[uuid.UUID, int]
-    """Partition count of every topic some member subscribes to."""
-
-    @property
-    def member_ids(self) -> list[str]:
-        return [m.member_id for m in self.members]
+    topics: TopicIndex
+    counts: list[int]
+    """Partition count of each subscribed topic, by number."""
+    subscribed: list[frozenset[int]]
+    """Each member's subscribed topics (numbers) that exist in the topics view."""
 
     def homogeneous(self) -> bool:
         """True when every member subscribes to the same topics."""
         first = self.subscribed[0] if self.subscribed else frozenset()
-        return all(s == first for s in self.subscribed)
+        return all(s is first or s == first for s in self.subscribed)
 
 
 def prepare(group: GroupSpec, topics: TopicsView) -> Inputs:
-    """Sort the members, drop subscriptions to topics the view does not know."""
+    """Sort the members, number the topics, drop subscriptions to unknown topics."""
     members = [group.members[m] for m in sorted(group.members)]
-    subscribed = []
-    counts: dict[uuid.UUID, int] = {}
-    # Members mostly share a few subscriptions: each distinct one is checked once (hashing
-    # a UUID is a Python-level call, worth avoiding a million times).
+    # Members mostly share a few subscriptions: each distinct one is worked out once.
     known: dict[frozenset[uuid.UUID], frozenset[uuid.UUID]] = {}
     for m in members:
-        subs = known.get(m.subscribed)
-        if subs is None:
+        if m.subscribed not in known:
             subs = m.subscribed
             if not subs <= topics.keys():
                 subs = frozenset(t for t in subs if t in topics)
             known[m.subscribed] = subs
-            for t in subs:
-                counts[t] = topics[t].partitions
-        subscribed.append(subs)
-    return Inputs(members, subscribed, counts)
+    ids = sorted(frozenset().union(*known.values()), key=lambda t: t.int)
+    index = TopicIndex(ids)
+    numbered = {s: frozenset(index.get(t) for t in v) for s, v in known.items()}
+    return Inputs(
+        members,
+        index,
+        [topics[t].partitions for t in ids],
+        [numbered[m.subscribed] for m in members],
+    )
 
 
-def valid_current(group: GroupSpec, inputs: Inputs) -> list[Owned]:
+@dataclass(slots=True)
+class Held:
+    """What one member may keep of its current assignment."""
+
+    parts: list[tuple[int, frozenset[int]]]
+    """(topic number, partitions), by topic number."""
+    size: int
+    source: Assignment | None
+    """The member's current assignment when ``parts`` is all of it, unchanged."""
+
+    def out(self, ids: list[uuid.UUID]) -> Out:
+        """As a result entry."""
+        if self.source is not None:
+            return dict(self.source)  # a dict copy reuses the stored hashes
+        return {ids[k]: ps for k, ps in self.parts}
+
+
+def valid_current(group: GroupSpec, inputs: Inputs) -> list[Held]:
     """Each member's current partitions that it may keep: subscribed, existing, and not
-    already claimed by a member earlier in the order (the current assignment should never
-    have two owners, but the assignor does not rely on it)."""
-    counts = inputs.counts
-    claimed: dict[uuid.UUID, set[int]] = {}
-    result: list[Owned] = []
-    for member, subs in zip(inputs.members, inputs.subscribed, strict=True):
-        owned: Owned = {}
-        for tid, parts in group.current.get(member.member_id, {}).items():
-            if not parts or tid not in subs:
+    claimed by a member earlier in the order (the current assignment should never have two
+    owners, but the assignor does not rely on it)."""
+    counts, index = inputs.counts, inputs.topics
+    claims: list[list[tuple[int, frozenset[int]]] | None] = [None] * len(counts)
+    result: list[Held] = []
+    for i, (member, subs) in enumerate(zip(inputs.members, inputs.subscribed, strict=True)):
+        current = group.current.get(member.member_id, {})
+        parts: list[tuple[int, frozenset[int]]] = []
+        whole = True
+        for t, ps in current.items():
+            k = index.get(t)
+            if k < 0 or k not in subs or not ps:
+                whole = False
                 continue
-            n = counts[tid]
-            if min(parts) < 0 or max(parts) >= n:
-                parts = frozenset(p for p in parts if 0 <= p < n)
-            seen = claimed.get(tid)
-            if seen is None:
-                claimed[tid] = set(parts)
-            elif seen.isdisjoint(parts):
-                seen |= parts
+            if min(ps) < 0 or max(ps) >= counts[k]:
+                ps = frozenset(p for p in ps if 0 <= p < counts[k])
+                whole = False
+                if not ps:
+                    continue
+            parts.append((k, ps))
+            claim = claims[k]
+            if claim is None:
+                claims[k] = [(i, ps)]
             else:
-                parts = parts - seen
-                seen |= parts
-            if parts:
-                owned[tid] = frozenset(parts)
-        result.append(owned)
+                claim.append((i, ps))
+        parts.sort(key=lambda kp: kp[0])
+        result.append(Held(parts, sum(len(ps) for _, ps in parts), current if whole else None))
+    for k, claim in enumerate(claims):
+        if claim is not None and len(claim) > 1:
+            _settle(k, claim, result)
     return result
 
 
-def topic_order(topic_ids: Iterable[uuid.UUID]) -> list[uuid.UUID]:
-    """Topics in a fixed order (by id)."""
-    return sorted(topic_ids, key=lambda t: t.int)
+def _settle(k: int, claim: list[tuple[int, frozenset[int]]], held: list[Held]) -> None:
+    """Partitions of topic ``k`` claimed by several members stay with the first."""
+    if sum(len(ps) for _, ps in claim) == len(frozenset().union(*(ps for _, ps in claim))):
+        return
+    seen: set[int] = set()
+    for i, ps in claim:
+        mine = ps - seen
+        seen |= ps
+        if mine != ps:
+            h = held[i]
+            h.parts = [(kk, mine if kk == k else pp) for kk, pp in h.parts]
+            h.parts = [(kk, pp) for kk, pp in h.parts if pp]
+            h.size -= len(ps) - len(mine)
+            h.source = None
 
 
 class Racks:
@@ -96,48 +151,62 @@ class Racks:
 
     def __init__(self, inputs: Inputs, topics: TopicsView) -> None:
         self.member_rack: list[str | None] = [m.rack_id or None for m in inputs.members]
-        member_racks = {r for r in self.member_rack if r is not None}
-        self.partition_racks: dict[uuid.UUID, Mapping[int, frozenset[str]]] = {}
+        self.member_racks = {r for r in self.member_rack if r is not None}
+        self.partition_racks: list[Mapping[int, frozenset[str]]] = []
         shapes: set[frozenset[str]] = set()
         seen_racks: set[str] = set()
-        if member_racks:
-            for tid, n in inputs.counts.items():
-                racks = topics[tid].racks
-                if racks:
-                    self.partition_racks[tid] = racks
-                    for p, rs in racks.items():
-                        if 0 <= p < n and rs:
-                            shapes.add(rs)
-                            seen_racks |= rs
-        self.active = bool(member_racks & seen_racks) and len(shapes) > 1
-        self.member_racks = member_racks
+        if self.member_racks:
+            for t, n in zip(inputs.topics.ids, inputs.counts, strict=True):
+                racks = topics[t].racks
+                self.partition_racks.append(racks)
+                for p, rs in racks.items():
+                    if 0 <= p < n and rs:
+                        shapes.add(rs)
+                        seen_racks |= rs
+        self.active = bool(self.member_racks & seen_racks) and len(shapes) > 1
 
-    def racks_of(self, tid: uuid.UUID, partition: int) -> frozenset[str]:
-        racks = self.partition_racks.get(tid)
-        if racks is None:
-            return frozenset()
-        return racks.get(partition, frozenset())
+    def racks_of(self, k: int, partition: int) -> frozenset[str]:
+        return self.partition_racks[k].get(partition, frozenset())
 
-    def mismatched(self, member: int, tid: uuid.UUID, partition: int) -> bool:
+    def mismatched(self, member: int, k: int, partition: int) -> bool:
         """The member has a rack, the partition has replica racks, and they differ."""
         rack = self.member_rack[member]
         if rack is None:
             return False
-        racks = self.racks_of(tid, partition)
+        racks = self.racks_of(k, partition)
         return bool(racks) and rack not in racks
 
-    def matches(self, member: int, tid: uuid.UUID, partition: int) -> bool:
+    def matches(self, member: int, k: int, partition: int) -> bool:
         rack = self.member_rack[member]
-        return rack is not None and rack in self.racks_of(tid, partition)
+        return rack is not None and rack in self.racks_of(k, partition)
 
 
-def finish(inputs: Inputs, owned: Sequence[Mapping[uuid.UUID, AbstractSet[int]]]
-           ) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
-    """The result: every member, each non-empty topic as a frozenset."""
-    return {
-        m.member_id: {
-            t: ps if isinstance(ps, frozenset) else frozenset(ps)
-            for t, ps in o.items() if ps
-        }
-        for m, o in zip(inputs.members, owned, strict=True)
-    }
+def finish(inputs: Inputs, owned: Sequence[Out]) -> dict[str, Out]:
+    """The result: every member with its (non-empty) frozensets, by member id."""
+    return {m.member_id: o for m, o in zip(inputs.members, owned, strict=True)}
+
+
+def subscribers_by_topic(subscribed: list[frozenset[int]], order: list[int],
+                         ntopics: int) -> list[list[int]]:
+    """Each topic's subscribers, in ``order``. Worked out per distinct subscription, not per
+    member: a thousand members on five hundred topics share one or a few."""
+    classes: dict[frozenset[int], list[int]] = {}
+    for i in order:
+        classes.setdefault(subscribed[i], []).append(i)
+    lists = list(classes.values())
+    topic_classes: list[list[int]] = [[] for _ in range(ntopics)]
+    for c, subs in enumerate(classes):
+        for k in subs:
+            topic_classes[k].append(c)
+    rank = {i: r for r, i in enumerate(order)}
+    merged: dict[tuple[int, ...], list[int]] = {}
+    result = []
+    for cs in topic_classes:
+        key = tuple(cs)
+        members = merged.get(key)
+        if members is None:
+            members = lists[cs[0]] if len(cs) == 1 else sorted(
+                (i for c in cs for i in lists[c]), key=rank.__getitem__)
+            merged[key] = members
+        result.append(members)
+    return result

@@ -4,9 +4,10 @@ As in Kafka's heterogeneous builder: balance first, then stickiness, topic by to
 
 1. Every member keeps its current partitions of topics it still subscribes to.
 2. Topics in order (most partitions per subscriber first, then fewest subscribers, then id):
-   each free partition goes to the least loaded subscriber, level by level (every member of
-   the lowest level gets one before the level rises). With racks in play, within a level a
-   partition prefers a member on one of its replica racks.
+   the free partitions go to the least loaded subscribers, level by level (every member of
+   the lowest level gets one before the level rises), in contiguous runs. With racks in
+   play, partitions are placed one by one and, within a level, prefer a member on one of
+   their replica racks.
 3. Balancing passes over the topics with two or more subscribers: while a subscriber holding
    one of the topic's partitions has at least two more partitions than the least loaded
    subscriber, one partition moves between them (a same-rack one if there is one). Passes
@@ -15,89 +16,132 @@ As in Kafka's heterogeneous builder: balance first, then stickiness, topic by to
 The result: for every topic, no holder has two more partitions than any subscriber, so
 members with the same subscriptions differ by at most one. Assigning again from the result
 keeps everything (step 1) and moves nothing (step 3 found nothing to do).
+
+Lists below follow the topics' step-2 order (``k`` is a position in it); members are
+numbered in member id order.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
-import uuid
+import itertools
 
-from samsa.assignors.server._common import Inputs, Owned, Racks
-
-Result = list[dict[uuid.UUID, frozenset[int]]]
+from samsa.assignors.server._common import Held, Inputs, Out, Racks, subscribers_by_topic
 
 
 class _Builder:
-    def __init__(self, inputs: Inputs, current: list[Owned], racks: Racks) -> None:
+    def __init__(self, inputs: Inputs, held: list[Held], racks: Racks) -> None:
         self.racks = racks
-        self.counts = inputs.counts
+        self.ids = inputs.topics.ids
+        self.held = held
+        counts = inputs.counts
         n = len(inputs.members)
-        self.subscribers: dict[uuid.UUID, list[int]] = {}
-        for i, subs in enumerate(inputs.subscribed):
-            for t in subs:
-                self.subscribers.setdefault(t, []).append(i)
-        self.owner = {t: [-1] * c for t, c in self.counts.items()}
-        self.load = [0] * n
-        for i, owned in enumerate(current):
-            for t, ps in owned.items():
-                arr = self.owner[t]
+        by_topic = subscribers_by_topic(inputs.subscribed, list(range(n)), len(counts))
+        #: Topic numbers in step-2 order; the lists below follow this order.
+        self.topics = sorted(
+            range(len(counts)),
+            key=lambda k: (-counts[k] / len(by_topic[k]), len(by_topic[k]), k),
+        )
+        position = {k: j for j, k in enumerate(self.topics)}
+        self.subscribers = [by_topic[k] for k in self.topics]
+        self.owner = [[-1] * counts[k] for k in self.topics]
+        self.load = [h.size for h in held]
+        self.changed = [False] * n
+        for i, h in enumerate(held):
+            for k, ps in h.parts:
+                arr = self.owner[position[k]]
                 for p in ps:
                     arr[p] = i
-                self.load[i] += len(ps)
-        self.order = sorted(
-            self.counts,
-            key=lambda t: (-self.counts[t] / len(self.subscribers[t]),
-                           len(self.subscribers[t]), t.int),
-        )
         # Members with the same subscriptions form a class; per-class load bounds let a
         # balancing pass skip a topic without looking at its partitions.
-        classes: dict[frozenset[uuid.UUID], list[int]] = {}
+        classes: dict[frozenset[int], list[int]] = {}
         for i, subs in enumerate(inputs.subscribed):
             classes.setdefault(subs, []).append(i)
         self.classes = list(classes.values())
-        class_of = {s: k for k, s in enumerate(classes)}
-        self.topic_classes: dict[uuid.UUID, list[int]] = {t: [] for t in self.counts}
-        for s, k in class_of.items():
-            for t in s:
-                self.topic_classes[t].append(k)
+        self.topic_classes: list[list[int]] = [[] for _ in self.topics]
+        for c, subs in enumerate(classes):
+            for k in subs:
+                self.topic_classes[position[k]].append(c)
 
-    def run(self) -> Result:
-        for t in self.order:
-            free = [p for p, o in enumerate(self.owner[t]) if o < 0]
-            if free:
-                self._fill(t, free)
+    def run(self) -> list[Out]:
+        for j, arr in enumerate(self.owner):
+            if -1 in arr:
+                free = [p for p, o in enumerate(arr) if o < 0]
+                if self.racks.active:
+                    self._fill_racks(j, free)
+                else:
+                    self._fill(j, free)
         self._balance()
-        out: list[dict[uuid.UUID, list[int]]] = [{} for _ in self.load]
-        for t, arr in self.owner.items():
-            for p, o in enumerate(arr):
-                out[o].setdefault(t, []).append(p)
-        return [{t: frozenset(ps) for t, ps in o.items()} for o in out]
+        # Members whose partitions did not change keep their entry as it was.
+        out: list[Out] = [{} if c else h.out(self.ids)
+                          for c, h in zip(self.changed, self.held, strict=True)]
+        changed = self.changed
+        for k, arr in zip(self.topics, self.owner, strict=True):
+            t = self.ids[k]
+            # Owners mostly hold runs of partitions: group runs, then merge a member's runs.
+            for o, run in itertools.groupby(range(len(arr)), arr.__getitem__):
+                if changed[o]:
+                    mine, ps = out[o], frozenset(run)
+                    old = mine.get(t)
+                    mine[t] = ps if old is None else old | ps
+        return out
 
-    def _fill(self, t: uuid.UUID, free: list[int]) -> None:
-        load, arr, racks = self.load, self.owner[t], self.racks
-        order = sorted(self.subscribers[t], key=lambda i: (load[i], i))
+    def _levels(self, k: int, free: int) -> list[tuple[int, int]]:
+        """How many of ``free`` partitions the subscribers of topic ``k`` get, level by
+        level: (member, count) for those that get some, lowest level first."""
+        order = sorted(self.subscribers[k], key=self.load.__getitem__)  # stable: (load, id)
+        loads = list(map(self.load.__getitem__, order))
+        level = loads[0]
+        end = 0
+        while free > 0:
+            end = bisect.bisect_right(loads, level, end)
+            nxt = loads[end] if end < len(loads) else level + free
+            rounds = min(nxt - level, free // end)
+            if rounds == 0:
+                break
+            level += rounds
+            free -= rounds * end
+        # Members below ``level`` are raised to it; the first ``free`` get one more.
+        below = bisect.bisect_left(loads, level, 0, end)
+        return [(order[j], level - loads[j] + (1 if j < free else 0))
+                for j in range(max(below, free))]
+
+    def _fill(self, k: int, free: list[int]) -> None:
+        arr, load = self.owner[k], self.load
+        pos = 0
+        for i, c in self._levels(k, len(free)):
+            first, last = free[pos], free[pos + c - 1]
+            if last - first == c - 1:
+                arr[first:last + 1] = [i] * c
+            else:
+                for p in free[pos:pos + c]:
+                    arr[p] = i
+            pos += c
+            load[i] += c
+            self.changed[i] = True
+
+    def _fill_racks(self, k: int, free: list[int]) -> None:
+        load, arr = self.load, self.owner[k]
+        order = sorted(self.subscribers[k], key=load.__getitem__)
         level = load[order[0]]
         end = 0
-        k = 0
-        while k < len(free):
+        pos = 0
+        while pos < len(free):
             while end < len(order) and load[order[end]] <= level:
                 end += 1
             pool = order[:end]
-            batch = free[k:k + len(pool)]
-            k += len(batch)
-            if racks.active:
-                pairs = self._rack_pairs(t, batch, pool)
-            else:
-                pairs = list(zip(batch, pool, strict=False))
-            for p, i in pairs:
+            batch = free[pos:pos + len(pool)]
+            pos += len(batch)
+            for p, i in self._rack_pairs(k, batch, pool):
                 arr[p] = i
                 load[i] += 1
+                self.changed[i] = True
             level += 1
 
-    def _rack_pairs(self, t: uuid.UUID, batch: list[int], pool: list[int]
-                    ) -> list[tuple[int, int]]:
+    def _rack_pairs(self, k: int, batch: list[int], pool: list[int]) -> list[tuple[int, int]]:
         """Pair partitions with distinct pool members, same rack first."""
-        racks = self.racks
+        racks, t = self.racks, self.topics[k]  # t: the topic's number
         by_rack: dict[str, list[int]] = {}
         for i in reversed(pool):
             r = racks.member_rack[i]
@@ -124,29 +168,32 @@ class _Builder:
         pairs.extend(zip(unmatched, rest, strict=False))
         return pairs
 
+    def _bounds(self) -> tuple[list[int], list[int]]:
+        load = self.load
+        return ([min(load[i] for i in ms) for ms in self.classes],
+                [max(load[i] for i in ms) for ms in self.classes])
+
     def _balance(self) -> None:
-        topics = [t for t in self.order if len(self.subscribers[t]) >= 2]
+        topics = [k for k, subs in enumerate(self.subscribers) if len(subs) >= 2]
         moved = True
         while moved:
             moved = False
-            lo = [min(self.load[i] for i in ms) for ms in self.classes]
-            hi = [max(self.load[i] for i in ms) for ms in self.classes]
-            for t in topics:
-                ks = self.topic_classes[t]
-                if max(hi[k] for k in ks) - min(lo[k] for k in ks) < 2:
+            lo, hi = self._bounds()
+            for k in topics:
+                ks = self.topic_classes[k]
+                if max(hi[c] for c in ks) - min(lo[c] for c in ks) < 2:
                     continue
-                if self._balance_topic(t):
+                if self._balance_topic(k):
                     moved = True
-                    lo = [min(self.load[i] for i in ms) for ms in self.classes]
-                    hi = [max(self.load[i] for i in ms) for ms in self.classes]
+                    lo, hi = self._bounds()
 
-    def _balance_topic(self, t: uuid.UUID) -> bool:
-        load, arr, racks = self.load, self.owner[t], self.racks
+    def _balance_topic(self, k: int) -> bool:
+        load, arr = self.load, self.owner[k]
         held: dict[int, list[int]] = {}
         for p, o in enumerate(arr):
             held.setdefault(o, []).append(p)
-        version = {i: 0 for i in self.subscribers[t]}
-        low = [(load[i], i, 0) for i in self.subscribers[t]]
+        version = dict.fromkeys(self.subscribers[k], 0)
+        low = [(load[i], i, 0) for i in self.subscribers[k]]
         high = [(-load[i], i, 0) for i in held]
         heapq.heapify(low)
         heapq.heapify(high)
@@ -162,12 +209,12 @@ class _Builder:
             if load[d] - load[r] < 2:
                 break
             parts = held[d]
-            p = self._pick(t, parts, d, r) if racks.active else parts.pop()
+            p = self._pick(k, parts, d, r) if self.racks.active else parts.pop()
             arr[p] = r
             held.setdefault(r, []).append(p)
             load[d] -= 1
             load[r] += 1
-            moved = True
+            self.changed[d] = self.changed[r] = moved = True
             for i in (d, r):
                 version[i] += 1
                 heapq.heappush(low, (load[i], i, version[i]))
@@ -175,18 +222,18 @@ class _Builder:
                     heapq.heappush(high, (-load[i], i, version[i]))
         return moved
 
-    def _pick(self, t: uuid.UUID, parts: list[int], donor: int, receiver: int) -> int:
+    def _pick(self, k: int, parts: list[int], donor: int, receiver: int) -> int:
         """The partition to move: one on the receiver's rack, else one on the wrong rack
         for the donor, else the last."""
-        racks = self.racks
-        for k in range(len(parts) - 1, -1, -1):
-            if racks.matches(receiver, t, parts[k]):
-                return parts.pop(k)
-        for k in range(len(parts) - 1, -1, -1):
-            if not racks.matches(donor, t, parts[k]):
-                return parts.pop(k)
+        racks, t = self.racks, self.topics[k]  # t: the topic's number
+        for j in range(len(parts) - 1, -1, -1):
+            if racks.matches(receiver, t, parts[j]):
+                return parts.pop(j)
+        for j in range(len(parts) - 1, -1, -1):
+            if not racks.matches(donor, t, parts[j]):
+                return parts.pop(j)
         return parts.pop()
 
 
-def assign_heterogeneous(inputs: Inputs, current: list[Owned], racks: Racks) -> Result:
-    return _Builder(inputs, current, racks).run()
+def assign_heterogeneous(inputs: Inputs, held: list[Held], racks: Racks) -> list[Out]:
+    return _Builder(inputs, held, racks).run()

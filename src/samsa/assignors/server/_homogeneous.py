@@ -8,8 +8,8 @@ matching, then stickiness.
    never costs balance.
 2. Each member keeps its current partitions up to its quota, lowest (topic, partition)
    first. With racks in play, a partition on another rack than its holder is not kept yet.
-3. With racks: unassigned partitions go to a same-rack member with room (partitions with
-   the fewest same-rack members first, least loaded member first); then a partition on the
+3. With racks: free partitions go to a same-rack member with room (partitions with the
+   fewest same-rack members first, least loaded member first); then a partition on the
    wrong rack goes back to its holder if it has room.
 4. The rest fill the members with room, in member order, in contiguous runs.
 
@@ -23,26 +23,36 @@ from __future__ import annotations
 import heapq
 import uuid
 
-from samsa.assignors.server._common import Inputs, Owned, Racks, topic_order
+from samsa.assignors.server._common import Held, Inputs, Out, Racks
 
-Result = list[dict[uuid.UUID, frozenset[int]]]
+Parts = list[tuple[int, frozenset[int]]]
 
 
-def assign_homogeneous(inputs: Inputs, current: list[Owned], racks: Racks) -> Result:
+def assign_homogeneous(inputs: Inputs, held: list[Held], racks: Racks) -> list[Out]:
     n = len(inputs.members)
-    tids = topic_order(inputs.subscribed[0])
-    counts = inputs.counts
-    total = sum(counts[t] for t in tids)
+    topics = sorted(inputs.subscribed[0])
+    total = sum(inputs.counts[k] for k in topics)
     if total == 0:
         return [{} for _ in range(n)]
-    quota = _quotas(total, [sum(map(len, o.values())) for o in current])
+    quota = _quotas(total, [h.size for h in held])
     if racks.active:
-        return _RackFill(tids, counts, current, quota, racks).run()
-    kept = [_keep(o, tids, quota[i]) for i, o in enumerate(current)]
-    rem = [quota[i] - sum(map(len, k.values())) for i, k in enumerate(kept)]
-    out: Result = kept
-    free = _unassigned(tids, counts, kept)
-    _fill_runs(free, [i for i in range(n) if rem[i] > 0], rem, out)
+        return _RackFill(inputs, topics, held, quota, racks).run()
+    ids = inputs.topics.ids
+    out: list[Out] = []
+    kept: list[Parts] = []
+    rem: list[int] = []
+    for i, h in enumerate(held):
+        if h.size <= quota[i]:
+            out.append(h.out(ids))
+            kept.append(h.parts)
+            rem.append(quota[i] - h.size)
+        else:
+            parts = _keep(h.parts, quota[i])
+            out.append({ids[k]: ps for k, ps in parts})
+            kept.append(parts)
+            rem.append(0)
+    free = _unassigned(topics, inputs.counts, kept)
+    _fill_runs(free, [i for i in range(n) if rem[i] > 0], rem, out, ids)
     return out
 
 
@@ -56,124 +66,117 @@ def _quotas(total: int, held: list[int]) -> list[int]:
     return quota
 
 
-def _keep(owned: Owned, tids: list[uuid.UUID], quota: int) -> dict[uuid.UUID, frozenset[int]]:
-    """The first ``quota`` partitions of ``owned`` in (topic, partition) order."""
-    if sum(map(len, owned.values())) <= quota:
-        return dict(owned)
-    kept: dict[uuid.UUID, frozenset[int]] = {}
-    for t in tids:
-        parts = owned.get(t)
-        if not parts or quota <= 0:
-            continue
-        if len(parts) <= quota:
-            kept[t] = parts
-            quota -= len(parts)
+def _keep(parts: Parts, quota: int) -> Parts:
+    """The first ``quota`` partitions of ``parts`` in (topic, partition) order."""
+    kept: Parts = []
+    for k, ps in parts:
+        if quota <= 0:
+            break
+        if len(ps) <= quota:
+            kept.append((k, ps))
+            quota -= len(ps)
         else:
-            kept[t] = frozenset(sorted(parts)[:quota])
+            kept.append((k, frozenset(sorted(ps)[:quota])))
             quota = 0
     return kept
 
 
-def _unassigned(tids: list[uuid.UUID], counts: dict[uuid.UUID, int],
-                owned: list[dict[uuid.UUID, frozenset[int]]]) -> list[tuple[uuid.UUID, list[int]]]:
-    """Per topic (in order), the partitions nobody holds, ascending."""
-    taken: dict[uuid.UUID, list[frozenset[int]]] = {}
-    for o in owned:
-        for t, ps in o.items():
-            taken.setdefault(t, []).append(ps)
+def _unassigned(topics: list[int], counts: list[int], kept: list[Parts]
+                ) -> list[tuple[int, list[int]]]:
+    """Per topic (in order), the partitions nobody keeps, ascending."""
+    taken: list[list[frozenset[int]]] = [[] for _ in counts]
+    for parts in kept:
+        for k, ps in parts:
+            taken[k].append(ps)
     free = []
-    for t in tids:
-        n = counts[t]
-        sets = taken.get(t)
-        if not sets:
-            parts = list(range(n))
+    for k in topics:
+        n = counts[k]
+        if not taken[k]:
+            left = list(range(n))
         else:
-            held = frozenset().union(*sets)
-            parts = [p for p in range(n) if p not in held] if len(held) < n else []
-        if parts:
-            free.append((t, parts))
+            held = frozenset().union(*taken[k])
+            left = [p for p in range(n) if p not in held] if len(held) < n else []
+        if left:
+            free.append((k, left))
     return free
 
 
-def _fill_runs(free: list[tuple[uuid.UUID, list[int]]], members: list[int], rem: list[int],
-               out: Result) -> None:
+def _fill_runs(free: list[tuple[int, list[int]]], members: list[int], rem: list[int],
+               out: list[Out], ids: list[uuid.UUID]) -> None:
     """Hand the free partitions, in order, to ``members`` in contiguous runs."""
-    k = 0  # index into free
-    pos = 0  # position within free[k]
+    f = 0  # index into free
+    pos = 0  # position within free[f]
     for i in members:
         need = rem[i]
-        while need > 0 and k < len(free):
-            t, parts = free[k]
+        while need > 0 and f < len(free):
+            k, parts = free[f]
             take = parts[pos:pos + need]
             pos += len(take)
             need -= len(take)
-            _add(out[i], t, frozenset(take))
+            mine, t = out[i], ids[k]
+            old = mine.get(t)
+            mine[t] = frozenset(take) if old is None else old.union(take)
             if pos >= len(parts):
-                k += 1
+                f += 1
                 pos = 0
         rem[i] = need
-    if k < len(free):
+    if f < len(free):
         raise AssertionError("uniform assignor left partitions unassigned")
-
-
-def _add(owned: dict[uuid.UUID, frozenset[int]], t: uuid.UUID, parts: frozenset[int]) -> None:
-    old = owned.get(t)
-    owned[t] = parts if old is None else old | parts
 
 
 class _RackFill:
     """Steps 2-4 of the module docstring when racks are in play."""
 
-    def __init__(self, tids: list[uuid.UUID], counts: dict[uuid.UUID, int],
-                 current: list[Owned], quota: list[int], racks: Racks) -> None:
-        self.tids = tids
-        self.counts = counts
-        self.current = current
+    def __init__(self, inputs: Inputs, topics: list[int], held: list[Held], quota: list[int],
+                 racks: Racks) -> None:
+        self.ids = inputs.topics.ids
+        self.counts = inputs.counts
+        self.topics = topics
+        self.held = held
         self.quota = quota
         self.racks = racks
         n = len(quota)
-        self.out: list[dict[uuid.UUID, set[int]]] = [{} for _ in range(n)]
+        self.out: list[dict[int, set[int]]] = [{} for _ in range(n)]
         self.load = [0] * n
-        self.previous: dict[tuple[uuid.UUID, int], int] = {}
+        self.previous: dict[tuple[int, int], int] = {}
 
-    def give(self, i: int, t: uuid.UUID, p: int) -> None:
-        self.out[i].setdefault(t, set()).add(p)
+    def give(self, i: int, k: int, p: int) -> None:
+        self.out[i].setdefault(k, set()).add(p)
         self.load[i] += 1
 
-    def run(self) -> Result:
+    def run(self) -> list[Out]:
         racks = self.racks
-        order = {t: k for k, t in enumerate(self.tids)}
-        for i, owned in enumerate(self.current):
+        for i, h in enumerate(self.held):
             room = self.quota[i]
-            for t in sorted(owned, key=order.__getitem__):
-                for p in sorted(owned[t]):
-                    if racks.mismatched(i, t, p):
-                        self.previous[(t, p)] = i
+            for k, ps in h.parts:
+                for p in sorted(ps):
+                    if racks.mismatched(i, k, p):
+                        self.previous[(k, p)] = i
                     elif room > 0:
-                        self.give(i, t, p)
+                        self.give(i, k, p)
                         room -= 1
-        taken: dict[uuid.UUID, set[int]] = {t: set() for t in self.tids}
+        taken: list[set[int]] = [set() for _ in self.counts]
         for o in self.out:
-            for t, ps in o.items():
-                taken[t] |= ps
-        free = [(t, p) for t in self.tids for p in range(self.counts[t]) if p not in taken[t]]
-        free = self._same_rack(free)
-        rest: list[tuple[uuid.UUID, int]] = []
-        for t, p in free:
-            i = self.previous.get((t, p), -1)
+            for k, given in o.items():
+                taken[k] |= given
+        free = [(k, p) for k in self.topics for p in range(self.counts[k]) if p not in taken[k]]
+        rest: list[tuple[int, int]] = []
+        for k, p in self._same_rack(free):
+            i = self.previous.get((k, p), -1)
             if i >= 0 and self.load[i] < self.quota[i]:
-                self.give(i, t, p)
+                self.give(i, k, p)
             else:
-                rest.append((t, p))
+                rest.append((k, p))
         members = iter(range(len(self.quota)))
         i = next(members, -1)
-        for t, p in rest:
+        for k, p in rest:
             while self.load[i] >= self.quota[i]:
                 i = next(members)
-            self.give(i, t, p)
-        return [{t: frozenset(ps) for t, ps in o.items() if ps} for o in self.out]
+            self.give(i, k, p)
+        return [{self.ids[k]: frozenset(ps) for k, ps in sorted(o.items()) if ps}
+                for o in self.out]
 
-    def _same_rack(self, free: list[tuple[uuid.UUID, int]]) -> list[tuple[uuid.UUID, int]]:
+    def _same_rack(self, free: list[tuple[int, int]]) -> list[tuple[int, int]]:
         """Give free partitions to same-rack members with room; return the others."""
         racks = self.racks
         by_rack: dict[str, list[int]] = {}
@@ -186,15 +189,14 @@ class _RackFill:
             heapq.heapify(h)
         wanted = []
         left = []
-        for t, p in free:
-            rs = sorted(racks.racks_of(t, p) & racks.member_racks)
+        for k, p in free:
+            rs = sorted(racks.racks_of(k, p) & racks.member_racks)
             if rs:
-                wanted.append((sum(len(by_rack[r]) for r in rs), t, p, rs))
+                wanted.append((sum(len(by_rack[r]) for r in rs), k, p, rs))
             else:
-                left.append((t, p))
-        order = {t: k for k, t in enumerate(self.tids)}
-        wanted.sort(key=lambda w: (w[0], order[w[1]], w[2]))
-        for _, t, p, rs in wanted:
+                left.append((k, p))
+        wanted.sort(key=lambda w: (w[0], w[1], w[2]))
+        for _, k, p, rs in wanted:
             best = None
             for r in rs:
                 h = heaps[r]
@@ -204,13 +206,13 @@ class _RackFill:
                 if h and (best is None or h[0] < best):
                     best = h[0]
             if best is None:
-                left.append((t, p))
+                left.append((k, p))
                 continue
             i = best[1]
-            self.give(i, t, p)
+            self.give(i, k, p)
             if self.load[i] < self.quota[i]:
                 rack = racks.member_rack[i]
                 assert rack is not None
                 heapq.heappush(heaps[rack], (self.load[i], i))
-        left.sort(key=lambda tp: (order[tp[0]], tp[1]))
+        left.sort()
         return left

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from samsa.assignors.server._common import prepare, topic_order
+from samsa.assignors.server._common import prepare, subscribers_by_topic
 from samsa.assignors.server.interface import GroupSpec, MemberSpec, ServerAssignor, TopicsView
 
 __all__ = ["RangeAssignor"]
@@ -36,46 +36,22 @@ class RangeAssignor(ServerAssignor):
         inputs = prepare(group, topics)
         order = sorted(range(len(inputs.members)),
                        key=lambda i: _member_order(inputs.members[i]))
-        subscribers = _subscribers(inputs.subscribed, order)
+        counts, ids = inputs.counts, inputs.topics.ids
         out: list[dict[uuid.UUID, frozenset[int]]] = [{} for _ in inputs.members]
         # Co-partitioned topics get equal ranges: build each range once.
         ranges: dict[tuple[int, int], frozenset[int]] = {}
-        for t in topic_order(subscribers):
-            members = subscribers[t]
-            q, r = divmod(inputs.counts[t], len(members))
+        for k, members in enumerate(subscribers_by_topic(inputs.subscribed, order, len(counts))):
+            if not members:
+                continue
+            t = ids[k]
+            q, r = divmod(counts[k], len(members))
             start = 0
             # With fewer partitions than members, only the first ``r`` get one.
-            for k, i in enumerate(members if q else members[:r]):
-                end = start + (q + 1 if k < r else q)
+            for j, i in enumerate(members if q else members[:r]):
+                end = start + (q + 1 if j < r else q)
                 parts = ranges.get((start, end))
                 if parts is None:
                     parts = ranges[(start, end)] = frozenset(range(start, end))
                 out[i][t] = parts
                 start = end
         return {m.member_id: o for m, o in zip(inputs.members, out, strict=True)}
-
-
-def _subscribers(subscribed: list[frozenset[uuid.UUID]], order: list[int]
-                 ) -> dict[uuid.UUID, list[int]]:
-    """Each topic's subscribers, in ``order``. Worked out per distinct subscription, not per
-    member: a thousand members on five hundred topics share one or a few."""
-    classes: dict[frozenset[uuid.UUID], list[int]] = {}
-    for i in order:
-        classes.setdefault(subscribed[i], []).append(i)
-    lists = list(classes.values())
-    topic_classes: dict[uuid.UUID, list[int]] = {}
-    for c, subs in enumerate(classes):
-        for t in subs:
-            topic_classes.setdefault(t, []).append(c)
-    rank = {i: k for k, i in enumerate(order)}
-    merged: dict[tuple[int, ...], list[int]] = {}
-    result = {}
-    for t, cs in topic_classes.items():
-        key = tuple(cs)
-        members = merged.get(key)
-        if members is None:
-            members = lists[cs[0]] if len(cs) == 1 else sorted(
-                (i for c in cs for i in lists[c]), key=rank.__getitem__)
-            merged[key] = members
-        result[t] = members
-    return result

@@ -36,10 +36,10 @@ class UniformAssignor(ServerAssignor):
         inputs = prepare(group, topics)
         if not inputs.members:
             return {}
-        current = valid_current(group, inputs)
+        held = valid_current(group, inputs)
         racks = Racks(inputs, topics)
         if inputs.homogeneous():
-            owned = assign_homogeneous(inputs, current, racks)
+            owned = assign_homogeneous(inputs, held, racks)
         else:
-            owned = assign_heterogeneous(inputs, current, racks)
+            owned = assign_heterogeneous(inputs, held, racks)
         return finish(inputs, owned)
