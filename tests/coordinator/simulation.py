@@ -18,11 +18,14 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
+import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from samsa.coordinator import (
     CommitPartition,
     CommitTopic,
+    ConsumerGroupHeartbeat,
     Coordinator,
     CoordinatorConfig,
     GroupState,
@@ -37,12 +40,16 @@ from samsa.coordinator import (
     Result,
     SyncGroup,
     TimerKey,
+    TopicInfo,
+    TopicPartitions,
+    TopicsSnapshot,
     error_response,
 )
 from samsa.coordinator.events import Event
 from samsa.coordinator.group import Group
 from samsa.coordinator.records import GroupMetadataKey
 from samsa.coordinator.responses import (
+    ConsumerGroupHeartbeatResponse,
     HeartbeatResponse,
     JoinGroupResponse,
     LeaveGroupResponse,
@@ -594,4 +601,376 @@ def run_seed(seed: int, steps: int = 300) -> Simulation:
     except Exception as exc:
         tail = "\n".join(sim.log[-15:])
         raise AssertionError(f"simulation seed {seed} failed: {exc}\n{tail}") from exc
+    return sim
+
+
+# ====================================================================== consumer groups
+
+
+CONSUMER_GROUP = "csim"
+FENCED_EPOCH, UNRELEASED, GROUP_NOT_FOUND = 110, 111, 69
+CONSUMER_LEGAL = {NONE, FENCED_EPOCH, UNKNOWN_MEMBER, UNRELEASED, FENCED, GROUP_NOT_FOUND}
+
+
+@dataclass
+class SimConsumer:
+    """A consumer-protocol (KIP-848) client: one heartbeat in flight, revokes at once."""
+
+    name: str
+    instance_id: str | None
+    topics: tuple[str, ...]
+    regex: str | None
+    status: str = "down"  # down | joining | member
+    incarnation: int = 0
+    member_id: str = ""
+    epoch: int = 0
+    owned: dict[uuid.UUID, frozenset[int]] = field(default_factory=dict)
+    inflight: int | None = None
+    next_hb_at: int = 0
+    stalled_until: int = 0
+    inbox: list[tuple[int, Response]] = field(default_factory=list)
+
+
+class ConsumerSimulation:
+    """Seeded consumer-protocol members against the coordinator, with delays, crashes,
+    stalls, leaves, static restarts, subscription changes, topic changes, failed appends
+    and fail-overs. After every step: no partition is held by two members, no member
+    epoch exceeds the group epoch, replaying the records gives the live state, timers are
+    mirrored, every reply's error is legal. At the end, after a quiet period with every
+    member heartbeating, the group is Stable and each subscribed partition assigned once."""
+
+    def __init__(self, seed: int, steps: int = 250) -> None:
+        self.seed = seed
+        self.rng = rng = random.Random(seed)
+        self.steps = steps
+        self.config = CoordinatorConfig(
+            offsets_topic_num_partitions=1,
+            consumer_session_timeout_ms=rng.choice([6000, 45_000]),
+            consumer_heartbeat_interval_ms=rng.choice([1000, 3000]),
+            consumer_max_size=rng.choice([2**31 - 1, 2**31 - 1, 4]),
+            offsets_retention_minutes=rng.choice([1, 10080]),
+            offsets_retention_check_interval_ms=rng.choice([5000, 600_000]),
+        )
+        self.timer = FakeTimer()
+        self.timer.on_fire = self._on_fire
+        self.coord = Coordinator(self.config, self.timer, lambda p: f"{p}-gen")
+        self.topic_ids = {name: uuid.UUID(int=i + 1) for i, name in enumerate(
+            ["t0", "t1", "t2", "x3"])}
+        self.partitions = {"t0": 4, "t1": 3, "t2": 2, "x3": 2}
+        self.live_topics = {"t0", "t1", "t2"}
+        self.records: list[Record] = []
+        self.shadow = HardState()
+        self._tokens = itertools.count(1)
+        self.sent: dict[int, tuple[str, int, ConsumerGroupHeartbeat]] = {}
+        self.answered: dict[int, Response] = {}
+        self.network: list[tuple[int, int, str, object]] = []
+        self._seq = itertools.count()
+        self.log: list[str] = []
+        self._failing = self._in_unload = False
+        self.calm = False  # the quiet period: no delays, no failures
+        self.members = [self._new_member(i) for i in range(rng.randint(2, 6))]
+        self._publish_topics()
+        self._absorb(self.coord.load(0, [], 0))
+
+    # ------------------------------------------------------------------ setup and plumbing
+
+    def _new_member(self, i: int) -> SimConsumer:
+        rng = self.rng
+        regex = rng.choice([None, None, "t.*", "t[01]"])
+        topics = () if regex else tuple(sorted(rng.sample(["t0", "t1", "t2"], rng.randint(1, 3))))
+        return SimConsumer(f"c{i}", f"ci{i}" if rng.random() < 0.4 else None, topics, regex)
+
+    def _publish_topics(self) -> None:
+        self.coord.update_metadata(TopicsSnapshot.of(
+            TopicInfo(self.topic_ids[t], t, self.partitions[t]) for t in sorted(self.live_topics)))
+
+    @property
+    def now(self) -> int:
+        return self.timer.now_ms
+
+    def group(self) -> Any:
+        return self.coord.shards[0].hard.consumer.groups.get(CONSUMER_GROUP)
+
+    def _on_fire(self, key: TimerKey, now_ms: int) -> None:
+        self._absorb(self.coord.fire(key, now_ms))
+
+    def _absorb(self, result: Result) -> None:
+        for r in result.records:
+            self.records.append(r)
+            self.shadow.replay(r.key, r.value)
+        for reply in result.replies:
+            token = reply.token
+            assert isinstance(token, int)
+            if token in self.answered:
+                raise InvariantViolation(f"token {token} answered twice")
+            self.answered[token] = reply.response
+            self._check_reply(reply.response)
+            delay = 0 if self.calm else self.rng.choice([0, 0, 50, 300, 2000])
+            self._post(delay, "resp", (token, reply.response))
+
+    def _check_reply(self, response: Response) -> None:
+        assert isinstance(response, ConsumerGroupHeartbeatResponse)
+        legal = set(CONSUMER_LEGAL)
+        if self.config.consumer_max_size < 2**31 - 1:
+            legal.add(MAX_SIZE)
+        if self._in_unload:
+            legal.add(NOT_COORDINATOR)
+        if self._failing:
+            legal.add(NOT_AVAILABLE)
+        if response.error_code not in legal:
+            raise InvariantViolation(f"illegal heartbeat answer {response}")
+
+    def _post(self, delay: int, kind: str, payload: object) -> None:
+        heapq.heappush(self.network, (self.now + delay, next(self._seq), kind, payload))
+
+    def send(self, m: SimConsumer, event: ConsumerGroupHeartbeat) -> int:
+        token = next(self._tokens)
+        self.sent[token] = (m.name, m.incarnation, event)
+        r = self.rng.random()
+        delay = 0 if r < 0.5 or self.calm else self.rng.randint(1, 500) if r < 0.95 else \
+            self.rng.randint(2000, 20_000)
+        self._post(delay, "req", token)
+        return token
+
+    def _deliver_due(self) -> None:
+        while self.network and self.network[0][0] <= self.now:
+            _, _, kind, payload = heapq.heappop(self.network)
+            if kind == "req":
+                assert isinstance(payload, int)
+                event = self.sent[payload][2]
+                if self.rng.random() < 0.04 and not self.calm:
+                    self._failed_append(event, payload)
+                else:
+                    self._absorb(self.coord.handle(event, self.now, payload))
+            else:
+                assert isinstance(payload, tuple)
+                token, response = payload
+                name, incarnation, _ = self.sent[token]
+                m = next(x for x in self.members if x.name == name)
+                if m.incarnation == incarnation:
+                    m.inbox.append((token, response))
+
+    def _failed_append(self, event: ConsumerGroupHeartbeat, token: int) -> None:
+        lost = self.coord.handle(event, self.now, token)
+        if not lost.records:
+            self._absorb(lost)
+            return
+        self.log.append(f"{self.now} append failed")
+        self._reload()
+        self._failing = True
+        self._absorb(Result(replies=tuple(
+            Reply(r.token, error_response(event, NOT_AVAILABLE))
+            for r in lost.replies if r.token not in self.answered)))
+        self._failing = False
+
+    def _reload(self) -> None:
+        self._in_unload = True
+        self._absorb(self.coord.unload(0))
+        self._in_unload = False
+        self._absorb(self.coord.load(0, [(r.key, r.value) for r in self.records], self.now))
+
+    # ------------------------------------------------------------------ member behaviour
+
+    def heartbeat(self, m: SimConsumer, epoch: int, full: bool = False) -> None:
+        joining = epoch == 0
+        if joining:
+            m.owned = {}
+        event = ConsumerGroupHeartbeat(
+            group_id=CONSUMER_GROUP,
+            member_id=m.member_id,
+            member_epoch=epoch,
+            instance_id=m.instance_id,
+            rebalance_timeout_ms=30_000 if joining or full else -1,
+            subscribed_topic_names=m.topics if joining or full else None,
+            subscribed_topic_regex=m.regex if joining or full else None,
+            topic_partitions=tuple(TopicPartitions(t, tuple(sorted(ps)))
+                                   for t, ps in sorted(m.owned.items())),
+            client_id=m.name,
+        )
+        m.inflight = self.send(m, event)
+        m.next_hb_at = self.now + self.config.consumer_heartbeat_interval_ms
+
+    def restart(self, m: SimConsumer) -> None:
+        m.incarnation += 1
+        m.member_id = f"{m.name}-{m.incarnation}"
+        m.epoch = 0
+        m.owned = {}
+        m.inbox.clear()
+        m.status = "joining"
+        self.heartbeat(m, 0)
+
+    def crash(self, m: SimConsumer) -> None:
+        m.status = "down"
+        m.incarnation += 1
+        m.inflight = None
+        m.owned = {}
+        m.inbox.clear()
+
+    def on_response(self, m: SimConsumer, token: int, r: ConsumerGroupHeartbeatResponse) -> None:
+        if token != m.inflight:
+            return
+        m.inflight = None
+        sent = self.sent[token][2]
+        if sent.member_epoch < 0:
+            self.crash(m)  # it left
+            return
+        if r.error_code == NONE:
+            m.status = "member"
+            m.epoch = r.member_epoch
+            if r.assignment is not None:
+                m.owned = {tp.topic_id: frozenset(tp.partitions) for tp in r.assignment
+                           if tp.partitions}
+        elif r.error_code in (FENCED_EPOCH, UNKNOWN_MEMBER, GROUP_NOT_FOUND):
+            m.epoch = 0
+            m.owned = {}
+            self.heartbeat(m, 0)
+        elif r.error_code == FENCED:
+            self.crash(m)
+        elif r.error_code == MAX_SIZE:  # not a member: give everything up, try again later
+            m.status, m.epoch, m.owned = "joining", 0, {}
+            m.next_hb_at = self.now + 5000
+        else:  # UNRELEASED_INSTANCE_ID, NOT_COORDINATOR, NOT_AVAILABLE: retry later
+            m.next_hb_at = self.now + 1000
+
+    def act(self, m: SimConsumer, churn: bool = True) -> None:
+        rng = self.rng
+        if m.status == "down":
+            if rng.random() < 0.05 or not churn:
+                self.restart(m)
+            return
+        if self.now < m.stalled_until:
+            return
+        for token, response in m.inbox:
+            assert isinstance(response, ConsumerGroupHeartbeatResponse)
+            self.on_response(m, token, response)
+        m.inbox.clear()
+        if m.status == "down" or m.inflight is not None:
+            return
+        p = rng.random() if churn else 1.0
+        if p < 0.004:
+            self.log.append(f"{self.now} {m.name} crashes")
+            self.crash(m)
+        elif p < 0.008 and m.status == "member":
+            self.log.append(f"{self.now} {m.name} leaves")
+            self.heartbeat(m, -2 if m.instance_id and rng.random() < 0.5 else -1)
+        elif p < 0.012:
+            m.stalled_until = self.now + rng.randint(2000, 60_000)
+        elif p < 0.016 and m.status == "member":
+            m.regex = rng.choice([None, "t.*", "t[12]"])
+            m.topics = () if m.regex else tuple(sorted(rng.sample(["t0", "t1", "t2"], 2)))
+            self.heartbeat(m, m.epoch, full=True)
+        elif self.now >= m.next_hb_at:
+            self.heartbeat(m, m.epoch if m.status == "member" else 0)
+
+    def change_topics(self) -> None:
+        choice = self.rng.random()
+        if choice < 0.4:
+            topic = self.rng.choice(sorted(self.live_topics))
+            self.partitions[topic] += 1
+        elif choice < 0.7:
+            self.live_topics ^= {"x3"}
+        else:
+            self.live_topics ^= {"t2"}
+        self.log.append(f"{self.now} topics {sorted(self.live_topics)} {self.partitions}")
+        self._publish_topics()
+
+    # ------------------------------------------------------------------ invariants
+
+    def check(self) -> None:
+        shard = self.coord.shards[0]
+        if self.shadow != shard.hard:
+            raise InvariantViolation("replaying the records does not give the live state")
+        mirrored = {k: d for s in self.coord.shards.values() for k, d in s.deadlines.items()}
+        if mirrored != self.timer.deadlines:
+            raise InvariantViolation("timer service and shard deadlines disagree")
+        group = self.group()
+        if group is None:
+            return
+        held: dict[tuple[uuid.UUID, int], str] = {}
+        for mid, member in group.members.items():
+            if member.member_epoch > group.epoch:
+                raise InvariantViolation(f"member {mid} epoch {member.member_epoch} > group "
+                                         f"epoch {group.epoch}")
+            for assignment in (member.assigned, member.pending_revocation):
+                for t, ps in assignment.items():
+                    for p in ps:
+                        if (t, p) in held:
+                            raise InvariantViolation(f"{t}-{p} held by {held[(t, p)]} and {mid}")
+                        held[(t, p)] = mid
+
+    def check_quiet(self) -> None:
+        """Once quiet, the group is Stable and each subscribed partition assigned once."""
+        group = self.group()
+        live = [m for m in self.members if m.status == "member"]
+        if group is None or not live:
+            raise InvariantViolation("no live group after the quiet period")
+        if group.state.value != "Stable":
+            raise InvariantViolation(f"group is {group.state.value} after the quiet period")
+        wanted = {
+            (self.topic_ids[t], p)
+            for t in group.subscribed_topic_names() if t in self.live_topics
+            for p in range(self.partitions[t])
+        }
+        assigned: list[tuple[uuid.UUID, int]] = [
+            (t, p) for m in group.members.values() for t, ps in m.assigned.items() for p in ps]
+        if sorted(assigned) != sorted(wanted):
+            raise InvariantViolation(f"quiet group assigns {sorted(assigned)}, "
+                                     f"not {sorted(wanted)}")
+        owned = [(t, p) for m in live for t, ps in m.owned.items() for p in ps]
+        if sorted(owned) != sorted(wanted):
+            raise InvariantViolation("members do not own exactly the assigned partitions")
+
+    # ------------------------------------------------------------------ driver
+
+    def step(self, churn: bool = True) -> None:
+        self.timer.advance(self.rng.choice([0, 100, 300, 700, 1500]))
+        self._deliver_due()
+        for m in self.rng.sample(self.members, len(self.members)):
+            self.act(m, churn)
+        if churn and self.rng.random() < 0.01:
+            self.change_topics()
+        if churn and self.rng.random() < 0.003:
+            self.log.append(f"{self.now} failover")
+            self._reload()
+        self._deliver_due()
+
+    def run(self) -> None:
+        for i in range(self.steps):
+            self.step()
+            self.check()
+            if i % 50 == 49:
+                check_replay(self.coord, self.records)
+        self.quiet()
+
+    def quiet(self) -> None:
+        """No more churn, no delays: everyone heartbeats until the group settles."""
+        for m in self.members:
+            m.stalled_until = 0
+        while self.network:
+            self.timer.advance(max(0, self.network[0][0] - self.now))
+            self._deliver_due()
+        self.calm = True
+        for m in self.members:
+            if m.status == "member" and m.inflight is None:
+                self.heartbeat(m, m.epoch, full=True)
+        for i in range(400):
+            self.step(churn=False)
+            self.check()
+            if i >= 20:
+                try:
+                    self.check_quiet()
+                    break
+                except InvariantViolation:
+                    pass
+        check_replay(self.coord, self.records)
+        self.check_quiet()
+
+
+def run_consumer_seed(seed: int, steps: int = 250) -> ConsumerSimulation:
+    sim = ConsumerSimulation(seed, steps)
+    try:
+        sim.run()
+    except Exception as exc:
+        tail = "\n".join(sim.log[-15:])
+        raise AssertionError(f"consumer simulation seed {seed} failed: {exc}\n{tail}") from exc
     return sim
