@@ -14,8 +14,17 @@ Cases (each in a fresh forked process, so peak RSS is per case):
 4. ``optimal``, 1000 topics x 100 partitions (100,000) over 1000 members, each subscribed to a
    random 5-100 topics (seeded), two rounds. Target: <= 10 s per round.
 
+5. KIP-848 server-side ``uniform`` and ``range`` (``samsa.assignors.server``), 500 topics x
+   100 partitions (50,000) over 1000 members: identical subscriptions, different ones (four
+   subscription shapes), and ``uniform`` with racks (three racks, each partition's replicas
+   on two). A fresh target assignment, then an incremental one after one member left (the
+   previous target as the current assignment). Kafka reports 15-20 ms; target <= 100 ms.
+   Median of 5 runs.
+
 Only ``assign()`` is timed (wall clock, and CPU time of the process, which is steadier on a
 shared machine): building members' subscriptions is the members' work.
+
+    .venv/bin/python benchmarks/assignors.py --server   # only the server-side rows
 """
 
 from __future__ import annotations
@@ -177,6 +186,75 @@ def optimal_case() -> dict[str, Any]:
     return result
 
 
+def server_case(name: str, shape: str) -> dict[str, Any]:
+    """A KIP-848 target assignment: fresh, then after one member left (median of 5)."""
+    import statistics
+    import uuid
+
+    from samsa.assignors.server import GroupSpec, MemberSpec, TopicInfo, resolve_server_assignor
+
+    racks = ("az1", "az2", "az3")
+    ntopics, nparts, nmembers = 500 // SCALE, 100, 1000 // SCALE
+    ids = [uuid.UUID(int=i + 1) for i in range(ntopics)]
+    view = {
+        t: TopicInfo(t, f"topic-{i:03d}", nparts,
+                     {p: frozenset({racks[(i + p) % 3], racks[(i + p + 1) % 3]})
+                      for p in range(nparts)} if shape == "racks" else {})
+        for i, t in enumerate(ids)
+    }
+    rng = random.Random(848)
+    shapes = [frozenset(ids), frozenset(ids[: ntopics // 2]), frozenset(ids[ntopics // 2:]),
+              frozenset(rng.sample(ids, ntopics * 4 // 5))]
+    members = {
+        f"member-{i:04d}": MemberSpec(
+            f"member-{i:04d}", shapes[i % 4] if shape == "different" else shapes[0],
+            rack_id=racks[i % 3] if shape == "racks" else None)
+        for i in range(nmembers)
+    }
+    assignor = resolve_server_assignor(name)
+    leaver = "member-0042"
+    remaining = {m: s for m, s in members.items() if m != leaver}
+    runs: dict[str, list[tuple[float, float]]] = {"fresh": [], "incremental": []}
+    for _ in range(5):
+        start, cpu = time.perf_counter(), time.process_time()
+        first = assignor.assign(GroupSpec(members), view)
+        runs["fresh"].append((time.perf_counter() - start, time.process_time() - cpu))
+        spec = GroupSpec(remaining, {m: first[m] for m in remaining})
+        start, cpu = time.perf_counter(), time.process_time()
+        second = assignor.assign(spec, view)
+        runs["incremental"].append((time.perf_counter() - start, time.process_time() - cpu))
+    moved = sum(len(ps - second[m].get(t, frozenset()))
+                for m in remaining for t, ps in first[m].items())
+    loads = [sum(map(len, a.values())) for a in second.values()]
+    return {
+        **{k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
+           for k, v in runs.items()},
+        "partitions": sum(len(ps) for a in second.values() for ps in a.values()),
+        "moved": moved,
+        "owned": sum(len(ps) for m in remaining for ps in first[m].values()),
+        "loads": (min(loads), max(loads)),
+    }
+
+
+def server_rows() -> None:
+    print("KIP-848 server-side assignors, 50,000 partitions (500 x 100) / 1000 members")
+    for name in ("uniform", "range"):
+        for shape in ("same", "different", "racks"):
+            if shape == "racks" and name == "range":
+                continue
+            r = in_child(server_case, name, shape)
+            label = {"same": "identical subscriptions", "different": "four subscription shapes",
+                     "racks": "identical subscriptions, 3 racks"}[shape]
+            print(f"{name:>18}, {label}")
+            for k in ("fresh", "incremental"):
+                wall, cpu = r[k]
+                print(f"{'':>20}{k:<12}{wall * 1000:7.1f} ms (cpu {cpu * 1000:6.1f} ms)  "
+                      f"target <= 100 ms: {'ok' if wall <= 0.1 else 'MISSED'}")
+            print(f"{'':>20}after the leave: assigned {r['partitions']:,}, loads "
+                  f"{r['loads'][0]}..{r['loads'][1]}, moved {r['moved']:,} of "
+                  f"{r['owned']:,} kept by the others")
+
+
 def in_child(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(1) as pool:
@@ -186,6 +264,9 @@ def in_child(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
 def main() -> None:
     print(f"samsa assignor benchmark{' (quick: 1/10 scale)' if QUICK else ''}")
     print("-" * 78)
+    if "--server" in sys.argv:
+        server_rows()
+        return
     for single in (False, True):
         label = "one member on a single topic" if single else "identical subscriptions"
         for strategy in ("sticky", "cooperative-sticky"):
@@ -213,6 +294,7 @@ def main() -> None:
     worst = max(r["round1"], r["round2"])
     print(f"{'':>20}target <= 10 s per round: {'ok' if worst <= 10 else 'MISSED'}; "
           f"peak RSS {r['rss']:.0f} MiB")
+    server_rows()
 
 
 if __name__ == "__main__":

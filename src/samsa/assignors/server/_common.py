@@ -8,8 +8,10 @@ target assignment for a thousand members may otherwise hash topic ids a million 
 
 from __future__ import annotations
 
+import gc
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from samsa.assignors.server.interface import Assignment, GroupSpec, MemberSpec, TopicsView
@@ -18,21 +20,42 @@ from samsa.assignors.server.interface import Assignment, GroupSpec, MemberSpec, 
 Out = dict[uuid.UUID, frozenset[int]]
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while an assignment is computed.
+
+    An assignment allocates tens of thousands of small containers (tuples, frozensets,
+    dicts) and frees few: each generation-0 collection then scans them for nothing, and in
+    a broker with a large heap the full collections they trigger cost more than the
+    assignment itself (measured: 45 ms instead of 10 ms for one loop over 50,000 entries).
+    Nothing here creates reference cycles, so collection simply resumes afterwards.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 class TopicIndex:
     """Topic id -> topic number, looking a given UUID object up by hash only once."""
 
     def __init__(self, ids: list[uuid.UUID]) -> None:
         self.ids = ids
         self._by_uuid = {t: k for k, t in enumerate(ids)}
-        self._by_object = {id(t): k for k, t in enumerate(ids)}
+        #: ``id(topic id object)`` -> number, for the objects seen (a fast path for hot loops;
+        #: :meth:`get` on a miss).
+        self.lookup = {id(t): k for k, t in enumerate(ids)}
         self._alive: list[uuid.UUID] = []  # keeps cached objects alive, so ids stay unique
 
     def get(self, t: uuid.UUID) -> int:
         """The topic's number, -1 if no member subscribes to it."""
-        k = self._by_object.get(id(t))
+        k = self.lookup.get(id(t))
         if k is None:
             k = self._by_uuid.get(t, -1)
-            self._by_object[id(t)] = k
+            self.lookup[id(t)] = k
             self._alive.append(t)
         return k
 
@@ -96,52 +119,61 @@ class Held:
 def valid_current(group: GroupSpec, inputs: Inputs) -> list[Held]:
     """Each member's current partitions that it may keep: subscribed, existing, and not
     claimed by a member earlier in the order (the current assignment should never have two
-    owners, but the assignor does not rely on it)."""
+    owners, but the assignor does not rely on it).
+
+    The checks run per topic over all its claims at once: the per-entry loop is the hot
+    spot of an incremental assignment.
+    """
     counts, index = inputs.counts, inputs.topics
-    claims: list[list[tuple[int, frozenset[int]]] | None] = [None] * len(counts)
-    result: list[Held] = []
-    for i, (member, subs) in enumerate(zip(inputs.members, inputs.subscribed, strict=True)):
-        current = group.current.get(member.member_id, {})
-        parts: list[tuple[int, frozenset[int]]] = []
-        whole = True
+    lookup = index.lookup
+    claims: list[list[tuple[int, frozenset[int]]]] = [[] for _ in counts]
+    altered: set[int] = set()  # members with something dropped
+    for i, member in enumerate(inputs.members):
+        current = group.current.get(member.member_id)
+        if not current:
+            continue
+        subs = inputs.subscribed[i]
         for t, ps in current.items():
-            k = index.get(t)
-            if k < 0 or k not in subs or not ps:
-                whole = False
-                continue
-            if min(ps) < 0 or max(ps) >= counts[k]:
-                ps = frozenset(p for p in ps if 0 <= p < counts[k])
-                whole = False
-                if not ps:
-                    continue
-            parts.append((k, ps))
-            claim = claims[k]
-            if claim is None:
-                claims[k] = [(i, ps)]
+            k = lookup.get(id(t))
+            if k is None:
+                k = index.get(t)
+            if k in subs and ps:
+                claims[k].append((i, ps))
             else:
-                claim.append((i, ps))
-        parts.sort(key=lambda kp: kp[0])
-        result.append(Held(parts, sum(len(ps) for _, ps in parts), current if whole else None))
+                altered.add(i)
+    held = [Held([], 0, None) for _ in inputs.members]
     for k, claim in enumerate(claims):
-        if claim is not None and len(claim) > 1:
-            _settle(k, claim, result)
-    return result
-
-
-def _settle(k: int, claim: list[tuple[int, frozenset[int]]], held: list[Held]) -> None:
-    """Partitions of topic ``k`` claimed by several members stay with the first."""
-    if sum(len(ps) for _, ps in claim) == len(frozenset().union(*(ps for _, ps in claim))):
-        return
-    seen: set[int] = set()
-    for i, ps in claim:
-        mine = ps - seen
-        seen |= ps
-        if mine != ps:
+        if not claim:
+            continue
+        if len(claim) > 1 or min(claim[0][1]) < 0 or max(claim[0][1]) >= counts[k]:
+            claim = claims[k] = _settle(counts[k], claim, altered)
+        for i, ps in claim:
             h = held[i]
-            h.parts = [(kk, mine if kk == k else pp) for kk, pp in h.parts]
-            h.parts = [(kk, pp) for kk, pp in h.parts if pp]
-            h.size -= len(ps) - len(mine)
-            h.source = None
+            h.parts.append((k, ps))
+            h.size += len(ps)
+    for i, member in enumerate(inputs.members):
+        if i not in altered:
+            held[i].source = group.current.get(member.member_id)
+    return held
+
+
+def _settle(n: int, claim: list[tuple[int, frozenset[int]]], altered: set[int]
+            ) -> list[tuple[int, frozenset[int]]]:
+    """One topic's claims without partitions it does not have, and without partitions an
+    earlier member claims too."""
+    union = frozenset().union(*(ps for _, ps in claim))
+    if min(union) >= 0 and max(union) < n and sum(len(ps) for _, ps in claim) == len(union):
+        return claim
+    seen: set[int] = set()
+    settled = []
+    for i, ps in claim:
+        mine = frozenset(p for p in ps if 0 <= p < n and p not in seen)
+        seen |= mine
+        if mine != ps:
+            altered.add(i)
+        if mine:
+            settled.append((i, mine))
+    return settled
 
 
 class Racks:

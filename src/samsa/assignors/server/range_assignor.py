@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from samsa.assignors.server._common import prepare, subscribers_by_topic
+from samsa.assignors.server._common import gc_paused, prepare, subscribers_by_topic
 from samsa.assignors.server.interface import GroupSpec, MemberSpec, ServerAssignor, TopicsView
 
 __all__ = ["RangeAssignor"]
@@ -31,6 +31,12 @@ class RangeAssignor(ServerAssignor):
     name = "range"
 
     def assign(
+        self, group: GroupSpec, topics: TopicsView
+    ) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
+        with gc_paused():
+            return self._assign(group, topics)
+
+    def _assign(
         self, group: GroupSpec, topics: TopicsView
     ) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
         inputs = prepare(group, topics)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 
-from samsa.assignors.server._common import Racks, finish, prepare, valid_current
+from samsa.assignors.server._common import Racks, finish, gc_paused, prepare, valid_current
 from samsa.assignors.server._heterogeneous import assign_heterogeneous
 from samsa.assignors.server._homogeneous import assign_homogeneous
 from samsa.assignors.server.interface import GroupSpec, ServerAssignor, TopicsView
@@ -33,13 +33,14 @@ class UniformAssignor(ServerAssignor):
     def assign(
         self, group: GroupSpec, topics: TopicsView
     ) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
-        inputs = prepare(group, topics)
-        if not inputs.members:
-            return {}
-        held = valid_current(group, inputs)
-        racks = Racks(inputs, topics)
-        if inputs.homogeneous():
-            owned = assign_homogeneous(inputs, held, racks)
-        else:
-            owned = assign_heterogeneous(inputs, held, racks)
-        return finish(inputs, owned)
+        with gc_paused():
+            inputs = prepare(group, topics)
+            if not inputs.members:
+                return {}
+            held = valid_current(group, inputs)
+            racks = Racks(inputs, topics)
+            if inputs.homogeneous():
+                owned = assign_homogeneous(inputs, held, racks)
+            else:
+                owned = assign_heterogeneous(inputs, held, racks)
+            return finish(inputs, owned)
