@@ -9,8 +9,8 @@ matching, then stickiness.
 2. Each member keeps its current partitions up to its quota, lowest (topic, partition)
    first. With racks in play, a partition on another rack than its holder is not kept yet.
 3. With racks: free partitions go to a same-rack member with room (partitions with the
-   fewest same-rack members first, least loaded member first); then a partition on the
-   wrong rack goes back to its holder if it has room.
+   fewest same-rack members first, shared level by level, least loaded member first); then
+   a partition on the wrong rack goes back to its holder if it has room.
 4. The rest fill the members with room, in member order, in contiguous runs.
 
 With racks, a member ends up with a partition on the wrong rack only if it still had room
@@ -20,7 +20,8 @@ partitions could add a match, and assigning again from the result changes nothin
 
 from __future__ import annotations
 
-import heapq
+import itertools
+import operator
 import uuid
 
 from samsa.assignors.server._common import Held, Inputs, Out, Racks
@@ -177,42 +178,60 @@ class _RackFill:
                 for o in self.out]
 
     def _same_rack(self, free: list[tuple[int, int]]) -> list[tuple[int, int]]:
-        """Give free partitions to same-rack members with room; return the others."""
-        racks = self.racks
+        """Give free partitions to same-rack members with room; return the others.
+
+        Partitions are grouped by the member racks their replicas sit on; groups with the
+        fewest same-rack members go first. A group's partitions (in (topic, partition)
+        order) are shared out level by level among those racks' members with room, least
+        loaded first, each member taking one contiguous run."""
+        racks, load, quota = self.racks, self.load, self.quota
         by_rack: dict[str, list[int]] = {}
         for i, r in enumerate(racks.member_rack):
             if r is not None:
                 by_rack.setdefault(r, []).append(i)
-        heaps = {r: [(self.load[i], i) for i in ms if self.load[i] < self.quota[i]]
-                 for r, ms in by_rack.items()}
-        for h in heaps.values():
-            heapq.heapify(h)
-        wanted = []
+        matched: dict[frozenset[str], tuple[str, ...]] = {}
+        groups: dict[tuple[str, ...], list[tuple[int, int]]] = {}
         left = []
         for k, p in free:
-            rs = sorted(racks.racks_of(k, p) & racks.member_racks)
+            replicas = racks.racks_of(k, p)
+            rs = matched.get(replicas)
+            if rs is None:
+                rs = matched[replicas] = tuple(sorted(replicas & racks.member_racks))
             if rs:
-                wanted.append((sum(len(by_rack[r]) for r in rs), k, p, rs))
+                groups.setdefault(rs, []).append((k, p))
             else:
                 left.append((k, p))
-        wanted.sort(key=lambda w: (w[0], w[1], w[2]))
-        for _, k, p, rs in wanted:
-            best = None
-            for r in rs:
-                h = heaps[r]
-                while h and (h[0][0] != self.load[h[0][1]] or
-                             self.load[h[0][1]] >= self.quota[h[0][1]]):
-                    heapq.heappop(h)
-                if h and (best is None or h[0] < best):
-                    best = h[0]
-            if best is None:
-                left.append((k, p))
-                continue
-            i = best[1]
-            self.give(i, k, p)
-            if self.load[i] < self.quota[i]:
-                rack = racks.member_rack[i]
-                assert rack is not None
-                heapq.heappush(heaps[rack], (self.load[i], i))
+        for rs in sorted(groups, key=lambda rs: (sum(len(by_rack[r]) for r in rs), rs)):
+            parts = groups[rs]
+            members = sorted((i for r in rs for i in by_rack[r] if load[i] < quota[i]),
+                             key=lambda i: (load[i], i))
+            share = dict.fromkeys(members, 0)
+            remaining = len(parts)
+            while members and remaining:
+                still = []
+                for i in members:
+                    if not remaining:
+                        break
+                    share[i] += 1
+                    remaining -= 1
+                    if load[i] + share[i] < quota[i]:
+                        still.append(i)
+                else:
+                    members = still
+            pos = 0
+            for i, c in share.items():
+                if c:
+                    self._give_run(i, parts[pos:pos + c])
+                    pos += c
+            left.extend(parts[pos:])
         left.sort()
         return left
+
+    def _give_run(self, i: int, run: list[tuple[int, int]]) -> None:
+        mine = self.out[i]
+        for k, grp in itertools.groupby(run, key=operator.itemgetter(0)):
+            got = mine.get(k)
+            if got is None:
+                got = mine[k] = set()
+            got.update(p for _, p in grp)
+        self.load[i] += len(run)
