@@ -79,12 +79,16 @@ class _Builder:
         changed = self.changed
         for k, arr in zip(self.topics, self.owner, strict=True):
             t = self.ids[k]
-            # Owners mostly hold runs of partitions: group runs, then merge a member's runs.
+            # Owners mostly hold runs of partitions: group runs, merge a member's runs (keyed
+            # by member number), then one insertion per member.
+            runs: dict[int, frozenset[int]] = {}
             for o, run in itertools.groupby(range(len(arr)), arr.__getitem__):
                 if changed[o]:
-                    mine, ps = out[o], frozenset(run)
-                    old = mine.get(t)
-                    mine[t] = ps if old is None else old | ps
+                    ps = frozenset(run)
+                    old = runs.get(o)
+                    runs[o] = ps if old is None else old | ps
+            for o, ps in runs.items():
+                out[o][t] = ps
         return out
 
     def _levels(self, k: int, free: int) -> list[tuple[int, int]]:
