@@ -120,7 +120,7 @@ def test_list_describe_and_consumer_group_describe() -> None:
 def test_classic_calls_on_a_live_consumer_group() -> None:
     ctx = CCtx()
     ctx.hb("a", 0, instance_id="i")
-    j = ctx.join_reply(ctx.join(""))
+    j = ctx.join_reply(ctx.join("", protocol_type="connect"))  # classic members: see migration
     assert isinstance(j, JoinGroupResponse) and j.error_code == E.inconsistent_group_protocol
     h = ctx.reply(ctx.heartbeat("a", 1))
     assert isinstance(h, HeartbeatResponse) and h.error_code == E.unknown_member_id

@@ -188,6 +188,9 @@ class CoordinatorShard(ShardCore):
         if key.kind is TimerKind.CONSUMER_REBALANCE:
             consumer_heartbeat.rebalance_expired(self, key.group_id, key.member_id)
             return self._end()
+        if key.kind in (TimerKind.CONSUMER_JOIN, TimerKind.CONSUMER_SYNC):
+            consumer_heartbeat.session_expired(self, key.group_id, key.member_id)
+            return self._end()
         group = self.groups.get(key.group_id)
         if group is not None:
             self._fire_group_timer(group, key)

@@ -25,6 +25,9 @@ class TimerKind(enum.Enum):
     #: consumer (KIP-848) groups: a member's session, and its time to revoke partitions
     CONSUMER_SESSION = "consumer-session"
     CONSUMER_REBALANCE = "consumer-rebalance"
+    #: classic members of a consumer group: time to rejoin, and to sync after a join
+    CONSUMER_JOIN = "consumer-join"
+    CONSUMER_SYNC = "consumer-sync"
 
 
 @dataclass(frozen=True)

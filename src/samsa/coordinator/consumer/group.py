@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from samsa.coordinator.consumer.records import (
+    ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -110,6 +111,18 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    #: set while the member speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat)
+    classic: ClassicMemberMetadata | None = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
+
+    @property
+    def classic_protocol_name(self) -> str:
+        """The protocol a classic member is answered with: the first it supports."""
+        assert self.classic is not None
+        return self.classic.supported_protocols[0][0]
 
     def is_reconciled_to(self, assignment_epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == assignment_epoch
@@ -124,6 +137,7 @@ class ConsumerMember:
             subscribed_topic_regex=self.subscribed_topic_regex,
             rebalance_timeout_ms=self.rebalance_timeout_ms,
             server_assignor=self.server_assignor,
+            classic_member_metadata=self.classic,
         )
 
     def assignment_value(self) -> ConsumerGroupCurrentMemberAssignmentValue:
@@ -188,6 +202,40 @@ class ConsumerGroup:
 
     def partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
         return self.partition_epochs.get((topic_id, partition), -1)
+
+    def classic_members(self) -> list[ConsumerMember]:
+        return [m for m in self.members.values() if m.classic is not None]
+
+    def all_classic_except(self, member_ids: Iterable[str]) -> bool:
+        """Kafka's ``allMembersUseClassicProtocolExcept``: every member not in
+        ``member_ids`` speaks the classic protocol."""
+        leaving = set(member_ids)
+        return all(m.classic is not None for mid, m in self.members.items()
+                   if mid not in leaving)
+
+    def supports_classic_protocols(self, protocol_type: str, names: Iterable[str]) -> bool:
+        """Kafka's ``supportsClassicProtocols``: a ``consumer`` protocol every classic
+        member also supports (any non-empty list when the group is empty)."""
+        if protocol_type != "consumer":
+            return False
+        wanted = list(names)
+        if not self.members:
+            return bool(wanted)
+        classic = self.classic_members()
+        return any(all(name in {p for p, _ in m.classic.supported_protocols}  # type: ignore[union-attr]
+                       for m in classic) for name in wanted)
+
+    def waiting_on_unreleased_partition(self, member: ConsumerMember) -> bool:
+        """Kafka's ``waitingOnUnreleasedPartition``: a target partition the member lacks
+        is still held by another member."""
+        if member.state is not MemberState.UNRELEASED_PARTITIONS:
+            return False
+        for topic_id, partitions in self.target.get(member.member_id, {}).items():
+            have = member.assigned.get(topic_id, frozenset())
+            for p in partitions:
+                if p not in have and self.partition_epoch(topic_id, p) != -1:
+                    return True
+        return False
 
     def subscribed_regexes(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -274,6 +322,7 @@ class ConsumerGroup:
                         subscribed_topic_regex=value.subscribed_topic_regex,
                         rebalance_timeout_ms=value.rebalance_timeout_ms,
                         server_assignor=value.server_assignor,
+                        classic=value.classic_member_metadata,
                     ))
             case ConsumerGroupTargetAssignmentMetadataKey():
                 if value is None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 
 from kio.schema.errors import ErrorCode
 
+from samsa.coordinator.consumer import migrate
 from samsa.coordinator.consumer import regex as rx
 from samsa.coordinator.consumer.group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -159,24 +160,36 @@ class _Plan:
     member: ConsumerMember
     is_new_member: bool
     replaces: ConsumerMember | None = None
+    #: a live classic group this join converts (online upgrade)
+    classic_to_upgrade: Group | None = None
+
+
+def _static_of(members: dict[str, ConsumerMember], instance_id: str) -> ConsumerMember | None:
+    return next((m for m in members.values() if m.instance_id == instance_id), None)
 
 
 def _plan(core: ShardCore, ev: ConsumerGroupHeartbeat, member_id: str) -> _Plan:
     gid = ev.group_id
     group = core.hard.consumer.groups.get(gid)
     classic = core.groups.get(gid)
-    classic_to_delete = None
+    classic_to_delete = classic_to_upgrade = None
     joining = ev.member_epoch == 0
+    members: dict[str, ConsumerMember] = {} if group is None else group.members
     if group is None:
         if classic is not None:
-            if not (joining and classic.is_(GroupState.EMPTY)):
-                # Online upgrade of a live classic group is not supported yet: Kafka
-                # answers the same when it cannot upgrade the group.
+            if not joining:
                 raise HeartbeatError(E.group_id_not_found, f"Group {gid} is not a consumer group")
-            classic_to_delete = classic
+            if classic.is_(GroupState.EMPTY):
+                classic_to_delete = classic
+            else:
+                try:
+                    upgraded = migrate.upgraded_members(core, classic)
+                except migrate.UpgradeRefused as exc:
+                    raise HeartbeatError(E.group_id_not_found, str(exc)) from exc
+                classic_to_upgrade = classic
+                members = {m.member_id: m for m in upgraded}
         elif not joining:
             raise HeartbeatError(E.group_id_not_found, f"Consumer group {gid} not found.")
-    members = {} if group is None else group.members
     if len(members) >= core.config.consumer_max_size and (
         ev.member_id == "" or ev.member_id not in members
     ):
@@ -193,23 +206,25 @@ def _plan(core: ShardCore, ev: ConsumerGroupHeartbeat, member_id: str) -> _Plan:
                 raise HeartbeatError(
                     E.unknown_member_id,
                     f"Member {member_id} is not a member of group {gid}.")
-            return _Plan(group, classic_to_delete, ConsumerMember(member_id), True)
+            return _Plan(group, classic_to_delete, ConsumerMember(member_id), True,
+                         classic_to_upgrade=classic_to_upgrade)
         _check_epoch(member, ev.member_epoch, owned)
         return _Plan(group, classic_to_delete, member, False)
-    static = None if group is None else group.static_member(ev.instance_id)
+    static = _static_of(members, ev.instance_id)
     if joining:
         if static is None:
             member = members.get(member_id)
             return _Plan(group, classic_to_delete, member or ConsumerMember(member_id),
-                         member is None)
-        if static.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                         member is None, classic_to_upgrade=classic_to_upgrade)
+        if static.classic is None and static.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             raise HeartbeatError(
                 E.unreleased_instance_id,
                 f"Static member {member_id} with instance id {ev.instance_id} cannot join "
                 f"the group because the instance id is owned by {static.member_id} member.",
             )
         new = replace(static, member_id=member_id, member_epoch=0, previous_member_epoch=0)
-        return _Plan(group, classic_to_delete, new, True, replaces=static)
+        return _Plan(group, classic_to_delete, new, True, replaces=static,
+                     classic_to_upgrade=classic_to_upgrade)
     if static is None:
         raise HeartbeatError(E.unknown_member_id, f"Instance id {ev.instance_id} is unknown.")
     if static.member_id != member_id:
@@ -240,6 +255,7 @@ def _updated(member: ConsumerMember, ev: ConsumerGroupHeartbeat) -> ConsumerMemb
                                 else ev.subscribed_topic_regex),
         client_id=ev.client_id,
         client_host=ev.client_host,
+        classic=None,
     )
 
 
@@ -265,9 +281,12 @@ def heartbeat(core: ShardCore, ev: ConsumerGroupHeartbeat) -> ConsumerGroupHeart
         core.remove_group(plan.classic_to_delete)
         if gid in core.hard.groups:
             core.write(GroupMetadataKey(gid), None)
+    if plan.classic_to_upgrade is not None:
+        migrate.convert_to_consumer(core, plan.classic_to_upgrade)
+        plan.group = core.hard.consumer.groups[gid]
     if plan.replaces is not None:
         assert plan.group is not None
-        _replace_member(core, plan.group, plan.replaces, old)
+        replace_member(core, plan.group, plan.replaces, old)
     bump = plan.group is None or plan.group.epoch == 0
     if plan.is_new_member or not updated.same_subscription(old):
         core.write(ConsumerGroupMemberMetadataKey(gid, member_id), updated.metadata_value())
@@ -276,12 +295,12 @@ def heartbeat(core: ShardCore, ev: ConsumerGroupHeartbeat) -> ConsumerGroupHeart
     if old.subscribed_topic_regex and old.subscribed_topic_regex != new_regex:
         bump |= _drop_unused_regex(core, group, old.subscribed_topic_regex)
     bump |= _refresh_regexes(core, group)
-    _bump_epoch(core, group, bump)
+    bump_epoch(core, group, bump)
     if group.epoch > group.assignment_epoch:
         update_target(core, group, group.epoch)
     member = group.members[member_id]
     owned = None if ev.topic_partitions is None else from_topic_partitions(ev.topic_partitions)
-    member = _reconcile(core, group, member, owned)
+    member = reconcile_member(core, group, member, owned)
     schedule_session(core, gid, member_id)
     full = ev.member_epoch == 0 or (
         ev.rebalance_timeout_ms != -1
@@ -298,7 +317,7 @@ def heartbeat(core: ShardCore, ev: ConsumerGroupHeartbeat) -> ConsumerGroupHeart
     )
 
 
-def _replace_member(core: ShardCore, group: ConsumerGroup, old: ConsumerMember,
+def replace_member(core: ShardCore, group: ConsumerGroup, old: ConsumerMember,
                     new: ConsumerMember) -> None:
     """A static member rejoins under a new member id: it takes over the old member's
     target and current assignment (Kafka's ``replaceMember``)."""
@@ -354,7 +373,7 @@ def _refresh_regexes(core: ShardCore, group: ConsumerGroup) -> bool:
     return changed
 
 
-def _bump_epoch(core: ShardCore, group: ConsumerGroup, bump: bool) -> None:
+def bump_epoch(core: ShardCore, group: ConsumerGroup, bump: bool) -> None:
     """Write the next group epoch if ``bump`` or the subscribed topics' metadata hash
     changed (Kafka 4.1's ``MetadataHash``)."""
     topics = core.topics
@@ -371,9 +390,10 @@ def _bump_epoch(core: ShardCore, group: ConsumerGroup, bump: bool) -> None:
     group.hash_checked = (topics.version, group.epoch, len(group.members))
 
 
-def _reconcile(core: ShardCore, group: ConsumerGroup, member: ConsumerMember,
-               owned: Assignment | None) -> ConsumerMember:
-    """Kafka's ``maybeReconcile``, with the rebalance timeout of a revoking member."""
+def reconcile_member(core: ShardCore, group: ConsumerGroup, member: ConsumerMember,
+                     owned: Assignment | None) -> ConsumerMember:
+    """Kafka's ``maybeReconcile``, with the rebalance timeout of a revoking member (classic
+    members have join and sync timeouts instead)."""
     if member.is_reconciled_to(group.assignment_epoch):
         return member
     try:
@@ -388,11 +408,11 @@ def _reconcile(core: ShardCore, group: ConsumerGroup, member: ConsumerMember,
     gid = group.group_id
     core.write(ConsumerGroupCurrentMemberAssignmentKey(gid, new.member_id),
                new.assignment_value())
-    if new.state is MemberState.UNREVOKED_PARTITIONS:
+    if new.classic is None and new.state is MemberState.UNREVOKED_PARTITIONS:
         group.revoking_epochs[new.member_id] = new.member_epoch
         core.schedule(TimerKind.CONSUMER_REBALANCE, gid, new.member_id,
                       max(new.rebalance_timeout_ms, 0))
-    else:
+    elif new.classic is None:
         group.revoking_epochs.pop(new.member_id, None)
         core.cancel(TimerKind.CONSUMER_REBALANCE, gid, new.member_id)
     return group.members[new.member_id]
@@ -438,7 +458,13 @@ def leave(core: ShardCore, ev: ConsumerGroupHeartbeat) -> ConsumerGroupHeartbeat
 
 
 def fence_members(core: ShardCore, group: ConsumerGroup, member_ids: list[str]) -> None:
-    """Kafka's ``consumerGroupFenceMember(s)``: remove the members and bump the epoch."""
+    """Kafka's ``consumerGroupFenceMembers``: remove the members and bump the epoch, or
+    downgrade the group when only classic members remain."""
+    if not member_ids:
+        return
+    if migrate.downgrades_without(core, group, member_ids):
+        migrate.convert_to_classic(core, group, member_ids)
+        return
     gid = group.group_id
     regexes = {group.members[m].subscribed_topic_regex for m in member_ids}
     for mid in member_ids:
@@ -447,12 +473,14 @@ def fence_members(core: ShardCore, group: ConsumerGroup, member_ids: list[str]) 
     for regex in regexes:
         if regex:
             _drop_unused_regex(core, group, regex)
-    _bump_epoch(core, group, True)
+    bump_epoch(core, group, True)
 
 
 def cancel_member_timers(core: ShardCore, gid: str, member_id: str) -> None:
     core.cancel(TimerKind.CONSUMER_SESSION, gid, member_id)
     core.cancel(TimerKind.CONSUMER_REBALANCE, gid, member_id)
+    core.cancel(TimerKind.CONSUMER_JOIN, gid, member_id)
+    core.cancel(TimerKind.CONSUMER_SYNC, gid, member_id)
 
 
 def schedule_session(core: ShardCore, gid: str, member_id: str) -> None:

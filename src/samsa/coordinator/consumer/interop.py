@@ -5,20 +5,22 @@ classic API whose group is a consumer group, as Kafka 4.0's ``GroupMetadataManag
 ``OffsetMetadataManager`` do:
 
 * OffsetCommit: epoch < 0 on an empty group is an admin commit; otherwise the member must
-  exist (UNKNOWN_MEMBER_ID), commit with v9+ (UNSUPPORTED_VERSION) and send its current
-  member epoch (STALE_MEMBER_EPOCH). A commit is not a heartbeat here.
+  exist (UNKNOWN_MEMBER_ID), a consumer-protocol member commit with v9+
+  (UNSUPPORTED_VERSION) and send its current member epoch (STALE_MEMBER_EPOCH; a classic
+  member's generation is its member epoch: ILLEGAL_GENERATION). A commit is not a
+  heartbeat here.
 * OffsetFetch v9+: a member id and epoch are checked the same way.
 * OffsetDelete: allowed in any state; GROUP_SUBSCRIBED_TO_TOPIC for subscribed topics.
 * DeleteGroups: NON_EMPTY_GROUP unless Empty; offsets then the group get tombstones.
 * DescribeGroups: a consumer group is described as Dead (NONE), as Kafka's
   ``describeGroups`` does for a group that is not classic.
 * ListGroups: consumer groups with type and protocol type ``consumer``.
-* JoinGroup: an Empty consumer group is deleted and the join creates a classic group;
-  a live one answers INCONSISTENT_GROUP_PROTOCOL (online migration of classic members
-  into a consumer group is not built yet).
-* SyncGroup, Heartbeat: UNKNOWN_MEMBER_ID (no member of a consumer group uses the classic
-  protocol); LeaveGroup removes members by instance id (admin removal) or answers
-  UNKNOWN_MEMBER_ID.
+* JoinGroup: an Empty consumer group is deleted and the join creates a classic group; a
+  live one takes the member in as a classic member (:mod:`.classic_members`).
+* SyncGroup, Heartbeat: answered for classic members (:mod:`.classic_members`);
+  UNKNOWN_MEMBER_ID for others. LeaveGroup removes classic members, and any member by
+  instance id (admin removal); a consumer-protocol member id gets UNKNOWN_MEMBER_ID. When
+  only classic members remain, the group becomes classic again (:mod:`.migrate`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from samsa.coordinator import admin
-from samsa.coordinator.consumer import describe, heartbeat
+from samsa.coordinator.consumer import classic_members, describe, heartbeat
 from samsa.coordinator.consumer.group import ConsumerGroup
 from samsa.coordinator.consumer.records import (
     ConsumerGroupMetadataKey,
@@ -61,8 +63,6 @@ from samsa.coordinator.responses import (
     DescribedGroup,
     DescribeGroupsResponse,
     FetchedGroup,
-    HeartbeatResponse,
-    JoinGroupResponse,
     LeaveGroupMemberResponse,
     LeaveGroupResponse,
     ListGroupsResponse,
@@ -70,7 +70,6 @@ from samsa.coordinator.responses import (
     OffsetDeleteResponse,
     OffsetFetchResponse,
     PartitionError,
-    SyncGroupResponse,
     TopicErrors,
 )
 
@@ -120,14 +119,14 @@ def dispatch(core: ShardCore, event: Event, token: object) -> bool:
         _offset_delete(core, group, event, token)
     elif isinstance(event, JoinGroup):
         if not group.is_empty():
-            core.reply(token, JoinGroupResponse(E.inconsistent_group_protocol, event.member_id))
+            classic_members.join(core, group, event, token)
             return True
         delete_group_records(core, group)
         return False
     elif isinstance(event, SyncGroup):
-        core.reply(token, SyncGroupResponse(E.unknown_member_id))
+        classic_members.sync(core, group, event, token)
     elif isinstance(event, Heartbeat):
-        core.reply(token, HeartbeatResponse(E.unknown_member_id))
+        classic_members.heartbeat(core, group, event, token)
     elif isinstance(event, LeaveGroup):
         _leave(core, group, event, token)
     else:
@@ -145,10 +144,11 @@ def _commit_error(group: ConsumerGroup, ev: OffsetCommit) -> int | None:
     member = group.members.get(ev.member_id)
     if member is None:
         return E.unknown_member_id
-    if ev.api_version is not None and ev.api_version < OFFSET_COMMIT_MEMBER_EPOCH_VERSION:
+    if member.classic is None and ev.api_version is not None \
+            and ev.api_version < OFFSET_COMMIT_MEMBER_EPOCH_VERSION:
         return E.unsupported_version
     if ev.generation_id != member.member_epoch:
-        return E.stale_member_epoch
+        return E.stale_member_epoch if member.classic is None else E.illegal_generation
     return None
 
 
@@ -180,7 +180,8 @@ def _fetch(core: ShardCore, group: ConsumerGroup, req: FetchGroup) -> FetchedGro
         if member is None:
             return FetchedGroup(req.group_id, (), E.unknown_member_id)
         if req.member_epoch != member.member_epoch:
-            return FetchedGroup(req.group_id, (), E.stale_member_epoch)
+            error = E.stale_member_epoch if member.classic is None else E.illegal_generation
+            return FetchedGroup(req.group_id, (), error)
     return fetch_group(core, req)
 
 
@@ -232,15 +233,21 @@ def _leave(core: ShardCore, group: ConsumerGroup, ev: LeaveGroup, token: object)
     fenced: list[str] = []
     for m in ev.members:
         if m.group_instance_id is None:
-            error = E.unknown_member_id
+            member = group.members.get(m.member_id)
             member_id = m.member_id
+            if member is None or member.classic is None:
+                error = E.unknown_member_id
+            else:
+                error = E.none
+                if member_id not in fenced:
+                    fenced.append(member_id)
         else:
             static = group.static_member(m.group_instance_id)
             if static is None:
                 error, member_id = E.unknown_member_id, m.member_id
             elif m.member_id != NO_MEMBER_ID and m.member_id != static.member_id:
                 error, member_id = E.fenced_instance_id, m.member_id
-            elif m.member_id != NO_MEMBER_ID:
+            elif m.member_id != NO_MEMBER_ID and static.classic is None:
                 # the member exists but uses the consumer protocol
                 error, member_id = E.unknown_member_id, m.member_id
             else:

@@ -8,7 +8,8 @@ tagged fields), exactly as Kafka's ``group-coordinator`` message JSON files defi
  3  ConsumerGroupMetadata {group}               {epoch; tag 0: metadata hash}
  4  ConsumerGroupPartitionMetadata {group}      (Kafka < 4.1; read and ignored)
  5  ConsumerGroupMemberMetadata {group, member}  {instance, rack, client id/host, topic
-                                                names, regex, rebalance timeout, assignor}
+                                                names, regex, rebalance timeout, assignor;
+                                                tag 0: classic member metadata}
  6  ConsumerGroupTargetAssignmentMetadata       {assignment epoch}
  7  ConsumerGroupTargetAssignmentMember         {[topic id, partitions]}
  8  ConsumerGroupCurrentMemberAssignment        {epoch, previous epoch, state, assigned,
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from samsa.coordinator.events import TopicPartitions
 
@@ -90,6 +91,15 @@ class ConsumerGroupMetadataValue:
 
 
 @dataclass(frozen=True)
+class ClassicMemberMetadata:
+    """Tag 0 of the member metadata value: set for a member that speaks the classic
+    protocol inside a consumer group (its JoinGroup session timeout and protocols)."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True)
 class ConsumerGroupMemberMetadataValue:
     instance_id: str | None
     rack_id: str | None
@@ -99,6 +109,7 @@ class ConsumerGroupMemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic_member_metadata: ClassicMemberMetadata | None = None
 
 
 @dataclass(frozen=True)
@@ -187,6 +198,11 @@ class _W:
         self.parts.append(raw)
         return self
 
+    def compact_bytes(self, b: bytes) -> _W:
+        self.uvarint(len(b) + 1)
+        self.parts.append(b)
+        return self
+
     def strings(self, items: tuple[str, ...]) -> _W:
         self.uvarint(len(items) + 1)
         for s in items:
@@ -269,6 +285,15 @@ class _R:
     def strings(self) -> tuple[str, ...]:
         return tuple(self.string() for _ in range(self.count()))
 
+    def compact_bytes(self) -> bytes:
+        n = self.uvarint() - 1
+        if n < 0:
+            raise ConsumerRecordDecodeError("null in non-nullable bytes")
+        return self.take(n)
+
+    def done(self) -> bool:
+        return self.pos == len(self.data)
+
     def topic_partitions(self) -> tuple[TopicPartitions, ...]:
         out = []
         for _ in range(self.count()):
@@ -319,6 +344,9 @@ def serialize_value(value: ConsumerRecordValue) -> bytes:
             w.string(value.client_id).string(value.client_host)
             w.strings(value.subscribed_topic_names).string(value.subscribed_topic_regex)
             w.raw(">i", value.rebalance_timeout_ms).string(value.server_assignor)
+            classic = value.classic_member_metadata
+            if classic is not None:
+                return w.tags({0: _classic_bytes(classic)}).done()
         case ConsumerGroupTargetAssignmentMetadataValue():
             w.raw(">i", value.assignment_epoch)
         case ConsumerGroupTargetAssignmentMemberValue():
@@ -331,6 +359,29 @@ def serialize_value(value: ConsumerRecordValue) -> bytes:
         case ConsumerGroupRegularExpressionValue():
             w.strings(value.topics).raw(">q", value.version).raw(">q", value.timestamp)
     return w.tags().done()
+
+
+def _classic_bytes(classic: ClassicMemberMetadata) -> bytes:
+    """A tagged nullable struct: the presence marker (varint 1), then the struct."""
+    w = _W().uvarint(1).raw(">i", classic.session_timeout_ms)
+    w.uvarint(len(classic.supported_protocols) + 1)
+    for name, metadata in classic.supported_protocols:
+        w.string(name).compact_bytes(metadata).uvarint(0)
+    return w.tags().done()
+
+
+def _read_classic(data: bytes) -> ClassicMemberMetadata | None:
+    r = _R(data)
+    if r.uvarint() == 0:
+        return None
+    session_timeout_ms = r.raw(">i")
+    protocols = []
+    for _ in range(r.count()):
+        name = r.string()
+        protocols.append((name, r.compact_bytes()))
+        r.tags()
+    r.tags()
+    return ClassicMemberMetadata(session_timeout_ms, tuple(protocols))
 
 
 def serialize(
@@ -382,6 +433,10 @@ def deserialize_value(key: ConsumerRecordKey, data: bytes) -> ConsumerRecordValu
                 rebalance_timeout_ms=r.raw(">i"),
                 server_assignor=r.nullable_string(),
             )
+            raw_classic = r.tags().get(0)
+            if raw_classic is not None:
+                value = replace(value, classic_member_metadata=_read_classic(raw_classic))
+            return value
         case ConsumerGroupTargetAssignmentMetadataKey():
             value = ConsumerGroupTargetAssignmentMetadataValue(r.raw(">i"))
         case ConsumerGroupTargetAssignmentMemberKey():
