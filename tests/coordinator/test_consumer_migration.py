@@ -151,13 +151,19 @@ def test_classic_members_reconcile_through_join_sync_heartbeat(cooperative: bool
     c_owned: dict[uuid.UUID, set[int]] = {}
     assert ctx.chb(a, gen) == E.rebalance_in_progress  # epoch behind the group's
     assert ctx.shard().is_scheduled(TimerKind.CONSUMER_JOIN, "g", a)
-    for _ in range(4):
+    generation = {a: gen, b: gen}
+    rejoins = 0
+    for _ in range(6):
         for mid in (a, b):
+            if ctx.chb(mid, generation[mid]) == E.none:
+                continue
             # eager members give everything up before rejoining; cooperative ones report it
+            rejoins += 1
             report = owned[mid] if cooperative else {}
             if not cooperative:
                 owned[mid] = {}
             j = ctx.cjoin(mid, report)
+            generation[mid] = j.generation_id
             assert j.error_code == E.none and j.leader == "" and j.protocol_name == "range"
             assert not ctx.shard().is_scheduled(TimerKind.CONSUMER_JOIN, "g", mid)
             code, got = ctx.csync(mid, j.generation_id)
@@ -173,6 +179,7 @@ def test_classic_members_reconcile_through_join_sync_heartbeat(cooperative: bool
     g = ctx.cgroup()
     assert g.state.value == "Stable"
     assert sorted(held) == [0, 1, 2] and c_owned  # c got its share
+    assert rejoins >= (3 if cooperative else 2)  # a cooperative member rejoins to revoke
     for mid in (a, b):
         m = g.members[mid]
         assert ctx.chb(mid, m.member_epoch) == E.none
@@ -423,3 +430,24 @@ def test_join_group_v0_style_join_without_member_id_requirement() -> None:
                    "/h", require_known_member_id=False)
     r = ctx.join_reply(ctx.call(ev))
     assert r.error_code == E.none and r.member_id in ctx.cgroup().members
+
+
+def test_a_classic_member_rejoins_once_the_partition_it_waits_for_is_free() -> None:
+    ctx = MCtx()
+    ctx.hb("c", 0)  # a consumer group where c owns t1-0..2
+    c_owned = as_dict(ctx.hb("c", 1, owned={}).assignment) or {T1: {0, 1, 2}}
+    r = ctx.join_reply(ctx.join("", protocols=(("range", sub()),)))
+    b = r.member_id
+    j = ctx.cjoin(b, {})
+    assert ctx.member(b).state is MemberState.UNRELEASED_PARTITIONS  # c still holds them
+    code, got = ctx.csync(b, j.generation_id)
+    assert code == E.none and got == {}
+    assert ctx.chb(b, j.generation_id) == E.none  # still waiting: no point in rejoining
+    r2 = ctx.hb("c", ctx.member("c").member_epoch, owned=c_owned)
+    c_owned = as_dict(ctx.hb("c", r2.member_epoch, owned=as_dict(r2.assignment)).assignment
+                      or r2.assignment)
+    assert ctx.chb(b, j.generation_id) == E.rebalance_in_progress  # now it is free
+    j2 = ctx.cjoin(b, {})
+    code, got = ctx.csync(b, j2.generation_id)
+    assert code == E.none and got and not set(got["t1"]) & c_owned.get(T1, set())
+    ctx.step_check()
