@@ -76,6 +76,15 @@ SETTINGS: tuple[Setting, ...] = (
             "Smallest consumer.heartbeat.interval.ms a group may set."),
     Setting("group.consumer.max.heartbeat.interval.ms", int, 15000,
             "Largest consumer.heartbeat.interval.ms a group may set."),
+    Setting("group.coordinator.rebalance.protocols", str, "classic,consumer",
+            "Group protocols served (classic, consumer); without consumer, "
+            "ConsumerGroupHeartbeat/Describe are not advertised."),
+    Setting("group.consumer.max.size", int, 2_147_483_647, "Most members of a consumer group."),
+    Setting("group.consumer.assignors", str, "uniform,range",
+            "Server-side assignors of consumer groups; the first is the default."),
+    Setting("group.consumer.migration.policy", str, "bidirectional",
+            "Online classic <-> consumer group conversion: disabled, upgrade, downgrade, "
+            "bidirectional."),
 )
 
 _BY_NAME = {s.name: s for s in SETTINGS}

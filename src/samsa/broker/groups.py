@@ -256,10 +256,7 @@ class GroupRuntime:
             return
         self._topics_seen = seen
         rack = self.broker.config.rack
-        update = getattr(self._coord(), "update_metadata", None)  # TODO(K-edge): until K-core
-        if update is None:
-            return
-        update(TopicsSnapshot.of(
+        self._coord().update_metadata(TopicsSnapshot.of(
             TopicInfo(t.topic_id, t.name, len(t.partitions),
                       {p: frozenset({rack}) for p in range(len(t.partitions))} if rack else {})
             for t in topics))

@@ -21,6 +21,7 @@ import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.FencedInstanceIdException;
+import org.apache.kafka.common.errors.UnreleasedInstanceIdException;
 import org.apache.kafka.common.errors.UnsupportedVersionException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
@@ -150,7 +151,8 @@ public final class ConsumerProtocolMember {
                 if (!records.isEmpty()) {
                     report(records);
                 }
-            } catch (FencedInstanceIdException | UnsupportedVersionException e) {
+            } catch (FencedInstanceIdException | UnreleasedInstanceIdException
+                    | UnsupportedVersionException e) {
                 Json.emit(Json.obj("event", "error", "error", Conf.error(e), "fatal", true));
                 return;
             } catch (KafkaException e) {

@@ -22,6 +22,8 @@ Handler = Callable[[RequestContext], Awaitable[Any]]
 API_MODULES = (
     "alter_configs",
     "api_versions",
+    "consumer_group_describe",
+    "consumer_group_heartbeat",
     "create_partitions",
     "create_topics",
     "delete_groups",

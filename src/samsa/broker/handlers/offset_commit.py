@@ -3,8 +3,10 @@
 Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION without reaching the
 coordinator, as in Kafka. Versions: v2-4 retention_time (-1: the broker's default); v3
 throttle_time; v5 drops retention_time; v6 committed_leader_epoch; v7 group_instance_id
-(a static member's commit is checked against it: FENCED_INSTANCE_ID); v8 flexible. The
-answer is built as v8, typed.
+(a static member's commit is checked against it: FENCED_INSTANCE_ID); v8 flexible; v9 the
+same layout, but a member of a KIP-848 consumer group commits with its member epoch
+(STALE_MEMBER_EPOCH when it is not the member's; such a member committing below v9 gets
+UNSUPPORTED_VERSION). The answer is built as v8, typed.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE, millis
 
 API_KEY = ApiKey.OFFSET_COMMIT
-VERSIONS = (2, 8)
+VERSIONS = (2, 9)
 
 
 async def handle(ctx: RequestContext) -> OffsetCommitResponse:
@@ -52,7 +54,8 @@ async def handle(ctx: RequestContext) -> OffsetCommitResponse:
             group_id=body.group_id, topics=tuple(known),
             generation_id=body.generation_id_or_member_epoch, member_id=body.member_id,
             group_instance_id=getattr(body, "group_instance_id", None),
-            retention_time_ms=millis(retention) if retention is not None else -1))
+            retention_time_ms=millis(retention) if retention is not None else -1,
+            api_version=ctx.version))
         assert isinstance(resp, co.OffsetCommitResponse)
         for topic in resp.topics:
             for pe in topic.partitions:

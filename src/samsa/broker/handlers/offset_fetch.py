@@ -2,8 +2,10 @@
 
 Versions: v2 topics may be null (all of the group's offsets) and a top-level error code;
 v3 throttle_time; v5 committed_leader_epoch; v6 flexible; v7 require_stable; v8 several
-groups per request, each with its own error code. The answer is built typed, as v8 or (the
-shapes differ) as v7 for v1-7.
+groups per request, each with its own error code; v9 each group's member id and epoch (a
+KIP-848 consumer group checks them: STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID; none, or epoch
+-1, fetches as an admin). The answer is built typed, as v8 or (the shapes differ) as v7 for
+v1-7.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE, convert
 
 API_KEY = ApiKey.OFFSET_FETCH
-VERSIONS = (1, 8)
+VERSIONS = (1, 9)
 
 
 def _topics(req_topics: Any) -> tuple[FetchTopic, ...] | None:
@@ -44,7 +46,10 @@ async def handle(ctx: RequestContext) -> v7.OffsetFetchResponse | v8.OffsetFetch
     body = ctx.body
     require_stable = bool(getattr(body, "require_stable", False))
     if ctx.version >= 8:
-        groups = tuple(FetchGroup(g.group_id, _topics(g.topics)) for g in body.groups)
+        groups = tuple(FetchGroup(g.group_id, _topics(g.topics),
+                                  member_id=getattr(g, "member_id", None),
+                                  member_epoch=int(getattr(g, "member_epoch", -1)))
+                       for g in body.groups)
     else:
         groups = (FetchGroup(body.group_id, _topics(body.topics)),)
     resp = await ctx.broker.groups.call(OffsetFetch(groups, require_stable))
