@@ -73,3 +73,13 @@ def test_large_batches(broker: BrokerProcess) -> None:
         assert p.records_sent == n
     assert _end(broker.bootstrap, TopicPartition(topic, 0)) == n // 2
     assert _end(broker.bootstrap, TopicPartition(topic, 1)) == n // 2
+
+
+def test_sequences_are_per_partition_and_wrap() -> None:
+    from samsa.client.producer import Sequences
+
+    seq = Sequences()
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    assert [seq.take(a, 5), seq.take(a, 3), seq.take(b, 2)] == [0, 5, 0]
+    seq.take(b, 2**31 - 3)
+    assert seq.take(b, 4) == 2**31 - 1 and seq.take(b, 1) == 3

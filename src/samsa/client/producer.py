@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from samsa import TopicPartition
@@ -28,7 +28,7 @@ from samsa.client.partitioner import StickyPartitioner, partition_for_key
 from samsa.client.records import RecordMetadata
 from samsa.protocol.records import COMPRESSION_CODES, ProducerRecordData, encode_batch
 
-__all__ = ["Producer", "RecordFuture"]
+__all__ = ["Producer", "RecordFuture", "Sequences", "init_producer_id"]
 
 log = logging.getLogger(__name__)
 _ids = itertools.count(1)
@@ -158,6 +158,39 @@ class RecordFuture:
 _CALLBACK_LOCK = threading.Lock()
 
 
+def init_producer_id(net: NetworkClient, node: Hashable,
+                     timeout_ms: int) -> tuple[int, int] | None:
+    """One InitProducerId round trip (no transactional id): ``(producer id, epoch)``.
+
+    None when the broker refuses with a non-retriable error (idempotence is not available;
+    logged); a retriable error or a failed request raises :class:`KafkaError`.
+    """
+    body = {"transactional_id": None, "transaction_timeout": 60000,
+            "producer_id": -1, "producer_epoch": -1}
+    resp = net.call(node, ApiKey.INIT_PRODUCER_ID, body, timeout_ms=timeout_ms)
+    code = int(resp.error_code)
+    if code:
+        err = error_for(code, "InitProducerId")
+        if err.retriable:
+            raise err
+        log.warning("idempotence not available: %s", err)
+        return None
+    return int(resp.producer_id), int(resp.producer_epoch)
+
+
+class Sequences:
+    """Per-partition sequence numbers of an idempotent producer (KIP-98), wrapping at 2**31."""
+
+    def __init__(self) -> None:
+        self._next: dict[TopicPartition, int] = defaultdict(int)
+
+    def take(self, tp: TopicPartition, count: int) -> int:
+        """The base sequence of the next batch of ``count`` records to ``tp``."""
+        base = self._next[tp]
+        self._next[tp] = (base + count) % 2**31
+        return base
+
+
 class Producer:
     """Send records to topics; thread-safe."""
 
@@ -188,7 +221,7 @@ class Producer:
         self._metadata_stale = False
         self._producer_id = -1
         self._producer_epoch = -1
-        self._sequences: dict[TopicPartition, int] = defaultdict(int)
+        self._sequences = Sequences()
         self._linger = c["linger_ms"] / 1000
         self._batch_size = c["batch_size"]
         self._sender = threading.Thread(target=self._run, daemon=True,
@@ -343,26 +376,17 @@ class Producer:
                 time.sleep(self.config["retry_backoff_ms"] / 1000)
 
     def _init_producer_id(self) -> None:
-        body = {"transactional_id": None, "transaction_timeout": 60000,
-                "producer_id": -1, "producer_epoch": -1}
         try:
-            resp = self._net.call(self._metadata.any_node(), ApiKey.INIT_PRODUCER_ID, body,
-                                  timeout_ms=self.config["request_timeout_ms"])
+            got = init_producer_id(self._net, self._metadata.any_node(),
+                                   self.config["request_timeout_ms"])
         except KafkaError as exc:
             log.info("InitProducerId failed: %s", exc)
             time.sleep(self.config["retry_backoff_ms"] / 1000)
             return
-        code = int(resp.error_code)
-        if code:
-            err = error_for(code, "InitProducerId")
-            if not err.retriable:
-                log.warning("idempotence disabled: %s", err)
-                self.idempotent = False
-                return
-            time.sleep(self.config["retry_backoff_ms"] / 1000)
+        if got is None:
+            self.idempotent = False
             return
-        self._producer_id = int(resp.producer_id)
-        self._producer_epoch = int(resp.producer_epoch)
+        self._producer_id, self._producer_epoch = got
 
     def _drain(self) -> dict[int, list[_Batch]]:
         """Wait for ready batches; take at most one per partition, grouped by leader."""
@@ -415,9 +439,7 @@ class Producer:
     def _encode(self, batch: _Batch) -> bytes:
         if batch.encoded is None:
             if self.idempotent:
-                batch.base_sequence = self._sequences[batch.tp]
-                self._sequences[batch.tp] = (batch.base_sequence + len(batch.records)) \
-                    % (2**31)
+                batch.base_sequence = self._sequences.take(batch.tp, len(batch.records))
             batch.encoded = encode_batch(
                 batch.records, compression=self.compression,
                 producer_id=self._producer_id if self.idempotent else -1,

