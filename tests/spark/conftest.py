@@ -1,4 +1,5 @@
-"""One local[2] SparkSession for all Spark tests, plus topic helpers."""
+"""One local[2] SparkSession for all Spark tests, a standalone cluster for the tests that
+need one (started once per session, on first use), and topic helpers."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import itertools
 import os
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -43,6 +45,19 @@ def spark() -> Iterator[Any]:
     s.sparkContext.setLogLevel("ERROR")
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A Spark standalone cluster (a master and two 1-core workers on 127.0.0.1).
+
+    A test that kills a worker calls ``ensure_workers()`` at its end.
+    """
+    from tests.spark.standalone import StandaloneCluster
+
+    work: Path = tmp_path_factory.mktemp("spark-cluster")
+    with StandaloneCluster(work, workers=2) as cluster:
+        yield cluster
 
 
 def unique(prefix: str) -> str:
