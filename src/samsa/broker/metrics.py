@@ -29,6 +29,8 @@ from prometheus_client.core import (
     Metric,
 )
 
+from samsa.coordinator.consumer.describe import list_groups as consumer_groups
+from samsa.coordinator.events import ListGroups
 from samsa.coordinator.state import STATE_NAMES
 from samsa.coordinator.state import GroupState as S
 from samsa.protocol.api_keys import ApiKey
@@ -222,6 +224,9 @@ class BrokerMetrics:
                     lag.add_metric(labels, part.log.log_end_offset - offset.offset)
         for state, n in counts.items():
             by_state.add_metric([state], n)
+        # KIP-848 consumer groups are not in the classic summaries: counted from ListGroups.
+        types["consumer"] += sum(len(consumer_groups(shard, ListGroups()))
+                                 for shard in coordinator.shards.values())
         for kind, n in types.items():
             by_type.add_metric([kind], n)
         yield from (by_state, by_type, members, generation, info, committed, lag)
