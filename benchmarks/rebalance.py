@@ -8,6 +8,10 @@ with a protocol-level load generator.
     the survivors' assignments cover every partition) after one member leaves gracefully,
     and after one (a subprocess) is SIGKILLed; the latter is bounded below by its session
     timeout, which is printed.
+(d) KIP-848: the same two measurements with group.protocol=consumer beside classic, on one
+    broker (initial delay 0): time until N = 10 and 50 consumers are fully assigned, and a
+    group of 10's time to Stable again after a member leaves and after one is SIGKILLed
+    (Stable: every member at the target assignment, described by ConsumerGroupDescribe).
 (c) Coordinator capacity: heartbeats per second one broker process answers, from a
     load-generator process (asyncio, several connections, pipelined requests) driving many
     members of several groups; and a single group of 5,000 protocol-level members: time
@@ -140,18 +144,25 @@ def _stable_with(admin: AdminClient, group: str, members: int,
 def recovery(broker: BrokerProcess, n: int, group: str, session_ms: int,
              heartbeat_ms: int = 3000) -> tuple[float, float]:
     """(seconds to Stable after a graceful leave, seconds after a SIGKILL)."""
+    conf = {"session.timeout.ms": session_ms, "heartbeat.interval.ms": heartbeat_ms}
+    member = ["tests.conformance.group_member", broker.bootstrap, group, TOPIC, str(session_ms)]
+    return _recover(broker, n, group, conf, member)
+
+
+def _recover(broker: BrokerProcess, n: int, group: str, extra: dict[str, Any],
+             member: list[str]) -> tuple[float, float]:
+    """:func:`recovery` for consumers configured with ``extra`` and a doomed member run as
+    ``python -m member...``."""
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     conf = {"bootstrap.servers": broker.bootstrap, "group.id": group,
-            "enable.auto.commit": False, "session.timeout.ms": session_ms,
-            "heartbeat.interval.ms": heartbeat_ms}
+            "enable.auto.commit": False, **extra}
     consumers = []
     for i in range(n - 1):
         c = Consumer({**conf, "client.id": f"c{i}"})
         c.subscribe([TOPIC])
         consumers.append(c)
-    doomed = subprocess.Popen(
-        [sys.executable, "-m", "tests.conformance.group_member", broker.bootstrap, group,
-         TOPIC, str(session_ms)], cwd=ROOT, stdout=subprocess.DEVNULL)
+    doomed = subprocess.Popen([sys.executable, "-m", *member], cwd=ROOT,
+                              stdout=subprocess.DEVNULL)
     try:
         if not _wait(lambda: _stable_with(admin, group, n, consumers), 60):
             raise RuntimeError("group of n members never became stable")
@@ -174,6 +185,56 @@ def recovery(broker: BrokerProcess, n: int, group: str, session_ms: int,
             doomed.wait(10)
         _close_all(consumers)
     return graceful, killed
+
+
+# -- (d) KIP-848 -----------------------------------------------------------------------------
+
+CONSUMER_PROTOCOL = {"group.protocol": "consumer"}
+
+
+def consumer_brokers(tmp: Path, session_ms: int) -> tuple[BrokerProcess, BrokerProcess]:
+    """Two brokers for (d): Kafka's consumer heartbeat interval (5000 ms) and 300 ms."""
+    common = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000",
+              "group.consumer.session.timeout.ms": str(session_ms),
+              "group.consumer.min.session.timeout.ms": "1000",
+              "group.consumer.min.heartbeat.interval.ms": "100"}
+    return (_start(tmp, "d-default", common),
+            _start(tmp, "d-fast", {**common, "group.consumer.heartbeat.interval.ms": "300"}))
+
+
+def consumer_recovery(broker: BrokerProcess, n: int, group: str) -> tuple[float, float]:
+    """:func:`recovery` for a consumer-protocol group (its session is the broker's)."""
+    member = ["tests.conformance.consumer_protocol_kit", broker.bootstrap, group, TOPIC]
+    return _recover(broker, n, group, CONSUMER_PROTOCOL, member)
+
+
+def section_d(tmp: Path, sizes: list[int], trials: int, session_ms: int) -> None:
+    print("(d) KIP-848 group.protocol=consumer beside classic (initial delay 0): N consumers "
+          "started at once -> all assigned")
+    print(f"    median (min-max) of {trials} runs; hb: the classic consumers' "
+          "heartbeat.interval.ms, or the broker's group.consumer.heartbeat.interval.ms")
+    print(f"    {'N':>5} {'classic, hb 3000':>22} {'consumer, hb 5000':>22} "
+          f"{'classic, hb 300':>22} {'consumer, hb 300':>22}")
+    slow, fast = consumer_brokers(tmp, session_ms)
+    for n in sizes:
+        rows = [
+            [startup(slow, n, f"d-{n}-c-{t}") for t in range(trials)],
+            [startup(slow, n, f"d-{n}-k-{t}", **CONSUMER_PROTOCOL) for t in range(trials)],
+            [startup(fast, n, f"d-{n}-c300-{t}", **{"heartbeat.interval.ms": 300})
+             for t in range(trials)],
+            [startup(fast, n, f"d-{n}-k300-{t}", **CONSUMER_PROTOCOL) for t in range(trials)],
+        ]
+        print(f"    {n:>5} " + " ".join(f"{_spread(r):>22}" for r in rows))
+    print(f"    group of 10, time to Stable again; session timeout {session_ms} ms "
+          "(the killed member's bound)")
+    print(f"    {'':>22} {'graceful leave':>15} {'SIGKILL':>9}")
+    graceful, killed = recovery(fast, 10, "d-rc", session_ms, 300)
+    print(f"    {'classic, hb 300':>22} {graceful:>13.2f} s {killed:>7.2f} s")
+    graceful, killed = consumer_recovery(fast, 10, "d-rk")
+    print(f"    {'consumer, hb 300':>22} {graceful:>13.2f} s {killed:>7.2f} s")
+    slow.stop()
+    fast.stop()
+    print()
 
 
 # -- (c) protocol-level load ----------------------------------------------------------------
@@ -379,6 +440,8 @@ def main() -> None:
     ap.add_argument("--skip-a", action="store_true")
     ap.add_argument("--skip-b", action="store_true")
     ap.add_argument("--skip-c", action="store_true")
+    ap.add_argument("--skip-d", action="store_true")
+    ap.add_argument("--consumer-sizes", default="10,50", help="N for (d)")
     ap.add_argument("--hb-groups", type=int, default=10)
     ap.add_argument("--hb-members", type=int, default=100)
     ap.add_argument("--hb-connections", type=int, default=8)
@@ -437,6 +500,10 @@ def main() -> None:
                 print(f"    {hb_ms:>22} {graceful:>13.2f} s {killed:>7.2f} s")
             b.stop()
             print("    (survivors learn of a rebalance from their next heartbeat, as in Kafka)\n")
+
+        if not args.skip_d:
+            section_d(tmpdir, [int(s) for s in args.consumer_sizes.split(",")], args.trials,
+                      args.session_ms)
 
         if not args.skip_c:
             print("(c) coordinator capacity (load generator in its own process)")
