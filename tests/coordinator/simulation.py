@@ -22,6 +22,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from samsa import TopicPartition
+from samsa.assignors import codec
+from samsa.assignors.interface import Assignment, Subscription
 from samsa.coordinator import (
     CommitPartition,
     CommitTopic,
@@ -973,4 +976,310 @@ def run_consumer_seed(seed: int, steps: int = 250) -> ConsumerSimulation:
     except Exception as exc:
         tail = "\n".join(sim.log[-15:])
         raise AssertionError(f"consumer simulation seed {seed} failed: {exc}\n{tail}") from exc
+    return sim
+
+
+# ====================================================================== mixed groups
+
+
+@dataclass
+class SimClassic:
+    """A classic-protocol client (eager or cooperative) with the consumer protocol's real
+    subscription and assignment bytes; it owns what its last SyncGroup gave it until it
+    rejoins (an eager member gives everything up then, a cooperative one keeps it)."""
+
+    name: str
+    cooperative: bool
+    topics: tuple[str, ...]
+    status: str = "down"  # down | joining | syncing | member
+    incarnation: int = 0
+    member_id: str = ""
+    generation: int = -1
+    owned: dict[uuid.UUID, frozenset[int]] = field(default_factory=dict)
+    inflight: int | None = None
+    next_hb_at: int = 0
+    stalled_until: int = 0
+    inbox: list[tuple[int, Response]] = field(default_factory=list)
+
+
+MIXED_LEGAL: dict[type, set[int]] = {
+    JoinGroupResponse: {NONE, MEMBER_ID_REQUIRED, UNKNOWN_MEMBER, REBALANCING, ILLEGAL_GEN,
+                        MAX_SIZE},
+    # INCONSISTENT_GROUP_PROTOCOL: a SyncGroup sent to the classic group arrives after the
+    # upgrade, and the member's first protocol is not the one the classic group chose
+    SyncGroupResponse: {NONE, REBALANCING, UNKNOWN_MEMBER, ILLEGAL_GEN, 23},
+    HeartbeatResponse: {NONE, REBALANCING, UNKNOWN_MEMBER, ILLEGAL_GEN},
+    LeaveGroupResponse: {NONE},
+}
+
+
+class MixedSimulation(ConsumerSimulation):
+    """One group with consumer-protocol and classic members (eager and cooperative): it
+    starts classic, is upgraded by the first consumer-protocol join, and downgraded when
+    the last consumer-protocol member goes. After every step, besides the consumer-group
+    invariants: no partition is owned by two current members (a classic member owns its
+    last synced assignment, a consumer member its last heartbeat assignment), and a
+    classic member owns only what the consumer group says it holds. Once quiet, the group
+    is a Stable consumer group and each subscribed partition is owned exactly once."""
+
+    def __init__(self, seed: int, steps: int = 250) -> None:
+        super().__init__(seed, steps)
+        rng = self.rng
+        self.classic = [SimClassic(f"k{i}", rng.random() < 0.5,
+                                   tuple(sorted(rng.sample(["t0", "t1", "t2"], rng.randint(1, 3)))))
+                        for i in range(rng.randint(1, 3))]
+        self.names = {v: k for k, v in self.topic_ids.items()}
+        ids = itertools.count(1)
+        self.coord.member_id_factory = lambda prefix: f"{prefix}-{next(ids)}"
+        for shard in self.coord.shards.values():
+            shard.new_member_id = self.coord.member_id_factory
+
+    def _new_member(self, i: int) -> SimConsumer:
+        m = super()._new_member(i)
+        m.instance_id = None  # static replacement across protocols is not simulated
+        return m
+
+    def all_members(self) -> list[Any]:
+        return [*self.members, *self.classic]
+
+    def _check_reply(self, response: Response) -> None:
+        if isinstance(response, ConsumerGroupHeartbeatResponse):
+            super()._check_reply(response)
+            return
+        legal = set(MIXED_LEGAL.get(type(response), {NONE}))
+        if self._in_unload:
+            legal.add(NOT_COORDINATOR)
+        if self._failing:
+            legal.add(NOT_AVAILABLE)
+        if response.error_code not in legal:  # type: ignore[attr-defined]
+            raise InvariantViolation(f"illegal answer {response}")
+
+    def _deliver_due(self) -> None:
+        while self.network and self.network[0][0] <= self.now:
+            _, _, kind, payload = heapq.heappop(self.network)
+            if kind == "req":
+                assert isinstance(payload, int)
+                event = self.sent[payload][2]
+                if self.rng.random() < 0.03 and not self.calm:
+                    self._failed_append(event, payload)
+                else:
+                    self._absorb(self.coord.handle(event, self.now, payload))
+            else:
+                assert isinstance(payload, tuple)
+                token, response = payload
+                name, incarnation, _ = self.sent[token]
+                m = next(x for x in self.all_members() if x.name == name)
+                if m.incarnation == incarnation:
+                    m.inbox.append((token, response))
+
+    # ------------------------------------------------------------------ classic clients
+
+    def csend(self, k: SimClassic, event: Event) -> None:
+        token = next(self._tokens)
+        self.sent[token] = (k.name, k.incarnation, event)  # type: ignore[assignment]
+        delay = 0 if self.calm or self.rng.random() < 0.5 else self.rng.randint(1, 500)
+        self._post(delay, "req", token)
+        k.inflight = token
+
+    def _owned_names(self, k: SimClassic) -> tuple[TopicPartition, ...]:
+        return tuple(TopicPartition(self.names[t], p) for t, ps in sorted(k.owned.items())
+                     for p in sorted(ps))
+
+    def cjoin(self, k: SimClassic) -> None:
+        if not k.cooperative:
+            k.owned = {}
+        k.status = "joining"
+        owned = self._owned_names(k)
+        metadata = codec.encode_subscription(Subscription(k.topics, owned_partitions=owned))
+        names = ("cooperative-sticky", "range") if k.cooperative else ("range",
+                                                                       "cooperative-sticky")
+        self.csend(k, JoinGroup(CONSUMER_GROUP, k.member_id, "consumer",
+                                tuple((n, metadata) for n in names), 10_000, 20_000, None,
+                                k.name))
+
+    def _lose(self, k: SimClassic, reset_id: bool) -> None:
+        k.owned = {}
+        k.generation = -1
+        if reset_id:
+            k.member_id = ""
+        self.cjoin(k)
+
+    def _leader_assignment(self, r: JoinGroupResponse) -> tuple[tuple[str, bytes], ...]:
+        """Round-robin over the members' subscriptions, never handing a partition to a
+        member while another member reports owning it (cooperative rule)."""
+        subs = {m.member_id: codec.decode_subscription(m.metadata) for m in r.members}
+        owner = {tp: mid for mid, s in subs.items() for tp in s.owned_partitions}
+        plan: dict[str, list[TopicPartition]] = {mid: [] for mid in sorted(subs)}
+        topics = sorted({t for s in subs.values() for t in s.topics} & self.live_topics)
+        members = itertools.cycle(sorted(subs))
+        for topic in topics:
+            for p in range(self.partitions[topic]):
+                for _ in range(len(subs)):
+                    mid = next(members)
+                    if topic in subs[mid].topics:
+                        tp = TopicPartition(topic, p)
+                        if owner.get(tp, mid) == mid:
+                            plan[mid].append(tp)
+                        break
+        return tuple((mid, codec.encode_assignment(Assignment(tuple(tps))))
+                     for mid, tps in plan.items())
+
+    def on_classic(self, k: SimClassic, token: int, r: Response) -> None:
+        if token != k.inflight:
+            return
+        k.inflight = None
+        code = r.error_code  # type: ignore[attr-defined]
+        if isinstance(r, LeaveGroupResponse):
+            self.ccrash(k)
+        elif isinstance(r, JoinGroupResponse):
+            if code == NONE:
+                k.member_id, k.generation, k.status = r.member_id, r.generation_id, "syncing"
+                assignments = self._leader_assignment(r) if r.leader == k.member_id else ()
+                self.csend(k, SyncGroup(CONSUMER_GROUP, k.generation, k.member_id, assignments,
+                                        protocol_type="consumer", protocol_name=r.protocol_name))
+            elif code == MEMBER_ID_REQUIRED:
+                k.member_id = r.member_id
+                self.cjoin(k)
+            elif code == UNKNOWN_MEMBER:
+                self._lose(k, True)
+            else:
+                k.status, k.next_hb_at = "retry", self.now + 1000
+        elif isinstance(r, SyncGroupResponse):
+            if code == NONE:
+                got: dict[uuid.UUID, set[int]] = {}
+                for tp in codec.decode_assignment(r.assignment).partitions:
+                    got.setdefault(self.topic_ids[tp.topic], set()).add(tp.partition)
+                new = {t: frozenset(ps) for t, ps in got.items()}
+                revoked = any(ps - new.get(t, frozenset()) for t, ps in k.owned.items())
+                k.owned, k.status = new, "member"
+                if revoked:
+                    self.cjoin(k)  # KIP-429: rejoin after revoking
+            elif code in (UNKNOWN_MEMBER, ILLEGAL_GEN):
+                self._lose(k, code == UNKNOWN_MEMBER)
+            else:
+                self.cjoin(k)
+        elif code == REBALANCING:
+            self.cjoin(k)
+        elif code in (UNKNOWN_MEMBER, ILLEGAL_GEN):
+            self._lose(k, code == UNKNOWN_MEMBER)
+
+    def ccrash(self, k: SimClassic) -> None:
+        k.status, k.member_id, k.generation, k.owned = "down", "", -1, {}
+        k.incarnation += 1
+        k.inflight = None
+        k.inbox.clear()
+
+    def cact(self, k: SimClassic, churn: bool) -> None:
+        rng = self.rng
+        if k.status == "down":
+            if rng.random() < 0.05 or not churn:
+                self.cjoin(k)
+            return
+        if self.now < k.stalled_until:
+            return
+        for token, response in k.inbox:
+            self.on_classic(k, token, response)
+        k.inbox.clear()
+        if k.status == "down" or k.inflight is not None:
+            return
+        p = rng.random() if churn else 1.0
+        if p < 0.004:
+            self.log.append(f"{self.now} {k.name} crashes")
+            self.ccrash(k)
+        elif p < 0.008 and k.status == "member":
+            self.log.append(f"{self.now} {k.name} leaves")
+            self.csend(k, LeaveGroup(CONSUMER_GROUP, (LeavingMember(k.member_id),)))
+        elif p < 0.011:
+            k.stalled_until = self.now + rng.randint(2000, 30_000)
+        elif k.status == "retry" and self.now >= k.next_hb_at:
+            self.cjoin(k)
+        elif k.status == "member" and self.now >= k.next_hb_at:
+            self.csend(k, Heartbeat(CONSUMER_GROUP, k.generation, k.member_id))
+            k.next_hb_at = self.now + 1000
+
+    def step(self, churn: bool = True) -> None:
+        self.timer.advance(self.rng.choice([0, 100, 300, 700, 1500]))
+        self._deliver_due()
+        everyone = self.all_members()
+        for m in self.rng.sample(everyone, len(everyone)):
+            self.act(m, churn)
+        if churn and self.rng.random() < 0.01:
+            self.change_topics()
+        if churn and self.rng.random() < 0.003:
+            self.log.append(f"{self.now} failover")
+            self._reload()
+        self._deliver_due()
+
+    def change_topics(self) -> None:
+        super().change_topics()
+        live = {self.topic_ids[t] for t in self.live_topics}
+        for k in self.classic:  # a client gives up the partitions of deleted topics
+            k.owned = {t: ps for t, ps in k.owned.items() if t in live}
+
+    def act(self, m: Any, churn: bool = True) -> None:
+        if isinstance(m, SimClassic):
+            self.cact(m, churn)
+        else:
+            super().act(m, churn)
+
+    # ------------------------------------------------------------------ invariants
+
+    def _current(self) -> set[str]:
+        shard = self.coord.shards[0]
+        group = self.group()
+        if group is not None:
+            return set(group.members)
+        classic = shard.groups.get(CONSUMER_GROUP)
+        return set() if classic is None else set(classic.members)
+
+    def check(self) -> None:
+        super().check()
+        group = self.group()
+        current = self._current()
+        owner: dict[tuple[uuid.UUID, int], str] = {}
+        for m in self.all_members():
+            if m.status == "down" or m.member_id not in current:
+                continue
+            if isinstance(m, SimClassic) and group is not None:
+                held = group.members[m.member_id]
+                for t, ps in m.owned.items():
+                    if not ps <= held.assigned.get(t, frozenset()) | \
+                            held.pending_revocation.get(t, frozenset()):
+                        raise InvariantViolation(f"{m.name} owns {t}-{sorted(ps)} beyond what "
+                                                 "the coordinator says it holds")
+            for t, ps in m.owned.items():
+                for p in ps:
+                    if (t, p) in owner:
+                        raise InvariantViolation(f"{t}-{p} owned by {owner[(t, p)]} and {m.name}")
+                    owner[(t, p)] = m.name
+
+    def check_quiet(self) -> None:
+        group = self.group()
+        live = [m for m in self.all_members() if m.status == "member"]
+        if group is None or not live:
+            raise InvariantViolation("no live consumer group after the quiet period")
+        if group.state.value != "Stable":
+            raise InvariantViolation(f"group is {group.state.value} after the quiet period")
+        wanted = {(self.topic_ids[t], p) for t in group.subscribed_topic_names()
+                  if t in self.live_topics for p in range(self.partitions[t])}
+        assigned = [(t, p) for m in group.members.values() for t, ps in m.assigned.items()
+                    for p in ps]
+        owned = [(t, p) for m in live for t, ps in m.owned.items() for p in ps]
+        if sorted(assigned) != sorted(wanted) or sorted(owned) != sorted(wanted):
+            raise InvariantViolation(f"quiet group assigns {sorted(assigned)}, members own "
+                                     f"{sorted(owned)}, not {sorted(wanted)}")
+
+    def quiet(self) -> None:
+        for k in self.classic:
+            k.stalled_until = 0
+        super().quiet()
+
+
+def run_mixed_seed(seed: int, steps: int = 250) -> MixedSimulation:
+    sim = MixedSimulation(seed, steps)
+    try:
+        sim.run()
+    except Exception as exc:
+        tail = "\n".join(sim.log[-15:])
+        raise AssertionError(f"mixed simulation seed {seed} failed: {exc}\n{tail}") from exc
     return sim

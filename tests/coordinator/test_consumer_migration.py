@@ -45,7 +45,7 @@ from samsa.coordinator.responses import (
 )
 from samsa.coordinator.timers import TimerKind
 
-from .consumer_ctx import T1, CCtx, as_dict
+from .consumer_ctx import T1, T2, CCtx, as_dict
 
 Owned = dict[str, set[int]]
 
@@ -451,3 +451,14 @@ def test_a_classic_member_rejoins_once_the_partition_it_waits_for_is_free() -> N
     code, got = ctx.csync(b, j2.generation_id)
     assert code == E.none and got and not set(got["t1"]) & c_owned.get(T1, set())
     ctx.step_check()
+
+
+def test_switching_to_a_regex_resolved_for_others_rebalances() -> None:
+    ctx = MCtx()
+    ctx.hb("a", 0, regex="t.*", names=())
+    ctx.hb("b", 0, regex="t1", names=())
+    ctx.hb("c", 0, regex="t1", names=())  # keeps "t1" resolved after b's switch
+    epoch = ctx.cgroup().epoch
+    ctx.hb("b", ctx.member("b").member_epoch, regex="t.*", names=(), full=True)
+    assert ctx.cgroup().epoch == epoch + 1  # Kafka bumps: the target must be recomputed
+    assert T2 in ctx.cgroup().target["b"] or T2 in ctx.cgroup().target["a"]

@@ -28,6 +28,9 @@ Contract with the broker edge (K-edge):
   consumer groups (NON_EMPTY_GROUP, GROUP_SUBSCRIBED_TO_TOPIC); JoinGroup/SyncGroup/Heartbeat/
   LeaveGroup on a non-empty consumer group: see :mod:`.interop`.
 * Conversion: a consumer-protocol member joining an EMPTY classic group converts it (the
-  classic metadata gets a tombstone, offsets stay); a non-empty classic group answers
-  GROUP_ID_NOT_FOUND ("Group X is not a consumer group") when it cannot be upgraded online.
+  classic metadata gets a tombstone, offsets stay). A live classic group is upgraded online
+  when ``group.consumer.migration.policy`` allows it, else GROUP_ID_NOT_FOUND; its members
+  go on with the classic protocol (:mod:`.classic_members`), and the group becomes classic
+  again when its last consumer-protocol member leaves (:mod:`.migrate`). Classic members
+  have ``TimerKind.CONSUMER_JOIN`` and ``CONSUMER_SYNC`` timeouts.
 """

@@ -292,6 +292,8 @@ def heartbeat(core: ShardCore, ev: ConsumerGroupHeartbeat) -> ConsumerGroupHeart
         core.write(ConsumerGroupMemberMetadataKey(gid, member_id), updated.metadata_value())
         bump |= updated.subscribed_topic_names != old.subscribed_topic_names
     group = core.hard.consumer.groups[gid]
+    if new_regex and new_regex != old.subscribed_topic_regex and new_regex in group.regexes:
+        bump = True  # Kafka: a switch to a regex already resolved for others rebalances
     if old.subscribed_topic_regex and old.subscribed_topic_regex != new_regex:
         bump |= _drop_unused_regex(core, group, old.subscribed_topic_regex)
     bump |= _refresh_regexes(core, group)

@@ -13,8 +13,9 @@ SyncGroup gave it (Kafka's ``ConsumerGroup.fromClassicGroup`` and
 *Downgrade*: when members are fenced (left, expired) and every remaining member speaks the
 classic protocol, the policy allows downgrades and at most ``group.max.size`` remain,
 the consumer group gets its tombstones and a classic group is written in its place:
-Stable at generation = group epoch, each member assigned its target assignment (encoded
-at the version of its subscription), then a rebalance starts (Kafka's
+Stable at generation = group epoch, each member assigned what it holds (encoded at the
+version of its subscription; Kafka writes the target assignment, the same once a member
+has reconciled), then a rebalance starts (Kafka's
 ``validateOnlineDowngradeWithFencedMembers``, ``convertToClassicGroup``,
 ``ClassicGroup.fromConsumerGroup``).
 """
@@ -191,6 +192,10 @@ def convert_to_consumer(core: ShardCore, classic: Group) -> None:
 # ---------------------------------------------------------------------- downgrade
 
 
+def _union(a: Assignment, b: Assignment) -> Assignment:
+    return {t: a.get(t, frozenset()) | b.get(t, frozenset()) for t in set(a) | set(b)}
+
+
 def downgrades_without(core: ShardCore, group: ConsumerGroup, fenced: Iterable[str]) -> bool:
     """Kafka's ``validateOnlineDowngradeWithFencedMembers``."""
     leaving = set(fenced)
@@ -223,7 +228,11 @@ def convert_to_classic(core: ShardCore, group: ConsumerGroup, fenced: Iterable[s
     gid = group.group_id
     topics = core.topics
     staying = [m for mid, m in group.members.items() if mid not in leaving]
-    targets = {m.member_id: dict(group.target.get(m.member_id, {})) for m in staying}
+    # Kafka writes each member's target assignment; samsa writes what the member holds
+    # (assigned and still revoking), the same for a reconciled member. A member that had
+    # not caught up would otherwise be recorded without partitions it still owns, and an
+    # upgrade before the classic rebalance completes would hand them out a second time.
+    held = {m.member_id: _union(m.assigned, m.pending_revocation) for m in staying}
     epoch = group.epoch
     core.cancel_group_timers(gid)
     write_group_tombstones(core, group)
@@ -245,7 +254,7 @@ def convert_to_classic(core: ShardCore, group: ConsumerGroup, fenced: Iterable[s
     classic.subscribed_topics = classic.compute_subscribed_topics()
     for member in classic.members.values():
         member.assignment = encode_for(member.metadata(classic.protocol_name),
-                                       targets[member.member_id], topics)
+                                       held[member.member_id], topics)
     core.write_group(classic, {mid: m.assignment for mid, m in classic.members.items()})
     core.groups[gid] = classic
     for member in classic.members.values():
