@@ -1051,7 +1051,7 @@ class MixedSimulation(ConsumerSimulation):
             legal.add(NOT_COORDINATOR)
         if self._failing:
             legal.add(NOT_AVAILABLE)
-        if response.error_code not in legal:  # type: ignore[attr-defined]
+        if getattr(response, "error_code", NONE) not in legal:
             raise InvariantViolation(f"illegal answer {response}")
 
     def _deliver_due(self) -> None:
@@ -1128,7 +1128,7 @@ class MixedSimulation(ConsumerSimulation):
         if token != k.inflight:
             return
         k.inflight = None
-        code = r.error_code  # type: ignore[attr-defined]
+        code = getattr(r, "error_code", NONE)
         if isinstance(r, LeaveGroupResponse):
             self.ccrash(k)
         elif isinstance(r, JoinGroupResponse):
