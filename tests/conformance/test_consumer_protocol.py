@@ -34,12 +34,6 @@ from tests.conformance.groupkit import (
 
 pytestmark = pytest.mark.conformance
 
-# Known coordinator bug (samsa.coordinator.consumer.heartbeat): a member that joins with a
-# regex another member already resolved does not bump the group epoch (only topic-name
-# changes are compared), so it is never given partitions. Kafka's hasMemberSubscriptionChanged
-# also compares the regex. strict: this fails loudly once fixed, to drop the mark.
-REGEX_BUG = "a second member joining with an already-resolved regex gets no partitions"
-
 
 @pytest.fixture(scope="module")
 def cp_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
@@ -107,7 +101,6 @@ def test_members_join_leave_and_die(cp_broker: BrokerProcess) -> None:
             m.close()
 
 
-@pytest.mark.xfail(strict=True, reason=REGEX_BUG)
 def test_regex_subscription_picks_up_new_topics(cp_broker: BrokerProcess) -> None:
     bootstrap = cp_broker.bootstrap
     prefix, group = unique("rx"), unique("g")

@@ -27,12 +27,6 @@ from tests.conformance.javakit import JavaKit, tps
 
 pytestmark = pytest.mark.conformance
 
-# Known coordinator bug (samsa.coordinator.consumer.heartbeat): a member that joins with a
-# regex another member already resolved does not bump the group epoch (only topic-name
-# changes are compared), so it is never given partitions. Kafka's hasMemberSubscriptionChanged
-# also compares the regex. strict: this fails loudly once fixed, to drop the mark.
-REGEX_BUG = "a second member joining with an already-resolved regex gets no partitions"
-
 
 @pytest.fixture(scope="module")
 def cp_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
@@ -124,7 +118,6 @@ def test_static_member_returns(cp_broker: BrokerProcess, java: JavaKit) -> None:
         m.close()
 
 
-@pytest.mark.xfail(strict=True, reason=REGEX_BUG)
 def test_pattern_subscription(cp_broker: BrokerProcess, java: JavaKit) -> None:
     bootstrap = cp_broker.bootstrap
     prefix, group = unique("jrx"), unique("g")
