@@ -216,24 +216,26 @@ def section_d(tmp: Path, sizes: list[int], trials: int, session_ms: int) -> None
     print(f"    {'N':>5} {'classic, hb 3000':>22} {'consumer, hb 5000':>22} "
           f"{'classic, hb 300':>22} {'consumer, hb 300':>22}")
     slow, fast = consumer_brokers(tmp, session_ms)
-    for n in sizes:
-        rows = [
-            [startup(slow, n, f"d-{n}-c-{t}") for t in range(trials)],
-            [startup(slow, n, f"d-{n}-k-{t}", **CONSUMER_PROTOCOL) for t in range(trials)],
-            [startup(fast, n, f"d-{n}-c300-{t}", **{"heartbeat.interval.ms": 300})
-             for t in range(trials)],
-            [startup(fast, n, f"d-{n}-k300-{t}", **CONSUMER_PROTOCOL) for t in range(trials)],
-        ]
-        print(f"    {n:>5} " + " ".join(f"{_spread(r):>22}" for r in rows))
-    print(f"    group of 10, time to Stable again; session timeout {session_ms} ms "
-          "(the killed member's bound)")
-    print(f"    {'':>22} {'graceful leave':>15} {'SIGKILL':>9}")
-    graceful, killed = recovery(fast, 10, "d-rc", session_ms, 300)
-    print(f"    {'classic, hb 300':>22} {graceful:>13.2f} s {killed:>7.2f} s")
-    graceful, killed = consumer_recovery(fast, 10, "d-rk")
-    print(f"    {'consumer, hb 300':>22} {graceful:>13.2f} s {killed:>7.2f} s")
-    slow.stop()
-    fast.stop()
+    try:
+        for n in sizes:
+            rows = [
+                [startup(slow, n, f"d-{n}-c-{t}") for t in range(trials)],
+                [startup(slow, n, f"d-{n}-k-{t}", **CONSUMER_PROTOCOL) for t in range(trials)],
+                [startup(fast, n, f"d-{n}-c300-{t}", **{"heartbeat.interval.ms": 300})
+                 for t in range(trials)],
+                [startup(fast, n, f"d-{n}-k300-{t}", **CONSUMER_PROTOCOL) for t in range(trials)],
+            ]
+            print(f"    {n:>5} " + " ".join(f"{_spread(r):>22}" for r in rows))
+        print(f"    group of 10, time to Stable again; session timeout {session_ms} ms "
+              "(the killed member's bound)")
+        print(f"    {'':>22} {'graceful leave':>15} {'SIGKILL':>9}")
+        graceful, killed = recovery(fast, 10, "d-rc", session_ms, 300)
+        print(f"    {'classic, hb 300':>22} {graceful:>13.2f} s {killed:>7.2f} s")
+        graceful, killed = consumer_recovery(fast, 10, "d-rk")
+        print(f"    {'consumer, hb 300':>22} {graceful:>13.2f} s {killed:>7.2f} s")
+    finally:
+        slow.stop()
+        fast.stop()
     print()
 
 
