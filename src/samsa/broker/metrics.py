@@ -106,8 +106,8 @@ class BrokerMetrics:
         """Note a group's state after a request or timer; counts rebalances and times them."""
         if not group_id:
             return
-        group = coordinator.group_summary(group_id)
-        now = (group.state.value, group.generation) if group is not None else ("Dead", -1)
+        group = coordinator.group_state(group_id)
+        now = (group[0].value, group[1]) if group is not None else ("Dead", -1)
         before = self._seen.get(group_id)
         if now == before:
             return

@@ -15,10 +15,12 @@ from samsa.coordinator.responses import (
     LeaveGroupMemberResponse,
     LeaveGroupResponse,
 )
-from samsa.coordinator.state import Do, GroupState, Request, answer, as_error, dead_answer
+from samsa.coordinator.state import Do, GroupState, Request, as_error, dead_answer, row
 
 S = GroupState
 E = ErrorCode
+_HEARTBEAT = row(Request.HEARTBEAT)
+_LEAVE = row(Request.LEAVE)
 
 
 def handle_heartbeat(core: ShardCore, ev: Heartbeat, token: object) -> None:
@@ -36,7 +38,7 @@ def _heartbeat(core: ShardCore, ev: Heartbeat) -> int:
         return error
     if ev.generation_id != group.generation:
         return E.illegal_generation
-    cell = answer(Request.HEARTBEAT, group.state)
+    cell = _HEARTBEAT[group.state]
     if cell is Do.RENEW or cell is Do.RENEW_REJOIN:
         rb.schedule_heartbeat(core, group, group.members[ev.member_id])
         return E.none if cell is Do.RENEW else E.rebalance_in_progress
@@ -49,7 +51,7 @@ def handle_leave(core: ShardCore, ev: LeaveGroup, token: object) -> None:
         members = tuple(_answer(m, E.unknown_member_id) for m in ev.members)
         core.reply(token, LeaveGroupResponse(E.none, members))
         return
-    cell = answer(Request.LEAVE, group.state)
+    cell = _LEAVE[group.state]
     if cell is not Do.REMOVE:  # the Dead column
         core.reply(token, LeaveGroupResponse(as_error(cell)))
         return

@@ -22,13 +22,16 @@ from samsa.coordinator.state import (
     Do,
     GroupState,
     Request,
-    answer,
     dead_answer,
+    row,
 )
 from samsa.coordinator.timers import TimerKind
 
 S = GroupState
 E = ErrorCode
+_JOIN_NEW = row(Request.JOIN_NEW)
+_JOIN_STATIC = row(Request.JOIN_STATIC)
+_JOIN_KNOWN = row(Request.JOIN_KNOWN)
 
 
 def handle_join(core: ShardCore, ev: JoinGroup, token: object) -> None:
@@ -88,7 +91,7 @@ def _protocol_names(ev: JoinGroup) -> list[str]:
 def _join_new_member(core: ShardCore, group: Group, ev: JoinGroup, token: object) -> None:
     instance_id = ev.group_instance_id
     static = group.has_static(instance_id)
-    cell = answer(Request.JOIN_STATIC if static else Request.JOIN_NEW, group.state)
+    cell = (_JOIN_STATIC if static else _JOIN_NEW)[group.state]
     if isinstance(cell, ErrorCode):  # the Dead column
         core.reply(token, JoinGroupResponse(cell, NO_MEMBER_ID))
         return
@@ -173,7 +176,7 @@ def _join_known_member(core: ShardCore, group: Group, ev: JoinGroup, token: obje
 
 
 def _rejoin(core: ShardCore, group: Group, member: Member, ev: JoinGroup, token: object) -> None:
-    cell = answer(Request.JOIN_KNOWN, group.state)
+    cell = _JOIN_KNOWN[group.state]
     if isinstance(cell, ErrorCode):
         core.reply(token, JoinGroupResponse(cell, member.member_id))
     elif _keeps_generation(cell, group, member, ev):

@@ -45,6 +45,7 @@ from samsa.coordinator.responses import (
 )
 from samsa.coordinator.result import EMPTY_RESULT, Record, Reply, Result
 from samsa.coordinator.shard import CoordinatorShard, ShardStatus
+from samsa.coordinator.state import GroupState
 from samsa.coordinator.timers import Timer, TimerKey
 
 E = ErrorCode
@@ -175,6 +176,12 @@ class Coordinator:
         """``group_id``'s summary; None if no loaded shard here has it (a Dead group)."""
         shard = self.shard_for(group_id)
         return None if shard is None else queries.group_summary(shard, group_id)
+
+    def group_state(self, group_id: str) -> tuple[GroupState, int] | None:
+        """``group_id``'s state and generation, or None (cheaper than a summary: the
+        metrics ask after every group request)."""
+        shard = self.shard_for(group_id)
+        return None if shard is None else queries.state_of(shard, group_id)
 
     def describe(self, group_id: str) -> queries.GroupDescription | None:
         shard = self.shard_for(group_id)

@@ -30,10 +30,11 @@ from samsa.coordinator.responses import (
     PartitionError,
     TopicErrors,
 )
-from samsa.coordinator.state import Answer, Do, GroupState, Request, answer, dead_answer
+from samsa.coordinator.state import Answer, Do, GroupState, Request, answer, dead_answer, row
 
 S = GroupState
 E = ErrorCode
+_COMMIT = row(Request.OFFSET_COMMIT)
 
 _ErrorFor = Callable[[tuple[str, CommitPartition]], int]
 
@@ -54,7 +55,7 @@ def handle_commit(core: ShardCore, ev: OffsetCommit, token: object) -> None:
             return
         # Not using Kafka for group management: a "simple" group.
         group = core.create_group(ev.group_id)
-    cell = answer(Request.OFFSET_COMMIT, group.state)
+    cell = _COMMIT[group.state]
     error = _validate_commit(group, ev, cell)
     if error is None and isinstance(cell, ErrorCode):
         error = cell

@@ -93,6 +93,11 @@ def group_summary(core: ShardCore, group_id: str) -> GroupSummary | None:
     return None if group is None else summary(core, group)
 
 
+def state_of(core: ShardCore, group_id: str) -> tuple[GroupState, int] | None:
+    group = core.groups.get(group_id)
+    return None if group is None else (group.state, group.generation)
+
+
 def summaries(core: ShardCore) -> list[GroupSummary]:
     """Every live group of the shard, in creation order."""
     return [summary(core, g) for g in core.groups.values()]

@@ -196,6 +196,12 @@ def answer(request: Request, state: GroupState) -> Answer:
     return ANSWERS[request, state]
 
 
+def row(request: Request) -> dict[GroupState, Answer]:
+    """``request``'s row, state -> answer. Handlers bind their rows once: a lookup by
+    state alone costs a fifth of :func:`answer` (enum hashes run in Python)."""
+    return {state: ANSWERS[request, state] for state in GroupState}
+
+
 def dead_answer(request: Request) -> ErrorCode:
     """The Dead column's error for ``request`` (checked before the member checks)."""
     return as_error(ANSWERS[request, S.DEAD])

@@ -12,10 +12,11 @@ from samsa.coordinator.events import SyncGroup
 from samsa.coordinator.group import Group
 from samsa.coordinator.members import validate_current_member
 from samsa.coordinator.responses import SyncGroupResponse
-from samsa.coordinator.state import Do, GroupState, Request, answer, as_error, dead_answer
+from samsa.coordinator.state import Do, GroupState, Request, as_error, dead_answer, row
 
 S = GroupState
 E = ErrorCode
+_SYNC = row(Request.SYNC)
 
 
 def handle_sync(core: ShardCore, ev: SyncGroup, token: object) -> None:
@@ -24,7 +25,7 @@ def handle_sync(core: ShardCore, ev: SyncGroup, token: object) -> None:
         core.reply(token, SyncGroupResponse(E.unknown_member_id))
         return
     error = _validate(group, ev)
-    cell = answer(Request.SYNC, group.state)
+    cell = _SYNC[group.state]
     if error is not None:
         core.reply(token, SyncGroupResponse(error))
     elif cell is Do.SYNC:
