@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from samsa import TopicPartition
 from samsa.client import Admin, CommitFailedError, Consumer, KafkaError, Producer
@@ -18,7 +19,8 @@ from tests.client.proxy import FaultProxy, error_answer
 
 pytestmark = pytest.mark.slow
 
-LOAD_IN_PROGRESS, NOT_COORDINATOR, ILLEGAL_GENERATION = 14, 16, 22
+LOAD_IN_PROGRESS = ErrorCode.coordinator_load_in_progress
+NOT_COORDINATOR, ILLEGAL_GENERATION = ErrorCode.not_coordinator, ErrorCode.illegal_generation
 
 
 def produce(bootstrap: str, topic: str, start: int, n: int, partitions: int = 2) -> None:

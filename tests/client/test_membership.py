@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from samsa import TopicPartition
 from samsa.client.membership import (
@@ -25,9 +26,13 @@ from samsa.client.membership import (
     SendSyncGroup,
 )
 
-NONE, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, DISCONNECTED = 0, 16, 15, 13
-ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS = 22, 25, 27
-MEMBER_ID_REQUIRED, FENCED_INSTANCE_ID, LOAD_IN_PROGRESS, INCONSISTENT_PROTOCOL = 79, 82, 14, 23
+E = ErrorCode
+NONE, NOT_COORDINATOR, DISCONNECTED = E.none, E.not_coordinator, E.network_exception
+COORDINATOR_NOT_AVAILABLE, ILLEGAL_GENERATION = E.coordinator_not_available, E.illegal_generation
+UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS = E.unknown_member_id, E.rebalance_in_progress
+MEMBER_ID_REQUIRED, FENCED_INSTANCE_ID = E.member_id_required, E.fenced_instance_id
+LOAD_IN_PROGRESS = E.coordinator_load_in_progress
+INCONSISTENT_PROTOCOL = E.inconsistent_group_protocol
 
 A0, A1, A2 = (TopicPartition("t", i) for i in range(3))
 

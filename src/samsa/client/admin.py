@@ -21,11 +21,11 @@ from samsa.client.offsets import EARLIEST, LATEST, list_offsets
 __all__ = ["Admin", "ConfigEntry", "GroupDescription", "MemberDescription"]
 
 _ids = itertools.count(1)
-_COORDINATOR_RETRY = {14, 15, 16}
-_DESCRIBE_CONFIGS = 32
+_COORDINATOR_RETRY = frozenset({ErrorCode.coordinator_load_in_progress,
+                                ErrorCode.coordinator_not_available, ErrorCode.not_coordinator})
+_UNKNOWN_TOPIC = ErrorCode.unknown_topic_or_partition
 _CONFIG_SOURCES = {1: "topic", 2: "dynamic-broker", 3: "dynamic-default-broker",
                    4: "static-broker", 5: "default", 6: "dynamic-broker-logger", 8: "group"}
-_ALTER_CONFIGS, _INCREMENTAL_ALTER_CONFIGS = 33, 44
 RESOURCE_TYPES = {"topic": 2, "broker": 4, "group": 32}
 """Config resource types by name (Kafka's ConfigResource.Type ids)."""
 
@@ -112,7 +112,7 @@ class Admin:
         resp = self._any(ApiKey.CREATE_TOPICS, body)
         for t in resp.topics:
             code = int(t.error_code)
-            if code and not (exist_ok and code == 36):
+            if code and not (exist_ok and code == ErrorCode.topic_already_exists):
                 raise error_for(code, f"create topic {t.name}: {t.error_message or ''}")
         self._wait_for(set(counts), present=True)
 
@@ -147,12 +147,12 @@ class Admin:
         cluster = self._metadata.refresh(names, allow_auto_create=False)
         for name in sorted(names):
             if name in cluster.topic_errors or name not in cluster.partitions:
-                raise error_for(cluster.topic_errors.get(name, 3), f"topic {name}")
+                raise error_for(cluster.topic_errors.get(name, _UNKNOWN_TOPIC), f"topic {name}")
         return {name: dict(cluster.partitions[name]) for name in names}
 
     def describe_topic_configs(self, topic: str) -> dict[str, tuple[str | None, str]]:
         """A topic's configs (DescribeConfigs v1): name -> (value, source)."""
-        resp = self._any(_DESCRIBE_CONFIGS, {
+        resp = self._any(ApiKey.DESCRIBE_CONFIGS, {
             "__version__": 1, "include_synonyms": False,
             "resources": [{"resource_type": 2, "resource_name": topic,
                            "configuration_keys": None}]})
@@ -165,7 +165,7 @@ class Admin:
     def describe_configs(self, resource_type: str, name: str) -> dict[str, ConfigEntry]:
         """Configs of a ``topic``, ``broker`` (node id, or "" for cluster-wide dynamic
         defaults) or ``group`` (DescribeConfigs v3, with synonyms)."""
-        resp = self._any(_DESCRIBE_CONFIGS, {
+        resp = self._any(ApiKey.DESCRIBE_CONFIGS, {
             "__version__": 3, "include_synonyms": True, "include_documentation": False,
             "resources": [{"resource_type": RESOURCE_TYPES[resource_type],
                            "resource_name": name, "configuration_keys": None}]})
@@ -192,19 +192,19 @@ class Admin:
         ops = [(k, 0, v) for k, v in (set or {}).items()] + [(k, 1, None) for k in delete]
         ops += [(k, 2, v) for k, v in (append or {}).items()]
         ops += [(k, 3, v) for k, v in (subtract or {}).items()]
-        self._alter(_INCREMENTAL_ALTER_CONFIGS, resource_type, name, [
+        self._alter(ApiKey.INCREMENTAL_ALTER_CONFIGS, resource_type, name, [
             {"name": k, "config_operation": op, "value": v} for k, op, v in ops], validate_only)
 
     def replace_configs(self, resource_type: str, name: str, configs: Mapping[str, str], *,
                         validate_only: bool = False) -> None:
         """Make ``configs`` all of a resource's configs (legacy AlterConfigs)."""
-        self._alter(_ALTER_CONFIGS, resource_type, name,
+        self._alter(ApiKey.ALTER_CONFIGS, resource_type, name,
                     [{"name": k, "value": v} for k, v in configs.items()], validate_only)
 
     def _alter(self, api: int, resource_type: str, name: str, configs: list[dict[str, Any]],
                validate_only: bool) -> None:
         resp = self._any(api, {
-            "__version__": 1 if api == _INCREMENTAL_ALTER_CONFIGS else 2,
+            "__version__": 1 if api == ApiKey.INCREMENTAL_ALTER_CONFIGS else 2,
             "validate_only": validate_only,
             "resources": [{"resource_type": RESOURCE_TYPES[resource_type],
                            "resource_name": name, "configs": configs}]})
@@ -233,7 +233,7 @@ class Admin:
         cluster = self._metadata.refresh(topics, allow_auto_create=False)
         for name in sorted(topics):  # like Kafka's AdminClient: no topic is created here
             if name in cluster.topic_errors or name not in cluster.partitions:
-                raise error_for(cluster.topic_errors.get(name, 3), f"topic {name}")
+                raise error_for(cluster.topic_errors.get(name, _UNKNOWN_TOPIC), f"topic {name}")
         return list_offsets(self._metadata, specs, self.timeout_ms / 1000,
                             allow_auto_create=False)
 
@@ -250,7 +250,7 @@ class Admin:
             else:
                 code, node, host, port = (int(resp.error_code), int(resp.node_id), resp.host,
                                           int(resp.port))
-            if code == 0:
+            if code == ErrorCode.none:
                 dest = ("coordinator", node)
                 self._net.set_address(dest, host, port)
                 return dest

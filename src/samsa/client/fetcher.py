@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from samsa import TopicPartition
 from samsa.client.errors import OffsetOutOfRangeError, error_for
 from samsa.client.future import Future
@@ -35,8 +37,11 @@ __all__ = ["FetchConfig", "Fetcher"]
 
 log = logging.getLogger(__name__)
 
-OFFSET_OUT_OF_RANGE = 1
-_METADATA_ERRORS = {3, 5, 6, 74, 75, 100}
+_METADATA_ERRORS = frozenset({
+    ErrorCode.unknown_topic_or_partition, ErrorCode.leader_not_available,
+    ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch,
+    ErrorCode.unknown_leader_epoch, ErrorCode.unknown_topic_id})
+"""Fetch errors after which metadata is refreshed (the leader moved, the topic changed)."""
 
 
 @dataclass(frozen=True)
@@ -234,7 +239,7 @@ class Fetcher:
                     st.position = next_offset  # only control records or compacted gaps
                 return None
             return _PartitionRecords(tp, c.fetch_offset, records, next_offset)
-        if c.error == OFFSET_OUT_OF_RANGE:
+        if c.error == ErrorCode.offset_out_of_range:
             strategy = self.config.auto_offset_reset
             if strategy not in ("earliest", "latest"):
                 raise OffsetOutOfRangeError(f"fetch offset {c.fetch_offset} of {tp} is out "

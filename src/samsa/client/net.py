@@ -22,6 +22,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
 from samsa.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
@@ -282,7 +283,7 @@ class NetworkClient:
             if f.failed():
                 return
             resp = f.value
-            if int(resp.error_code) != 0:
+            if int(resp.error_code) != ErrorCode.none:
                 self._close(conn, KafkaConnectionError(f"ApiVersions failed: {resp.error_code}"))
                 return
             conn.versions = {int(k.api_key): (int(k.min_version), int(k.max_version))

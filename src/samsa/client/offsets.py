@@ -6,6 +6,8 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping
 
+from kio.schema.errors import ErrorCode
+
 from samsa import TopicPartition
 from samsa.client.errors import KafkaError, KafkaTimeoutError, error_for
 from samsa.client.metadata import Metadata
@@ -15,7 +17,10 @@ __all__ = ["EARLIEST", "LATEST", "list_offsets"]
 
 EARLIEST = -2
 LATEST = -1
-_RETRIABLE_METADATA = {3, 5, 6, 74, 75}
+_RETRIABLE_METADATA = frozenset({
+    ErrorCode.unknown_topic_or_partition, ErrorCode.leader_not_available,
+    ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch,
+    ErrorCode.unknown_leader_epoch})
 
 
 def list_offsets(metadata: Metadata, timestamps: Mapping[TopicPartition, int],
@@ -58,7 +63,7 @@ def list_offsets(metadata: Metadata, timestamps: Mapping[TopicPartition, int],
                 for p in t.partitions:
                     tp = TopicPartition(t.name, int(p.partition_index))
                     code = int(p.error_code)
-                    if code == 0:
+                    if code == ErrorCode.none:
                         out[tp] = (int(p.offset), int(p.timestamp))
                         todo.pop(tp, None)
                     elif code in _RETRIABLE_METADATA:
