@@ -93,3 +93,28 @@ def test_encoder_headers_round_trip() -> None:
     (decoded,) = decode_batches(encode_batch(records, base_offset=40))
     assert [(o, t, k, v, list(h)) for o, t, k, v, h in decoded.records] == [
         (40 + i, r.timestamp, r.key, r.value, list(r.headers)) for i, r in enumerate(records)]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_runs_of_equal_sized_records_match_reference(seed: int) -> None:
+    """Batches of mostly equal-sized records (the numpy run check) with odd records between
+    runs, timestamp deltas changing their varint size, and offsets past 8191."""
+    rnd = random.Random(seed)
+    batches, offset = [], 0
+    for _ in range(3):
+        n = rnd.choice([40, 300, 9000 if seed == 0 else 500])
+        odd = {rnd.randrange(n) for _ in range(rnd.choice([0, 1, 3, 40]))}
+        records = [ProducerRecordData(
+            1_700_000_000_000 + (i // 50) * rnd.choice([1, 100]),
+            None if i % 7 or seed % 2 else b"key%03d" % (i % 1000),
+            b"x" * (rnd.randint(0, 300) if i in odd else 100), ()) for i in range(n)]
+        batches.append(encode_batch(records, base_offset=offset,
+                                    compression=rnd.choice([0, 0, 4])))
+        offset += n
+    data = b"".join(batches)
+    start, until = rnd.randint(0, 50), offset - rnd.randint(0, 50)
+    cols = Columns("t", 0, False)
+    expected_next = decode_into(cols, data, start, until)
+    batch, nxt = decode_chunk(data, start, until, "t", 0, False)
+    assert nxt == expected_next and batch is not None
+    assert batch.equals(cols.take())
