@@ -7,6 +7,10 @@
    Parquet and in the results topic.
 
     .venv/bin/python -m examples.clickstream [--events 6000] [--keep ./clickstream-out]
+    .venv/bin/python -m examples.clickstream --master spark://127.0.0.1:7077   # a cluster
+
+On a cluster, executors write the Parquet output and checkpoints, so the work directory
+must be a path every node sees (one machine, or a shared file system).
 """
 
 from __future__ import annotations
@@ -133,6 +137,8 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=6000, help="clicks (100 ms apart)")
     ap.add_argument("--bootstrap", help="use this broker instead of starting one")
     ap.add_argument("--keep", type=Path, help="keep Parquet and checkpoints in this directory")
+    ap.add_argument("--master", default="local[2]",
+                    help="Spark master, e.g. spark://127.0.0.1:7077 (default local[2])")
     a = ap.parse_args()
     work = a.keep or Path(tempfile.mkdtemp(prefix="clickstream-"))
     if a.keep:
@@ -141,8 +147,8 @@ def main() -> None:
     proc, bootstrap = (None, a.bootstrap) if a.bootstrap else _start_broker(work / "data")
     from samsa.spark import session
 
-    spark = session("clickstream", "local[2]", **{"spark.sql.shuffle.partitions": "2",
-                                                  "spark.ui.showConsoleProgress": "false"})
+    spark = session("clickstream", a.master, **{"spark.sql.shuffle.partitions": "2",
+                                                "spark.ui.showConsoleProgress": "false"})
     spark.sparkContext.setLogLevel("ERROR")
     started = time.monotonic()
     try:

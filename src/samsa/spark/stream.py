@@ -9,7 +9,6 @@ control: ``maxOffsetsPerTrigger`` (or the engine's ``ReadMaxRows``) caps a micro
 
 from __future__ import annotations
 
-import gc
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -29,30 +28,13 @@ from samsa.spark.cluster import Cluster
 from samsa.spark.fetch import RangeReader, data_loss
 from samsa.spark.options import EARLIEST, SourceOptions, offsets_from_json, offsets_to_json
 from samsa.spark.planning import OffsetRange, plan_ranges, rate_limit
+from samsa.spark.worker import freeze_imports
 
 __all__ = ["SamsaStreamReader", "read_range"]
 
 log = logging.getLogger(__name__)
 
 Offsets = dict[str, dict[str, int]]
-
-
-_frozen = False
-
-
-def freeze_imports() -> None:
-    """Once per Python worker: move the objects alive now to gc's permanent generation.
-
-    PySpark's reused Python workers run ``gc.collect()`` after every task; it walks every
-    object of the imported modules (~100,000: pyspark, pyarrow, numpy, the protocol's
-    schemas), about 45 ms per task, as long as decoding 100,000 records. Frozen, they are
-    left out of each collection (``gc.freeze``); what tasks create is collected as before.
-    """
-    global _frozen
-    if not _frozen:
-        _frozen = True
-        gc.collect()
-        gc.freeze()
 
 
 def read_range(opts: SourceOptions, r: OffsetRange) -> Iterator[Any]:

@@ -32,6 +32,7 @@ from pyspark.sql.types import (
 
 from samsa.spark.options import OptionError, SinkOptions
 from samsa.spark.produce import BulkProducer
+from samsa.spark.worker import freeze_imports
 
 __all__ = ["SamsaBatchWriter", "SamsaStreamWriter", "WriteResult", "validate_sink_schema"]
 
@@ -79,6 +80,7 @@ def validate_sink_schema(schema: StructType, opts: SinkOptions) -> None:
 
 def write_batches(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> WriteResult:
     """Send every row with one idempotent producer; raise unless all were acknowledged."""
+    freeze_imports()
     with BulkProducer(opts.bootstrap, batch_size=opts.batch_size,
                       compression=opts.compression) as producer:
         for batch in batches:
