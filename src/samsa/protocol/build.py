@@ -21,7 +21,7 @@ import pkgutil
 import re
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -198,11 +198,42 @@ def convert(entity: Any, cls: type[E]) -> E:
     another version (nested entities alike): fields ``cls`` lacks are dropped, fields it
     adds get their zero values, as in :func:`build`. An entity of ``cls`` is returned as is.
     """
-    if type(entity) is cls:
-        return entity
     source = type(entity)
+    if source is cls:
+        return entity  # type: ignore[no-any-return]
+    converter = _CONVERTERS.get((source, cls))
+    if converter is None:
+        converter = _CONVERTERS[(source, cls)] = _converter(source, cls)
+    return converter(entity)  # type: ignore[no-any-return]
+
+
+_CONVERTERS: dict[tuple[type[Any], type[Any]], Callable[[Any], Any]] = {}
+
+
+def _converter(source: type[Any], cls: type[Any]) -> Callable[[Any], Any]:
+    """The conversion of ``source`` entities to ``cls``, planned once per pair (it runs on
+    every answer of an older version, e.g. each Heartbeat v3)."""
     _plan(source)
-    return build(cls, {name: getattr(entity, name) for name in _NAMES[source]})
+    plan = _plan(cls)
+    names = _NAMES[source]
+    extra = names - _NAMES[cls]
+    if extra and (unknown := extra - _known_names(cls)):
+        raise UnknownField(f"{cls.__module__}.{cls.__name__} has no field {sorted(unknown)} "
+                           "in any version")
+    zeros = {p.name: _zero(p) for p in plan if p.required and p.name not in names}
+    copied = tuple((p.name, p.entity, p.is_tuple) for p in plan if p.name in names)
+
+    def run(entity: Any) -> Any:
+        kwargs = dict(zeros)
+        for name, nested, is_tuple in copied:
+            value = getattr(entity, name)
+            if nested is not None and value is not None:
+                value = tuple(_entity(nested, v) for v in value) if is_tuple else \
+                    _entity(nested, value)
+            kwargs[name] = value
+        return cls(**kwargs)
+
+    return run
 
 
 def millis(value: datetime.timedelta | int) -> int:
