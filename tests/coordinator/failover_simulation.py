@@ -1101,14 +1101,14 @@ def run_scenario(step: str, group: str, how: str, seed: int) -> ScenarioRun:
             run.fired_at = sim.now
             sim.fail_over(p, how, load_ms=LOAD_MS)
 
-    def on_event(_: FailoverSimulation, what: str, payload: object) -> None:
+    def on_event(_: FailoverSimulation, what: str, payload: Any) -> None:
         if what == "loaded" and run.fired_at is not None:
-            r, part = payload  # type: ignore[misc]
+            r, part = payload
             g = sim.group_at(r, group) if part == p else None
             if g is not None:
                 run.loaded.append(g.generation)
         if what == "answer" and run.fired_at is not None:
-            _, token, response = payload  # type: ignore[misc]
+            _, token, response = payload
             sent = sim.sent[token]
             if sim.client(sent.client).group == group:
                 run.answers.append((sent.kind, sent.client, error_of(response)))
@@ -1119,7 +1119,7 @@ def run_scenario(step: str, group: str, how: str, seed: int) -> ScenarioRun:
         if g is None:
             return
         if what == "answer":
-            _, token, response = payload  # type: ignore[misc]
+            _, token, response = payload
             sent = sim.sent[token]
             if sent.kind == "heartbeat" and isinstance(sent.event, Heartbeat) \
                     and sent.event.group_id == group and error_of(response) == REBALANCING:
