@@ -22,10 +22,10 @@ takes simulated time), then replays the shared log. Random transient append fail
 handled by the edge as :mod:`samsa.coordinator` documents (unload, reload from the log).
 
 Clients are classic consumers of two groups on two shards (``eager``: eager rebalancing,
-``coop``: cooperative, KIP-429): they find the coordinator (FindCoordinator answers the
-lease owner as a possibly stale metadata view sees it, or COORDINATOR_NOT_AVAILABLE), and
-handle every error as Kafka's Java client does (``AbstractCoordinator`` /
-``ConsumerCoordinator``): see :meth:`FailoverSimulation.on_response`.
+some members static (KIP-345); ``coop``: cooperative, KIP-429): they find the coordinator
+(FindCoordinator answers the lease owner as a possibly stale metadata view sees it, or
+COORDINATOR_NOT_AVAILABLE), and handle every error as Kafka's Java client does
+(``AbstractCoordinator`` / ``ConsumerCoordinator``): see :meth:`FailoverSimulation.on_response`.
 
 Invariants, after every step (:meth:`FailoverSimulation.check`) and on every answer:
 
@@ -92,6 +92,7 @@ from tests.coordinator.fake_timer import FakeTimer
 
 NONE, NOT_AVAILABLE, LOADING, NOT_COORDINATOR = 0, 15, 14, 16
 ILLEGAL_GEN, UNKNOWN_MEMBER, REBALANCING, MEMBER_ID_REQUIRED = 22, 25, 27, 79
+FENCED_INSTANCE = 82
 DISCONNECT = -1  # not a Kafka code: the connection to the runtime broke
 COORDINATOR_LOST = {NOT_AVAILABLE, NOT_COORDINATOR, DISCONNECT}
 
@@ -103,13 +104,14 @@ RUNTIMES = 3
 LEASE_TTL_MS = 2_000
 FIND_BACKOFF_MS = 100
 
+_MEMBER = {UNKNOWN_MEMBER, FENCED_INSTANCE} | COORDINATOR_LOST
 LEGAL: dict[str, set[int]] = {
-    "join": {NONE, MEMBER_ID_REQUIRED, UNKNOWN_MEMBER, REBALANCING, LOADING} | COORDINATOR_LOST,
+    "join": {NONE, MEMBER_ID_REQUIRED, REBALANCING, LOADING} | _MEMBER,
     # a loading shard answers SyncGroup REBALANCE_IN_PROGRESS and Heartbeat NONE (Kafka)
-    "sync": {NONE, REBALANCING, UNKNOWN_MEMBER, ILLEGAL_GEN} | COORDINATOR_LOST,
-    "heartbeat": {NONE, REBALANCING, UNKNOWN_MEMBER, ILLEGAL_GEN} | COORDINATOR_LOST,
-    "commit": {NONE, REBALANCING, UNKNOWN_MEMBER, ILLEGAL_GEN, LOADING} | COORDINATOR_LOST,
-    "leave": {NONE, UNKNOWN_MEMBER, LOADING} | COORDINATOR_LOST,
+    "sync": {NONE, REBALANCING, ILLEGAL_GEN} | _MEMBER,
+    "heartbeat": {NONE, REBALANCING, ILLEGAL_GEN} | _MEMBER,
+    "commit": {NONE, REBALANCING, ILLEGAL_GEN, LOADING} | _MEMBER,
+    "leave": {NONE, LOADING} | _MEMBER,
     "find": {NONE, DISCONNECT},
 }
 
@@ -215,6 +217,7 @@ class Client:
     session_ms: int
     rebalance_ms: int
     heartbeat_ms: int
+    instance_id: str | None = None  # a static member (KIP-345)
     status: str = "down"  # down | unjoined | joining | syncing | stable
     incarnation: int = 0
     coordinator: int | None = None
@@ -300,6 +303,11 @@ class FailoverSimulation:
             session_ms=rng.choice([6000, 10_000]),
             rebalance_ms=rng.choice([8000, 15_000]),
             heartbeat_ms=rng.choice([1000, 2000]),
+            # static members in the eager group only: a cooperative static member that
+            # restarts between revoking and rejoining replaces itself without a rebalance
+            # (Kafka, KIP-345) and the partitions it gave up stay unassigned until the next
+            # rebalance, which a quiet group never has
+            instance_id=f"{name}-static" if rng.random() < 0.4 and not cooperative else None,
         )
 
     def _random_topics(self) -> tuple[str, ...]:
@@ -535,10 +543,13 @@ class FailoverSimulation:
                 f"{group}: log generation went back {self.log_generation[group]} -> "
                 f"{value.generation}")
         self.log_generation[group] = value.generation
-        known = self.log_leaders[group].setdefault(value.generation, value.leader)
-        if known != value.leader:
+        # a static leader may be replaced within its generation: compare instance ids
+        leader = next((m.group_instance_id or m.member_id for m in value.members
+                       if m.member_id == value.leader), value.leader)
+        known = self.log_leaders[group].setdefault(value.generation, leader)
+        if known != leader:
             raise InvariantViolation(f"{group}: two leaders of generation {value.generation} "
-                                     f"in the log: {known}, {value.leader}")
+                                     f"in the log: {known}, {leader}")
 
     # ------------------------------------------------------------------ ownership
 
@@ -682,7 +693,7 @@ class FailoverSimulation:
         c.status = "joining"
         c.rpc = self.send(c, "join", JoinGroup(
             c.group, c.member_id, "consumer", self.protocols(c), c.session_ms, c.rebalance_ms,
-            client_id=c.name, client_host="/sim"))
+            group_instance_id=c.instance_id, client_id=c.name, client_host="/sim"))
 
     def _commit(self, c: Client) -> None:
         by_topic: dict[str, list[CommitPartition]] = {}
@@ -690,7 +701,7 @@ class FailoverSimulation:
             by_topic.setdefault(tp.topic, []).append(CommitPartition(tp.partition, self.now))
         topics = tuple(CommitTopic(t, tuple(ps)) for t, ps in by_topic.items())
         c.commit = self.send(c, "commit", OffsetCommit(c.group, topics, c.generation,
-                                                       c.member_id))
+                                                       c.member_id, c.instance_id))
 
     def assign(self, c: Client, r: JoinGroupResponse) -> tuple[tuple[str, bytes], ...]:
         """Round-robin over the members' subscriptions; a partition another member reports
@@ -738,6 +749,10 @@ class FailoverSimulation:
             c.commit = None
         if token == c.rpc:
             c.rpc = None
+        if code == FENCED_INSTANCE:  # fatal for the Java consumer
+            self.note(f"{c.name} fenced by another instance")
+            self.stop(c)
+            return
         if code in COORDINATOR_LOST:
             if sent.kind in ("join", "sync"):
                 c.need_join = True
@@ -760,11 +775,12 @@ class FailoverSimulation:
         code = r.error_code
         if code == NONE:
             c.member_id, c.generation = r.member_id, r.generation_id
-            assignments = self.assign(c, r) if r.leader == c.member_id else ()
+            leads = r.leader == c.member_id and not r.skip_assignment
+            assignments = self.assign(c, r) if leads else ()
             c.status = "syncing"
             c.rpc = self.send(c, "sync", SyncGroup(
-                c.group, c.generation, c.member_id, assignments, protocol_type="consumer",
-                protocol_name=r.protocol_name))
+                c.group, c.generation, c.member_id, assignments, c.instance_id,
+                protocol_type="consumer", protocol_name=r.protocol_name))
         elif code == MEMBER_ID_REQUIRED:
             c.member_id = r.member_id
             self.join(c)
@@ -838,7 +854,8 @@ class FailoverSimulation:
         if c.status != "stable":
             return
         if self.now >= c.next_hb_at and c.hb is None:
-            c.hb = self.send(c, "heartbeat", Heartbeat(c.group, c.generation, c.member_id))
+            c.hb = self.send(c, "heartbeat", Heartbeat(c.group, c.generation, c.member_id,
+                                                       c.instance_id))
             c.next_hb_at = self.now + c.heartbeat_ms
         if c.owned and c.commit is None and rng.random() < 0.1:
             self._commit(c)
@@ -851,7 +868,8 @@ class FailoverSimulation:
             return True
         if p < 0.006 and c.coordinator is not None and c.member_id:
             self.note(f"{c.name} leaves")
-            self.send(c, "leave", LeaveGroup(c.group, (LeavingMember(c.member_id),)))
+            self.send(c, "leave", LeaveGroup(c.group, (LeavingMember(c.member_id,
+                                                                     c.instance_id),)))
             self.stop(c)
             return True
         if p < 0.01:
@@ -884,10 +902,13 @@ class FailoverSimulation:
         live = self.group_at(r, group)
         if live is None or live.generation != response.generation_id:
             raise InvariantViolation("join answered with a generation that is not the group's")
-        known = self.join_leaders.setdefault((load_id, response.generation_id), response.leader)
-        if known != response.leader:
+        member = live.members.get(response.leader)
+        leader = response.leader if member is None or member.group_instance_id is None \
+            else member.group_instance_id
+        known = self.join_leaders.setdefault((load_id, response.generation_id), leader)
+        if known != leader:
             raise InvariantViolation(f"two leaders of generation {response.generation_id}: "
-                                     f"{known}, {response.leader}")
+                                     f"{known}, {leader}")
 
     def _check_sync_ok(self, event: SyncGroup, response: SyncGroupResponse) -> None:
         """A successful SyncGroup hands out exactly what the log holds for the generation."""
@@ -953,8 +974,14 @@ class FailoverSimulation:
         latest = self.latest_record(gid)
         current = set() if latest is None else {m.member_id for m in latest.members}
         holder: dict[TopicPartition, str] = {}
+        generation = 0 if latest is None else latest.generation
         for c in self.clients:
             if c.group != gid or c.status == "down" or c.member_id not in current:
+                continue
+            if c.instance_id is not None and c.seen_generation < generation:
+                # KIP-345, as in Kafka: a static member that misses a rebalance stays in the
+                # group, the leader sees its last subscription and may hand its partitions
+                # to others; it learns at its next heartbeat (ILLEGAL_GENERATION)
                 continue
             for tp in c.owned:
                 if tp in holder:

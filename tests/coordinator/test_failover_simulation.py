@@ -203,6 +203,11 @@ def test_commit_with_a_stale_generation_after_failover(how: str) -> None:
         group = "coop"
         p = partition_for(group, SHARDS)
         c = next(x for x in sim.clients if x.group == group)
+        for _ in range(200):  # until the old owner acknowledged some commits
+            if any(k[0] == group for k in sim.acked):
+                break
+            sim.step()
+            sim.check()
         stale_generation, member_id = c.generation, c.member_id
         acked = {k for k in sim.acked if k[0] == group}
         assert acked
