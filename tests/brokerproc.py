@@ -19,9 +19,10 @@ class BrokerProcess:
     """A broker subprocess; ``bootstrap`` is its ``host:port``."""
 
     def __init__(self, data_dir: Path, config: dict[str, str] | None = None,
-                 port: int = 0) -> None:
+                 port: int = 0, extra_args: list[str] | None = None) -> None:
         self.data_dir = data_dir
         self.config = dict(config or {})
+        self.extra_args = list(extra_args or [])
         self.requested_port = port
         self.port = 0
         self.proc: subprocess.Popen[str] | None = None
@@ -38,6 +39,7 @@ class BrokerProcess:
                 "--listen", f"127.0.0.1:{self.requested_port}", "--data-dir", str(self.data_dir)]
         for k, v in self.config.items():
             args += ["--config", f"{k}={v}"]
+        args += self.extra_args
         # line-buffered, so tests can read the log while the broker runs
         log = open(self.log_path, "a", buffering=1)  # noqa: SIM115 - closed with the process
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True,

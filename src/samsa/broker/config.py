@@ -36,6 +36,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("advertised.port", int, 0, "Port given to clients (default: listen port)."),
     Setting("cluster.id", str, "samsa-cluster", "Cluster id reported in Metadata."),
     Setting("broker.rack", str, None, "Rack of this broker, reported in Metadata."),
+    Setting("cluster.lease.ttl.ms", int, 10_000,
+            "Cluster (--storage): a node that stops renewing for this long loses its leases."),
     Setting("num.partitions", int, 1, "Partitions of auto-created topics."),
     Setting("default.replication.factor", int, 1, "Replication factor of auto-created topics."),
     Setting("auto.create.topics.enable", bool, True, "Create unknown topics on Metadata."),
@@ -163,7 +165,7 @@ class BrokerConfig:
                 raise ConfigError(f"unknown broker config {name!r}")
             values[name] = _parse(setting, raw)
         for name in ("num.partitions", "offsets.topic.num.partitions", "socket.request.max.bytes",
-                     "message.max.bytes", "log.segment.bytes"):
+                     "message.max.bytes", "log.segment.bytes", "cluster.lease.ttl.ms"):
             if name in values and values[name] <= 0:
                 raise ConfigError(f"{name}: must be positive, got {values[name]}")
         if values.get("log.message.timestamp.type", "CreateTime") not in (

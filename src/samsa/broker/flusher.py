@@ -25,6 +25,10 @@ class Flusher:
         """Return once everything below ``offset`` in ``partition`` is on disk."""
         if partition.log.flushed_offset >= offset:
             return
+        wait_durable = getattr(partition.log, "wait_durable", None)
+        if wait_durable is not None:  # a database-backed log commits on its own
+            await wait_durable(offset)
+            return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending.setdefault(partition, []).append((offset, fut))
         if self._task is None or self._task.done():

@@ -34,7 +34,7 @@ from kio.schema.errors import ErrorCode
 
 from samsa.broker.clock import now_ms
 from samsa.broker.partition import Partition
-from samsa.broker.topics import OFFSETS_TOPIC, Topic
+from samsa.broker.topics import OFFSETS_TOPIC, Topic, TopicError
 from samsa.coordinator import (
     Coordinator,
     CoordinatorConfig,
@@ -49,6 +49,7 @@ from samsa.coordinator.events import ConsumerGroupDescribe, ConsumerGroupHeartbe
 from samsa.coordinator.records import deserialize, serialize
 from samsa.coordinator.responses import Response
 from samsa.protocol.records import ProducerRecordData, decode_batches, encode_batch
+from samsa.storage.pg.log import PgPartitionLog, records_of
 
 if TYPE_CHECKING:
     from samsa.broker.server import Broker
@@ -142,8 +143,13 @@ class GroupRuntime:
         topics = self.broker.topics
         topic = topics.get(OFFSETS_TOPIC)
         if topic is None:
-            topic = topics.create(OFFSETS_TOPIC, int(config["offsets.topic.num.partitions"]),
-                                  now_ms=now_ms())
+            try:
+                topic = topics.create(OFFSETS_TOPIC, int(config["offsets.topic.num.partitions"]),
+                                      now_ms=now_ms())
+            except TopicError:  # another cluster node created it meanwhile
+                topic = topics.get(OFFSETS_TOPIC)
+                if topic is None:
+                    raise
         self.topic = topic
         props: dict[str, object] = {s.name: value for s, value, _ in config.items()
                                     if s.name.startswith(COORDINATOR_PREFIXES)}
@@ -151,6 +157,8 @@ class GroupRuntime:
         props["offsets.topic.num.partitions"] = len(topic.partitions)
         self.coordinator = Coordinator(CoordinatorConfig.from_properties(props), self.timer)
         self.sync_topics()
+        if self.broker.engine is not None:
+            return  # a cluster node loads the shards it is given (take_shard)
         started = now_ms()
         for part in topic.partitions:
             loading = time.perf_counter()
@@ -243,6 +251,10 @@ class GroupRuntime:
     def _reload(self, partitions: set[int]) -> None:
         assert self.topic is not None
         coord = self._coord()
+        if self.broker.engine is not None:  # the cluster reclaims and reloads the lease
+            for index in partitions:
+                self.drop_shard(index)
+            return
         for index in partitions:
             _deliver(coord.unload(index))
             self._load(self.topic.partitions[index])
@@ -261,9 +273,43 @@ class GroupRuntime:
                       {p: frozenset({rack}) for p in range(len(t.partitions))} if rack else {})
             for t in topics))
 
+    # -- shards moving between cluster nodes ---------------------------------------------
+    async def take_shard(self, index: int, plog: PgPartitionLog) -> None:
+        """Load shard ``index`` by replaying its records (this node now holds its lease);
+        its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
+        coord = self._coord()
+        epoch = plog.epoch
+        loading = time.perf_counter()
+        shard = coord.begin_load(index)
+        try:
+            records = records_of(await plog.read_all())
+        except Exception:
+            log.exception("loading coordinator shard %d failed", index)
+            self.drop_shard(index)
+            raise
+        if plog.epoch != epoch or coord.shards.get(index) is not shard:
+            return  # lost or reloaded meanwhile
+        for key, value in records:
+            record = deserialize(key, value)
+            if record is not None:
+                shard.replay(*record)
+        self._apply(coord.finish_load(index, now_ms()))
+        self.broker.metrics.shard_loaded(index, time.perf_counter() - loading)
+        log.info("loaded coordinator shard %d (%d records) in %.0f ms", index, len(records),
+                 (time.perf_counter() - loading) * 1000)
+
+    def drop_shard(self, index: int) -> None:
+        """Unload shard ``index``: parked requests get NOT_COORDINATOR, its timers stop."""
+        if self.coordinator is not None and index in self.coordinator.shards:
+            _deliver(self.coordinator.unload(index))
+            log.info("unloaded coordinator shard %d", index)
+
     # -- lookups for FindCoordinator ------------------------------------------------------
     def coordinator_error(self, group_id: str) -> int:
         return self._coord().coordinator_error(group_id)
+
+    def partition_for(self, group_id: str) -> int:
+        return self._coord().partition_for(group_id)
 
 
 def _fail(result: Result, error: StorageFailure) -> None:

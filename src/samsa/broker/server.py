@@ -27,6 +27,7 @@ from samsa.broker.handlers.api_versions import unsupported_version_response
 from samsa.broker.metrics import BrokerMetrics
 from samsa.broker.producer_ids import ProducerIdAllocator
 from samsa.broker.topics import TopicManager
+from samsa.cluster.node import ClusterNode
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import convert
 from samsa.protocol.codec import (
@@ -38,6 +39,8 @@ from samsa.protocol.codec import (
     encode_spliced,
     response_class,
 )
+from samsa.storage.pg.engine import PgEngine, PgProducerIds
+from samsa.storage.pg.topics import PgTopicManager
 
 log = logging.getLogger("samsa.broker")
 
@@ -52,11 +55,18 @@ Outgoing = bytes | list[bytes | memoryview] | None
 class Broker:
     """A samsa node: topics, request handlers and the TCP server."""
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, storage: str | None = None) -> None:
         self.config = config
         self.topics = TopicManager(config)
         self.flusher = Flusher()
-        self.producer_ids = ProducerIdAllocator(config.data_dir / "producer-ids")
+        self.producer_ids: ProducerIdAllocator | PgProducerIds = ProducerIdAllocator(
+            config.data_dir / "producer-ids")
+        self.engine: PgEngine | None = None
+        self.cluster: ClusterNode | None = None
+        if storage:  # a cluster node over PostgreSQL (samsa.cluster)
+            self.engine = PgEngine(storage, config.node_id)
+            self.topics = PgTopicManager(config, self.engine)
+            self.producer_ids = PgProducerIds(self.engine)
         self.metrics = BrokerMetrics()
         self.groups = GroupRuntime(self)
         self.handlers: dict[int, tuple[tuple[int, int], Handler]] = registry()
@@ -73,6 +83,8 @@ class Broker:
 
     async def start(self) -> None:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.engine is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.engine.open)
         self.topics.load(now_ms())
         self.groups.start()
         loop = asyncio.get_running_loop()
@@ -82,6 +94,10 @@ class Broker:
         if self.config.port == 0:
             # Advertise the ephemeral port we actually got.
             object.__setattr__(self.config, "port", self.port)
+        if self.engine is not None:
+            assert isinstance(self.topics, PgTopicManager)
+            self.cluster = ClusterNode(self, self.engine, self.topics)
+            await self.cluster.start()
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self.started.set()
         log.info("samsa listening on %s:%d", self.config.host, self.port)
@@ -92,6 +108,8 @@ class Broker:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self.cluster is not None:
+            await self.cluster.stop()  # hands its leases over first
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):
@@ -101,6 +119,8 @@ class Broker:
             await self._server.wait_closed()
         await asyncio.get_running_loop().run_in_executor(None, self._flush_all)
         self.topics.close()
+        if self.engine is not None:
+            self.engine.close()
 
     def _flush_all(self) -> None:
         for topic in self.topics:

@@ -24,6 +24,10 @@ def add_parser(sub: Any) -> None:
                    help="a Kafka broker setting, e.g. num.partitions=3 (repeatable)")
     p.add_argument("--config-file", type=Path, metavar="FILE",
                    help="a server.properties-style file of settings (--config wins)")
+    p.add_argument("--storage", metavar="URL",
+                   help="run as a cluster node over PostgreSQL, e.g. "
+                        "postgresql://USER@HOST:PORT/DB (every node of the cluster names the "
+                        "same database; default: local segment files in --data-dir)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.add_argument("--metrics-port", type=int, metavar="PORT",
                    help="serve Prometheus metrics at http://LISTEN-HOST:PORT/metrics "
@@ -72,14 +76,15 @@ def run(args: argparse.Namespace) -> int:
         loop_factory = None
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            runner.run(_serve(config, args.metrics_port))
+            runner.run(_serve(config, args.metrics_port, args.storage))
     except OSError as exc:
         print(f"samsa serve: {exc}", file=sys.stderr)
         return 1
     return 0
 
 
-async def _serve(config: BrokerConfig, metrics_port: int | None = None) -> None:
+async def _serve(config: BrokerConfig, metrics_port: int | None = None,
+                 storage: str | None = None) -> None:
     from samsa.broker.metrics import MetricsServer
     from samsa.broker.server import Broker
 
@@ -87,7 +92,7 @@ async def _serve(config: BrokerConfig, metrics_port: int | None = None) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    broker = Broker(config)
+    broker = Broker(config, storage)
     if metrics_port is not None:
         metrics = asyncio.create_task(MetricsServer(broker, config.host, metrics_port).run(stop))
     await broker.serve_forever(stop)

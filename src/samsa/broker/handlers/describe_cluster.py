@@ -10,6 +10,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from samsa.broker import leadership
 from samsa.broker.context import RequestContext
 from samsa.protocol.api_keys import ApiKey
 
@@ -27,8 +28,8 @@ async def handle(ctx: RequestContext) -> Any:
                            controller_id=-1, brokers=[], cluster_authorized_operations=-2147483648)
     return ctx.respond(
         throttle_time=0, error_code=ErrorCode.none, error_message=None, endpoint_type=1,
-        cluster_id=str(config["cluster.id"]), controller_id=config.node_id,
-        brokers=[{"broker_id": config.node_id, "host": config.advertised_host,
-                  "port": config.advertised_port, "rack": config.rack}],
+        cluster_id=str(config["cluster.id"]), controller_id=leadership.controller_id(ctx.broker),
+        brokers=[{"broker_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack}
+                 for n in leadership.brokers(ctx.broker)],
         cluster_authorized_operations=-2147483648,
     )

@@ -16,6 +16,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from samsa.broker import leadership
 from samsa.broker.context import RequestContext
 from samsa.broker.partition import Partition
 from samsa.log import OffsetOutOfRange
@@ -55,6 +56,10 @@ def _wants(ctx: RequestContext) -> list[_Want]:
             if topic is not None:
                 part = topics.partition(topic.name, p.partition)
                 error = ErrorCode.none if part else ErrorCode.unknown_topic_or_partition
+                if part is not None:  # a cluster node that does not lead it: NOT_LEADER...
+                    error = leadership.leader_error(
+                        ctx.broker, part, getattr(p, "current_leader_epoch", -1))
+                    part = part if error == ErrorCode.none else None
             out.append(_Want(key, p.partition, p.fetch_offset, p.partition_max_bytes, part, error))
     return out
 

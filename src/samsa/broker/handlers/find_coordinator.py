@@ -14,6 +14,7 @@ from kio.schema.find_coordinator.v4 import response as v4
 from kio.schema.types import BrokerId
 from kio.static.primitive import i32
 
+from samsa.broker import leadership
 from samsa.broker.context import RequestContext
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE
@@ -25,18 +26,16 @@ GROUP, TRANSACTION = 0, 1
 
 
 def _lookup(ctx: RequestContext, key: str, key_type: int) -> v4.Coordinator:
-    config = ctx.broker.config
     if key_type == TRANSACTION:
         return _error(key, ErrorCode.invalid_request, "samsa does not support transactions")
     if key_type != GROUP:
         message = f"unsupported coordinator key type {key_type}"
         return _error(key, ErrorCode.invalid_request, message)
-    code = ctx.broker.groups.coordinator_error(key)
-    if code:
-        return _error(key, ErrorCode(code), None)
-    return v4.Coordinator(key=key, node_id=BrokerId(config.node_id), host=config.advertised_host,
-                          port=i32(config.advertised_port), error_code=ErrorCode.none,
-                          error_message=None)
+    code, node = leadership.coordinator(ctx.broker, key)
+    if code or node is None:
+        return _error(key, code, None)
+    return v4.Coordinator(key=key, node_id=BrokerId(node.node_id), host=node.host,
+                          port=i32(node.port), error_code=ErrorCode.none, error_message=None)
 
 
 def _error(key: str, code: ErrorCode, message: str | None) -> v4.Coordinator:

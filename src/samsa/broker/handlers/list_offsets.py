@@ -12,6 +12,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from samsa.broker import leadership
 from samsa.broker.context import RequestContext
 from samsa.protocol.api_keys import ApiKey
 
@@ -27,6 +28,10 @@ def _lookup(ctx: RequestContext, topic: str, partition: int, ts: int) -> dict[st
     part = ctx.broker.topics.partition(topic, partition)
     if part is None:
         out["error_code"] = ErrorCode.unknown_topic_or_partition
+        return out
+    code = leadership.leader_error(ctx.broker, part)
+    if code != ErrorCode.none:
+        out["error_code"] = code
         return out
     log = part.log
     if ts == EARLIEST:

@@ -14,6 +14,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from samsa.broker import leadership
 from samsa.broker.clock import now_ms
 from samsa.broker.context import RequestContext
 from samsa.broker.topics import Topic, TopicError, validate_topic_name
@@ -26,7 +27,7 @@ _ZERO_UUID = uuid.UUID(int=0)
 
 
 def topic_entry(ctx: RequestContext, topic: Topic) -> dict[str, Any]:
-    node = ctx.broker.config.node_id
+    leaders = [leadership.leader(ctx.broker, p) for p in topic.partitions]
     return {
         "error_code": ErrorCode.none,
         "name": topic.name,
@@ -34,15 +35,15 @@ def topic_entry(ctx: RequestContext, topic: Topic) -> dict[str, Any]:
         "is_internal": topic.internal,
         "partitions": [
             {
-                "error_code": ErrorCode.none,
+                "error_code": ErrorCode.none if node >= 0 else ErrorCode.leader_not_available,
                 "partition_index": p.index,
                 "leader_id": node,
-                "leader_epoch": 0,
-                "replica_nodes": [node],
-                "isr_nodes": [node],
+                "leader_epoch": epoch,
+                "replica_nodes": [node] if node >= 0 else [],
+                "isr_nodes": [node] if node >= 0 else [],
                 "offline_replicas": [],
             }
-            for p in topic.partitions
+            for p, (node, epoch) in zip(topic.partitions, leaders, strict=True)
         ],
         "topic_authorized_operations": -2147483648,
     }
@@ -81,13 +82,13 @@ async def handle(ctx: RequestContext) -> Any:
     else:
         for name, tid in requested:
             entries.append(_lookup(ctx, name, tid, allow_create))
-    brokers = [{"node_id": broker.config.node_id, "host": broker.config.advertised_host,
-                "port": broker.config.advertised_port, "rack": broker.config.rack}]
+    brokers = [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack}
+               for n in leadership.brokers(broker)]
     return ctx.respond(
         throttle_time=0,
         brokers=brokers,
         cluster_id=str(broker.config["cluster.id"]),
-        controller_id=broker.config.node_id,
+        controller_id=leadership.controller_id(broker),
         topics=entries,
         cluster_authorized_operations=-2147483648,
     )

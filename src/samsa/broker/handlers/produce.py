@@ -99,9 +99,10 @@ async def handle(ctx: RequestContext) -> Any:
     if acks == -1 and to_sync:
         try:
             await asyncio.gather(*(ctx.broker.flusher.sync(p, end) for p, end in to_sync))
-        except OSError:
+        except OSError as exc:  # a cluster node's lease moved: NOT_LEADER_OR_FOLLOWER
+            code = ErrorCode(getattr(exc, "error_code", ErrorCode.kafka_storage_error))
             for topic in topics:
                 for r in topic["partition_responses"]:
                     if r["error_code"] == ErrorCode.none:
-                        r["error_code"] = ErrorCode.kafka_storage_error
+                        r["error_code"] = code
     return ctx.respond(responses=topics, throttle_time=0)

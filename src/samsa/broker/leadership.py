@@ -1,0 +1,77 @@
+"""Who leads what, for the handlers: this node alone (embedded) or the cluster's leases.
+
+A single node leads every partition at epoch 0 and coordinates every group. A cluster node
+answers from its last lease read (:class:`samsa.cluster.node.ClusterNode`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from samsa.broker.partition import Partition
+from samsa.broker.topics import OFFSETS_TOPIC
+from samsa.cluster.node import NodeInfo
+from samsa.storage.pg.log import PgPartitionLog
+
+if TYPE_CHECKING:
+    from samsa.broker.server import Broker
+
+
+def brokers(broker: Broker) -> list[NodeInfo]:
+    """The live nodes (this one alone without a cluster)."""
+    if broker.cluster is not None:
+        return broker.cluster.live_nodes()
+    config = broker.config
+    return [NodeInfo(config.node_id, config.advertised_host, config.advertised_port,
+                     config.rack)]
+
+
+def controller_id(broker: Broker) -> int:
+    """The lowest live node id stands in for Kafka's controller."""
+    return min(n.node_id for n in brokers(broker))
+
+
+def leader(broker: Broker, part: Partition) -> tuple[int, int]:
+    """(leader node id or -1 when none is live, leader epoch)."""
+    plog = part.log
+    if broker.cluster is None or not isinstance(plog, PgPartitionLog):
+        return broker.config.node_id, 0
+    return broker.cluster.leader(plog.pid)
+
+
+def leader_error(broker: Broker, part: Partition, current_leader_epoch: int = -1) -> ErrorCode:
+    """NOT_LEADER_OR_FOLLOWER on a node that does not lead ``part``; with the client's
+    ``current_leader_epoch`` (-1: unknown), FENCED_LEADER_EPOCH when it is older than the
+    leader's and UNKNOWN_LEADER_EPOCH when newer."""
+    plog = part.log
+    if not isinstance(plog, PgPartitionLog):
+        return ErrorCode.none
+    epoch = plog.epoch
+    if epoch is None:
+        return ErrorCode.not_leader_or_follower
+    if current_leader_epoch >= 0:
+        if current_leader_epoch < epoch:
+            return ErrorCode.fenced_leader_epoch
+        if current_leader_epoch > epoch:
+            return ErrorCode.unknown_leader_epoch
+    return ErrorCode.none
+
+
+def coordinator(broker: Broker, group_id: str) -> tuple[ErrorCode, NodeInfo | None]:
+    """FindCoordinator: the node owning the group's shard. A single node answers from its
+    shard's state; a cluster node names the shard's lease holder, COORDINATOR_NOT_AVAILABLE
+    while no live node holds it."""
+    nodes = {n.node_id: n for n in brokers(broker)}
+    if broker.cluster is None:
+        code = ErrorCode(broker.groups.coordinator_error(group_id))
+        return code, (nodes[broker.config.node_id] if code == ErrorCode.none else None)
+    topic = broker.topics.get(OFFSETS_TOPIC)
+    index = broker.groups.partition_for(group_id)
+    if topic is None or index >= len(topic.partitions):
+        return ErrorCode.coordinator_not_available, None
+    node, _ = leader(broker, topic.partitions[index])
+    if node < 0 or node not in nodes:
+        return ErrorCode.coordinator_not_available, None
+    return ErrorCode.none, nodes[node]

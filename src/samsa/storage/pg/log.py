@@ -1,0 +1,506 @@
+"""A partition log stored in PostgreSQL, written only by the node holding its lease.
+
+The leader assigns offsets in memory (it is the only writer while its lease holds) and
+hands the batches to the engine's :class:`Writer`, which commits the pending batches of all
+partitions in one statement per round (group commit). That statement updates each written
+partition's lease row only where this node still owns it at the epoch it wrote with, and
+inserts only those partitions' batches: a node that lost a lease (paused past its TTL,
+then resumed) can never append. Batches become visible to readers (``log_end_offset``, the
+high watermark) once committed; acks=all waits for that (:meth:`wait_durable`).
+
+Readers are served from memory: the committed tail (what this leader wrote) and a window
+loaded from the database on demand. A read that misses starts a load and returns nothing;
+the fetch long-poll is woken (``on_data``) once the load lands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from samsa.log import AppendInfo, LogConfig, LogError, OffsetOutOfRange
+from samsa.log.compaction import CleanPolicy, KeyMap, add_to_key_map, clean_batch
+from samsa.log.errors import MessageTooLarge
+from samsa.log.producer_state import BatchMetadata, ProducerStateManager
+from samsa.log.records import RecordDecodeError, read_records
+from samsa.protocol.batch import (
+    BatchHeader,
+    header_from_bytes,
+    parse_header,
+    patch_log_append_time,
+    split_batches,
+)
+from samsa.protocol.records import decode_batches
+from samsa.storage.pg import schema
+
+if TYPE_CHECKING:
+    from samsa.storage.pg.engine import PgEngine
+
+log = logging.getLogger("samsa.storage.pg")
+
+NOT_LEADER_OR_FOLLOWER = 6
+_BASE = struct.Struct(">q")
+TAIL_BYTES = 16 << 20
+"""Committed batches kept in memory per partition for readers at the tail."""
+LOAD_BYTES = 4 << 20
+"""Bytes loaded per read that misses the memory."""
+
+
+class NotLeader(LogError):
+    """This node does not (or no longer) hold the partition's lease."""
+
+    error_code = NOT_LEADER_OR_FOLLOWER
+
+
+class LeaseLost(OSError):
+    """Pending writes were refused: the lease moved (``error_code`` for the answer)."""
+
+    error_code = NOT_LEADER_OR_FOLLOWER
+
+
+@dataclass(slots=True)
+class Batch:
+    base_offset: int
+    next_offset: int
+    max_ts: int
+    producer_id: int
+    data: bytes
+
+
+class PgPartitionLog:
+    """The :class:`~samsa.storage.PartitionStore` of one partition in PostgreSQL."""
+
+    def __init__(self, engine: PgEngine, pid: int, topic: str, index: int,
+                 config: LogConfig) -> None:
+        self.engine = engine
+        self.pid = pid
+        self.topic = topic
+        self.index = index
+        self.config = config
+        self.producers = ProducerStateManager()
+        self.epoch: int | None = None
+        """The lease epoch this node writes with; None when it is not the leader."""
+        self.accepting = False
+        self.on_data: Callable[[], None] = _nothing
+        self._start = 0
+        self._next = 0
+        self._committed = 0
+        self._pending: list[Batch] = []
+        self._tail: list[Batch] = []
+        self._tail_bases: list[int] = []
+        self._tail_bytes = 0
+        self._window: list[Batch] = []
+        self._window_bases: list[int] = []
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._loading: asyncio.Task[None] | None = None
+        self._busy: asyncio.Task[None] | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"PgPartitionLog({self.topic}-{self.index}, epoch={self.epoch})"
+
+    # -- leadership -------------------------------------------------------------------
+    @property
+    def is_leader(self) -> bool:
+        return self.epoch is not None
+
+    async def become_leader(self, epoch: int, log_start: int, log_end: int) -> None:
+        """Start leading at ``epoch``: producer state is rebuilt from the stored batches."""
+        self.lose()
+        rows = await self.engine.db.run(
+            lambda pool: pool.fetch(schema.PRODUCER_HEADERS, self.pid, log_start))
+        producers = ProducerStateManager()
+        for row in rows:
+            header = replace(header_from_bytes(row["header"], 0), base_offset=row["base_offset"])
+            producers.replay(header)
+        self.producers = producers
+        self._start, self._next, self._committed = log_start, log_end, log_end
+        self.epoch = epoch
+        self.accepting = True
+        self.on_data()
+
+    def lose(self) -> None:
+        """Stop leading: pending writes are dropped and their waiters told so."""
+        self.epoch = None
+        self.accepting = False
+        self._pending = []
+        self._clear_cache()
+        self.producers = ProducerStateManager()
+        waiters, self._waiters = self._waiters, []
+        for _, fut in waiters:
+            if not fut.done():
+                fut.set_exception(LeaseLost(f"{self.topic}-{self.index}: lease lost"))
+        self.on_data()
+
+    async def drain(self) -> None:
+        """Refuse new appends and wait until every accepted one is committed (hand-off)."""
+        self.accepting = False
+        await self.wait_durable(self._next)
+
+    # -- the store interface ----------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._start
+
+    @property
+    def log_end_offset(self) -> int:
+        """The high watermark: the end of what is committed in the database."""
+        return self._committed
+
+    @property
+    def flushed_offset(self) -> int:
+        return self._committed
+
+    @property
+    def size_bytes(self) -> int:
+        return self._tail_bytes
+
+    def reconfigure(self, config: LogConfig) -> None:
+        self.config = config
+
+    def append(self, records: bytes, now_ms: int,
+               headers: list[BatchHeader] | None = None) -> AppendInfo:
+        """Assign offsets and queue the batches for the next commit (see module doc)."""
+        if not self.accepting or self.epoch is None:
+            raise NotLeader(f"this node does not lead {self.topic}-{self.index}")
+        if headers is None:
+            headers = split_batches(records)
+        cfg = self.config
+        for h in headers:
+            if h.size > cfg.max_message_bytes:
+                raise MessageTooLarge(
+                    f"batch of {h.size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
+        buf: bytes | bytearray = records
+        if cfg.log_append_time:
+            buf = bytearray(records)
+            for h in headers:
+                patch_log_append_time(buf, h.position, now_ms)
+            headers = [parse_header(buf, h.position) for h in headers]
+        offset = self._next
+        assigned: list[BatchHeader] = []
+        for h in headers:
+            assigned.append(replace(h, base_offset=offset))
+            offset += h.last_offset_delta + 1
+        duplicate, staged = self.producers.check(assigned)
+        if duplicate is not None:
+            return self._duplicate_info(duplicate)
+        view = memoryview(buf)
+        for h in assigned:
+            data = _BASE.pack(h.base_offset) + view[h.position + 8:h.end]
+            self._pending.append(Batch(h.base_offset, h.next_offset, h.max_timestamp,
+                                       h.producer_id, data))
+        self.producers.commit(staged)
+        self._next = offset
+        self.engine.writer.kick(self)
+        return AppendInfo(assigned[0].base_offset, assigned[-1].last_offset,
+                          now_ms if cfg.log_append_time else -1, self._start)
+
+    def _duplicate_info(self, meta: BatchMetadata) -> AppendInfo:
+        ts = meta.timestamp if self.config.log_append_time else -1
+        return AppendInfo(meta.base_offset, meta.last_offset, ts, self._start, duplicate=True)
+
+    async def wait_durable(self, offset: int) -> None:
+        """Return once every offset below ``offset`` is committed; LeaseLost if it never
+        will be (the lease moved)."""
+        if self._committed >= offset:
+            return
+        if self.epoch is None:
+            raise LeaseLost(f"{self.topic}-{self.index}: not the leader")
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((offset, fut))
+        await fut
+
+    def flush(self, *, checkpoint: bool = False) -> int:
+        return self._committed
+
+    def close(self) -> None:
+        self._closed = True
+        self.lose()
+        for task in (self._loading, self._busy):
+            if task is not None:
+                task.cancel()
+
+    # -- the writer's side ----------------------------------------------------------------
+    def take_pending(self) -> tuple[int, list[Batch]] | None:
+        """The batches to commit now and the epoch they are written under."""
+        if not self._pending or self.epoch is None:
+            return None
+        batches, self._pending = self._pending, []
+        return self.epoch, batches
+
+    def committed(self, epoch: int, batches: list[Batch]) -> None:
+        """The writer committed ``batches`` under ``epoch``."""
+        if epoch != self.epoch or not batches:
+            return
+        end = batches[-1].next_offset
+        if end <= self._committed:
+            return
+        self._committed = end
+        for b in batches:
+            self._tail.append(b)
+            self._tail_bases.append(b.base_offset)
+            self._tail_bytes += len(b.data)
+        drop = 0
+        while self._tail_bytes > TAIL_BYTES and drop < len(self._tail) - 1:
+            self._tail_bytes -= len(self._tail[drop].data)
+            drop += 1
+        if drop:
+            del self._tail[:drop]
+            del self._tail_bases[:drop]
+        keep = []
+        for offset, fut in self._waiters:
+            if offset <= end:
+                if not fut.done():
+                    fut.set_result(None)
+            else:
+                keep.append((offset, fut))
+        self._waiters = keep
+        self.on_data()
+
+    # -- reading ------------------------------------------------------------------------
+    def read(self, offset: int, max_bytes: int) -> bytes | memoryview:
+        """Whole committed batches from the one holding ``offset`` (at least one); b"" when
+        they are not in memory yet (a load starts and wakes fetches when done)."""
+        if self.epoch is None:
+            return b""
+        if offset < self._start or offset > self._committed:
+            raise OffsetOutOfRange(f"offset {offset} not in [{self._start}, {self._committed}]")
+        if offset == self._committed:
+            return b""
+        for bases, batches in ((self._tail_bases, self._tail),
+                               (self._window_bases, self._window)):
+            data = _take(bases, batches, offset, max_bytes, self._committed)
+            if data is not None:
+                return data
+        self._load(offset)
+        return b""
+
+    def _load(self, offset: int) -> None:
+        if self._loading is not None and not self._loading.done():
+            return
+        self._loading = asyncio.get_running_loop().create_task(self._load_from(offset))
+
+    async def _load_from(self, offset: int) -> None:
+        epoch, end = self.epoch, self._committed
+        try:
+            rows = await self.engine.db.run(
+                lambda pool: pool.fetch(schema.READ, self.pid, offset, end, LOAD_BYTES))
+        except Exception:
+            log.exception("reading %s-%d failed", self.topic, self.index)
+            return
+        if epoch != self.epoch:
+            return
+        self._window = [Batch(r["base_offset"], r["last_offset"] + 1, 0, -1, r["data"])
+                        for r in rows]
+        self._window_bases = [b.base_offset for b in self._window]
+        self.on_data()
+
+    def _clear_cache(self) -> None:
+        self._tail, self._tail_bases, self._tail_bytes = [], [], 0
+        self._window, self._window_bases = [], []
+
+    async def read_all(self) -> list[bytes]:
+        """Every committed batch in order (replaying a coordinator shard)."""
+        out: list[bytes] = []
+        offset, end = self._start, self._committed
+        while offset < end:
+            rows = await self.engine.db.run(_reader(self.pid, offset, end))
+            if not rows:
+                break
+            out.extend(r["data"] for r in rows)
+            offset = rows[-1]["last_offset"] + 1
+        return out
+
+    # -- timestamps ---------------------------------------------------------------------
+    def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int] | None:
+        row = self.engine.db.run_sync(lambda pool: pool.fetchrow(
+            "SELECT data FROM samsa_batches WHERE pid = $1 AND max_ts >= $2 "
+            "AND last_offset >= $3 AND base_offset < $4 ORDER BY base_offset LIMIT 1",
+            self.pid, ts_ms, self._start, self._committed))
+        if row is None:
+            return None
+        data = bytes(row["data"])
+        header = parse_header(data)
+        fallback = (max(header.base_offset, self._start), header.max_timestamp)
+        if header.timestamp_type == 1:
+            return fallback
+        try:
+            _, records = read_records(data, header)
+        except RecordDecodeError:
+            return fallback
+        for record in records:
+            ts = header.base_timestamp + record.timestamp_delta
+            offset = header.base_offset + record.offset_delta
+            if ts >= ts_ms and offset >= self._start:
+                return offset, ts
+        return fallback
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        top = self.engine.db.run_sync(lambda pool: pool.fetchval(
+            "SELECT max(max_ts) FROM samsa_batches WHERE pid = $1 AND last_offset >= $2 "
+            "AND base_offset < $3", self.pid, self._start, self._committed))
+        return None if top is None or top < 0 else self.offset_for_timestamp(int(top))
+
+    # -- retention and compaction (background, leader only) -----------------------------
+    def apply_retention(self, now_ms: int) -> int:
+        """Start moving the log start past batches out of retention; returns 0 (the
+        deletion happens in the database, in the background)."""
+        if self.epoch is not None and self.config.delete and self._idle():
+            self._busy = asyncio.get_running_loop().create_task(self._retain(now_ms))
+        return 0
+
+    def plan_compaction(self, now_ms: int) -> None:
+        """Start a compaction pass in the background; nothing for the local cleaner."""
+        if self.epoch is not None and self.config.compact and self._idle():
+            self._busy = asyncio.get_running_loop().create_task(self._compact(now_ms))
+
+    def _idle(self) -> bool:
+        return self._busy is None or self._busy.done()
+
+    async def _retain(self, now_ms: int) -> None:
+        cfg, epoch, end = self.config, self.epoch, self._committed
+        if epoch is None:
+            return
+
+        async def job(pool: Any) -> int | None:
+            start = self._start
+            if cfg.retention_ms >= 0:
+                keep = await pool.fetchval(
+                    "SELECT min(base_offset) FROM samsa_batches WHERE pid = $1 "
+                    "AND base_offset < $3 AND max_ts >= $2", self.pid, now_ms - cfg.retention_ms,
+                    end)
+                start = max(start, end if keep is None else int(keep))
+            if cfg.retention_bytes >= 0:
+                keep = await pool.fetchval(
+                    "SELECT min(base_offset) FROM (SELECT base_offset, sum(size) OVER "
+                    "(ORDER BY base_offset DESC) AS suffix FROM samsa_batches WHERE pid = $1 "
+                    "AND base_offset < $3) s WHERE suffix <= $2", self.pid, cfg.retention_bytes,
+                    end)
+                start = max(start, end if keep is None else int(keep))
+            if start <= self._start:
+                return None
+            new = await pool.fetchval(schema.SET_LOG_START, self.pid, self.engine.node_id,
+                                      epoch, start)
+            return None if new is None else int(new)
+
+        try:
+            new_start = await self.engine.db.run(job)
+        except Exception:
+            log.exception("retention of %s-%d failed", self.topic, self.index)
+            return
+        if new_start is not None and epoch == self.epoch and new_start > self._start:
+            self._start = new_start
+            self.producers.remove_before(new_start)
+            self._window, self._window_bases = [], []
+
+    async def _compact(self, now_ms: int) -> None:
+        """Keep the latest record of each key in every batch but the last (see
+        :mod:`samsa.log.compaction`), rewriting batches in place under the lease."""
+        epoch = self.epoch
+        if epoch is None:
+            return
+        batches: list[tuple[BatchHeader, bytes]] = []
+        try:
+            for data in await self.read_all():
+                blob = bytes(data)
+                batches.append((parse_header(blob), blob))
+        except Exception:
+            log.exception("reading %s-%d for compaction failed", self.topic, self.index)
+            return
+        if len(batches) < 2 or epoch != self.epoch:
+            return
+        key_map: KeyMap = {}
+        for header, blob in batches:
+            add_to_key_map(key_map, header, blob)
+        policy = CleanPolicy(key_map, now_ms - self.config.delete_retention_ms)
+        horizon = now_ms - self.config.min_compaction_lag_ms
+        updates: list[tuple[int, bytes]] = []
+        deletes: list[int] = []
+        for header, blob in batches[:-1]:
+            if header.max_timestamp > horizon:
+                break
+            cleaned = clean_batch(header, blob, policy)
+            if cleaned is None:
+                deletes.append(header.base_offset)
+            elif cleaned is not blob:
+                updates.append((header.base_offset, cleaned))
+        if not updates and not deletes:
+            return
+
+        async def job(pool: Any) -> bool:
+            async with pool.acquire() as conn, conn.transaction():
+                held = await conn.fetchval(
+                    "SELECT 1 FROM samsa_partitions WHERE pid = $1 AND owner = $2 "
+                    "AND epoch = $3 FOR SHARE", self.pid, self.engine.node_id, epoch)
+                if held is None:
+                    return False
+                await conn.execute("DELETE FROM samsa_batches WHERE pid = $1 AND "
+                                   "base_offset = ANY($2::bigint[])", self.pid, deletes)
+                await conn.executemany(
+                    "UPDATE samsa_batches SET data = $3, size = $4 WHERE pid = $1 "
+                    "AND base_offset = $2", [(self.pid, b, d, len(d)) for b, d in updates])
+                return True
+
+        try:
+            await self.engine.db.run(job)
+        except Exception:
+            log.exception("compaction of %s-%d failed", self.topic, self.index)
+            return
+        if epoch == self.epoch:
+            self._clear_cache()
+
+
+def _take(bases: list[int], batches: list[Batch], offset: int, max_bytes: int,
+          end: int) -> bytes | None:
+    """Batches of ``batches`` from the one holding ``offset`` (or the next one), up to
+    ``max_bytes`` but at least one; None when ``offset`` is not covered."""
+    if not bases or offset < bases[0]:
+        return None
+    i = bisect_right(bases, offset) - 1
+    while i < len(batches) and batches[i].next_offset <= offset:
+        i += 1
+    if i >= len(batches) or batches[i].base_offset >= end:
+        return None
+    first = batches[i].data
+    size = len(first)
+    parts = [first]
+    i += 1
+    while i < len(batches) and batches[i].base_offset < end:
+        data = batches[i].data
+        if size + len(data) > max_bytes:
+            break
+        parts.append(data)
+        size += len(data)
+        i += 1
+    return first if len(parts) == 1 else b"".join(parts)
+
+
+def records_of(batches: list[bytes]) -> list[tuple[bytes, bytes | None]]:
+    """The keyed (key, value) records of ``batches`` in order (replaying a shard)."""
+    out: list[tuple[bytes, bytes | None]] = []
+    for data in batches:
+        for batch in decode_batches(bytes(data)):
+            if not batch.is_control:
+                out.extend((key, value) for _, _, key, value, _ in batch.records
+                           if key is not None)
+    return out
+
+
+def _reader(pid: int, offset: int, end: int) -> Any:
+    async def job(pool: Any) -> Any:
+        return await pool.fetch(schema.READ, pid, offset, end, LOAD_BYTES)
+
+    return job
+
+
+def _nothing() -> None:
+    pass

@@ -1,0 +1,125 @@
+"""Tables of the PostgreSQL engine (created on first start; every name starts with samsa_).
+
+* ``samsa_meta``: counters (``topics_version`` bumped on every topic change, so nodes know
+  when to re-read topics; ``producer_id`` the next block of producer ids).
+* ``samsa_nodes``: the node registry: id, advertised address, rack, and ``expires_at``, the
+  node's lease, renewed by the node. A node is live while ``expires_at > now()`` (the
+  database's clock, so node clocks never matter).
+* ``samsa_topics``: name, id, config overrides.
+* ``samsa_partitions``: one row per partition (``__consumer_offsets`` partitions are the
+  coordinator shards): log start and end offsets, and the lease: ``owner`` (a node id or
+  NULL) and ``epoch``, bumped on every change of hands. It is also the leader epoch.
+* ``samsa_batches``: the log: one row per record batch exactly as it arrived on the wire
+  (base offset patched), with its base and last offsets, max timestamp and producer fields.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+DDL = """
+CREATE TABLE IF NOT EXISTS samsa_meta (
+    k text PRIMARY KEY,
+    v bigint NOT NULL
+);
+INSERT INTO samsa_meta VALUES ('topics_version', 0), ('producer_id', 0)
+    ON CONFLICT DO NOTHING;
+CREATE TABLE IF NOT EXISTS samsa_nodes (
+    id integer PRIMARY KEY,
+    host text NOT NULL,
+    port integer NOT NULL,
+    rack text,
+    incarnation uuid NOT NULL,
+    started_at timestamptz NOT NULL DEFAULT now(),
+    expires_at timestamptz NOT NULL
+);
+CREATE TABLE IF NOT EXISTS samsa_topics (
+    name text PRIMARY KEY,
+    id uuid NOT NULL UNIQUE,
+    configs jsonb NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS samsa_partitions (
+    pid bigserial PRIMARY KEY,
+    topic text NOT NULL REFERENCES samsa_topics(name) ON DELETE CASCADE,
+    idx integer NOT NULL,
+    log_start bigint NOT NULL DEFAULT 0,
+    log_end bigint NOT NULL DEFAULT 0,
+    owner integer,
+    epoch integer NOT NULL DEFAULT 0,
+    UNIQUE (topic, idx)
+);
+CREATE TABLE IF NOT EXISTS samsa_batches (
+    pid bigint NOT NULL,
+    base_offset bigint NOT NULL,
+    last_offset bigint NOT NULL,
+    max_ts bigint NOT NULL,
+    producer_id bigint NOT NULL,
+    size integer NOT NULL,
+    data bytea NOT NULL,
+    PRIMARY KEY (pid, base_offset)
+);
+ALTER TABLE samsa_batches ALTER COLUMN data SET STORAGE EXTERNAL;
+CREATE INDEX IF NOT EXISTS samsa_batches_producers ON samsa_batches (pid, producer_id, base_offset)
+    WHERE producer_id >= 0;
+"""
+
+#: One statement, one transaction: the lease rows of the written partitions are updated
+#: (new log end) only where this node still owns them at the epoch it wrote with, and only
+#: those partitions' batches are inserted. Returns the partitions written.
+APPEND = """
+WITH ok AS (
+    UPDATE samsa_partitions p SET log_end = greatest(p.log_end, v.log_end)
+    FROM unnest($2::bigint[], $3::integer[], $4::bigint[]) AS v(pid, epoch, log_end)
+    WHERE p.pid = v.pid AND p.owner = $1 AND p.epoch = v.epoch
+    RETURNING p.pid
+), ins AS (
+    INSERT INTO samsa_batches (pid, base_offset, last_offset, max_ts, producer_id, size, data)
+    SELECT b.pid, b.base_offset, b.last_offset, b.max_ts, b.producer_id, b.size, b.data
+    FROM unnest($5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[],
+                $10::integer[], $11::bytea[])
+         AS b(pid, base_offset, last_offset, max_ts, producer_id, size, data)
+    WHERE b.pid IN (SELECT pid FROM ok)
+)
+SELECT pid FROM ok
+"""
+
+#: Whole batches from the one holding $2, below $3, about $4 bytes (at least one batch).
+READ = """
+SELECT base_offset, last_offset, data FROM (
+    SELECT base_offset, last_offset, data,
+           sum(size) OVER (ORDER BY base_offset) - size AS before
+    FROM samsa_batches
+    WHERE pid = $1 AND last_offset >= $2 AND base_offset < $3
+      AND base_offset >= coalesce((SELECT max(base_offset) FROM samsa_batches
+                                   WHERE pid = $1 AND base_offset <= $2), 0)
+    ORDER BY base_offset LIMIT 4096
+) s WHERE before < $4
+"""
+
+#: The headers of the last five batches of every producer (rebuilding producer state).
+PRODUCER_HEADERS = """
+SELECT base_offset, substring(data from 1 for 61) AS header FROM (
+    SELECT base_offset, data,
+           row_number() OVER (PARTITION BY producer_id ORDER BY base_offset DESC) AS rn
+    FROM samsa_batches WHERE pid = $1 AND producer_id >= 0 AND base_offset >= $2
+) s WHERE rn <= 5 ORDER BY base_offset
+"""
+
+#: Moves the log start offset (retention, DeleteRecords) under the writer's lease.
+SET_LOG_START = """
+WITH ok AS (
+    UPDATE samsa_partitions SET log_start = greatest(log_start, $4)
+    WHERE pid = $1 AND owner = $2 AND epoch = $3 RETURNING pid, log_start
+), gone AS (
+    DELETE FROM samsa_batches WHERE pid IN (SELECT pid FROM ok)
+        AND last_offset < (SELECT log_start FROM ok)
+)
+SELECT log_start FROM ok
+"""
+
+
+async def create_schema(pool: Any) -> None:
+    # One node at a time: concurrent CREATE TABLE IF NOT EXISTS can still collide.
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(7316001)")
+        await conn.execute(DDL)
