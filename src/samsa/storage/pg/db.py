@@ -65,6 +65,8 @@ class Database:
                 pool.terminate()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout)
+        if not self._thread.is_alive():
+            self._loop.close()
 
 
 async def _call(job: Job[T], pool: Any) -> T:
