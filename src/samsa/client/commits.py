@@ -20,7 +20,7 @@ from samsa import TopicPartition
 from samsa.client.discovery import CoordinatorDiscovery
 from samsa.client.errors import CommitFailedError, KafkaError, KafkaTimeoutError, error_for
 from samsa.client.future import Future
-from samsa.client.member import MemberContext
+from samsa.client.member import GroupContext
 from samsa.client.membership import NO_GENERATION, NO_MEMBER_ID
 from samsa.client.net import ApiKey
 
@@ -60,7 +60,7 @@ class OffsetAndMetadata(tuple[int, str]):
 class OffsetCommitter:
     """Commits and fetches offsets for the member's group."""
 
-    def __init__(self, member: MemberContext, discovery: CoordinatorDiscovery, *,
+    def __init__(self, member: GroupContext, discovery: CoordinatorDiscovery, *,
                  auto_commit: bool, auto_commit_interval_ms: int) -> None:
         self.member = member
         self.discovery = discovery

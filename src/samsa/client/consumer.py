@@ -13,6 +13,7 @@ from typing import Any
 from samsa import TopicPartition
 from samsa.assignors import Assignor, RebalanceProtocol, resolve_assignor
 from samsa.client.clock import SYSTEM_CLOCK, Clock
+from samsa.client.consumer_group import ConsumerProtocolCoordinator, check_group_protocol
 from samsa.client.coordinator import ConsumerCoordinator, MemberStatus, OffsetAndMetadata
 from samsa.client.errors import (
     IllegalStateError,
@@ -33,11 +34,15 @@ __all__ = ["Consumer", "ConsumerRebalanceListener"]
 
 _ids = itertools.count(1)
 
+GroupCoordinator = ConsumerCoordinator | ConsumerProtocolCoordinator
+
 DEFAULTS: dict[str, Any] = {
     "bootstrap_servers": "localhost:9092",
     "client_id": None,
     "group_id": None,
     "group_instance_id": None,
+    "group_protocol": "classic",
+    "group_remote_assignor": None,
     "partition_assignment_strategy": ("range", "cooperative-sticky"),
     "client_rack": None,
     "auto_offset_reset": "latest",
@@ -85,7 +90,8 @@ class Consumer:
         unknown = set(configs) - set(DEFAULTS)
         if unknown:
             raise TypeError(f"unknown consumer config {sorted(unknown)}")
-        self.config = {**DEFAULTS, **configs}
+        protocol = check_group_protocol(configs)
+        self.config = {**DEFAULTS, **configs, "group_protocol": protocol}
         c = self.config
         if c["auto_offset_reset"] not in ("earliest", "latest", "none"):
             raise ValueError("auto_offset_reset must be earliest, latest or none")
@@ -111,8 +117,19 @@ class Consumer:
                                            for a in c["partition_assignment_strategy"]]
         cooperative = all(RebalanceProtocol.COOPERATIVE in a.supported_protocols
                           for a in self._assignors)
-        self._coordinator: ConsumerCoordinator | None = None
-        if c["group_id"] is not None:
+        self._coordinator: GroupCoordinator | None = None
+        if c["group_id"] is not None and protocol == "consumer":
+            self._coordinator = ConsumerProtocolCoordinator(
+                self._metadata, self._subs, group_id=c["group_id"],
+                group_instance_id=c["group_instance_id"],
+                rebalance_timeout_ms=c["max_poll_interval_ms"],
+                server_assignor=c["group_remote_assignor"], rack=c["client_rack"],
+                retry_backoff_ms=c["retry_backoff_ms"], client_id=self.client_id,
+                auto_commit=bool(c["enable_auto_commit"]),
+                auto_commit_interval_ms=c["auto_commit_interval_ms"],
+                wakeup_flag=self._take_wakeup, on_assignment_changed=self._fetcher.clear,
+                clock=clock)
+        elif c["group_id"] is not None:
             self._coordinator = ConsumerCoordinator(
                 self._metadata, self._subs,
                 MembershipConfig(
@@ -380,7 +397,7 @@ class Consumer:
 
     # ---- commits ------------------------------------------------------------------------
 
-    def _group(self) -> ConsumerCoordinator:
+    def _group(self) -> GroupCoordinator:
         if self._coordinator is None:
             raise IllegalStateError("offset commits need a group_id")
         return self._coordinator
@@ -469,7 +486,8 @@ class Consumer:
 
     @property
     def member_state(self) -> str:
-        """UNJOINED, REBALANCING or STABLE (for tools and tests)."""
+        """UNJOINED, REBALANCING or STABLE (for tools and tests); with
+        ``group_protocol="consumer"`` Kafka's member states (JOINING, RECONCILING, STABLE...)."""
         return "UNJOINED" if self._coordinator is None else self._coordinator.state
 
     @property

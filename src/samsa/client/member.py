@@ -11,19 +11,20 @@ wait on the network or run user callbacks.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 from samsa.client.clock import Clock
 from samsa.client.errors import KafkaTimeoutError, WakeupError, error_for
 from samsa.client.future import Future
-from samsa.client.membership import Membership, MembershipConfig, SendLeaveGroup
+from samsa.client.membership import Membership, MembershipConfig, RaiseError, SendLeaveGroup
 from samsa.client.metadata import Metadata
-from samsa.client.net import ApiKey
+from samsa.client.net import ApiKey, NetworkClient
 from samsa.client.subscription import SubscriptionState
 
-__all__ = ["MemberContext", "MemberStatus"]
+__all__ = ["GroupContext", "GroupMachine", "MemberContext", "MemberStatus"]
 
 T = TypeVar("T")
 
@@ -47,6 +48,62 @@ class MemberStatus:
     heartbeat_thread_alive: bool
     history: tuple[str, ...]
     """The machine's recent log lines, oldest first."""
+
+
+class GroupMachine(Protocol):
+    """What discovery and commits use of a member's machine: the classic
+    :class:`~samsa.client.membership.Membership` or the consumer protocol's
+    :class:`~samsa.client.consumer_membership.ConsumerMembership`."""
+
+    @property
+    def coordinator(self) -> int | None: ...
+    @property
+    def retry_at(self) -> float: ...
+    @property
+    def fatal(self) -> RaiseError | None: ...
+    def coordinator_found(self, node: int, now: float) -> None: ...
+    def coordinator_lookup_failed(self, code: int, now: float,
+                                  reason: str = "") -> Sequence[object]: ...
+    def coordinator_dead(self, reason: str, now: float) -> None: ...
+    def commit_identity(self) -> tuple[int, str] | None: ...
+    def on_commit_error(self, code: int, now: float, generation: int) -> Sequence[object]: ...
+
+
+class GroupConfig(Protocol):
+    @property
+    def group_id(self) -> str: ...
+    @property
+    def group_instance_id(self) -> str | None: ...
+    @property
+    def retry_backoff_ms(self) -> int: ...
+
+
+class GroupContext(Protocol):
+    """What discovery and commits use of a member's context (:class:`MemberContext` or the
+    consumer protocol's)."""
+
+    @property
+    def machine(self) -> GroupMachine: ...
+    @property
+    def config(self) -> GroupConfig: ...
+    @property
+    def lock(self) -> AbstractContextManager[Any]: ...
+    @property
+    def metadata(self) -> Metadata: ...
+    @property
+    def net(self) -> NetworkClient: ...
+    @property
+    def subs(self) -> SubscriptionState: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def group_id(self) -> str: ...
+    def now_ms(self) -> float: ...
+    def coordinator_dest(self) -> tuple[str, int | None]: ...
+    def coordinator_dead(self, reason: str) -> None: ...
+    def check_wakeup(self) -> None: ...
+    def raise_fatal(self) -> None: ...
+    def result(self, fut: Future[T], seconds: float) -> T: ...
 
 
 class MemberContext:

@@ -6,6 +6,7 @@ import random
 import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from uuid import UUID
 
 from samsa import TopicPartition
 from samsa.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
@@ -44,6 +45,13 @@ class Cluster:
     """node id -> ``broker.rack`` (brokers without a rack are left out)."""
     replicas: dict[str, dict[int, tuple[int, ...]]] = field(default_factory=dict)
     """topic -> partition -> replica node ids."""
+    topic_ids: dict[str, UUID] = field(default_factory=dict)
+    """topic -> topic id (Metadata v10+; the consumer group protocol names topics by id)."""
+
+    @property
+    def topic_names(self) -> dict[UUID, str]:
+        """topic id -> topic name."""
+        return {tid: name for name, tid in self.topic_ids.items()}
 
     def leader(self, tp: TopicPartition) -> int | None:
         leader = self.partitions.get(tp.topic, {}).get(tp.partition)
@@ -124,6 +132,7 @@ class Metadata:
         partitions: dict[str, dict[int, int]] = {}
         replicas: dict[str, dict[int, tuple[int, ...]]] = {}
         errors: dict[str, int] = {}
+        ids: dict[str, UUID] = {}
         internal = set()
         for t in resp.topics:  # type: ignore[attr-defined]
             if t.name is None:
@@ -134,6 +143,9 @@ class Metadata:
             partitions[t.name] = {int(p.partition_index): int(p.leader_id) for p in t.partitions}
             replicas[t.name] = {int(p.partition_index): tuple(int(n) for n in p.replica_nodes)
                                 for p in t.partitions}
+            topic_id = getattr(t, "topic_id", None)
+            if topic_id is not None and topic_id.int:
+                ids[t.name] = topic_id
             if t.is_internal or t.name in INTERNAL_TOPICS:
                 internal.add(t.name)
         if topics is not None:
@@ -142,5 +154,8 @@ class Metadata:
                 if name not in partitions and name not in topics:
                     partitions[name] = parts
                     replicas[name] = self.cluster.replicas.get(name, {})
-        self.cluster = Cluster(brokers, partitions, errors, frozenset(internal), racks, replicas)
+                    if name in self.cluster.topic_ids:
+                        ids[name] = self.cluster.topic_ids[name]
+        self.cluster = Cluster(brokers, partitions, errors, frozenset(internal), racks, replicas,
+                               ids)
         self.last_refresh = time.monotonic()

@@ -40,7 +40,7 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     ApiKey.PRODUCE: 9,
     ApiKey.FETCH: 12,  # v13 addresses topics by id only
     ApiKey.LIST_OFFSETS: 7,
-    ApiKey.METADATA: 9,
+    ApiKey.METADATA: 12,  # v10+ names topic ids (the consumer group protocol needs them)
     ApiKey.OFFSET_COMMIT: 8,
     ApiKey.OFFSET_FETCH: 7,
     ApiKey.FIND_COORDINATOR: 4,
@@ -57,6 +57,7 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     ApiKey.CREATE_PARTITIONS: 3,
     ApiKey.DELETE_GROUPS: 2,
     ApiKey.OFFSET_DELETE: 0,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: 1,
 }
 """Highest version of each API this client speaks."""
 
