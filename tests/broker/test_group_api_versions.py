@@ -271,11 +271,35 @@ def test_describe_groups(client: WireClient, version: int) -> None:
     assert (m.member_id, m.client_id, m.member_metadata, m.member_assignment) == (
         member, "wire-test", SUBSCRIPTION, b"plan")
     assert m.client_host.startswith("/127.0.0.1")
-    assert (missing.error_code, missing.group_state, missing.members) == (NONE, "Dead", ())
+    if version >= 6:  # KIP-1043: an absent group is an error with Kafka's message
+        assert (missing.error_code, missing.error_message, missing.group_state) == (
+            ErrorCode.group_id_not_found, f"Group {missing.group_id} not found.", "Dead")
+        assert found.error_message is None
+    else:
+        assert (missing.error_code, missing.group_state, missing.members) == (NONE, "Dead", ())
     if version >= 3:
         assert found.authorized_operations == -2147483648
     if version >= 4:
         assert m.group_instance_id is None
+
+
+@pytest.mark.parametrize("version", versions(describe_groups))
+def test_describe_groups_on_a_consumer_group(client: WireClient, version: int) -> None:
+    """A KIP-848 group is not classic: Dead without an error before v6, from v6
+    GROUP_ID_NOT_FOUND and "Group g is not a classic group." (Kafka 4.x)."""
+    group = unique("cgdesc")
+    joined = call(client, ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, group_id=group, member_id="",
+                  member_epoch=0, instance_id=None, rack_id=None, rebalance_timeout=30000,
+                  subscribed_topic_names=["t"], server_assignor=None, topic_partitions=[])
+    assert joined.error_code == NONE and joined.member_epoch >= 1
+    (described,) = call(client, ApiKey.DESCRIBE_GROUPS, version, groups=[group],
+                        include_authorized_operations=False).groups
+    assert (described.group_id, described.group_state, described.members) == (group, "Dead", ())
+    if version >= 6:
+        assert (described.error_code, described.error_message) == (
+            ErrorCode.group_id_not_found, f"Group {group} is not a classic group.")
+    else:
+        assert described.error_code == NONE
 
 
 @pytest.mark.parametrize("version", versions(list_groups))

@@ -55,11 +55,17 @@ class MetricsBroker:
         self._drain = threading.Thread(target=lambda: lines.extend(stdout), daemon=True)
         self._drain.start()
 
-    def by_type(self) -> dict[str, float]:
+    def samples(self, family: str) -> list[tuple[dict[str, str], float]]:
         with urllib.request.urlopen(self.metrics_url, timeout=10) as resp:
             text = resp.read().decode()
-        return {s.labels["type"]: s.value for f in text_string_to_metric_families(text)
-                if f.name == "samsa_groups_by_type" for s in f.samples}
+        return [(s.labels, s.value) for f in text_string_to_metric_families(text)
+                if f.name == family for s in f.samples]
+
+    def by_type(self) -> dict[str, float]:
+        return {labels["type"]: value for labels, value in self.samples("samsa_groups_by_type")}
+
+    def of_group(self, family: str, group: str) -> list[tuple[dict[str, str], float]]:
+        return [(labels, v) for labels, v in self.samples(family) if labels.get("group") == group]
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -134,6 +140,18 @@ def test_groups_describe_shows_epochs_and_target(mbroker: MetricsBroker,
 
         counts = mbroker.by_type()
         assert counts.get("consumer", 0) >= 1 and counts.get("classic", 0) >= 1, counts
+        # The per-group metrics read consumer groups through the query API too: members,
+        # group epoch as the generation, state and assignor, rebalances (b's join made a
+        # revoke: Reconciling).
+        assert mbroker.of_group("samsa_group_members", group) == [({"group": group}, 2.0)]
+        assert mbroker.of_group("samsa_group_generation", group) == [({"group": group}, epoch)]
+        ((info, _),) = mbroker.of_group("samsa_group_info", group)
+        assert (info["state"], info["protocol_type"], info["protocol"], info["leader"]) == (
+            "Stable", "consumer", "uniform", "")
+        ((_, rebalances),) = mbroker.of_group("samsa_group_rebalances", group)
+        assert rebalances >= 1
+        states = {labels["state"]: v for labels, v in mbroker.samples("samsa_groups")}
+        assert {"Assigning", "Reconciling"} <= set(states) and states["Stable"] >= 2
     finally:
         for m in (a, b, old):
             m.close()

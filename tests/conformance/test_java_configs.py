@@ -222,3 +222,15 @@ def test_broker_and_group_configs_survive_restart(fresh_broker: BrokerProcess,
     assert errors(after[4]) == {"BROKER:0": None, f"GROUP:{g}": None}
     assert values(after[5]) == {"retention.ms": ("3600000", CLUSTER_SRC)}
     assert values(after[6]) == {"consumer.session.timeout.ms": ("45000", DEFAULT)}
+
+
+def test_group_protocol_settings_have_kafkas_types(broker: BrokerProcess, kit: JavaKit) -> None:
+    """The KIP-848 broker settings as Kafka types them: the comma-separated ones are LIST."""
+    keys = ("group.coordinator.rebalance.protocols group.consumer.assignors "
+            "group.consumer.migration.policy group.consumer.max.size")
+    (described,) = run(kit, broker.bootstrap, f"describe broker 0 {keys}")
+    assert {k: (c["value"], c["type"]) for k, c in configs(described).items()} == {
+        "group.coordinator.rebalance.protocols": ("classic,consumer", "LIST"),
+        "group.consumer.assignors": ("uniform,range", "LIST"),
+        "group.consumer.migration.policy": ("bidirectional", "STRING"),
+        "group.consumer.max.size": ("2147483647", "INT")}

@@ -29,10 +29,7 @@ from prometheus_client.core import (
     Metric,
 )
 
-from samsa.coordinator.consumer.describe import list_groups as consumer_groups
-from samsa.coordinator.events import ListGroups
-from samsa.coordinator.state import STATE_NAMES
-from samsa.coordinator.state import GroupState as S
+from samsa.coordinator.queries import REBALANCING_STATE_NAMES, STATE_NAMES
 from samsa.protocol.api_keys import ApiKey
 
 if TYPE_CHECKING:
@@ -49,7 +46,8 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
                    2.5, 5.0, 10.0, 30.0)
 REBALANCE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 GROUP_STATES = STATE_NAMES
-_REBALANCING = frozenset({S.PREPARING_REBALANCE.value, S.COMPLETING_REBALANCE.value})
+"""Classic and consumer (KIP-848) group states."""
+_REBALANCING = REBALANCING_STATE_NAMES
 
 
 class _Histogram:
@@ -224,9 +222,6 @@ class BrokerMetrics:
                     lag.add_metric(labels, part.log.log_end_offset - offset.offset)
         for state, n in counts.items():
             by_state.add_metric([state], n)
-        # KIP-848 consumer groups are not in the classic summaries: counted from ListGroups.
-        types["consumer"] += sum(len(consumer_groups(shard, ListGroups()))
-                                 for shard in coordinator.shards.values())
         for kind, n in types.items():
             by_type.add_metric([kind], n)
         yield from (by_state, by_type, members, generation, info, committed, lag)

@@ -25,14 +25,26 @@ E = ErrorCode
 
 
 def handle_describe(core: ShardCore, ev: DescribeGroups, token: object) -> None:
-    core.reply(token, DescribeGroupsResponse(tuple(describe_group(core, g) for g in ev.groups)))
+    core.reply(token, DescribeGroupsResponse(
+        tuple(describe_group(core, g, ev.api_version) for g in ev.groups)))
 
 
-def describe_group(core: ShardCore, group_id: str) -> DescribedGroup:
-    """Protocol, member metadata and assignments are shown only for Stable groups."""
+#: DescribeGroups v6 (KIP-1043) reports a group that is absent or not classic as an error.
+DESCRIBE_GROUP_ERRORS_VERSION = 6
+
+
+def describe_group(core: ShardCore, group_id: str, api_version: int = 0) -> DescribedGroup:
+    """Protocol, member metadata and assignments are shown only for Stable groups. A group
+    that is absent or not classic is Dead: from v6 with GROUP_ID_NOT_FOUND and Kafka's
+    message (``GroupMetadataManager.describeGroups``)."""
     described = queries.describe(core, group_id)
-    if described is None:
-        return DescribedGroup(group_id, E.none, S.DEAD.value)
+    if described is None or described.summary.group_type != queries.CLASSIC_GROUP_TYPE:
+        if api_version < DESCRIBE_GROUP_ERRORS_VERSION:
+            return DescribedGroup(group_id, E.none, S.DEAD.value)
+        message = (f"Group {group_id} not found." if described is None
+                   else f"Group {group_id} is not a classic group.")
+        return DescribedGroup(group_id, E.group_id_not_found, S.DEAD.value,
+                              error_message=message)
     summary = described.summary
     protocol = summary.protocol if summary.state is S.STABLE else ""
     members = tuple(
@@ -52,11 +64,12 @@ def handle_list(core: ShardCore, ev: ListGroups, token: object) -> None:
 
 
 def list_groups(core: ShardCore, ev: ListGroups) -> list[ListedGroup]:
-    """Groups of this shard, filtered by state and type names (case-insensitive)."""
-    types = {t.lower() for t in ev.types_filter}
-    states = {s.lower() for s in ev.states_filter}
+    """Groups of this shard (classic and consumer), filtered by state and type names
+    (case-insensitive)."""
+    types = {t.lower().strip() for t in ev.types_filter}
+    states = {s.lower().strip() for s in ev.states_filter}
     return [
-        ListedGroup(g.group_id, g.protocol_type, g.state.value)
+        ListedGroup(g.group_id, g.protocol_type, g.state.value, g.group_type)
         for g in queries.summaries(core)
         if (not types or g.group_type in types)
         and (not states or g.state.value.lower() in states)

@@ -131,6 +131,9 @@ class OffsetDelete:
 @dataclass(frozen=True)
 class DescribeGroups:
     groups: tuple[str, ...]
+    #: from v6 (KIP-1043) a group that is absent or not classic is GROUP_ID_NOT_FOUND with
+    #: a message; before, it is a Dead group without an error
+    api_version: int = 0
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,6 @@ from samsa.coordinator.responses import (
 )
 from samsa.coordinator.result import EMPTY_RESULT, Record, Reply, Result
 from samsa.coordinator.shard import CoordinatorShard, ShardStatus
-from samsa.coordinator.state import GroupState
 from samsa.coordinator.timers import Timer, TimerKey
 
 E = ErrorCode
@@ -168,7 +167,7 @@ class Coordinator:
     # ------------------------------------------------------------------ read-only queries
 
     def group_summaries(self) -> list[queries.GroupSummary]:
-        """Every group of the loaded shards, by group id."""
+        """Every group (classic and consumer) of the loaded shards, by group id."""
         found = [s for shard in self.shards.values() for s in queries.summaries(shard)]
         return sorted(found, key=lambda s: s.group_id)
 
@@ -177,9 +176,9 @@ class Coordinator:
         shard = self.shard_for(group_id)
         return None if shard is None else queries.group_summary(shard, group_id)
 
-    def group_state(self, group_id: str) -> tuple[GroupState, int] | None:
-        """``group_id``'s state and generation, or None (cheaper than a summary: the
-        metrics ask after every group request)."""
+    def group_state(self, group_id: str) -> tuple[queries.AnyGroupState, int] | None:
+        """``group_id``'s state and generation (a consumer group's: its group epoch), or
+        None (cheaper than a summary: the metrics ask after every group request)."""
         shard = self.shard_for(group_id)
         return None if shard is None else queries.state_of(shard, group_id)
 
@@ -208,7 +207,7 @@ def _split_fetch(event: Event) -> list[tuple[str, Event]]:
 
 def _split_describe(event: Event) -> list[tuple[str, Event]]:
     assert isinstance(event, DescribeGroups)
-    return [(g, DescribeGroups((g,))) for g in event.groups]
+    return [(g, replace(event, groups=(g,))) for g in event.groups]
 
 
 def _split_delete(event: Event) -> list[tuple[str, Event]]:

@@ -1,6 +1,10 @@
 """Read-only views of a shard's groups and offsets (metrics, DescribeGroups, ListGroups,
 tests): frozen copies, so nothing outside the coordinator holds its live objects.
 
+Both group types are covered: classic groups and KIP-848 consumer groups
+(``GroupSummary.group_type``). For a consumer group the summary's generation is its group
+epoch, its protocol the server assignor most members name, and there is no leader.
+
 :class:`~samsa.coordinator.Coordinator` offers these for every shard it owns
 (``group_summaries()``, ``group_summary(id)``, ``describe(id)``, ``committed_offsets(id)``).
 """
@@ -9,11 +13,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from samsa.coordinator.consumer.describe import CONSUMER_GROUP_TYPE, CONSUMER_PROTOCOL_TYPE
+from samsa.coordinator.consumer.group import ConsumerGroup, ConsumerGroupState
+from samsa.coordinator.consumer.target import preferred_assignor
 from samsa.coordinator.core import ShardCore
 from samsa.coordinator.group import Group
 from samsa.coordinator.state import GroupState
 
 CLASSIC_GROUP_TYPE = "classic"
+
+#: a classic group's state, or a consumer group's (Empty, Assigning, Reconciling, Stable)
+AnyGroupState = GroupState | ConsumerGroupState
+#: every state name of both group types, classic ones first
+STATE_NAMES: tuple[str, ...] = tuple(dict.fromkeys(
+    [s.value for s in GroupState] + [s.value for s in ConsumerGroupState]))
+#: the state names of a group in a rebalance (classic: until SyncGroup; consumer: until
+#: every member reconciled to the target assignment)
+REBALANCING_STATE_NAMES = frozenset({
+    GroupState.PREPARING_REBALANCE.value, GroupState.COMPLETING_REBALANCE.value,
+    ConsumerGroupState.ASSIGNING.value, ConsumerGroupState.RECONCILING.value})
 
 
 @dataclass(frozen=True)
@@ -21,12 +39,13 @@ class GroupSummary:
     """One group as ListGroups and the metrics see it."""
 
     group_id: str
-    state: GroupState
+    state: AnyGroupState
     protocol_type: str
     #: the selected protocol ("" before the first generation)
     protocol: str
-    #: the leader's member id ("" without one)
+    #: the leader's member id ("" without one, and for consumer groups)
     leader: str
+    #: the classic generation, or a consumer group's group epoch
     generation: int
     members: int
     #: the ``__consumer_offsets`` partition (shard) the group lives in
@@ -43,7 +62,7 @@ class MemberDescription:
     session_timeout_ms: int
     rebalance_timeout_ms: int
     #: the subscription for the group's protocol and the assignment: shown for a Stable
-    #: group only (b"" otherwise), as DescribeGroups does
+    #: classic group only (b"" otherwise, and always for consumer groups)
     metadata: bytes
     assignment: bytes
 
@@ -88,25 +107,49 @@ def summary(core: ShardCore, group: Group) -> GroupSummary:
     )
 
 
+def consumer_summary(core: ShardCore, group: ConsumerGroup) -> GroupSummary:
+    return GroupSummary(
+        group_id=group.group_id,
+        state=group.state,
+        protocol_type=CONSUMER_PROTOCOL_TYPE,
+        protocol=preferred_assignor(core, group),
+        leader="",
+        generation=group.epoch,
+        members=len(group.members),
+        partition=core.partition,
+        group_type=CONSUMER_GROUP_TYPE,
+    )
+
+
 def group_summary(core: ShardCore, group_id: str) -> GroupSummary | None:
     group = core.groups.get(group_id)
-    return None if group is None else summary(core, group)
+    if group is not None:
+        return summary(core, group)
+    consumer = core.hard.consumer.groups.get(group_id)
+    return None if consumer is None else consumer_summary(core, consumer)
 
 
-def state_of(core: ShardCore, group_id: str) -> tuple[GroupState, int] | None:
+def state_of(core: ShardCore, group_id: str) -> tuple[AnyGroupState, int] | None:
+    """The group's state and generation (a consumer group's: its group epoch)."""
     group = core.groups.get(group_id)
-    return None if group is None else (group.state, group.generation)
+    if group is not None:
+        return group.state, group.generation
+    consumer = core.hard.consumer.groups.get(group_id)
+    return None if consumer is None else (consumer.state, consumer.epoch)
 
 
 def summaries(core: ShardCore) -> list[GroupSummary]:
-    """Every live group of the shard, in creation order."""
-    return [summary(core, g) for g in core.groups.values()]
+    """Every live group of the shard: classic groups, then consumer groups, each in
+    creation order."""
+    return ([summary(core, g) for g in core.groups.values()]
+            + [consumer_summary(core, g) for g in core.hard.consumer.groups.values()])
 
 
 def describe(core: ShardCore, group_id: str) -> GroupDescription | None:
     group = core.groups.get(group_id)
     if group is None:
-        return None
+        consumer = core.hard.consumer.groups.get(group_id)
+        return None if consumer is None else _describe_consumer(core, consumer)
     stable = group.is_(GroupState.STABLE) and group.protocol_name is not None
     protocol = group.protocol_name if stable and group.protocol_name is not None else ""
     members = tuple(
@@ -125,6 +168,28 @@ def describe(core: ShardCore, group_id: str) -> GroupDescription | None:
     return GroupDescription(
         summary(core, group), members, tuple(group.pending_members), group.subscribed_topics
     )
+
+
+def _describe_consumer(core: ShardCore, group: ConsumerGroup) -> GroupDescription:
+    """A consumer group's members (epochs and assignments: ConsumerGroupDescribe); each
+    session timeout is the shard's ``group.consumer.session.timeout.ms``, or the classic
+    one a member running the classic protocol joined with."""
+    members = tuple(
+        MemberDescription(
+            member_id=m.member_id,
+            group_instance_id=m.instance_id,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            session_timeout_ms=(m.classic.session_timeout_ms if m.classic is not None
+                                else core.config.consumer_session_timeout_ms),
+            rebalance_timeout_ms=m.rebalance_timeout_ms,
+            metadata=b"",
+            assignment=b"",
+        )
+        for m in group.members.values()
+    )
+    return GroupDescription(consumer_summary(core, group), members, (),
+                            group.subscribed_topic_names())
 
 
 def committed_offsets(core: ShardCore, group_id: str) -> tuple[CommittedOffset, ...]:

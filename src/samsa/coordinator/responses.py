@@ -132,6 +132,7 @@ class DescribedGroup:
     protocol_type: str = ""
     protocol_data: str = ""
     members: tuple[DescribedMember, ...] = ()
+    error_message: str | None = None
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,10 @@ LONG_SETTINGS = frozenset({
     "log.flush.interval.ms", "offsets.retention.check.interval.ms",
 })
 """Integer broker settings that Kafka defines as LONG; the others are INT."""
+LIST_SETTINGS = frozenset({
+    "log.cleanup.policy", "group.coordinator.rebalance.protocols", "group.consumer.assignors",
+})
+"""Comma-separated broker settings that Kafka defines as LIST."""
 _TOPIC_TO_BROKER = {v: k for k, v in BROKER_TO_TOPIC.items()}
 _BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -129,7 +133,7 @@ def _group(ctx: RequestContext, name: str, keys: set[str] | None, synonyms: bool
 
 
 def _type(setting: Setting) -> int:
-    if setting.name == "log.cleanup.policy":
+    if setting.name in LIST_SETTINGS:
         return LIST
     if setting.name in LONG_SETTINGS:
         return LONG

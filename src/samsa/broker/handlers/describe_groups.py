@@ -2,12 +2,14 @@
 
 Versions: v1 throttle_time; v3 include_authorized_operations and authorized_operations
 (always "not requested": samsa has no authorizer); v4 each member's group_instance_id; v5
-flexible. The answer is built as v5, typed.
+flexible; v6 (KIP-1043) error_message, and a group that is absent or not classic is
+GROUP_ID_NOT_FOUND ("Group g not found.", "Group g is not a classic group.") instead of a
+Dead group without an error. The answer is built as v6, typed.
 """
 
 from __future__ import annotations
 
-from kio.schema.describe_groups.v5.response import (
+from kio.schema.describe_groups.v6.response import (
     DescribedGroup,
     DescribedGroupMember,
     DescribeGroupsResponse,
@@ -22,14 +24,15 @@ from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE
 
 API_KEY = ApiKey.DESCRIBE_GROUPS
-VERSIONS = (0, 5)
+VERSIONS = (0, 6)
 
 
 async def handle(ctx: RequestContext) -> DescribeGroupsResponse:
-    resp = await ctx.broker.groups.call(DescribeGroups(tuple(ctx.body.groups)))
+    resp = await ctx.broker.groups.call(DescribeGroups(tuple(ctx.body.groups), ctx.version))
     assert isinstance(resp, co.DescribeGroupsResponse)
     return DescribeGroupsResponse(throttle_time=NO_THROTTLE, groups=tuple(
-        DescribedGroup(error_code=ErrorCode(g.error_code), group_id=GroupId(g.group_id),
+        DescribedGroup(error_code=ErrorCode(g.error_code), error_message=g.error_message,
+                       group_id=GroupId(g.group_id),
                        group_state=g.state, protocol_type=g.protocol_type,
                        protocol_data=g.protocol_data, members=tuple(
                            DescribedGroupMember(member_id=m.member_id,

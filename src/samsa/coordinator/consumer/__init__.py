@@ -22,8 +22,9 @@ Contract with the broker edge (K-edge):
   the classic ones.
 * Classic APIs on consumer groups (as Kafka 4.0's GroupMetadataManager): ListGroups lists
   them with type ``consumer``, protocol type ``consumer`` and states Empty, Assigning,
-  Reconciling, Stable; DescribeGroups answers a consumer group as Dead (NONE) as Kafka's
-  ``describeGroups`` does for a non-classic group; OffsetCommit/OffsetFetch check member
+  Reconciling, Stable; DescribeGroups answers a consumer group as Dead (NONE; from v6
+  GROUP_ID_NOT_FOUND, "Group g is not a classic group.") as Kafka's ``describeGroups``
+  does for a non-classic group; OffsetCommit/OffsetFetch check member
   epochs (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID); OffsetDelete and DeleteGroups work on
   consumer groups (NON_EMPTY_GROUP, GROUP_SUBSCRIBED_TO_TOPIC); JoinGroup/SyncGroup/Heartbeat/
   LeaveGroup on a non-empty consumer group: see :mod:`.interop`.

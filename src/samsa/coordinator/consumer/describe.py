@@ -1,4 +1,4 @@
-"""ConsumerGroupDescribe (API 69) and how ListGroups shows consumer groups."""
+"""ConsumerGroupDescribe (API 69)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,12 @@ from kio.schema.errors import ErrorCode
 from samsa.coordinator.consumer.group import Assignment, ConsumerGroup
 from samsa.coordinator.consumer.target import preferred_assignor
 from samsa.coordinator.core import ShardCore
-from samsa.coordinator.events import ConsumerGroupDescribe, ListGroups
+from samsa.coordinator.events import ConsumerGroupDescribe
 from samsa.coordinator.responses import (
     ConsumerDescribedGroup,
     ConsumerGroupDescribeResponse,
     ConsumerGroupMemberDescription,
     DescribedTopicPartitions,
-    ListedGroup,
 )
 
 E = ErrorCode
@@ -68,16 +67,3 @@ def _named(core: ShardCore, assignment: Assignment) -> tuple[DescribedTopicParti
         if info is not None:
             out.append(DescribedTopicPartitions(topic_id, info.name, tuple(sorted(partitions))))
     return tuple(out)
-
-
-def list_groups(core: ShardCore, ev: ListGroups) -> list[ListedGroup]:
-    """Consumer groups for ListGroups, filtered by state and type (case-insensitive)."""
-    if ev.types_filter and CONSUMER_GROUP_TYPE not in {t.lower() for t in ev.types_filter}:
-        return []
-    states = {s.lower().strip() for s in ev.states_filter}
-    out = []
-    for gid, group in core.hard.consumer.groups.items():
-        state = group.state.value
-        if not states or state.lower() in states:
-            out.append(ListedGroup(gid, CONSUMER_PROTOCOL_TYPE, state, CONSUMER_GROUP_TYPE))
-    return out

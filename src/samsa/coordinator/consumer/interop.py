@@ -12,9 +12,10 @@ classic API whose group is a consumer group, as Kafka 4.0's ``GroupMetadataManag
 * OffsetFetch v9+: a member id and epoch are checked the same way.
 * OffsetDelete: allowed in any state; GROUP_SUBSCRIBED_TO_TOPIC for subscribed topics.
 * DeleteGroups: NON_EMPTY_GROUP unless Empty; offsets then the group get tombstones.
-* DescribeGroups: a consumer group is described as Dead (NONE), as Kafka's
-  ``describeGroups`` does for a group that is not classic.
-* ListGroups: consumer groups with type and protocol type ``consumer``.
+* DescribeGroups and ListGroups are answered by :mod:`samsa.coordinator.admin` from the
+  views of :mod:`samsa.coordinator.queries`, which cover both group types: a consumer
+  group is described as Dead (from v6 GROUP_ID_NOT_FOUND, "is not a classic group"), and
+  listed with type and protocol type ``consumer``.
 * JoinGroup: an Empty consumer group is deleted and the join creates a classic group; a
   live one takes the member in as a classic member (:mod:`.classic_members`).
 * SyncGroup, Heartbeat: answered for classic members (:mod:`.classic_members`);
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from samsa.coordinator import admin
 from samsa.coordinator.consumer import classic_members, describe, heartbeat
 from samsa.coordinator.consumer.group import ConsumerGroup
 from samsa.coordinator.consumer.records import (
@@ -60,12 +60,9 @@ from samsa.coordinator.records import OffsetCommitValue
 from samsa.coordinator.responses import (
     DeletedGroup,
     DeleteGroupsResponse,
-    DescribedGroup,
-    DescribeGroupsResponse,
     FetchedGroup,
     LeaveGroupMemberResponse,
     LeaveGroupResponse,
-    ListGroupsResponse,
     OffsetCommitResponse,
     OffsetDeleteResponse,
     OffsetFetchResponse,
@@ -88,10 +85,6 @@ def dispatch(core: ShardCore, event: Event, token: object) -> bool:
     if isinstance(event, ConsumerGroupDescribe):
         describe.handle_describe(core, event, token)
         return True
-    if isinstance(event, ListGroups):
-        listed = admin.list_groups(core, event) + describe.list_groups(core, event)
-        core.reply(token, ListGroupsResponse(E.none, tuple(listed)))
-        return True
     groups = core.hard.consumer.groups
     if isinstance(event, OffsetFetch):
         if len(event.groups) != 1 or event.groups[0].group_id not in groups:
@@ -99,16 +92,13 @@ def dispatch(core: ShardCore, event: Event, token: object) -> bool:
         core.reply(token, OffsetFetchResponse((_fetch(core, groups[event.groups[0].group_id],
                                                       event.groups[0]),)))
         return True
-    if isinstance(event, DescribeGroups | DeleteGroups):
+    if isinstance(event, DeleteGroups):
         if len(event.groups) != 1 or event.groups[0] not in groups:
             return False
-        group = groups[event.groups[0]]
-        if isinstance(event, DescribeGroups):
-            core.reply(token, DescribeGroupsResponse(
-                (DescribedGroup(group.group_id, E.none, "Dead"),)))
-        else:
-            core.reply(token, DeleteGroupsResponse((_delete(core, group),)))
+        core.reply(token, DeleteGroupsResponse((_delete(core, groups[event.groups[0]]),)))
         return True
+    if isinstance(event, DescribeGroups | ListGroups):
+        return False  # samsa.coordinator.admin answers both group types
     found = groups.get(event.group_id)
     if found is None:
         return False
