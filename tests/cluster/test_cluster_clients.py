@@ -1,0 +1,252 @@
+"""Three samsa nodes over one PostgreSQL, driven by confluent-kafka (librdkafka)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from samsa.coordinator.hashing import partition_for
+from samsa.protocol.records import decode_batches
+from tests.cluster.nodes import ClusterNodeProcess, all_owned, leases, query, wait_until
+
+pytestmark = [pytest.mark.conformance, pytest.mark.slow]
+
+TOPIC = "events"
+PARTITIONS = 4
+
+
+class Cluster:
+    def __init__(self, root: Path, dsn: str, config: dict[str, str] | None = None) -> None:
+        self.root, self.dsn, self.config = root, dsn, config or {}
+        self.nodes: dict[int, ClusterNodeProcess] = {}
+
+    def start(self, node_id: int) -> ClusterNodeProcess:
+        node = ClusterNodeProcess(self.root, node_id, self.dsn, self.config).start()
+        self.nodes[node_id] = node
+        return node
+
+    def live(self) -> set[int]:
+        return {i for i, n in self.nodes.items() if n.alive()}
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.bootstrap for n in self.nodes.values())
+
+    def owner(self, topic: str, index: int) -> int:
+        owner, _ = leases(self.dsn)[(topic, index)]
+        assert owner is not None
+        return owner
+
+    def settled(self, timeout: float = 30) -> None:
+        wait_until(lambda: all_owned(self.dsn, self.live()), timeout, "every lease held")
+
+    def stop(self) -> None:
+        for node in self.nodes.values():
+            node.kill()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, pg_dsn: str) -> Iterator[Cluster]:
+    c = Cluster(tmp_path, pg_dsn)
+    for i in (1, 2, 3):
+        c.start(i)
+    try:
+        create_topic(c.bootstrap, PARTITIONS)
+        c.settled()
+        yield c
+    finally:
+        c.stop()
+
+
+def create_topic(bootstrap: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC, partitions, 1)])[TOPIC].result(30)
+
+
+def produce(bootstrap: str, values: list[bytes], acked: set[bytes],
+            timeout: float = 60) -> None:
+    """acks=all idempotent producer; ``acked`` gets every value the cluster acknowledged."""
+    errors: list[KafkaError] = []
+
+    def report(err: KafkaError | None, msg: object) -> None:
+        if err is None:
+            acked.add(msg.value())  # type: ignore[attr-defined]
+        else:
+            errors.append(err)
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                  "linger.ms": 5, "message.timeout.ms": int(timeout * 1000)})
+    for v in values:
+        p.produce(TOPIC, value=v, key=v, on_delivery=report)
+        p.poll(0)
+    assert p.flush(timeout) == 0
+    assert not errors, errors
+
+
+def consumer(bootstrap: str, group: str) -> Consumer:
+    return Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                     "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+
+
+def end_offsets(c: Consumer) -> dict[int, int]:
+    return {p: c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1]
+            for p in range(PARTITIONS)}
+
+
+def test_metadata_lists_the_nodes_and_each_partition_leader(cluster: Cluster) -> None:
+    md = AdminClient({"bootstrap.servers": cluster.nodes[2].bootstrap}).list_topics(timeout=10)
+    assert sorted(md.brokers) == [1, 2, 3]
+    found = leases(cluster.dsn, TOPIC)
+    for p, meta in md.topics[TOPIC].partitions.items():
+        assert meta.leader == found[(TOPIC, p)][0]
+    # Partitions are spread over the three nodes, each node answers for all.
+    assert len({owner for owner, _ in found.values()}) >= 2
+    acked: set[bytes] = set()
+    produce(cluster.nodes[1].bootstrap, [b"v%d" % i for i in range(200)], acked)
+    c = consumer(cluster.nodes[3].bootstrap, "reader")
+    c.subscribe([TOPIC])
+    got: set[bytes] = set()
+    deadline = time.monotonic() + 30
+    while len(got) < 200 and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.add(m.value())
+    c.close()
+    assert got == acked
+
+
+def test_group_keeps_consuming_when_the_coordinator_node_dies(cluster: Cluster) -> None:
+    group = "survivors"
+    coordinator = cluster.owner("__consumer_offsets", partition_for(group, 6))
+    acked: set[bytes] = set()
+    produce(cluster.bootstrap, [b"a%d" % i for i in range(300)], acked)
+    got: set[bytes] = set()
+    stop = threading.Event()
+    lock = threading.Lock()
+    bootstrap = cluster.bootstrap
+
+    def member() -> None:
+        c = consumer(bootstrap, group)
+        c.subscribe([TOPIC])
+        while not stop.is_set():
+            m = c.poll(0.2)
+            if m is None or m.error():
+                continue
+            with lock:
+                got.add(m.value())
+            with contextlib.suppress(Exception):  # retriable while the coordinator moves
+                c.commit(m, asynchronous=False)
+        c.close()
+
+    threads = [threading.Thread(target=member) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        wait_until(lambda: len(got) >= 100, 60, "consumption before the kill")
+        cluster.nodes[coordinator].kill()
+        produce(cluster.bootstrap, [b"b%d" % i for i in range(300)], acked)
+        wait_until(lambda: got >= acked, 90, "every acknowledged record consumed")
+        # Commits reach the end offsets through the new coordinator.
+        checker = consumer(cluster.bootstrap, group)
+
+        def committed_at_end() -> bool:
+            ends = end_offsets(checker)
+            done = checker.committed([TopicPartition(TOPIC, p) for p in range(PARTITIONS)],
+                                     timeout=10)
+            return all(tp.offset == ends[tp.partition] for tp in done)
+
+        wait_until(committed_at_end, 60, "commits equal to the end offsets")
+        checker.close()
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    new_owner = cluster.owner("__consumer_offsets", partition_for(group, 6))
+    assert new_owner != coordinator
+
+
+def test_idempotent_producer_across_leader_kill(cluster: Cluster) -> None:
+    victim = cluster.owner(TOPIC, 0)
+    acked: set[bytes] = set()
+    values = [b"r%d" % i for i in range(2000)]
+    killer = threading.Timer(0.5, cluster.nodes[victim].kill)
+    killer.start()
+    produce(cluster.bootstrap, values, acked, timeout=90)
+    killer.join()
+    assert acked == set(values)
+    c = consumer(cluster.bootstrap, "audit")
+    c.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    seen: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(seen) < len(values) and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            seen.append(m.value())
+    time.sleep(1)
+    while (m := c.poll(0.5)) is not None:
+        if not m.error():
+            seen.append(m.value())
+    c.close()
+    assert sorted(seen) == sorted(values)  # none lost, none twice
+
+
+def test_paused_leader_cannot_write_after_losing_its_lease(cluster: Cluster) -> None:
+    victim = cluster.owner(TOPIC, 0)
+    _, epoch = leases(cluster.dsn)[(TOPIC, 0)]
+    acked: set[bytes] = set()
+    cluster.nodes[victim].pause()
+    try:
+        wait_until(lambda: leases(cluster.dsn)[(TOPIC, 0)][1] > epoch, 30, "a takeover")
+        produce(",".join(n.bootstrap for i, n in cluster.nodes.items() if i != victim),
+                [b"p%d" % i for i in range(100)], acked)
+    finally:
+        cluster.nodes[victim].resume()
+    owner, new_epoch = leases(cluster.dsn)[(TOPIC, 0)]
+    assert owner != victim and new_epoch > epoch
+    wait_until(lambda: "giving up" in cluster.nodes[victim].log_path.read_text()
+               or "lost the lease" in cluster.nodes[victim].log_path.read_text(), 20,
+               "the resumed node to give its leases up")
+    # The log holds each acknowledged record once, in contiguous batches, nothing else.
+    rows = query(cluster.dsn, "SELECT p.idx, b.base_offset, b.last_offset, b.data "
+                 "FROM samsa_batches b JOIN samsa_partitions p USING (pid) WHERE p.topic = $1 "
+                 "ORDER BY p.idx, b.base_offset", TOPIC)
+    expected_next: dict[int, int] = {}
+    values = []
+    for r in rows:
+        assert r["base_offset"] == expected_next.get(r["idx"], 0)
+        expected_next[r["idx"]] = r["last_offset"] + 1
+        values += [v for b in decode_batches(bytes(r["data"])) for *_, v, _ in b.records]
+    assert sorted(values) == sorted(acked)
+
+
+def test_joining_node_takes_a_share_and_clean_shutdown_hands_over(tmp_path: Path,
+                                                                  pg_dsn: str) -> None:
+    # A long TTL: leases can only move this fast by hand-off, never by expiry.
+    c = Cluster(tmp_path, pg_dsn, {"cluster.lease.ttl.ms": "60000"})
+    try:
+        c.start(1)
+        c.start(2)
+        create_topic(c.bootstrap, 6)
+        c.settled()
+        c.start(3)
+        wait_until(lambda: sum(o == 3 for o, _ in leases(pg_dsn).values()) >= 2, 20,
+                   "node 3 taking a share")
+        c.settled()
+        acked: set[bytes] = set()
+        produce(c.bootstrap, [b"h%d" % i for i in range(100)], acked)
+        started = time.monotonic()
+        assert c.nodes[3].stop() == 0
+        wait_until(lambda: all_owned(pg_dsn, {1, 2}), 20, "node 3's leases handed over")
+        assert time.monotonic() - started < 30
+        produce(c.bootstrap, [b"i%d" % i for i in range(100)], acked)
+        assert len(acked) == 200
+    finally:
+        c.stop()
