@@ -339,11 +339,15 @@ class ConsumerMembership:
         """``unsubscribe``/``close``: release the partitions (revoked while in the group,
         lost otherwise), then :meth:`leave_request`."""
         if self.state in NOT_IN_GROUP:
+            lost: list[CgAction] = []
             if self.state in (CgState.FENCED, CgState.STALE):
+                if self.release_pending and owned:
+                    lost.append(LosePartitions(frozenset(owned)))
                 self.release_pending = False
+                self.current = self.target = NO_ASSIGNMENT
                 self._to(CgState.UNSUBSCRIBED)
             self._clear_subscription()
-            return []
+            return lost
         if self.state in (CgState.PREPARE_LEAVING, CgState.LEAVING):
             return []
         self._to(CgState.PREPARE_LEAVING)
@@ -500,7 +504,11 @@ class ConsumerMembership:
 
     def _fenced(self, why: str) -> None:
         if self.state in (CgState.PREPARE_LEAVING, CgState.LEAVING):
-            self._to(CgState.UNSUBSCRIBED)  # out of the group already: no leave to send
+            # Out of the group already: no leave to send (Kafka's transitionToFenced).
+            self.member_epoch = self.leave_epoch
+            self.current = self.target = NO_ASSIGNMENT
+            self.reconciling = None
+            self._to(CgState.UNSUBSCRIBED)
             return
         if self.state == CgState.UNSUBSCRIBED:
             return
