@@ -75,7 +75,7 @@ def joined(m: ConsumerMembership, assignment: dict[UUID, set[int]], now: float =
     return plan.assignment
 
 
-# ---- join and reconciliation --------------------------------------------------------------
+# ---- join and reconciliation -----------------------------------------------------------------
 
 
 def test_join_sends_every_field_then_only_changes() -> None:
@@ -183,7 +183,7 @@ def test_a_listener_failure_leaves_the_member_reconciling() -> None:
     assert reconcile(m, {T1}, 2000).revoked == frozenset(), "tried again from what is held"
 
 
-# ---- fencing --------------------------------------------------------------------------------
+# ---- fencing ---------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("code", [E.fenced_member_epoch, E.unknown_member_id])
@@ -228,7 +228,7 @@ def test_fenced_while_leaving_sends_no_leave() -> None:
     assert m.leave_request(1002) is None
 
 
-# ---- leaving ----------------------------------------------------------------------------------
+# ---- leaving ---------------------------------------------------------------------------------
 
 
 def test_leave_revokes_then_sends_epoch_minus_one() -> None:
@@ -298,7 +298,7 @@ def test_resubscribe_after_leaving_joins_again_with_the_same_member_id() -> None
     assert (req.member_id, req.member_epoch, req.subscribed_topic_names) == ("me", 0, ("t",))
 
 
-# ---- the poll timer ---------------------------------------------------------------------------
+# ---- the poll timer --------------------------------------------------------------------------
 
 
 def test_poll_timeout_leaves_then_rejoins_on_the_next_poll() -> None:
@@ -320,7 +320,7 @@ def test_poll_timeout_of_a_static_member_keeps_its_instance() -> None:
     assert heartbeat(m, 60_001).member_epoch == -2
 
 
-# ---- subscriptions ------------------------------------------------------------------------------
+# ---- subscriptions ---------------------------------------------------------------------------
 
 
 def test_subscription_changes_ride_on_the_next_heartbeat() -> None:
@@ -351,7 +351,7 @@ def test_regex_join() -> None:
     assert req.server_assignor is None and req.rack_id is None
 
 
-# ---- errors ---------------------------------------------------------------------------------------
+# ---- errors ----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("code", [E.not_coordinator, E.coordinator_not_available])
@@ -438,7 +438,7 @@ def test_commit_identity() -> None:
     assert m.commit_identity() == (7, "me")
 
 
-# ---- random event sequences -----------------------------------------------------------------------
+# ---- random event sequences ------------------------------------------------------------------
 
 
 def test_random_event_sequences_keep_the_invariants() -> None:
