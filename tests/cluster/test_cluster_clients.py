@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -121,6 +124,15 @@ def test_metadata_lists_the_nodes_and_each_partition_leader(cluster: Cluster) ->
             got.add(m.value())
     c.close()
     assert got == acked
+    # samsa cluster status reads the same leases from the database.
+    out = subprocess.run([sys.executable, "-m", "samsa.cli.main", "cluster", "status",
+                          "--storage", cluster.dsn, "--output", "json"],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    status = json.loads(out)
+    assert [(n["id"], n["live"]) for n in status["nodes"]] == [(1, True), (2, True), (3, True)]
+    assert sum(n["leases"] for n in status["nodes"]) == PARTITIONS + 6
+    assert {(x["topic"], x["idx"]): x["owner"] for x in status["leases"]} == {
+        k: owner for k, (owner, _) in leases(cluster.dsn).items()}
 
 
 def test_group_keeps_consuming_when_the_coordinator_node_dies(cluster: Cluster) -> None:

@@ -87,6 +87,7 @@ async def _serve(config: BrokerConfig, metrics_port: int | None = None,
                  storage: str | None = None) -> None:
     from samsa.broker.metrics import MetricsServer
     from samsa.broker.server import Broker
+    from samsa.cluster.metrics import ClusterCollector
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -94,7 +95,9 @@ async def _serve(config: BrokerConfig, metrics_port: int | None = None,
         loop.add_signal_handler(sig, stop.set)
     broker = Broker(config, storage)
     if metrics_port is not None:
-        metrics = asyncio.create_task(MetricsServer(broker, config.host, metrics_port).run(stop))
+        server = MetricsServer(broker, config.host, metrics_port)
+        server.registry.register(ClusterCollector(broker))
+        metrics = asyncio.create_task(server.run(stop))
     await broker.serve_forever(stop)
     if metrics_port is not None:
         await metrics

@@ -33,7 +33,8 @@ def plan(topics: Mapping[int, str], nodes: Sequence[int]) -> dict[int, int | Non
         room = -(-len(pids) // len(live))
         load = dict.fromkeys(live, 0)
         for pid in pids:
-            ranked = sorted(live, key=lambda n, p=pid: (_weight(p, n), n), reverse=True)
+            ranked = sorted(live, key=lambda n: (_weight(pid, n), n),
+                            reverse=True)
             node = next(n for n in ranked if load[n] < room)
             load[node] += 1
             out[pid] = node

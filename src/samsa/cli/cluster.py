@@ -1,0 +1,67 @@
+"""``samsa cluster status``: nodes, leases and coordinator shard owners, read from the
+cluster's PostgreSQL database."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from typing import Any
+
+_NODES = """
+SELECT id, host, port, rack, expires_at > now() AS live,
+       round(extract(epoch FROM expires_at - now()) * 1000)::bigint AS expires_in_ms
+FROM samsa_nodes ORDER BY id
+"""
+_LEASES = """
+SELECT topic, idx, owner, epoch, log_start, log_end FROM samsa_partitions ORDER BY topic, idx
+"""
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("cluster", help="inspect a cluster over PostgreSQL",
+                       description="Inspect a samsa cluster through its database.")
+    csub = p.add_subparsers(dest="cluster_command", required=True)
+    s = csub.add_parser("status", help="nodes, leases and coordinator shard owners")
+    s.add_argument("--storage", required=True, metavar="URL",
+                   help="the cluster's database, postgresql://USER@HOST:PORT/DB")
+    s.add_argument("--output", choices=["text", "json"], default="text")
+    s.set_defaults(run=run_status)
+
+
+async def fetch_status(dsn: str) -> dict[str, Any]:
+    import asyncpg
+
+    conn = await asyncpg.connect(dsn)
+    try:
+        nodes = [dict(r) for r in await conn.fetch(_NODES)]
+        leases = [dict(r) for r in await conn.fetch(_LEASES)]
+    finally:
+        await conn.close()
+    live = {n["id"] for n in nodes if n["live"]}
+    for lease in leases:
+        lease["owner_live"] = lease["owner"] in live
+    counts = {n["id"]: sum(1 for x in leases if x["owner"] == n["id"]) for n in nodes}
+    for n in nodes:
+        n["leases"] = counts[n["id"]]
+    return {"nodes": nodes, "leases": leases}
+
+
+def run_status(args: argparse.Namespace) -> int:
+    status = asyncio.run(fetch_status(args.storage))
+    if args.output == "json":
+        print(json.dumps(status, indent=1, default=str))
+        return 0
+    print(f"{'NODE':>5} {'ADDRESS':<22} {'RACK':<10} {'LIVE':<5} {'EXPIRES-IN-MS':>13} LEASES")
+    for n in status["nodes"]:
+        print(f"{n['id']:>5} {n['host'] + ':' + str(n['port']):<22} {n['rack'] or '-':<10} "
+              f"{'yes' if n['live'] else 'no':<5} {n['expires_in_ms']:>13} {n['leases']}")
+    print()
+    print(f"{'PARTITION':<32} {'OWNER':>5} {'EPOCH':>5} {'LOG-START':>10} {'LOG-END':>10}")
+    for x in status["leases"]:
+        owner = "-" if x["owner"] is None else str(x["owner"]) + ("" if x["owner_live"] else "!")
+        name = f"{x['topic']}-{x['idx']}"
+        if x["topic"] == "__consumer_offsets":
+            name = f"shard {x['idx']} ({name})"
+        print(f"{name:<32} {owner:>5} {x['epoch']:>5} {x['log_start']:>10} {x['log_end']:>10}")
+    return 0
