@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,124 +17,30 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from samsa import TopicPartition
-from samsa.client import Admin, Consumer, KafkaError, Producer
+from samsa.client import Admin, Consumer, KafkaError
 from samsa.protocol.api_keys import ApiKey
 from tests.brokerproc import BrokerProcess
 from tests.client.conftest import wait_until
+from tests.client.cpgroups import (
+    Timeline,
+    commits_equal_end_offsets,
+    cp_consumer,
+    describe,
+    never_two_owners,
+    produce,
+    split,
+)
 from tests.client.proxy import Close, FaultProxy, error_answer
-from tests.client.runner import Recorder, Runner
+from tests.client.runner import Runner
 from tests.conformance.consumer_protocol_kit import BROKER_CONFIG
 
 _names = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def cp_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """A broker with short consumer-group heartbeat and session settings."""
-    proc = BrokerProcess(tmp_path_factory.mktemp("cp") / "data", BROKER_CONFIG).start()
-    yield proc
-    assert proc.stop() == 0, f"broker did not exit cleanly, see {proc.log_path}"
-
-
-@pytest.fixture
-def new_topic(cp_broker: BrokerProcess) -> Callable[[int], str]:
-    def make(partitions: int) -> str:
-        name = f"cp-{next(_names)}"
-        with Admin(bootstrap_servers=cp_broker.bootstrap) as admin:
-            admin.create_topics({name: partitions})
-        return name
-    return make
-
-
-def cp_consumer(broker: BrokerProcess, group: str, **kw: Any) -> Consumer:
-    config: dict[str, Any] = {
-        "bootstrap_servers": broker.bootstrap, "group_id": group,
-        "group_protocol": "consumer", "auto_offset_reset": "earliest",
-        "enable_auto_commit": False, "max_poll_interval_ms": 20000,
-        "metadata_max_age_ms": 1000}
-    config.update(kw)
-    return Consumer(**config)
-
-
-class Timeline(Recorder):
-    """A listener recording when each call happened (for ownership intervals)."""
-
-    def __init__(self, name: str, log: list[tuple[float, str, str, frozenset[TopicPartition]]]
-                 ) -> None:
-        super().__init__()
-        self.name = name
-        self.log = log
-
-    def _at(self, kind: str, parts: set[TopicPartition]) -> None:
-        with self.lock:
-            self.log.append((time.monotonic(), self.name, kind, frozenset(parts)))
-
-    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        self._at("revoked", revoked)
-        super().on_partitions_revoked(revoked)
-
-    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        super().on_partitions_assigned(assigned)
-        self._at("assigned", assigned)
-
-    def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
-        self._at("lost", lost)
-        super().on_partitions_lost(lost)
-
-
-def never_two_owners(log: Sequence[tuple[float, str, str, frozenset[TopicPartition]]]) -> None:
-    """Replay the listener calls in time order: a partition is assigned to a member only
-    when no other member holds it (its owner revoked it first)."""
-    holder: dict[TopicPartition, str] = {}
-    for _, name, kind, parts in sorted(log, key=lambda e: e[0]):
-        for tp in parts:
-            if kind == "assigned":
-                assert holder.get(tp) in (None, name), f"{tp} assigned to {name} while " \
-                                                        f"{holder.get(tp)} holds it"
-                holder[tp] = name
-            elif holder.get(tp) == name:
-                del holder[tp]
-
-
-def split(runners: Sequence[Runner], parts: set[TopicPartition]) -> bool:
-    if not all(r.stable() for r in runners):
-        return False
-    owned = [tp for r in runners for tp in r.assignment]
-    return len(owned) == len(set(owned)) and set(owned) == parts and all(
-        r.assignment for r in runners)
-
-
-def produce(broker: BrokerProcess, topic: str, n: int, tag: str) -> set[bytes]:
-    values = {f"{tag}-{i}".encode() for i in range(n)}
-    with Producer(bootstrap_servers=broker.bootstrap) as p:
-        for v in sorted(values):
-            p.send(topic, value=v, key=v)
-        p.flush(10)
-    return values
-
-
-def commits_equal_end_offsets(broker: BrokerProcess, group: str,
-                              parts: set[TopicPartition]) -> bool:
-    with Admin(bootstrap_servers=broker.bootstrap) as admin:
-        ends = {tp: o for tp, (o, _) in admin.list_offsets(dict.fromkeys(parts, "latest"))
-                .items()}
-        return admin.list_consumer_group_offsets(group, parts) == ends
-
-
-def describe(runners: Sequence[Runner]) -> list[Any]:
-    out = []
-    for r in runners:
-        s = r.consumer.group_status()
-        assert s is not None
-        out.append((s.state, s.generation, sorted(tp.partition for tp in r.assignment),
-                    repr(r.error), s.history[-6:]))
-    return out
-
-
 def test_members_join_and_leave_incrementally(cp_broker: BrokerProcess,
-                                              new_topic: Callable[[int], str],
+                                              cp_topic: Callable[[int], str],
                                               runners: list[Runner]) -> None:
-    topic, group = new_topic(6), f"cp-g-{next(_names)}"
+    topic, group = cp_topic(6), f"cp-g-{next(_names)}"
     parts = {TopicPartition(topic, p) for p in range(6)}
     log: list[tuple[float, str, str, frozenset[TopicPartition]]] = []
     expected = produce(cp_broker, topic, 60, "a")
@@ -181,11 +87,11 @@ def test_members_join_and_leave_incrementally(cp_broker: BrokerProcess,
 
 
 def test_auto_commit_before_revocation(cp_broker: BrokerProcess,
-                                       new_topic: Callable[[int], str],
+                                       cp_topic: Callable[[int], str],
                                        runners: list[Runner]) -> None:
     """With auto-commit, a member commits what it consumed before it revokes: the member
     taking the partitions over starts there, so no record is read twice."""
-    topic, group = new_topic(4), f"cp-g-{next(_names)}"
+    topic, group = cp_topic(4), f"cp-g-{next(_names)}"
     parts = {TopicPartition(topic, p) for p in range(4)}
     expected = produce(cp_broker, topic, 80, "x")
     a = Runner(cp_consumer(cp_broker, group, enable_auto_commit=True,
@@ -205,9 +111,9 @@ def test_auto_commit_before_revocation(cp_broker: BrokerProcess,
 
 
 def test_static_member_comes_back_to_its_partitions(cp_broker: BrokerProcess,
-                                                    new_topic: Callable[[int], str],
+                                                    cp_topic: Callable[[int], str],
                                                     runners: list[Runner]) -> None:
-    topic, group = new_topic(4), f"cp-g-{next(_names)}"
+    topic, group = cp_topic(4), f"cp-g-{next(_names)}"
     parts = {TopicPartition(topic, p) for p in range(4)}
     a = Runner(cp_consumer(cp_broker, group, group_instance_id="a"), [topic])
     b = Runner(cp_consumer(cp_broker, group, group_instance_id="b"), [topic])
@@ -298,8 +204,8 @@ def test_commit_retries_a_stale_member_epoch(
 
 
 def test_unknown_assignor_is_fatal(cp_broker: BrokerProcess,
-                                   new_topic: Callable[[int], str]) -> None:
-    topic = new_topic(1)
+                                   cp_topic: Callable[[int], str]) -> None:
+    topic = cp_topic(1)
     with cp_consumer(cp_broker, f"cp-g-{next(_names)}", group_remote_assignor="nope") as c:
         c.subscribe([topic])
         with pytest.raises(KafkaError) as err:
@@ -310,11 +216,11 @@ def test_unknown_assignor_is_fatal(cp_broker: BrokerProcess,
         assert c.member_state == "FATAL"
 
 
-def test_server_assignor_range(cp_broker: BrokerProcess, new_topic: Callable[[int], str],
+def test_server_assignor_range(cp_broker: BrokerProcess, cp_topic: Callable[[int], str],
                                runners: list[Runner]) -> None:
     """Co-partitioned topics with ``range``: each member gets the same partition numbers
     of both topics."""
-    t1, t2, group = new_topic(4), new_topic(4), f"cp-g-{next(_names)}"
+    t1, t2, group = cp_topic(4), cp_topic(4), f"cp-g-{next(_names)}"
     parts = {TopicPartition(t, p) for t in (t1, t2) for p in range(4)}
     rs = [Runner(cp_consumer(cp_broker, group, group_remote_assignor="range"), [t1, t2])
           for _ in range(2)]
@@ -350,8 +256,8 @@ def test_consumer_protocol_option_spelling() -> None:
 
 
 def test_threads_end_with_close(cp_broker: BrokerProcess,
-                                new_topic: Callable[[int], str]) -> None:
-    topic = new_topic(1)
+                                cp_topic: Callable[[int], str]) -> None:
+    topic = cp_topic(1)
     before = threading.active_count()
     c = cp_consumer(cp_broker, f"cp-g-{next(_names)}")
     c.subscribe([topic])
