@@ -328,7 +328,7 @@ class ConsumerProtocolCoordinator:
         if m.machine.coordinator is None and m.machine.fatal is None and \
                 m.machine.in_group() and not self.discovery.ensure(deadline):
             return False
-        self._user_steps()
+        self.user_steps()
         self.commits.maybe_auto_commit(m.now_ms())
         return not m.machine.needs_rejoin()
 
@@ -349,7 +349,9 @@ class ConsumerProtocolCoordinator:
                 log.debug("metadata refresh for assigned topic ids failed: %s", exc)
         return names
 
-    def _user_steps(self) -> None:
+    def user_steps(self) -> None:
+        """The user thread's part of the protocol (``poll`` runs it): release lost
+        partitions, raise a fatal error, reconcile a new assignment."""
         m = self.member
         for _ in range(10):  # bounded: each step waits for nothing
             names = self._names()
