@@ -264,3 +264,23 @@ def test_threads_end_with_close(cp_broker: BrokerProcess,
     wait_until(lambda: bool(c.poll(50)) or c.member_state == "STABLE", 20)
     c.close()
     wait_until(lambda: threading.active_count() <= before, 10)
+
+
+def test_regex_subscription_picks_up_new_topics(cp_broker: BrokerProcess,
+                                                runners: list[Runner]) -> None:
+    """``subscribe(pattern=...)`` sends ``subscribed_topic_regex``: the broker resolves it,
+    also for a topic created later (whose id the consumer learns from metadata)."""
+    prefix = f"rx{next(_names)}"
+    with Admin(bootstrap_servers=cp_broker.bootstrap) as admin:
+        admin.create_topics({f"{prefix}-a": 2, f"other{prefix}": 1})
+    a = Runner(cp_consumer(cp_broker, f"cp-g-{next(_names)}"), pattern=f"{prefix}-.*")
+    runners.append(a)
+    a.start()
+    first = {TopicPartition(f"{prefix}-a", p) for p in range(2)}
+    wait_until(lambda: split([a], first), 30, describe=lambda: describe([a]))
+    with Admin(bootstrap_servers=cp_broker.bootstrap) as admin:
+        admin.create_topics({f"{prefix}-b": 1})
+    both = first | {TopicPartition(f"{prefix}-b", 0)}
+    wait_until(lambda: split([a], both), 30, describe=lambda: describe([a]))
+    values = produce(cp_broker, f"{prefix}-b", 5, "rx")
+    wait_until(lambda: {r.value for r in a.records} >= values, 20)
