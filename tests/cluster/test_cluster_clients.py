@@ -135,8 +135,10 @@ def test_metadata_lists_the_nodes_and_each_partition_leader(cluster: Cluster) ->
         k: owner for k, (owner, _) in leases(cluster.dsn).items()}
 
 
-def test_group_keeps_consuming_when_the_coordinator_node_dies(cluster: Cluster) -> None:
-    group = "survivors"
+@pytest.mark.parametrize("moment", ["stable", "rebalance"])
+def test_group_keeps_consuming_when_the_coordinator_node_dies(cluster: Cluster,
+                                                              moment: str) -> None:
+    group = f"survivors-{moment}"
     coordinator = cluster.owner("__consumer_offsets", partition_for(group, 6))
     acked: set[bytes] = set()
     produce(cluster.bootstrap, [b"a%d" % i for i in range(300)], acked)
@@ -163,6 +165,10 @@ def test_group_keeps_consuming_when_the_coordinator_node_dies(cluster: Cluster) 
         t.start()
     try:
         wait_until(lambda: len(got) >= 100, 60, "consumption before the kill")
+        if moment == "rebalance":  # a third member joins: kill while the group rebalances
+            threads.append(threading.Thread(target=member))
+            threads[-1].start()
+            time.sleep(0.3)
         cluster.nodes[coordinator].kill()
         produce(cluster.bootstrap, [b"b%d" % i for i in range(300)], acked)
         wait_until(lambda: got >= acked, 90, "every acknowledged record consumed")
