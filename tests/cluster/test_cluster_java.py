@@ -1,0 +1,65 @@
+"""Apache Kafka's Java consumer in a group on three samsa nodes over PostgreSQL while the
+node coordinating the group is SIGKILLed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import TopicPartition
+
+from samsa.coordinator.hashing import partition_for
+from tests.cluster.nodes import wait_until
+from tests.cluster.test_cluster_clients import (
+    PARTITIONS,
+    TOPIC,
+    Cluster,
+    cluster,  # noqa: F401 - the fixture
+    consumer,
+    end_offsets,
+    produce,
+)
+from tests.conformance.javakit import JavaKit, JavaMember, compiled
+
+pytestmark = [pytest.mark.conformance, pytest.mark.slow]
+
+
+@pytest.fixture
+def java(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaKit]:
+    kit = compiled(tmp_path_factory)
+    yield kit
+    kit.stop_all()
+
+
+def test_java_group_survives_the_coordinator_node(cluster: Cluster,  # noqa: F811
+                                                   java: JavaKit) -> None:
+    group = "java-survivors"
+    coordinator = cluster.owner("__consumer_offsets", partition_for(group, 6))
+    acked: set[bytes] = set()
+    produce(cluster.bootstrap, [b"j%d" % i for i in range(200)], acked)
+    members = [JavaMember(java, cluster.bootstrap, group, [TOPIC], name,
+                          **{"auto.offset.reset": "earliest", "enable.auto.commit": "false"})
+               for name in ("a", "b")]
+    expected = {v.decode() for v in acked}
+
+    def consumed() -> set[str]:
+        return {v for m in members for v in m.values()}
+
+    wait_until(lambda: len(consumed()) >= 100, 60, "consumption before the kill")
+    cluster.nodes[coordinator].kill()
+    produce(cluster.bootstrap, [b"k%d" % i for i in range(200)], acked)
+    expected = {v.decode() for v in acked}
+    wait_until(lambda: consumed() >= expected, 90, "every acknowledged record consumed")
+
+    def commit_all() -> bool:
+        return all(m.commit().get("ok") for m in members)
+
+    wait_until(commit_all, 60, "commits through the new coordinator")
+    checker = consumer(cluster.bootstrap, group)
+    ends = end_offsets(checker)
+    done = checker.committed([TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=10)
+    checker.close()
+    assert {tp.partition: tp.offset for tp in done} == ends
+    assert not [e for m in members for e in m.errors() if e.get("fatal")]
+    for m in members:
+        m.close()
