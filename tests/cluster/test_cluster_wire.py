@@ -1,0 +1,78 @@
+"""Leadership errors on the wire: Produce and Fetch to a node that does not lead the
+partition, Fetch with a stale or future leader epoch, FindCoordinator on any node."""
+
+from __future__ import annotations
+
+import datetime
+
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+
+from samsa.coordinator.hashing import partition_for
+from tests.cluster.nodes import leases
+from tests.cluster.test_cluster_clients import (
+    TOPIC,
+    Cluster,
+    cluster,  # noqa: F401 - the fixture
+)
+from tests.records import make_batch
+from tests.wire import WireClient
+
+
+def _produce(index: int) -> ProduceRequest:
+    return ProduceRequest(
+        transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5),
+        topic_data=(TopicProduceData(name=TOPIC, partition_data=(
+            PartitionProduceData(index=index, records=make_batch([(b"k", b"v")])),)),))
+
+
+def _fetch(index: int, epoch: int) -> FetchRequest:
+    return FetchRequest(
+        replica_id=-1, max_wait=datetime.timedelta(milliseconds=0), min_bytes=1,
+        max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+        topics=(FetchTopic(topic=TOPIC, partitions=(FetchPartition(
+            partition=index, current_leader_epoch=epoch, fetch_offset=0,
+            last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=1 << 20),)),),
+        forgotten_topics_data=(), rack_id="")
+
+
+def test_only_the_leader_serves_a_partition(cluster: Cluster) -> None:  # noqa: F811
+    leader, epoch = leases(cluster.dsn)[(TOPIC, 0)]
+    assert leader is not None
+    other = next(i for i in cluster.nodes if i != leader)
+    to_leader = WireClient(cluster.nodes[leader].bootstrap)
+    to_other = WireClient(cluster.nodes[other].bootstrap)
+    produced = to_leader.call(0, 9, _produce(0)).responses[0].partition_responses[0]
+    assert produced.error_code == ErrorCode.none
+    refused = to_other.call(0, 9, _produce(0)).responses[0].partition_responses[0]
+    assert refused.error_code == ErrorCode.not_leader_or_follower
+
+    def fetch_error(client: WireClient, leader_epoch: int) -> ErrorCode:
+        return ErrorCode(client.call(1, 12, _fetch(0, leader_epoch))
+                         .responses[0].partitions[0].error_code)
+
+    assert fetch_error(to_leader, epoch) == ErrorCode.none
+    assert fetch_error(to_leader, -1) == ErrorCode.none
+    assert fetch_error(to_leader, epoch - 1) == ErrorCode.fenced_leader_epoch
+    assert fetch_error(to_leader, epoch + 1) == ErrorCode.unknown_leader_epoch
+    assert fetch_error(to_other, -1) == ErrorCode.not_leader_or_follower
+    to_leader.close()
+    to_other.close()
+
+
+def test_find_coordinator_names_the_shard_owner_from_any_node(cluster: Cluster  # noqa: F811
+                                                              ) -> None:
+    groups = [f"g{i}" for i in range(12)]
+    owners = {g: leases(cluster.dsn)[("__consumer_offsets", partition_for(g, 6))][0]
+              for g in groups}
+    for node in cluster.nodes.values():
+        c = WireClient(node.bootstrap)
+        found = c.call(10, 4, FindCoordinatorRequest(key_type=0,
+                                                     coordinator_keys=tuple(groups)))
+        c.close()
+        for entry in found.coordinators:
+            assert entry.error_code == ErrorCode.none
+            assert entry.node_id == owners[entry.key]
+            assert entry.port == cluster.nodes[entry.node_id].port
