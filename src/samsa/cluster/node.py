@@ -200,6 +200,8 @@ class ClusterNode:
         if int(head["topics_version"]) != self.topics.version:
             self.topics.apply(await self.engine.db.run(fetch_topics))
         self.leases = {r["pid"]: (r["owner"], r["epoch"]) for r in leases}
+        for pid in [p for p in self.owned if p not in self.leases]:  # its topic was deleted
+            self.owned.pop(pid)
         if self._stopping or not head["renewed"]:
             return
         self._reconcile()
