@@ -9,7 +9,10 @@ model, as Kafka 4.x's ``classicGroupJoinToConsumerGroup``,
   the group epoch and compute a new target, reconciles the member with the partitions it
   reports owning, and answers at once: generation = member epoch, protocol type
   ``consumer``, the member's first protocol, no leader. A sync timeout (rebalance timeout)
-  is armed; the session timer uses the JoinGroup's session timeout.
+  is armed; the session timer uses the JoinGroup's session timeout. A static member that
+  replaces the group's last consumer-protocol member (same instance id) turns the group
+  back into a Stable classic group at once (Kafka's
+  ``validateOnlineDowngradeWithReplacedMember``), which the member then syncs with.
 * SyncGroup checks member, generation and protocol, answers REBALANCE_IN_PROGRESS while the
   group epoch is ahead of a member that is not revoking, else the member's assigned
   partitions as a ConsumerProtocolAssignment (at its subscription's version).
@@ -156,9 +159,15 @@ def _join(core: ShardCore, group: ConsumerGroup, ev: JoinGroup) -> JoinGroupResp
         update_target(core, group, group.epoch)
     owned = migrate.to_ids(subscription.owned_partitions, core.topics)
     member = reconcile_member(core, group, group.members[member_id], owned)
-    core.cancel(TimerKind.CONSUMER_JOIN, gid, member_id)
-    core.schedule(TimerKind.CONSUMER_SESSION, gid, member_id, ev.session_timeout_ms)
-    core.schedule(TimerKind.CONSUMER_SYNC, gid, member_id, max(ev.rebalance_timeout_ms, 0))
+    if replaced is not None and migrate.downgrades_with_replaced_member(core, group, replaced):
+        # The last consumer-protocol member was replaced: the group is classic again,
+        # Stable, without a rebalance; the member syncs with it (Kafka 4.x).
+        migrate.convert_to_classic(core, group, (), rebalance=False)
+    else:
+        core.cancel(TimerKind.CONSUMER_JOIN, gid, member_id)
+        core.schedule(TimerKind.CONSUMER_SESSION, gid, member_id, ev.session_timeout_ms)
+        core.schedule(TimerKind.CONSUMER_SYNC, gid, member_id,
+                      max(ev.rebalance_timeout_ms, 0))
     return JoinGroupResponse(
         E.none,
         member_id=member_id,

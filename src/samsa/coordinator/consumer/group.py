@@ -177,6 +177,11 @@ class ConsumerGroup:
     revoking_epochs: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
     #: soft: (topics version, epoch, members) when the metadata hash was last checked
     hash_checked: tuple[int, int, int] | None = field(default=None, compare=False, repr=False)
+    #: soft: the topic ids of each distinct subscription (names, regex, the regex's topics)
+    #: under the topics snapshot ``ids_topics`` (members mostly share one subscription)
+    ids_cache: dict[tuple[tuple[str, ...], str | None, frozenset[str] | None],
+                    frozenset[uuid.UUID]] = field(default_factory=dict, compare=False, repr=False)
+    ids_topics: object = field(default=None, compare=False, repr=False)
 
     # ------------------------------------------------------------------ queries
 

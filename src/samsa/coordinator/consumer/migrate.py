@@ -204,6 +204,16 @@ def downgrades_without(core: ShardCore, group: ConsumerGroup, fenced: Iterable[s
             and core.config.online_downgrade_enabled and remaining <= core.config.max_size)
 
 
+def downgrades_with_replaced_member(core: ShardCore, group: ConsumerGroup,
+                                    replaced: ConsumerMember) -> bool:
+    """Kafka's ``validateOnlineDowngradeWithReplacedMember``: a static member joining with
+    the classic protocol replaced ``replaced`` (already swapped in ``group``), and now every
+    member speaks the classic protocol."""
+    return (replaced.classic is None and group.all_classic_except(())
+            and core.config.online_downgrade_enabled
+            and len(group.members) <= core.config.max_size)
+
+
 def write_group_tombstones(core: ShardCore, group: ConsumerGroup) -> None:
     """Kafka's ``ConsumerGroup.createGroupTombstoneRecords`` (members included)."""
     gid = group.group_id
@@ -220,10 +230,12 @@ def write_group_tombstones(core: ShardCore, group: ConsumerGroup) -> None:
     core.write(ConsumerGroupMetadataKey(gid), None)
 
 
-def convert_to_classic(core: ShardCore, group: ConsumerGroup, fenced: Iterable[str]) -> Group:
-    """Kafka's ``convertToClassicGroup`` for leaving members: the remaining (classic)
-    members form a Stable classic group holding their target assignments, which
-    rebalances at once."""
+def convert_to_classic(core: ShardCore, group: ConsumerGroup, fenced: Iterable[str],
+                       rebalance: bool = True) -> Group:
+    """Kafka's ``convertToClassicGroup``: the remaining (classic) members form a Stable
+    classic group holding their target assignments, which rebalances at once when members
+    left (``rebalance``), not when a static member joining with the classic protocol
+    replaced the last consumer-protocol member."""
     leaving = set(fenced)
     gid = group.group_id
     topics = core.topics
@@ -259,5 +271,6 @@ def convert_to_classic(core: ShardCore, group: ConsumerGroup, fenced: Iterable[s
     core.groups[gid] = classic
     for member in classic.members.values():
         rb.schedule_heartbeat(core, classic, member)
-    rb.prepare_rebalance(core, classic)
+    if rebalance:
+        rb.prepare_rebalance(core, classic)
     return classic

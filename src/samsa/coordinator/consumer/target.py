@@ -29,6 +29,9 @@ from samsa.coordinator.consumer.records import (
 from samsa.coordinator.consumer.topics import TopicsSnapshot
 from samsa.coordinator.core import ShardCore
 
+#: distinct subscriptions remembered per group before the cache starts over
+_IDS_CACHE_SIZE = 1024
+
 
 @lru_cache(maxsize=16)
 def assignors(names: tuple[str, ...]) -> dict[str, ServerAssignor]:
@@ -53,14 +56,25 @@ def preferred_assignor(core: ShardCore, group: ConsumerGroup) -> str:
 
 def subscribed_ids(group: ConsumerGroup, member: ConsumerMember,
                    topics: TopicsSnapshot) -> frozenset[uuid.UUID]:
-    """The ids of the existing topics ``member`` subscribes to (names and its regex)."""
-    names = set(member.subscribed_topic_names)
-    if member.subscribed_topic_regex:
-        resolved = group.regexes.get(member.subscribed_topic_regex)
+    """The ids of the existing topics ``member`` subscribes to (names and its regex),
+    computed once per distinct subscription and topics snapshot."""
+    regex = member.subscribed_topic_regex
+    resolved = group.regexes.get(regex) if regex else None
+    key = (member.subscribed_topic_names, regex, None if resolved is None else resolved.topics)
+    if group.ids_topics is not topics:
+        group.ids_cache.clear()
+        group.ids_topics = topics
+    ids = group.ids_cache.get(key)
+    if ids is None:
+        names = set(member.subscribed_topic_names)
         if resolved is not None:
             names |= resolved.topics
-    by_name = topics.by_name
-    return frozenset(by_name[n].topic_id for n in names if n in by_name)
+        by_name = topics.by_name
+        ids = frozenset(by_name[n].topic_id for n in names if n in by_name)
+        if len(group.ids_cache) >= _IDS_CACHE_SIZE:
+            group.ids_cache.clear()
+        group.ids_cache[key] = ids
+    return ids
 
 
 def update_target(core: ShardCore, group: ConsumerGroup, epoch: int) -> None:
