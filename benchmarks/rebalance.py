@@ -12,6 +12,14 @@ with a protocol-level load generator.
     broker (initial delay 0): time until N = 10 and 50 consumers are fully assigned, and a
     group of 10's time to Stable again after a member leaves and after one is SIGKILLed
     (Stable: every member at the target assignment, described by ConsumerGroupDescribe).
+(e) KIP-848 heartbeat latency while target assignments are computed: 1,000 protocol-level
+    members (one connection each) of one consumer group subscribed to 1,000-partition
+    topics (50 of them, or as many as this process's open-file limit allows: each partition
+    holds a file open), one member leaving and a new one joining every 500 ms; p50/p99/max
+    latency of the members' plain heartbeats, of those that change a member's assignment
+    (they write a record and wait for its fsync), and of an ApiVersions probe every 10 ms
+    (the event loop's stalls). Full garbage collections were the loop's long stalls (about
+    250 ms each with 18,000 partitions); samsa.broker.gc_policy freezes what survives them.
 (c) Coordinator capacity: heartbeats per second one broker process answers, from a
     load-generator process (asyncio, several connections, pipelined requests) driving many
     members of several groups; and a single group of 5,000 protocol-level members: time
@@ -239,6 +247,49 @@ def section_d(tmp: Path, sizes: list[int], trials: int, session_ms: int) -> None
     print()
 
 
+# -- (e) KIP-848 heartbeat latency ----------------------------------------------------------
+
+E_PARTITIONS = 1000
+
+
+def section_e(tmp: Path, members: int, topics: int, churn_ms: int, seconds: float) -> None:
+    from benchmarks.cg_heartbeat_latency import run as heartbeat_latency
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    fit = max(1, (soft - members - 1500) // E_PARTITIONS)  # connections, logs, sockets
+    if fit < topics:
+        print(f"(e) open-file limit {soft}: {fit} topics instead of {topics}")
+        topics = fit
+    names = tuple(f"e-{i}" for i in range(topics))
+    print(f"(e) KIP-848 heartbeat latency: {members} members, {topics} x {E_PARTITIONS} "
+          f"partitions, one leave + one join every {churn_ms} ms, heartbeat interval 5000 ms")
+    broker = BrokerProcess(tmp / "e", {"group.consumer.heartbeat.interval.ms": "5000"}).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        created = admin.create_topics(
+            [NewTopic(n, num_partitions=E_PARTITIONS) for n in names], request_timeout=600)
+        for f in created.values():
+            f.result(600)
+        with multiprocessing.get_context("spawn").Pool(1) as pool:
+            r = pool.apply(heartbeat_latency, (("127.0.0.1", broker.port, "e", names, members,
+                                                members, 5000, churn_ms, 10.0, seconds),))
+    finally:
+        broker.stop()
+    print(f"    joining one by one took {r['join_s']:.1f} s; measured {r['seconds']:.0f} s: "
+          f"{r['churned']} leaves + joins, {r['group_epochs']} group epochs, "
+          f"{r['targets_reached']} target assignments reached; errors: {r['errors'] or 'none'}")
+    print(f"    {'':>34} {'count':>7} {'p50':>9} {'p99':>9} {'max':>9}")
+    rows = (("plain heartbeats", r["heartbeats"], r["p50_ms"], r["p99_ms"], r["max_ms"]),
+            ("heartbeats changing an assignment", r["acks"], r["ack_p50_ms"], r["ack_p99_ms"],
+             float("nan")),
+            ("ApiVersions probe (loop stalls)", r["probes"], float("nan"), r["probe_p99_ms"],
+             r["probe_max_ms"]))
+    for name, n, p50, p99, top in rows:
+        print(f"    {name:>34} {n:>7} " + " ".join(
+            f"{'-' if v != v else f'{v:.1f} ms':>9}" for v in (p50, p99, top)))
+    print()
+
+
 # -- (c) protocol-level load ----------------------------------------------------------------
 
 class Conn:
@@ -452,6 +503,11 @@ def main() -> None:
     ap.add_argument("--big", type=int, default=5000)
     ap.add_argument("--session-ms", type=int, default=6000)
     ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--skip-e", action="store_true")
+    ap.add_argument("--e-members", type=int, default=1000)
+    ap.add_argument("--e-topics", type=int, default=50, help="1000-partition topics for (e)")
+    ap.add_argument("--e-churn-ms", type=int, default=500)
+    ap.add_argument("--e-seconds", type=float, default=30.0)
     args = ap.parse_args()
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # 100 consumers' sockets
@@ -506,6 +562,9 @@ def main() -> None:
         if not args.skip_d:
             section_d(tmpdir, [int(s) for s in args.consumer_sizes.split(",")], args.trials,
                       args.session_ms)
+
+        if not args.skip_e:
+            section_e(tmpdir, args.e_members, args.e_topics, args.e_churn_ms, args.e_seconds)
 
         if not args.skip_c:
             print("(c) coordinator capacity (load generator in its own process)")

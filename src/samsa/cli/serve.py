@@ -12,6 +12,7 @@ from typing import Any
 
 from samsa.broker.allocator import keep_large_buffers
 from samsa.broker.config import BrokerConfig, ConfigError, parse_assignments, read_properties
+from samsa.broker.gc_policy import install as freeze_gc_survivors
 
 
 def add_parser(sub: Any) -> None:
@@ -68,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level, stream=sys.stdout,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     keep_large_buffers()
+    freeze_gc_survivors()  # short full collections: no long event-loop stalls
     try:
         import uvloop
 
