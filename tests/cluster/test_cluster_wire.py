@@ -4,6 +4,7 @@ partition, Fetch with a stale or future leader epoch, FindCoordinator on any nod
 from __future__ import annotations
 
 import datetime
+from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
@@ -11,7 +12,7 @@ from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from samsa.coordinator.hashing import partition_for
-from tests.cluster.nodes import leases
+from tests.cluster.nodes import ClusterNodeProcess, all_owned, leases, query, wait_until
 from tests.cluster.test_cluster_clients import (
     TOPIC,
     Cluster,
@@ -76,3 +77,35 @@ def test_find_coordinator_names_the_shard_owner_from_any_node(cluster: Cluster  
             assert entry.error_code == ErrorCode.none
             assert entry.node_id == owners[entry.key]
             assert entry.port == cluster.nodes[entry.node_id].port
+
+
+def test_find_coordinator_without_an_owner(tmp_path: Path, pg_dsn: str) -> None:
+    """COORDINATOR_NOT_AVAILABLE while a shard has no owner; its owner takes it back."""
+    c = Cluster(tmp_path, pg_dsn, {"cluster.lease.ttl.ms": "60000"})
+    try:
+        a, b = c.start(1), c.start(2)
+        wait_until(lambda: all_owned(pg_dsn, {1, 2}), 30, "every lease held")
+        group = next(g for g in (f"g{i}" for i in range(100))
+                     if c.owner("__consumer_offsets", partition_for(g, 6)) == 2)
+        shard = partition_for(group, 6)
+
+        def find(node: ClusterNodeProcess) -> tuple[ErrorCode, int]:
+            client = WireClient(node.bootstrap)
+            found = client.call(10, 4, FindCoordinatorRequest(
+                key_type=0, coordinator_keys=(group,))).coordinators[0]
+            client.close()
+            return ErrorCode(found.error_code), int(found.node_id)
+
+        assert find(a) == (ErrorCode.none, 2)
+        b.pause()  # node 2 stays registered (long TTL) but cannot take the shard back yet
+        try:
+            query(pg_dsn, "UPDATE samsa_partitions SET owner = NULL, epoch = epoch + 1 "
+                  "WHERE topic = '__consumer_offsets' AND idx = $1", shard)
+            query(pg_dsn, "NOTIFY samsa_cluster")
+            wait_until(lambda: find(a)[0] == ErrorCode.coordinator_not_available, 10,
+                       "COORDINATOR_NOT_AVAILABLE")
+        finally:
+            b.resume()
+        wait_until(lambda: find(a) == (ErrorCode.none, 2), 20, "node 2 owning the shard again")
+    finally:
+        c.stop()
