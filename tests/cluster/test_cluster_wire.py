@@ -4,6 +4,8 @@ partition, Fetch with a stale or future leader epoch, FindCoordinator on any nod
 from __future__ import annotations
 
 import datetime
+import re
+import urllib.request
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
@@ -107,5 +109,37 @@ def test_find_coordinator_without_an_owner(tmp_path: Path, pg_dsn: str) -> None:
         finally:
             b.resume()
         wait_until(lambda: find(a) == (ErrorCode.none, 2), 20, "node 2 owning the shard again")
+    finally:
+        c.stop()
+
+
+def test_metrics_count_leases_and_takeovers(tmp_path: Path, pg_dsn: str) -> None:
+    c = Cluster(tmp_path, pg_dsn)
+    try:
+        nodes = [ClusterNodeProcess(tmp_path, i, pg_dsn) for i in (1, 2)]
+        for n in nodes:
+            n.extra_args += ["--metrics-port", "0"]
+            n.start()
+            c.nodes[n.node_id] = n
+        wait_until(lambda: all_owned(pg_dsn, {1, 2}), 30, "every lease held")
+
+        def scrape(node: ClusterNodeProcess) -> dict[str, float]:
+            m = re.search(r"metrics on http://[\d.]+:(\d+)/metrics", node.log_path.read_text())
+            assert m is not None
+            with urllib.request.urlopen(f"http://127.0.0.1:{m.group(1)}/metrics",
+                                        timeout=10) as resp:
+                text = resp.read().decode()
+            return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+                    for line in text.splitlines() if line.startswith("samsa_cluster")}
+
+        held = {n.node_id: scrape(n) for n in nodes}
+        shards = sum(h['samsa_cluster_leases{kind="coordinator_shard"}'] for h in held.values())
+        assert shards == 6
+        assert all(h["samsa_cluster_live_nodes"] == 2 for h in held.values())
+        nodes[1].kill()
+        wait_until(lambda: all_owned(pg_dsn, {1}), 30, "node 1 taking every lease")
+        after = scrape(nodes[0])
+        assert after['samsa_cluster_leases{kind="coordinator_shard"}'] == 6
+        assert after["samsa_cluster_lease_takeovers_total"] >= 1
     finally:
         c.stop()
