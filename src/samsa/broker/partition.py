@@ -10,7 +10,9 @@ from samsa.log import PartitionLog
 
 @dataclass(eq=False)
 class Partition:
-    """One partition of a topic on this node (always its leader, epoch 0)."""
+    """One partition of a topic: on a single node its leader at epoch 0; on a cluster node
+    (``--storage``) every node knows every partition, and its log accepts appends only
+    while this node holds the partition's lease (:mod:`samsa.cluster`)."""
 
     topic: str
     index: int
