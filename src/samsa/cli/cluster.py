@@ -8,10 +8,12 @@ import asyncio
 import json
 from typing import Any
 
-_NODES = """
-SELECT id, host, port, rack, expires_at > now() AS live,
+from samsa.storage.pg.schema import LIVE
+
+_NODES = f"""
+SELECT id, host, port, rack, {LIVE} AS live,
        round(extract(epoch FROM expires_at - now()) * 1000)::bigint AS expires_in_ms
-FROM samsa_nodes ORDER BY id
+FROM samsa_nodes n ORDER BY id
 """
 _LEASES = """
 SELECT topic, idx, owner, epoch, log_start, log_end FROM samsa_partitions ORDER BY topic, idx

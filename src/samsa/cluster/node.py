@@ -3,7 +3,12 @@
 Every tick (``cluster.lease.ttl.ms`` / 4, at most a second, and at once on a ``NOTIFY
 samsa_cluster``) the node:
 
-1. renews its registration (``samsa_nodes.expires_at = now() + ttl``, the database's clock);
+1. renews its registration (``samsa_nodes.expires_at = now() + ttl``, the database's clock).
+   A node is live while its registration has not expired and, in addition, while its
+   listening connection holds the node's session advisory lock: a node that dies (SIGKILL,
+   crash) loses its connections at once, so the others take its leases on their next tick
+   instead of after the TTL; a paused node keeps its connections and is found dead only
+   when its registration expires;
 2. reads the live nodes, every partition's lease (owner, epoch) and the topics version;
 3. reconciles, each partition's preferred owner being the rendezvous hash over the live
    nodes (:mod:`samsa.cluster.placement`):
@@ -39,6 +44,7 @@ from samsa.broker.topics import OFFSETS_TOPIC
 from samsa.cluster.placement import plan
 from samsa.storage.pg.engine import PgEngine
 from samsa.storage.pg.log import LeaseLost, PgPartitionLog
+from samsa.storage.pg.schema import LIVE, NODE_LOCK
 from samsa.storage.pg.topics import PgTopicManager, fetch_topics
 
 if TYPE_CHECKING:
@@ -77,12 +83,12 @@ SELECT (SELECT count(*) FROM me) AS renewed,
        (SELECT v FROM samsa_meta WHERE k = 'topics_version') AS topics_version
 """
 
-_CLAIM = """
+_CLAIM = f"""
 UPDATE samsa_partitions p SET owner = $1, epoch = p.epoch + 1
 FROM unnest($2::bigint[], $3::integer[]) AS v(pid, epoch)
 WHERE p.pid = v.pid AND p.epoch = v.epoch
   AND (p.owner IS NULL OR p.owner = $1 OR NOT EXISTS (
-       SELECT 1 FROM samsa_nodes n WHERE n.id = p.owner AND n.expires_at > now()))
+       SELECT 1 FROM samsa_nodes n WHERE n.id = p.owner AND {LIVE}))
 RETURNING p.pid, p.epoch, p.log_start, p.log_end
 """
 
@@ -122,24 +128,35 @@ class ClusterNode:
 
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
-        config = self.broker.config
-        sent = time.monotonic()
-        await self.engine.db.run(lambda pool: pool.execute(
-            "INSERT INTO samsa_nodes (id, host, port, rack, incarnation, expires_at) "
-            "VALUES ($1, $2, $3, $4, $5, now() + $6 * interval '1 millisecond') "
-            "ON CONFLICT (id) DO UPDATE SET host = $2, port = $3, rack = $4, "
-            "incarnation = $5, started_at = now(), expires_at = EXCLUDED.expires_at",
-            self.node_id, config.advertised_host, config.advertised_port, config.rack,
-            self.incarnation, self.ttl_ms))
-        self._renewed_at = sent
-        loop = asyncio.get_running_loop()
-        self._listener = await self.engine.db.run(
-            lambda pool: _listen(self.engine.db.dsn, lambda: loop.call_soon_threadsafe(
-                self._wake.set)))
+        await self._register()
         await self.engine.db.run(lambda pool: pool.execute(f"NOTIFY {CHANNEL}"))
         await self.tick()
         self._task = asyncio.create_task(self._loop())
         log.info("node %d joined the cluster (lease ttl %d ms)", self.node_id, self.ttl_ms)
+
+    async def _register(self) -> None:
+        """Listen for cluster changes on a connection of its own, which also holds this
+        node's advisory lock (while it is held, other nodes see this node live), then
+        register (or re-register) with a fresh lease."""
+        loop = asyncio.get_running_loop()
+        listener, locked = await self.engine.db.run(
+            lambda pool: _listen(self.engine.db.dsn, self.node_id,
+                                 lambda: loop.call_soon_threadsafe(self._wake.set)))
+        self._listener = listener
+        if not locked:
+            log.warning("node %d: another connection holds this node id's lock; liveness "
+                        "falls back to the lease TTL", self.node_id)
+        config = self.broker.config
+        sent = time.monotonic()
+        await self.engine.db.run(lambda pool: pool.execute(
+            "INSERT INTO samsa_nodes (id, host, port, rack, incarnation, expires_at, locked) "
+            "VALUES ($1, $2, $3, $4, $5, now() + $6 * interval '1 millisecond', $7) "
+            "ON CONFLICT (id) DO UPDATE SET host = $2, port = $3, rack = $4, "
+            "incarnation = $5, started_at = now(), expires_at = EXCLUDED.expires_at, "
+            "locked = $7",
+            self.node_id, config.advertised_host, config.advertised_port, config.rack,
+            self.incarnation, self.ttl_ms, locked))
+        self._renewed_at = sent
 
     async def stop(self) -> None:
         """Hand every lease over to the other live nodes, then leave."""
@@ -185,11 +202,15 @@ class ClusterNode:
         async def read(pool: Any) -> tuple[Any, list[Any], list[Any]]:
             async with pool.acquire() as conn:
                 head = await conn.fetchrow(_TICK, self.node_id, self.incarnation, self.ttl_ms)
-                nodes = await conn.fetch("SELECT id, host, port, rack FROM samsa_nodes "
-                                         "WHERE expires_at > now() ORDER BY id")
+                nodes = await conn.fetch(f"SELECT id, host, port, rack FROM samsa_nodes n "
+                                         f"WHERE {LIVE} ORDER BY id")
                 leases = await conn.fetch("SELECT pid, owner, epoch FROM samsa_partitions")
             return head, list(nodes), list(leases)
 
+        if self._listener is not None and self._listener.is_closed():
+            log.warning("node %d: lost its listening connection; registering again",
+                        self.node_id)
+            await self._register()
         head, nodes, leases = await self.engine.db.run(read)
         if head["renewed"]:
             self._renewed_at = sent
@@ -339,10 +360,16 @@ class ClusterNode:
         return [nodes[n] for n in sorted(nodes)]
 
 
-async def _listen(dsn: str, wake: Any) -> Any:
-    """A connection of its own listening on the cluster channel."""
+async def _listen(dsn: str, node_id: int, wake: Any) -> tuple[Any, bool]:
+    """A connection of its own listening on the cluster channel and holding the node's
+    advisory lock (tried for a moment: a killed former incarnation's session may still be
+    closing); returns it and whether the lock is held."""
     import asyncpg
 
     conn = await asyncpg.connect(dsn)
     await conn.add_listener(CHANNEL, lambda *_: wake())
-    return conn
+    for _ in range(20):
+        if await conn.fetchval("SELECT pg_try_advisory_lock($1, $2)", NODE_LOCK, node_id):
+            return conn, True
+        await asyncio.sleep(0.1)
+    return conn, False

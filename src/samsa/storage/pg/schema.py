@@ -4,7 +4,9 @@
   when to re-read topics; ``producer_id`` the next block of producer ids).
 * ``samsa_nodes``: the node registry: id, advertised address, rack, and ``expires_at``, the
   node's lease, renewed by the node. A node is live while ``expires_at > now()`` (the
-  database's clock, so node clocks never matter).
+  database's clock, so node clocks never matter) and, if it registered ``locked``, while
+  it still holds its session advisory lock (:data:`LIVE`): a killed node's connections
+  close at once, so it is found dead without waiting for its TTL.
 * ``samsa_topics``: name, id, config overrides.
 * ``samsa_partitions``: one row per partition (``__consumer_offsets`` partitions are the
   coordinator shards): log start and end offsets, and the lease: ``owner`` (a node id or
@@ -58,10 +60,20 @@ CREATE TABLE IF NOT EXISTS samsa_batches (
     data bytea NOT NULL,
     PRIMARY KEY (pid, base_offset)
 );
+ALTER TABLE samsa_nodes ADD COLUMN IF NOT EXISTS locked boolean NOT NULL DEFAULT false;
 ALTER TABLE samsa_batches ALTER COLUMN data SET STORAGE EXTERNAL;
 CREATE INDEX IF NOT EXISTS samsa_batches_producers ON samsa_batches (pid, producer_id, base_offset)
     WHERE producer_id >= 0;
 """
+
+NODE_LOCK = 7316
+"""First key of each node's session advisory lock ``(NODE_LOCK, node id)``."""
+
+#: A node ``n`` (a samsa_nodes row) that is live.
+LIVE = f"""(n.expires_at > now() AND (NOT n.locked OR EXISTS (
+    SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted
+      AND l.classid = {NODE_LOCK} AND l.objid::bigint = n.id AND l.objsubid = 2
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))))"""
 
 #: One statement, one transaction: the lease rows of the written partitions are updated
 #: (new log end) only where this node still owns them at the epoch it wrote with, and only
