@@ -138,6 +138,9 @@ def test_retention_and_compaction(pg_dsn: str) -> None:
         assert plog._busy is not None
         await plog._busy
         assert values([d for _, d in await stored(e1, pid)]) == [b"c", b"d", b"e"]
+        done = plog._busy
+        plog.plan_compaction(int(time.time() * 1000) + 1)
+        assert plog._busy is done  # nothing appended since: no new pass
         plog.reconfigure(LogConfig.from_mapping({"retention.bytes": "0"}))
         plog.apply_retention(now)
         assert plog._busy is not None

@@ -99,6 +99,8 @@ class PgPartitionLog:
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._loading: asyncio.Task[None] | None = None
         self._busy: asyncio.Task[None] | None = None
+        self._clean_end = 0
+        """Compaction passed every batch below this offset (since this node leads)."""
         self._closed = False
 
     def __repr__(self) -> str:
@@ -120,6 +122,7 @@ class PgPartitionLog:
             producers.replay(header)
         self.producers = producers
         self._start, self._next, self._committed = log_start, log_end, log_end
+        self._clean_end = 0
         self.epoch = epoch
         self.accepting = True
         self.on_data()
@@ -359,9 +362,16 @@ class PgPartitionLog:
         return 0
 
     def plan_compaction(self, now_ms: int) -> None:
-        """Start a compaction pass in the background; nothing for the local cleaner."""
-        if self.epoch is not None and self.config.compact and self._idle():
-            self._busy = asyncio.get_running_loop().create_task(self._compact(now_ms))
+        """Start a compaction pass in the background (nothing for the local cleaner) once
+        what was appended since the last pass is at least ``min.cleanable.dirty.ratio`` of
+        the log."""
+        if self.epoch is None or not self.config.compact or not self._idle():
+            return
+        dirty = self._committed - max(self._clean_end, self._start)
+        if dirty <= 0 or dirty < (self._committed - self._start) * \
+                self.config.min_cleanable_dirty_ratio:
+            return
+        self._busy = asyncio.get_running_loop().create_task(self._compact(now_ms))
 
     def _idle(self) -> bool:
         return self._busy is None or self._busy.done()
@@ -418,6 +428,7 @@ class PgPartitionLog:
             return
         if len(batches) < 2 or epoch != self.epoch:
             return
+        self._clean_end = batches[-1][0].base_offset
         key_map: KeyMap = {}
         for header, blob in batches:
             add_to_key_map(key_map, header, blob)
