@@ -11,14 +11,27 @@ from pathlib import Path
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+from kio.schema.join_group.v9.request import JoinGroupRequest as JoinV9
+from kio.schema.join_group.v9.request import JoinGroupRequestProtocol as ProtoV9
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.schema.types import GroupId
 
 from samsa.coordinator.hashing import partition_for
+from samsa.protocol.codec import decode_response, encode_request
 from tests.cluster.nodes import ClusterNodeProcess, all_owned, leases, query, wait_until
 from tests.cluster.test_cluster_clients import (
     TOPIC,
     Cluster,
     cluster,  # noqa: F401 - the fixture
+)
+from tests.conformance.test_groups_protocol import (
+    JOIN,
+    SUBSCRIPTION,
+    heartbeat,
+    join9,
+    join_two_step,
+    ms,
+    sync5,
 )
 from tests.records import make_batch
 from tests.wire import WireClient
@@ -149,5 +162,58 @@ def test_killed_node_is_taken_over_before_its_ttl(tmp_path: Path, pg_dsn: str) -
         after = scrape(nodes[0])
         assert after['samsa_cluster_leases{kind="coordinator_shard"}'] == 6
         assert after["samsa_cluster_lease_takeovers_total"] >= 1
+    finally:
+        c.stop()
+
+
+def test_losing_a_shard_answers_parked_requests_and_reloads(tmp_path: Path,
+                                                            pg_dsn: str) -> None:
+    """A JoinGroup parked in a rebalance is answered NOT_COORDINATOR when the node loses
+    the shard's lease; the node takes the shard back (a higher epoch), replays it, and the
+    group's member is still there."""
+    c = Cluster(tmp_path, pg_dsn, {"cluster.lease.ttl.ms": "60000"})
+    try:
+        c.start(1)
+        node = c.start(2)
+        wait_until(lambda: all_owned(pg_dsn, {1, 2}), 30, "every lease held")
+        group = next(g for g in (f"g{i}" for i in range(100))
+                     if c.owner("__consumer_offsets", partition_for(g, 6)) == 2)
+        shard = partition_for(group, 6)
+
+        def coordinating() -> bool:
+            client = WireClient(node.bootstrap)
+            found = client.call(10, 4, FindCoordinatorRequest(
+                key_type=0, coordinator_keys=(group,))).coordinators[0]
+            client.close()
+            return found.error_code == ErrorCode.none and found.node_id == 2
+
+        wait_until(coordinating, 10, "node 2 coordinating")
+        a = WireClient(node.bootstrap)
+        joined = join_two_step(a, group)
+        assert joined.error_code == ErrorCode.none
+        synced = sync5(a, group, joined.generation_id, joined.member_id,
+                       {joined.member_id: b""})
+        assert synced.error_code == ErrorCode.none
+        b = WireClient(node.bootstrap)
+        first = join9(b, group)
+        assert first.error_code == ErrorCode.member_id_required
+        # B's JoinGroup parks: the group waits (rebalance timeout 6 s) for A to rejoin.
+        b.send_raw(encode_request(JOIN, 9, 99, "b", JoinV9(
+            group_id=GroupId(group), session_timeout=ms(6000), rebalance_timeout=ms(6000),
+            member_id=first.member_id, group_instance_id=None, protocol_type="consumer",
+            protocols=(ProtoV9(name="range", metadata=SUBSCRIPTION),), reason=None)))
+        _, epoch = leases(pg_dsn)[("__consumer_offsets", shard)]
+        query(pg_dsn, "UPDATE samsa_partitions SET epoch = epoch + 1 "
+              "WHERE topic = '__consumer_offsets' AND idx = $1", shard)
+        query(pg_dsn, "NOTIFY samsa_cluster")
+        cid, parked = decode_response(b.read_frame(), JOIN, 9)
+        assert cid == 99
+        assert parked.error_code == ErrorCode.not_coordinator
+        wait_until(lambda: leases(pg_dsn)[("__consumer_offsets", shard)] == (2, epoch + 2),
+                   10, "node 2 taking the shard back")
+        wait_until(lambda: heartbeat(a, group, joined.generation_id, joined.member_id) == 0,
+                   10, "A's heartbeat accepted by the reloaded shard")
+        a.close()
+        b.close()
     finally:
         c.stop()
