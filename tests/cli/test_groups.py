@@ -103,3 +103,13 @@ def test_unknown_group_and_bad_state(cli: CLI) -> None:
     assert r.rc == 1 and "group_id_not_found" in r.err
     r = cli("groups", "list", "--state", "sleepy")
     assert r.rc == 2 and "unknown state" in r.err
+
+
+def test_list_accepts_consumer_group_states(cli: CLI) -> None:
+    """KIP-848 consumer groups have states classic groups lack: ``--state`` takes them too."""
+    for state in ("Assigning", "reconciling"):
+        r = cli("groups", "list", "--state", state, "-o", "json")
+        assert r.rc == 0, r.err
+        assert all(g["state"] == state.capitalize() for g in r.json())
+    r = cli("groups", "list", "--state", "sleepy")
+    assert "Assigning" in r.err and "Reconciling" in r.err

@@ -16,8 +16,9 @@ from samsa.cli.errors import CliError
 from samsa.cli.output import Output, console
 from samsa.cli.partitions import format_assignment, resolve_partitions
 from samsa.cli.scrape import group_internals
-from samsa.coordinator.state import STATE_NAMES
+from samsa.coordinator.queries import STATE_NAMES
 
+#: the states ``--state`` accepts: classic and KIP-848 consumer group states
 STATES = STATE_NAMES
 
 PARTITION_COLUMNS = [("group", "GROUP"), ("topic", "TOPIC"), ("partition", "PARTITION"),

@@ -14,19 +14,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from samsa.coordinator.consumer.describe import CONSUMER_GROUP_TYPE, CONSUMER_PROTOCOL_TYPE
-from samsa.coordinator.consumer.group import ConsumerGroup, ConsumerGroupState
+from samsa.coordinator.consumer.group import (
+    CONSUMER_STATE_NAMES,
+    ConsumerGroup,
+    ConsumerGroupState,
+)
 from samsa.coordinator.consumer.target import preferred_assignor
 from samsa.coordinator.core import ShardCore
 from samsa.coordinator.group import Group
-from samsa.coordinator.state import GroupState
+from samsa.coordinator.state import CLASSIC_STATE_NAMES, GroupState
 
 CLASSIC_GROUP_TYPE = "classic"
 
 #: a classic group's state, or a consumer group's (Empty, Assigning, Reconciling, Stable)
 AnyGroupState = GroupState | ConsumerGroupState
 #: every state name of both group types, classic ones first
-STATE_NAMES: tuple[str, ...] = tuple(dict.fromkeys(
-    [s.value for s in GroupState] + [s.value for s in ConsumerGroupState]))
+STATE_NAMES: tuple[str, ...] = tuple(dict.fromkeys(CLASSIC_STATE_NAMES + CONSUMER_STATE_NAMES))
 #: the state names of a group in a rebalance (classic: until SyncGroup; consumer: until
 #: every member reconciled to the target assignment)
 REBALANCING_STATE_NAMES = frozenset({

@@ -39,8 +39,9 @@ class GroupState(enum.Enum):
 S = GroupState
 E = ErrorCode
 
-#: Kafka's names of the classic group states, in lifecycle order (CLI, metrics, ListGroups).
-STATE_NAMES: tuple[str, ...] = tuple(state.value for state in GroupState)
+#: Kafka's names of the classic group states, in lifecycle order. The names of both group
+#: types (CLI, metrics) are :data:`samsa.coordinator.queries.STATE_NAMES`.
+CLASSIC_STATE_NAMES: tuple[str, ...] = tuple(state.value for state in GroupState)
 
 # ---------------------------------------------------------------------- transitions
 
