@@ -104,6 +104,19 @@ def test_invalid_regular_expression() -> None:
     _refused(ctx, E.invalid_regular_expression, member_id="a", epoch=1, regex="(")
 
 
+@pytest.mark.parametrize("regex", [
+    "(?>t1)",  # atomic group: Python's re (3.11+) accepts it, RE2 does not
+    "t1*+",  # possessive quantifier: likewise
+    "(t)\\1",  # backreference
+    "t(?!2)1",  # lookahead
+    "(?<=t)1",  # lookbehind
+    "t{1001}",  # RE2's repetition limit
+])
+def test_patterns_re2_refuses_are_invalid(regex: str) -> None:
+    ctx = CCtx()
+    _refused(ctx, E.invalid_regular_expression, member_id="a", epoch=0, regex=regex)
+
+
 def test_consumer_protocol_disabled() -> None:
     ctx = CCtx(CoordinatorConfig(offsets_topic_num_partitions=1,
                                  rebalance_protocols=("classic",)))

@@ -3,6 +3,7 @@ come and go."""
 
 from __future__ import annotations
 
+import pytest
 from kio.schema.errors import ErrorCode as E
 
 from samsa.coordinator import TopicInfo
@@ -76,6 +77,19 @@ def test_regex_is_a_full_match() -> None:
     r = ctx.hb("a", 0, names=(), regex="t")
     assert as_dict(r.assignment) == {}
     assert ctx.cgroup().regexes["t"].topics == frozenset()
+
+
+@pytest.mark.parametrize(("regex", "topics"), [
+    (r"\pL\d", {"t1", "t2"}),  # Unicode classes: Python's re refuses \p
+    (r"t1\z", {"t1"}),  # RE2's end of text: Python's re (< 3.14) refuses \z
+    (r"[[:alpha:]][[:digit:]]", {"t1", "t2"}),  # POSIX classes: Python's re reads a set
+    (r"t1|t", {"t1"}),  # full match: the shorter alternative alone is not enough
+])
+def test_regex_has_re2_syntax(regex: str, topics: set[str]) -> None:
+    ctx = CCtx()
+    r = ctx.hb("a", 0, names=(), regex=regex)
+    assert r.error_code == 0, r
+    assert ctx.cgroup().regexes[regex].topics == topics
 
 
 def test_regex_change_drops_the_old_resolution() -> None:

@@ -1,17 +1,22 @@
-"""Topic regular expressions of consumer groups, with RE2's full-match semantics.
+"""Topic regular expressions of consumer groups, with RE2's syntax and full-match semantics.
 
-No RE2 binding is installed, so patterns run on Python's ``re`` with ``fullmatch`` (Kafka
-uses RE2/J ``matcher(topic).matches()``). Constructs RE2 refuses (lookaround and
-backreferences) are refused here too, so a pattern valid here is valid for Kafka.
+Kafka compiles ``subscribed_topic_regex`` with RE2/J and keeps a topic when
+``matcher(topic).matches()``; samsa compiles it with RE2 itself (the ``google-re2``
+binding) and keeps a topic when ``fullmatch`` succeeds. So what RE2 refuses (atomic groups,
+possessive quantifiers, backreferences, lookaround) is INVALID_REGULAR_EXPRESSION here as
+in Kafka, and RE2-only syntax (``\\pL``, ``\\z``, ``[[:alpha:]]``) works.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from functools import lru_cache
+from typing import Any
 
-_NOT_RE2 = re.compile(r"\(\?<?[=!]|\(\?P=|\\[1-9]")
+import re2
+
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False  # RE2 would print every refused pattern on stderr
 
 
 class InvalidRegex(ValueError):
@@ -19,13 +24,15 @@ class InvalidRegex(ValueError):
 
 
 @lru_cache(maxsize=1024)
-def compile_regex(pattern: str) -> re.Pattern[str]:
-    if _NOT_RE2.search(pattern):
-        raise InvalidRegex("lookaround and backreferences are not supported")
+def compile_regex(pattern: str) -> Any:
+    """The compiled RE2 pattern; InvalidRegex with RE2's reason if RE2 refuses it."""
     try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise InvalidRegex(str(exc)) from exc
+        return re2.compile(pattern, _OPTIONS)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        raise InvalidRegex(str(reason)) from exc
 
 
 def validate(pattern: str) -> str | None:
@@ -43,4 +50,4 @@ def resolve(pattern: str, topic_names: Iterable[str]) -> frozenset[str]:
         compiled = compile_regex(pattern)
     except InvalidRegex:
         return frozenset()
-    return frozenset(t for t in topic_names if compiled.fullmatch(t))
+    return frozenset(t for t in topic_names if compiled.fullmatch(t) is not None)
