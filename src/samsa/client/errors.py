@@ -5,6 +5,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 __all__ = [
+    "METADATA_ERRORS",
     "CommitFailedError",
     "FencedInstanceIdError",
     "IllegalStateError",
@@ -16,6 +17,13 @@ __all__ = [
     "WakeupError",
     "error_for",
 ]
+
+
+#: partition errors that mean the client's metadata is stale: refresh it, then retry
+METADATA_ERRORS: frozenset[int] = frozenset({
+    ErrorCode.unknown_topic_or_partition, ErrorCode.leader_not_available,
+    ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch,
+    ErrorCode.unknown_leader_epoch, ErrorCode.unknown_topic_id})
 
 
 class KafkaError(Exception):

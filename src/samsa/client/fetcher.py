@@ -25,7 +25,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from samsa import TopicPartition
-from samsa.client.errors import OffsetOutOfRangeError, error_for
+from samsa.client.errors import METADATA_ERRORS, OffsetOutOfRangeError, error_for
 from samsa.client.future import Future
 from samsa.client.metadata import Metadata
 from samsa.client.net import ApiKey
@@ -36,12 +36,6 @@ from samsa.protocol.records import decode_batches
 __all__ = ["FetchConfig", "Fetcher"]
 
 log = logging.getLogger(__name__)
-
-_METADATA_ERRORS = frozenset({
-    ErrorCode.unknown_topic_or_partition, ErrorCode.leader_not_available,
-    ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch,
-    ErrorCode.unknown_leader_epoch, ErrorCode.unknown_topic_id})
-"""Fetch errors after which metadata is refreshed (the leader moved, the topic changed)."""
 
 
 @dataclass(frozen=True)
@@ -214,7 +208,7 @@ class Fetcher:
         if not self._valid(tp, c.fetch_offset):
             return None
         st = self.subs.assignment[tp]
-        if c.error == 0:
+        if c.error == ErrorCode.none:
             st.high_watermark = c.high_watermark
             if not c.data:
                 return None
@@ -247,7 +241,7 @@ class Fetcher:
             st.position = None
             st.reset = strategy
             return None
-        if c.error in _METADATA_ERRORS:
+        if c.error in METADATA_ERRORS:
             self.metadata_stale = True
             return None
         err = error_for(c.error, f"fetch {tp}")

@@ -19,6 +19,8 @@ from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from samsa import TopicPartition
 from samsa.client.errors import KafkaError, KafkaTimeoutError, error_for
 from samsa.client.future import Future
@@ -56,9 +58,17 @@ DEFAULTS: dict[str, Any] = {
     "partitioner": None,
 }
 
-_DUPLICATE_SEQUENCE = 46
-_OUT_OF_ORDER_SEQUENCE = 45
-_RECORD_OVERHEAD = 16
+# plain ints: compared per batch on the I/O thread
+_NONE = int(ErrorCode.none)
+_DUPLICATE_SEQUENCE = int(ErrorCode.duplicate_sequence_number)
+_OUT_OF_ORDER_SEQUENCE = int(ErrorCode.out_of_order_sequence_number)
+_NETWORK_EXCEPTION = int(ErrorCode.network_exception)
+#: produce errors after which metadata is refreshed before the retry
+_REFRESH_METADATA = frozenset({int(ErrorCode.unknown_topic_or_partition),
+                               int(ErrorCode.leader_not_available),
+                               int(ErrorCode.not_leader_or_follower)})
+#: bytes counted per record beside its key and value (buffer and batch accounting)
+RECORD_OVERHEAD = 16
 
 
 class _Batch:
@@ -258,10 +268,11 @@ class Producer:
             else:
                 partition = self._sticky.partition(topic, count)
         elif not 0 <= partition < count:
-            raise KafkaError(f"partition {partition} of {topic} does not exist", 3)
+            raise KafkaError(f"partition {partition} of {topic} does not exist",
+                             ErrorCode.unknown_topic_or_partition)
         tp = TopicPartition(topic, partition)
         ts = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
-        size = (len(key) if key else 0) + (len(value) if value else 0) + _RECORD_OVERHEAD
+        size = (len(key) if key else 0) + (len(value) if value else 0) + RECORD_OVERHEAD
         with self._lock:
             if self._buffered + size > self._buffer_memory and self._buffered:
                 self._wait_for_memory(size)
@@ -479,21 +490,21 @@ class Producer:
                     finished.append((batch, None, -1, -1))
                     continue
                 if fut.failed():
-                    code, base, lat_ms = 13, -1, -1
+                    code, base, lat_ms = _NETWORK_EXCEPTION, -1, -1
                     exc: BaseException | None = fut.exception()
                     self._metadata_stale = True
                 else:
-                    code, base, lat_ms = results.get(batch.tp, (13, -1, -1))
-                    exc = None if code in (0, _DUPLICATE_SEQUENCE) else error_for(code)
+                    code, base, lat_ms = results.get(batch.tp, (_NETWORK_EXCEPTION, -1, -1))
+                    exc = None if code in (_NONE, _DUPLICATE_SEQUENCE) else error_for(code)
                 if exc is None:
-                    finished.append((batch, None, base if code == 0 else -1, lat_ms))
+                    finished.append((batch, None, base if code == _NONE else -1, lat_ms))
                     continue
                 retriable = (isinstance(exc, KafkaError) and exc.retriable) or (
                     self.idempotent and code == _OUT_OF_ORDER_SEQUENCE)
                 expired = time.monotonic() - batch.created > \
                     self.config["delivery_timeout_ms"] / 1000
                 if retriable and batch.attempts <= self.config["retries"] and not expired:
-                    if code in (3, 5, 6):
+                    if code in _REFRESH_METADATA:
                         self._metadata_stale = True
                     batch.retry_at = time.monotonic() + self.config["retry_backoff_ms"] / 1000
                     self._requeue(batch)

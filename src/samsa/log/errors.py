@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
+
 from samsa.protocol.batch import InvalidRecords
 
 __all__ = [
@@ -14,13 +16,6 @@ __all__ = [
     "RecordBatchTooLarge",
 ]
 
-OFFSET_OUT_OF_RANGE = 1
-MESSAGE_TOO_LARGE = 10
-RECORD_LIST_TOO_LARGE = 18
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-INVALID_PRODUCER_EPOCH = 47
-
-
 class LogError(Exception):
     """Base class; ``error_code`` is the Kafka error code for the partition response."""
 
@@ -31,24 +26,24 @@ class LogError(Exception):
 
 
 class OffsetOutOfRange(LogError):
-    error_code = OFFSET_OUT_OF_RANGE
+    error_code = ErrorCode.offset_out_of_range
 
 
 class MessageTooLarge(LogError):
     """A batch is larger than ``max.message.bytes``."""
 
-    error_code = MESSAGE_TOO_LARGE
+    error_code = ErrorCode.message_too_large
 
 
 class RecordBatchTooLarge(LogError):
     """A batch is larger than ``segment.bytes`` (it could never fit in a segment)."""
 
-    error_code = RECORD_LIST_TOO_LARGE
+    error_code = ErrorCode.record_list_too_large
 
 
 class OutOfOrderSequence(LogError):
-    error_code = OUT_OF_ORDER_SEQUENCE_NUMBER
+    error_code = ErrorCode.out_of_order_sequence_number
 
 
 class InvalidProducerEpoch(LogError):
-    error_code = INVALID_PRODUCER_EPOCH
+    error_code = ErrorCode.invalid_producer_epoch

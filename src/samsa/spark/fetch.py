@@ -17,9 +17,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
+from kio.schema.errors import ErrorCode
 
 from samsa import TopicPartition
-from samsa.client.errors import KafkaError, error_for
+from samsa.client.errors import METADATA_ERRORS, KafkaError, error_for
 from samsa.client.metadata import Metadata
 from samsa.client.net import ApiKey, NetworkClient
 from samsa.client.offsets import EARLIEST, list_offsets
@@ -31,8 +32,6 @@ __all__ = ["DataLossError", "RangeReader", "data_loss"]
 log = logging.getLogger(__name__)
 
 _ids = itertools.count(1)
-OFFSET_OUT_OF_RANGE = 1
-_METADATA_ERRORS = {3, 5, 6, 74, 75, 100}
 
 
 class DataLossError(RuntimeError):
@@ -112,9 +111,9 @@ class RangeReader:
                 p = resp.responses[0].partitions[0]
                 code = int(p.error_code)
             except KafkaError as exc:
-                code, p = -1, None
+                code, p = ErrorCode.unknown_server_error, None  # no answer: find the leader
                 log.info("fetch %s-%s at %d failed: %s", tp.topic, tp.partition, pos, exc)
-            if code == 0 and p is not None:
+            if code == ErrorCode.none and p is not None:
                 data = p.records or b""
                 nxt = scan_next_offset(data)
                 if nxt is not None and nxt > pos:
@@ -128,7 +127,7 @@ class RangeReader:
                     data_loss(f"{tp.topic}-{tp.partition} ends at offset {p.high_watermark} "
                               f"but the range [{start}, {until}) was planned", fail_on_data_loss)
                     return
-            elif code == OFFSET_OUT_OF_RANGE:
+            elif code == ErrorCode.offset_out_of_range:
                 log_start = int(p.log_start_offset) if p is not None else -1
                 if log_start < 0:
                     log_start = self.earliest(tp)
@@ -142,7 +141,7 @@ class RangeReader:
                 pos = log_start
                 if pos >= until:
                     return
-            elif code in _METADATA_ERRORS or code == -1:
+            elif code in METADATA_ERRORS or code == ErrorCode.unknown_server_error:
                 node = self._leader(tp, refresh=True)
             else:
                 err = error_for(code, f"fetch {tp.topic}-{tp.partition}")

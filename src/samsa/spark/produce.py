@@ -33,7 +33,7 @@ from samsa.client.errors import KafkaError, KafkaTimeoutError, error_for
 from samsa.client.metadata import Metadata
 from samsa.client.net import ApiKey, NetworkClient
 from samsa.client.partitioner import partition_for_key
-from samsa.client.producer import Sequences, init_producer_id
+from samsa.client.producer import RECORD_OVERHEAD, Sequences, init_producer_id
 from samsa.protocol.records import COMPRESSION_CODES, RecordTuple, encode_batch
 
 __all__ = ["BulkProducer"]
@@ -41,8 +41,8 @@ __all__ = ["BulkProducer"]
 log = logging.getLogger(__name__)
 _ids = itertools.count(1)
 
+_NONE = int(ErrorCode.none)
 _DUPLICATE_SEQUENCE = int(ErrorCode.duplicate_sequence_number)
-_RECORD_OVERHEAD = 16
 Header = tuple[str, bytes | None]
 
 
@@ -135,14 +135,15 @@ class BulkProducer:
                     if part is None or part >= count:
                         part = self._sticky[topic] = random.randrange(count)
             elif not 0 <= part < count:
-                raise KafkaError(f"partition {part} of {topic} does not exist", 3)
+                raise KafkaError(f"partition {part} of {topic} does not exist",
+                                 ErrorCode.unknown_topic_or_partition)
             by_part = opened.get(topic)
             if by_part is None:
                 by_part = opened[topic] = {}
             batch = by_part.get(part)
             if batch is None:
                 batch = by_part[part] = _Open()
-            size = (len(key) if key else 0) + (len(value) if value else 0) + _RECORD_OVERHEAD
+            size = (len(key) if key else 0) + (len(value) if value else 0) + RECORD_OVERHEAD
             if hdrs:
                 size += sum(len(k) + len(v or b"") + 2 for k, v in hdrs)
             if batch.records and batch.size + size > limit:
@@ -214,8 +215,8 @@ class BulkProducer:
             codes = {TopicPartition(t.name, int(p.index)): int(p.error_code)
                      for t in resp.responses for p in t.partition_responses}
             for b in batches:
-                code = codes.get(b.tp, 13)
-                if code in (0, _DUPLICATE_SEQUENCE):
+                code = codes.get(b.tp, ErrorCode.network_exception)
+                if code in (_NONE, _DUPLICATE_SEQUENCE):
                     self._ready[b.tp].popleft()
                     self._queued_bytes -= len(b.data)
                     self.records_sent += b.records

@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from samsa.log import AppendInfo, LogConfig, LogError, OffsetOutOfRange
 from samsa.log.compaction import CleanPolicy, KeyMap, add_to_key_map, clean_batch
 from samsa.log.errors import MessageTooLarge
@@ -43,7 +45,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("samsa.storage.pg")
 
-NOT_LEADER_OR_FOLLOWER = 6
 _BASE = struct.Struct(">q")
 TAIL_BYTES = 16 << 20
 """Committed batches kept in memory per partition for readers at the tail."""
@@ -54,13 +55,13 @@ LOAD_BYTES = 4 << 20
 class NotLeader(LogError):
     """This node does not (or no longer) hold the partition's lease."""
 
-    error_code = NOT_LEADER_OR_FOLLOWER
+    error_code = ErrorCode.not_leader_or_follower
 
 
 class LeaseLost(OSError):
     """Pending writes were refused: the lease moved (``error_code`` for the answer)."""
 
-    error_code = NOT_LEADER_OR_FOLLOWER
+    error_code = ErrorCode.not_leader_or_follower
 
 
 @dataclass(slots=True)
