@@ -81,11 +81,6 @@ class HardState:
         ids = dict.fromkeys([*self.groups, *self.offsets])
         return [g for g in ids if g not in self.consumer.groups]
 
-    def copy(self) -> HardState:
-        return HardState(
-            dict(self.groups), {g: dict(o) for g, o in self.offsets.items()}, self.consumer.copy()
-        )
-
 
 class ShardCore:
     """State of one ``__consumer_offsets`` partition plus record/reply/timer primitives."""

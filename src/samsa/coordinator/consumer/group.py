@@ -386,8 +386,3 @@ class ConsumerGroups:
                 return
             group = self.groups[key.group] = ConsumerGroup(key.group)
         group.replay(key, value)
-
-    def copy(self) -> ConsumerGroups:
-        import copy
-
-        return copy.deepcopy(self)
