@@ -14,10 +14,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.metadata.v12.request import MetadataRequest
 
+from samsa.broker.topics import OFFSETS_TOPIC as OFFSETS
 from samsa.coordinator.hashing import partition_for
 from samsa.protocol.records import decode_batches
 from tests.cluster.nodes import ClusterNodeProcess, all_owned, leases, query, wait_until
+from tests.wire import WireClient
 
 pytestmark = [pytest.mark.conformance, pytest.mark.slow]
 
@@ -48,7 +51,17 @@ class Cluster:
         return owner
 
     def settled(self, timeout: float = 30) -> None:
+        """Every lease held by a live node, and every live node's Metadata naming those
+        owners (a node's view trails the database by up to a tick)."""
         wait_until(lambda: all_owned(self.dsn, self.live()), timeout, "every lease held")
+        wait_until(self.agreed, timeout, "every node's Metadata naming the lease owners")
+
+    def agreed(self) -> bool:
+        """Each live node's Metadata names the database's owner and epoch as each
+        partition's leader."""
+        owners = {(t, p): v for (t, p), v in leases(self.dsn).items() if t != OFFSETS}
+        return all({k: v for k, v in leaders(self.nodes[i].bootstrap).items()
+                    if k[0] != OFFSETS} == owners for i in self.live())
 
     def stop(self) -> None:
         for node in self.nodes.values():
@@ -66,6 +79,18 @@ def cluster(tmp_path: Path, pg_dsn: str) -> Iterator[Cluster]:
         yield c
     finally:
         c.stop()
+
+
+def leaders(bootstrap: str) -> dict[tuple[str, int], tuple[int, int]]:
+    """(topic, partition) -> (leader id, leader epoch), as one node's Metadata v12 says."""
+    client = WireClient(bootstrap)
+    try:
+        md = client.call(3, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                                include_topic_authorized_operations=False))
+    finally:
+        client.close()
+    return {(t.name, p.partition_index): (int(p.leader_id), int(p.leader_epoch))
+            for t in md.topics for p in t.partitions}
 
 
 def create_topic(bootstrap: str, partitions: int) -> None:
@@ -191,29 +216,72 @@ def test_group_keeps_consuming_when_the_coordinator_node_dies(cluster: Cluster,
     assert new_owner != coordinator
 
 
-def test_idempotent_producer_across_leader_kill(cluster: Cluster) -> None:
-    victim = cluster.owner(TOPIC, 0)
-    acked: set[bytes] = set()
-    values = [b"r%d" % i for i in range(2000)]
-    killer = threading.Timer(0.5, cluster.nodes[victim].kill)
-    killer.start()
-    produce(cluster.bootstrap, values, acked, timeout=90)
-    killer.join()
-    assert acked == set(values)
-    c = consumer(cluster.bootstrap, "audit")
-    c.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+def read_all(bootstrap: str, partitions: int = PARTITIONS) -> list[bytes]:
+    """Every record value of ``TOPIC``, read from offset 0 up to each partition's end."""
+    c = consumer(bootstrap, "audit")
+    ends = {p: c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1]
+            for p in range(partitions)}
+    c.assign([TopicPartition(TOPIC, p, 0) for p in range(partitions)])
     seen: list[bytes] = []
+    reached = {p: 0 for p in range(partitions)}
     deadline = time.monotonic() + 60
-    while len(seen) < len(values) and time.monotonic() < deadline:
+    while any(reached[p] < ends[p] for p in ends) and time.monotonic() < deadline:
         m = c.poll(0.5)
         if m is not None and not m.error():
             seen.append(m.value())
-    time.sleep(1)
-    while (m := c.poll(0.5)) is not None:
-        if not m.error():
-            seen.append(m.value())
+            reached[m.partition()] = m.offset() + 1
     c.close()
-    assert sorted(seen) == sorted(values)  # none lost, none twice
+    assert reached == ends, (reached, ends)
+    return seen
+
+
+def test_idempotent_producer_across_leader_kill(cluster: Cluster) -> None:
+    """An acks=all idempotent producer keeps producing while partition 0's leader is
+    SIGKILLed with records of partition 0 still unacknowledged; it goes on producing to
+    the new leader. Every record is acknowledged, and the log holds each exactly once."""
+    victim, epoch = leases(cluster.dsn)[(TOPIC, 0)]
+    acked: dict[bytes, int] = {}
+    errors: list[KafkaError] = []
+
+    def report(err: KafkaError | None, msg: object) -> None:
+        if err is None:
+            acked[msg.value()] = msg.partition()  # type: ignore[attr-defined]
+        else:
+            errors.append(err)
+
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                  "enable.idempotence": True, "linger.ms": 5, "message.timeout.ms": 90000})
+    produced: list[bytes] = []
+    unacked_at_kill: set[bytes] = set()
+    after_kill: list[bytes] = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        v = b"r%d" % len(produced)
+        p.produce(TOPIC, value=v, key=v, partition=len(produced) % PARTITIONS,
+                  on_delivery=report)
+        produced.append(v)
+        if unacked_at_kill:
+            after_kill.append(v)
+        p.poll(0)
+        while len(p) > 200:  # a bounded window of records in flight
+            p.poll(0.01)
+        if not unacked_at_kill and len(acked) >= 400:
+            unacked_at_kill = {x for i, x in enumerate(produced)
+                               if i % PARTITIONS == 0 and x not in acked}
+            assert unacked_at_kill, "no record of partition 0 was in flight at the kill"
+            cluster.nodes[victim].kill()
+        if (unacked_at_kill and len(after_kill) >= 400
+                and sum(acked.get(x) == 0 for x in after_kill) >= 50):
+            break  # records produced after the kill went through partition 0's new leader
+    assert p.flush(90) == 0
+    assert not errors, errors
+    assert unacked_at_kill <= acked.keys()
+    assert set(produced) == acked.keys()
+    owner, new_epoch = leases(cluster.dsn)[(TOPIC, 0)]
+    assert owner != victim and new_epoch > epoch
+    seen = read_all(cluster.bootstrap)
+    assert len(seen) == len(set(seen))  # none twice
+    assert set(seen) == acked.keys()  # none lost
 
 
 def test_paused_leader_cannot_write_after_losing_its_lease(cluster: Cluster) -> None:
