@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import subprocess
 import sys
@@ -14,12 +15,16 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from samsa.broker.topics import OFFSETS_TOPIC as OFFSETS
 from samsa.coordinator.hashing import partition_for
+from samsa.protocol.codec import decode_response, encode_request
 from samsa.protocol.records import decode_batches
 from tests.cluster.nodes import ClusterNodeProcess, all_owned, leases, query, wait_until
+from tests.records import make_batch
 from tests.wire import WireClient
 
 pytestmark = [pytest.mark.conformance, pytest.mark.slow]
@@ -284,22 +289,54 @@ def test_idempotent_producer_across_leader_kill(cluster: Cluster) -> None:
     assert set(seen) == acked.keys()  # none lost
 
 
+def _raw_produce(value: bytes, correlation: int) -> bytes:
+    """An acks=all Produce v9 of one record to partition 0, encoded."""
+    return encode_request(0, 9, correlation, "paused-test", ProduceRequest(
+        transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5),
+        topic_data=(TopicProduceData(name=TOPIC, partition_data=(
+            PartitionProduceData(index=0, records=make_batch([(value, value)])),)),)))
+
+
+def _answer(client: WireClient, correlation: int) -> ErrorCode | None:
+    """The error code of a raw Produce's answer; None when the node closed the connection
+    instead (nothing was acknowledged)."""
+    try:
+        cid, response = decode_response(client.read_frame(), 0, 9)
+    except (ConnectionError, OSError):
+        return None
+    assert cid == correlation
+    return ErrorCode(response.responses[0].partition_responses[0].error_code)
+
+
 def test_paused_leader_cannot_write_after_losing_its_lease(cluster: Cluster) -> None:
-    victim = cluster.owner(TOPIC, 0)
-    _, epoch = leases(cluster.dsn)[(TOPIC, 0)]
+    """Partition 0's leader is SIGSTOPped with a Produce just sent to it and another in its
+    socket buffer; the others take its leases over and go on. When it resumes, the queued
+    write is refused (its epoch is fenced), it gives its leases up, and partition 0 holds
+    exactly the acknowledged records, at contiguous offsets."""
+    victim, epoch = leases(cluster.dsn)[(TOPIC, 0)]
     acked: set[bytes] = set()
+    produce(cluster.bootstrap, [b"o%d" % i for i in range(100)], acked)
+    client = WireClient(cluster.nodes[victim].bootstrap, timeout=60)
+    client.send_raw(_raw_produce(b"racing", 1))  # may or may not be written before the stop
     cluster.nodes[victim].pause()
     try:
+        client.send_raw(_raw_produce(b"queued", 2))  # waits in the stopped node's socket
         wait_until(lambda: leases(cluster.dsn)[(TOPIC, 0)][1] > epoch, 30, "a takeover")
-        produce(",".join(n.bootstrap for i, n in cluster.nodes.items() if i != victim),
-                [b"p%d" % i for i in range(100)], acked)
+        others = ",".join(n.bootstrap for i, n in cluster.nodes.items() if i != victim)
+        produce(others, [b"p%d" % i for i in range(100)], acked)
+        assert leases(cluster.dsn)[(TOPIC, 0)][0] != victim
     finally:
         cluster.nodes[victim].resume()
-    owner, new_epoch = leases(cluster.dsn)[(TOPIC, 0)]
-    assert owner != victim and new_epoch > epoch
+    racing = _answer(client, 1)
+    if racing == ErrorCode.none:
+        acked.add(b"racing")
+    queued = _answer(client, 2)
+    client.close()
+    assert queued != ErrorCode.none  # the stale leader acknowledged nothing
     wait_until(lambda: "giving up" in cluster.nodes[victim].log_path.read_text()
                or "lost the lease" in cluster.nodes[victim].log_path.read_text(), 20,
                "the resumed node to give its leases up")
+    assert leases(cluster.dsn)[(TOPIC, 0)][1] > epoch  # (it may lead again, by a hand-off)
     # The log holds each acknowledged record once, in contiguous batches, nothing else.
     rows = query(cluster.dsn, "SELECT p.idx, b.base_offset, b.last_offset, b.data "
                  "FROM samsa_batches b JOIN samsa_partitions p USING (pid) WHERE p.topic = $1 "
