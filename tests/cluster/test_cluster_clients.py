@@ -350,8 +350,99 @@ def test_paused_leader_cannot_write_after_losing_its_lease(cluster: Cluster) -> 
     assert sorted(values) == sorted(acked)
 
 
+TRANSIENT = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT}
+"""librdkafka's local errors for a closed connection or a request timing out: retried."""
+
+
+def retriable(e: KafkaError) -> bool:
+    return not e.fatal() and (e.retriable() or e.code() in TRANSIENT)
+
+
+class Traffic:
+    """An acks=all idempotent producer and a group of two consumers, each in a thread,
+    recording every acknowledged and consumed value and every error the clients report."""
+
+    def __init__(self, bootstrap: str, group: str) -> None:
+        self.bootstrap, self.group = bootstrap, group
+        self.acked: set[bytes] = set()
+        self.got: set[bytes] = set()
+        self.failed: list[KafkaError] = []
+        """Delivery reports of records not acknowledged."""
+        self.errors: list[KafkaError] = []
+        """error_cb calls and consumer errors."""
+        self.producing, self.consuming = threading.Event(), threading.Event()
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self._produce)]
+        self.threads += [threading.Thread(target=self._consume) for _ in range(2)]
+
+    def __enter__(self) -> Traffic:
+        self.producing.set()
+        self.consuming.set()
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.producing.clear()
+        self.consuming.clear()
+        for t in self.threads:
+            t.join(120)
+
+    def _error(self, e: KafkaError) -> None:
+        with self.lock:
+            self.errors.append(e)
+
+    def _produce(self) -> None:
+        def report(err: KafkaError | None, msg: object) -> None:
+            with self.lock:
+                if err is None:
+                    self.acked.add(msg.value())  # type: ignore[attr-defined]
+                else:
+                    self.failed.append(err)
+
+        p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all",
+                      "enable.idempotence": True, "linger.ms": 5,
+                      "message.timeout.ms": 90000, "error_cb": self._error})
+        n = 0
+        while self.producing.is_set():
+            p.produce(TOPIC, value=b"t%d" % n, on_delivery=report)
+            n += 1
+            p.poll(0.002)
+            while len(p) > 100:
+                p.poll(0.01)
+        p.flush(90)
+
+    def _consume(self) -> None:
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
+                      "auto.offset.reset": "earliest", "enable.auto.commit": True,
+                      "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
+                      "error_cb": self._error})
+        c.subscribe([TOPIC])
+        while self.consuming.is_set():
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            if m.error():
+                self._error(m.error())
+                continue
+            with self.lock:
+                self.got.add(m.value())
+        c.close()
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.acked)
+
+    def all_consumed(self) -> bool:
+        with self.lock:
+            return self.got >= self.acked
+
+
 def test_joining_node_takes_a_share_and_clean_shutdown_hands_over(tmp_path: Path,
                                                                   pg_dsn: str) -> None:
+    """A third node takes a share of every kind of lease; stopping it cleanly hands them
+    back while a producer and a consumer group (coordinated by that node) run: they see
+    retriable errors at most, and every acknowledged record is consumed."""
     # A long TTL: leases can only move this fast by hand-off, never by expiry.
     c = Cluster(tmp_path, pg_dsn, {"cluster.lease.ttl.ms": "60000"})
     try:
@@ -360,17 +451,25 @@ def test_joining_node_takes_a_share_and_clean_shutdown_hands_over(tmp_path: Path
         create_topic(c.bootstrap, 6)
         c.settled()
         c.start(3)
-        wait_until(lambda: sum(o == 3 for o, _ in leases(pg_dsn).values()) >= 2, 20,
-                   "node 3 taking a share")
+        wait_until(lambda: sum(o == 3 for (t, _), (o, _) in leases(pg_dsn).items()
+                               if t == TOPIC) >= 1
+                   and sum(o == 3 for (t, _), (o, _) in leases(pg_dsn).items()
+                           if t == OFFSETS) >= 1, 20, "node 3 taking a share")
         c.settled()
-        acked: set[bytes] = set()
-        produce(c.bootstrap, [b"h%d" % i for i in range(100)], acked)
-        started = time.monotonic()
-        assert c.nodes[3].stop() == 0
-        wait_until(lambda: all_owned(pg_dsn, {1, 2}), 20, "node 3's leases handed over")
-        assert time.monotonic() - started < 30
-        produce(c.bootstrap, [b"i%d" % i for i in range(100)], acked)
-        assert len(acked) == 200
+        group = next(g for g in (f"g{i}" for i in range(100))
+                     if c.owner(OFFSETS, partition_for(g, 6)) == 3)
+        with Traffic(c.bootstrap, group) as traffic:
+            wait_until(lambda: len(traffic.got) >= 100, 60, "records flowing")
+            assert c.nodes[3].stop() == 0
+            wait_until(lambda: all_owned(pg_dsn, {1, 2}), 20, "node 3's leases handed over")
+            moved = traffic.count()
+            wait_until(lambda: traffic.count() >= moved + 300, 60, "records acknowledged after")
+            traffic.producing.clear()
+            traffic.threads[0].join(120)
+            wait_until(traffic.all_consumed, 60, "every acknowledged record consumed")
+        assert not traffic.failed, traffic.failed
+        assert all(retriable(e) for e in traffic.errors), traffic.errors
+        assert set(read_all(c.bootstrap, 6)) == traffic.acked
     finally:
         c.stop()
 
