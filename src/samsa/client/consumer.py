@@ -99,7 +99,8 @@ class Consumer:
         self._clock = clock
         self._net = NetworkClient(self.client_id, c["request_timeout_ms"],
                                   c["reconnect_backoff_ms"])
-        self._metadata = Metadata(self._net, c["bootstrap_servers"], c["retry_backoff_ms"])
+        self._metadata = Metadata(self._net, c["bootstrap_servers"], c["retry_backoff_ms"],
+                                  clock=clock)
         self._subs = SubscriptionState(c["auto_offset_reset"])
         self._cond = threading.Condition()
         self._wakeup = False

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from uuid import UUID
 
 from samsa import TopicPartition
+from samsa.client.clock import SYSTEM_CLOCK, Clock
 from samsa.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from samsa.client.net import ApiKey, NetworkClient
 
@@ -81,8 +81,10 @@ class Metadata:
     """Holds the current :class:`Cluster` and refreshes it through a :class:`NetworkClient`."""
 
     def __init__(self, net: NetworkClient, bootstrap: str | Collection[str],
-                 retry_backoff_ms: int = 100) -> None:
+                 retry_backoff_ms: int = 100, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.net = net
+        self.clock = clock
+        """The owner's clock: refresh deadlines, backoffs and waits for answers."""
         self.bootstrap = parse_bootstrap(bootstrap)
         self.retry_backoff = retry_backoff_ms / 1000
         for i, (host, port) in enumerate(self.bootstrap):
@@ -98,8 +100,10 @@ class Metadata:
 
     def refresh(self, topics: Collection[str] | None, timeout_s: float = 30.0,
                 allow_auto_create: bool = True) -> Cluster:
-        """Fetch metadata for ``topics`` (None: all topics); retries until ``timeout_s``."""
-        deadline = time.monotonic() + timeout_s
+        """Fetch metadata for ``topics`` (None: all topics); retries until ``timeout_s``
+        (on :attr:`clock`)."""
+        clock = self.clock
+        deadline = clock.now() + timeout_s
         last: Exception | None = None
         attempt = 0
         while True:
@@ -111,17 +115,19 @@ class Metadata:
                 "allow_auto_topic_creation": allow_auto_create,
             }
             try:
-                remaining = max(0.1, deadline - time.monotonic())
-                resp = self.net.call(dests[0], ApiKey.METADATA, body,
-                                     timeout_ms=min(remaining, self.net.request_timeout) * 1000)
-                self._apply(resp, topics)
+                timeout = min(max(0.1, deadline - clock.now()), self.net.request_timeout)
+                fut = self.net.send(dests[0], ApiKey.METADATA, body, timeout_ms=timeout * 1000)
+                if not clock.wait(fut, timeout + 1):
+                    raise KafkaTimeoutError(f"no metadata within {timeout + 1:.1f}s")
+                self._apply(fut.result(0), topics)
+                self.last_refresh = clock.now()
                 return self.cluster
             except (KafkaConnectionError, KafkaTimeoutError, KafkaError) as exc:
                 last = exc
             attempt += 1
-            if time.monotonic() + self.retry_backoff > deadline:
+            if clock.now() + self.retry_backoff > deadline:
                 raise KafkaTimeoutError(f"metadata refresh failed: {last}")
-            time.sleep(self.retry_backoff)
+            clock.sleep(self.retry_backoff)
 
     def _apply(self, resp: object, topics: Collection[str] | None) -> None:
         brokers = {int(b.node_id): (b.host, int(b.port)) for b in resp.brokers}  # type: ignore[attr-defined]
@@ -158,4 +164,3 @@ class Metadata:
                         ids[name] = self.cluster.topic_ids[name]
         self.cluster = Cluster(brokers, partitions, errors, frozenset(internal), racks, replicas,
                                ids)
-        self.last_refresh = time.monotonic()

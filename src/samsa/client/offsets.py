@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from collections.abc import Mapping
 
@@ -29,8 +28,10 @@ def list_offsets(metadata: Metadata, timestamps: Mapping[TopicPartition, int],
     """Offset lookup per partition: ``timestamp`` -2 earliest, -1 latest, else by time.
 
     Returns tp -> (offset, timestamp); offset is -1 when no record is that recent.
+    Deadline, pauses and waits for answers are on ``metadata.clock`` (its owner's).
     """
-    deadline = time.monotonic() + timeout_s
+    clock = metadata.clock
+    deadline = clock.now() + timeout_s
     todo = dict(timestamps)
     out: dict[TopicPartition, tuple[int, int]] = {}
     while todo:
@@ -54,8 +55,11 @@ def list_offsets(metadata: Metadata, timestamps: Mapping[TopicPartition, int],
             futures.append(metadata.net.send(node, ApiKey.LIST_OFFSETS, body))
         retry = bool(unknown)
         for fut in futures:
+            if not clock.wait(fut, max(0.1, deadline - clock.now())):
+                retry = True
+                continue
             try:
-                resp = fut.result(max(0.1, deadline - time.monotonic()))
+                resp = fut.result(0)
             except KafkaError:
                 retry = True
                 continue
@@ -71,9 +75,9 @@ def list_offsets(metadata: Metadata, timestamps: Mapping[TopicPartition, int],
                     else:
                         raise error_for(code, f"ListOffsets {tp}")
         if todo and retry:
-            if time.monotonic() > deadline:
+            if clock.now() > deadline:
                 raise KafkaTimeoutError(f"ListOffsets did not complete for {sorted(todo)}")
-            time.sleep(0.1)
-            metadata.refresh({tp.topic for tp in todo}, max(0.1, deadline - time.monotonic()),
+            clock.sleep(0.1)
+            metadata.refresh({tp.topic for tp in todo}, max(0.1, deadline - clock.now()),
                              allow_auto_create=allow_auto_create)
     return out
