@@ -252,7 +252,7 @@ def test_rebalance_counting_without_a_broker(monkeypatch: pytest.MonkeyPatch) ->
     assert (buckets["0.01"], buckets["1.0"], buckets["2.5"], buckets["+Inf"]) == (1, 2, 3, 3)
     del coord.groups["g"]  # deleted: forgotten, counters kept
     m.observe_group(coord, "g")  # type: ignore[arg-type]
-    assert "g" not in m._seen and m.rebalances == {"g": 3}
+    assert m.observed("g") is None and m.rebalances == {"g": 3}
     m.observe_group(coord, None)  # type: ignore[arg-type]
 
 

@@ -121,7 +121,7 @@ def test_buffer_memory_bounds_queued_records(broker: BrokerProcess,
         futures = []
         for i in range(3000):
             futures.append(p.send(t, value=b"x" * 100, key=b"%d" % i))
-            assert p._buffered <= limit + 200
+            assert p.buffered_bytes <= limit + 200
         assert p.flush(30) == 0
     assert all(f.succeeded() for f in futures)
     assert len(consume_all(broker.bootstrap, t, 2, 3000)) == 3000

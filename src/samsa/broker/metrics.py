@@ -126,6 +126,11 @@ class BrokerMetrics:
         if group is None:
             self._seen.pop(group_id, None)
 
+    def observed(self, group_id: str) -> tuple[str, int] | None:
+        """The state name and generation last noted of a group (None: not tracked, or
+        forgotten once gone)."""
+        return self._seen.get(group_id)
+
     def shard_loaded(self, partition: int, seconds: float) -> None:
         self.shard_load_seconds[partition] = seconds
 

@@ -331,6 +331,13 @@ class Producer:
             self._wait_for_topic(topic)
         return set(self._metadata.cluster.partitions_for(topic))
 
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes of records accepted by ``send`` and not yet completed (what
+        ``buffer_memory`` bounds)."""
+        with self._cond:
+            return self._buffered
+
     def flush(self, timeout: float | None = None) -> int:
         """Send everything queued and wait for it; returns the records still undelivered."""
         deadline = None if timeout is None else time.monotonic() + timeout
