@@ -308,3 +308,32 @@ def test_consumer_protocol_off_is_not_advertised(tmp_path: Path) -> None:
             m.close()
     finally:
         assert proc.stop() == 0
+
+
+def test_group_session_timeout_override_applies(cp_broker: BrokerProcess) -> None:
+    """A group's ``consumer.session.timeout.ms`` (IncrementalAlterConfigs on the GROUP
+    resource) replaces the broker's 4 s for its members: a member SIGKILLed before one of a
+    group without the override is still in its group when the other has been evicted."""
+    from samsa.client import Admin
+
+    bootstrap = cp_broker.bootstrap
+    topic, long_group, plain_group = unique("cpo"), unique("g-long"), unique("g-plain")
+    create_topic(bootstrap, topic, 2)
+    with Admin(bootstrap) as samsa_admin:
+        samsa_admin.alter_configs("group", long_group,
+                                  set={"consumer.session.timeout.ms": "60000"})
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def members(group: str) -> int:
+        return len(admin.describe_consumer_groups([group])[group].result(15).members)
+
+    for group in (long_group, plain_group):  # one after the other: long_group's dies first
+        doomed = ProcessMember(bootstrap, group, topic)
+        try:
+            wait_until(lambda: bool(doomed.holds()), 30,  # noqa: B023
+                       what="the member process to get partitions")
+        finally:
+            doomed.kill()
+    wait_until(lambda: members(plain_group) == 0, 30,
+               what="the member of the group without the override evicted")
+    assert members(long_group) == 1

@@ -115,10 +115,13 @@ class DynamicConfigs:
             layers.insert(0, (name, own[name], GROUP_CONFIG))
         return Resolved(layers[0][1], layers[0][2], tuple(layers))
 
-    def group_value(self, group_id: str, name: str) -> int:
-        """A group's effective ``consumer.session.timeout.ms`` / ``consumer.heartbeat.interval.ms``
-        (for the KIP-848 coordinator)."""
-        return int(str(self.resolve_group(group_id, name).value))
+    def group_overrides(self, group_id: str) -> dict[str, int]:
+        """The group configs set for ``group_id`` as numbers (the coordinator's
+        ``CoordinatorConfig.group_configs`` lookup; the broker's settings fill the rest)."""
+        own = self._groups.get(group_id)
+        if not own:
+            return {}
+        return {k: int(v) for k, v in own.items() if k in GROUP_SYNONYMS}
 
     # -- validating ---------------------------------------------------------------------
     def check_broker(self, name: str, props: Mapping[str, str],

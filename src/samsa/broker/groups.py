@@ -28,6 +28,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
@@ -155,7 +156,9 @@ class GroupRuntime:
                                     if s.name.startswith(COORDINATOR_PREFIXES)}
         # Like Kafka, the existing topic's partition count decides where groups live.
         props["offsets.topic.num.partitions"] = len(topic.partitions)
-        self.coordinator = Coordinator(CoordinatorConfig.from_properties(props), self.timer)
+        coordinator_config = replace(CoordinatorConfig.from_properties(props),
+                                     group_configs=topics.dynamic.group_overrides)
+        self.coordinator = Coordinator(coordinator_config, self.timer)
         self.sync_topics()
         if self.broker.engine is not None:
             return  # a cluster node loads the shards it is given (take_shard)

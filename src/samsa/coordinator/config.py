@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 INT32_MAX = 2**31 - 1
 
@@ -39,6 +39,17 @@ _STRING_NAMES = {"group.consumer.migration.policy": "consumer_migration_policy"}
 
 MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 
+#: Kafka's GroupConfig names a group may override (AlterConfigs on a GROUP resource)
+GROUP_SESSION_TIMEOUT = "consumer.session.timeout.ms"
+GROUP_HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
+
+GroupConfigs = Callable[[str], Mapping[str, int]]
+"""A group id -> the group configs set for it (only those set; empty for none)."""
+
+
+def _no_group_configs(group_id: str) -> Mapping[str, int]:
+    return {}
+
 
 @dataclass(frozen=True)
 class CoordinatorConfig:
@@ -63,6 +74,9 @@ class CoordinatorConfig:
     consumer_max_size: int = INT32_MAX
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     consumer_migration_policy: str = "bidirectional"
+    #: per-group overrides, asked on every use so AlterConfigs applies at once (the broker
+    #: injects its dynamic group configs; the coordinator imports nothing of the broker)
+    group_configs: GroupConfigs = field(default=_no_group_configs, compare=False, repr=False)
 
     @property
     def consumer_protocol_enabled(self) -> bool:
@@ -75,6 +89,17 @@ class CoordinatorConfig:
     @property
     def online_downgrade_enabled(self) -> bool:
         return self.consumer_migration_policy in ("downgrade", "bidirectional")
+
+    def consumer_session_timeout_for(self, group_id: str) -> int:
+        """The group's ``consumer.session.timeout.ms``, else the broker's (Kafka's
+        ``consumerGroupSessionTimeoutMs(groupId)``)."""
+        return self.group_configs(group_id).get(GROUP_SESSION_TIMEOUT,
+                                                self.consumer_session_timeout_ms)
+
+    def consumer_heartbeat_interval_for(self, group_id: str) -> int:
+        """The group's ``consumer.heartbeat.interval.ms``, else the broker's."""
+        return self.group_configs(group_id).get(GROUP_HEARTBEAT_INTERVAL,
+                                                self.consumer_heartbeat_interval_ms)
 
     @property
     def offsets_retention_ms(self) -> int:

@@ -175,7 +175,7 @@ def describe(core: ShardCore, group_id: str) -> GroupDescription | None:
 
 def _describe_consumer(core: ShardCore, group: ConsumerGroup) -> GroupDescription:
     """A consumer group's members (epochs and assignments: ConsumerGroupDescribe); each
-    session timeout is the shard's ``group.consumer.session.timeout.ms``, or the classic
+    session timeout is the group's ``consumer.session.timeout.ms``, or the classic
     one a member running the classic protocol joined with."""
     members = tuple(
         MemberDescription(
@@ -184,7 +184,7 @@ def _describe_consumer(core: ShardCore, group: ConsumerGroup) -> GroupDescriptio
             client_id=m.client_id,
             client_host=m.client_host,
             session_timeout_ms=(m.classic.session_timeout_ms if m.classic is not None
-                                else core.config.consumer_session_timeout_ms),
+                                else core.config.consumer_session_timeout_for(group.group_id)),
             rebalance_timeout_ms=m.rebalance_timeout_ms,
             metadata=b"",
             assignment=b"",

@@ -314,7 +314,7 @@ def heartbeat(core: ShardCore, ev: ConsumerGroupHeartbeat) -> ConsumerGroupHeart
         E.none,
         member_id=member_id,
         member_epoch=member.member_epoch,
-        heartbeat_interval_ms=core.config.consumer_heartbeat_interval_ms,
+        heartbeat_interval_ms=core.config.consumer_heartbeat_interval_for(gid),
         assignment=to_topic_partitions(member.assigned) if full or changed else None,
     )
 
@@ -487,7 +487,7 @@ def cancel_member_timers(core: ShardCore, gid: str, member_id: str) -> None:
 
 def schedule_session(core: ShardCore, gid: str, member_id: str) -> None:
     core.schedule(TimerKind.CONSUMER_SESSION, gid, member_id,
-                  core.config.consumer_session_timeout_ms)
+                  core.config.consumer_session_timeout_for(gid))
 
 
 # ---------------------------------------------------------------------- timers and loading
