@@ -15,9 +15,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.schema.types import GroupId
 
 from samsa.broker.topics import OFFSETS_TOPIC as OFFSETS
 from samsa.coordinator.hashing import partition_for
@@ -96,6 +98,28 @@ def leaders(bootstrap: str) -> dict[tuple[str, int], tuple[int, int]]:
         client.close()
     return {(t.name, p.partition_index): (int(p.leader_id), int(p.leader_epoch))
             for t in md.topics for p in t.partitions}
+
+
+def group_state(bootstrap: str, group: str) -> str:
+    """The group's state as one node describes it (DescribeGroups v5)."""
+    client = WireClient(bootstrap)
+    try:
+        found = client.call(15, 5, DescribeGroupsRequest(
+            groups=(GroupId(group),), include_authorized_operations=False)).groups[0]
+    finally:
+        client.close()
+    return str(found.group_state)
+
+
+def wait_rebalancing(bootstrap: str, group: str, timeout: float = 60) -> None:
+    """Until the coordinator at ``bootstrap`` describes ``group`` as rebalancing (a member
+    joined; the others have not all rejoined and synced yet)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if group_state(bootstrap, group) in ("PreparingRebalance", "CompletingRebalance"):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"group {group} was never seen rebalancing")
 
 
 def create_topic(bootstrap: str, partitions: int) -> None:
@@ -198,7 +222,7 @@ def test_group_keeps_consuming_when_the_coordinator_node_dies(cluster: Cluster,
         if moment == "rebalance":  # a third member joins: kill while the group rebalances
             threads.append(threading.Thread(target=member))
             threads[-1].start()
-            time.sleep(0.3)
+            wait_rebalancing(cluster.nodes[coordinator].bootstrap, group)
         cluster.nodes[coordinator].kill()
         produce(cluster.bootstrap, [b"b%d" % i for i in range(300)], acked)
         wait_until(lambda: got >= acked, 90, "every acknowledged record consumed")

@@ -18,6 +18,7 @@ from tests.cluster.test_cluster_clients import (
     consumer,
     end_offsets,
     produce,
+    wait_rebalancing,
 )
 from tests.conformance.javakit import JavaKit, JavaMember, compiled
 
@@ -31,14 +32,20 @@ def java(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaKit]:
     kit.stop_all()
 
 
+@pytest.mark.parametrize("moment", ["stable", "rebalance"])
 def test_java_group_survives_the_coordinator_node(cluster: Cluster,  # noqa: F811
-                                                   java: JavaKit) -> None:
-    group = "java-survivors"
+                                                   java: JavaKit, moment: str) -> None:
+    """Java consumers in a group go on after the SIGKILL of the node coordinating it, in a
+    stable group or while a third member's join rebalances it; they consume every
+    acknowledged record and commit the end offsets through the new coordinator."""
+    group = f"java-survivors-{moment}"
     coordinator = cluster.owner("__consumer_offsets", partition_for(group, 6))
     acked: set[bytes] = set()
     produce(cluster.bootstrap, [b"j%d" % i for i in range(200)], acked)
-    members = [JavaMember(java, cluster.bootstrap, group, [TOPIC], name,
-                          **{"auto.offset.reset": "earliest", "enable.auto.commit": "false"})
+    # Heartbeats a second apart: the others rejoin up to a second after a member joins.
+    settings = {"auto.offset.reset": "earliest", "enable.auto.commit": "false",
+                "session.timeout.ms": "6000", "heartbeat.interval.ms": "1000"}
+    members = [JavaMember(java, cluster.bootstrap, group, [TOPIC], name, **settings)
                for name in ("a", "b")]
     expected = {v.decode() for v in acked}
 
@@ -46,6 +53,9 @@ def test_java_group_survives_the_coordinator_node(cluster: Cluster,  # noqa: F81
         return {v for m in members for v in m.values()}
 
     wait_until(lambda: len(consumed()) >= 100, 60, "consumption before the kill")
+    if moment == "rebalance":
+        members.append(JavaMember(java, cluster.bootstrap, group, [TOPIC], "c", **settings))
+        wait_rebalancing(cluster.nodes[coordinator].bootstrap, group)
     cluster.nodes[coordinator].kill()
     produce(cluster.bootstrap, [b"k%d" % i for i in range(200)], acked)
     expected = {v.decode() for v in acked}
