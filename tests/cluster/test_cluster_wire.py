@@ -13,6 +13,11 @@ from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopi
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.join_group.v9.request import JoinGroupRequest as JoinV9
 from kio.schema.join_group.v9.request import JoinGroupRequestProtocol as ProtoV9
+from kio.schema.list_offsets.v7.request import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+)
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.types import GroupId
 
@@ -54,7 +59,17 @@ def _fetch(index: int, epoch: int) -> FetchRequest:
         forgotten_topics_data=(), rack_id="")
 
 
+def _list_offsets(index: int, epoch: int) -> ListOffsetsRequest:
+    return ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(ListOffsetsTopic(
+        name=TOPIC, partitions=(ListOffsetsPartition(
+            partition_index=index, current_leader_epoch=epoch, timestamp=-1),)),))
+
+
 def test_only_the_leader_serves_a_partition(cluster: Cluster) -> None:  # noqa: F811
+    """Produce, Fetch and ListOffsets on the leader and on another node: the other answers
+    NOT_LEADER_OR_FOLLOWER, a stale epoch FENCED_LEADER_EPOCH, a future one
+    UNKNOWN_LEADER_EPOCH; Fetch v12 names the current leader and epoch on the first two,
+    ListOffsets the lease's epoch."""
     leader, epoch = leases(cluster.dsn)[(TOPIC, 0)]
     assert leader is not None
     other = next(i for i in cluster.nodes if i != leader)
@@ -65,15 +80,27 @@ def test_only_the_leader_serves_a_partition(cluster: Cluster) -> None:  # noqa: 
     refused = to_other.call(0, 9, _produce(0)).responses[0].partition_responses[0]
     assert refused.error_code == ErrorCode.not_leader_or_follower
 
-    def fetch_error(client: WireClient, leader_epoch: int) -> ErrorCode:
-        return ErrorCode(client.call(1, 12, _fetch(0, leader_epoch))
-                         .responses[0].partitions[0].error_code)
+    def fetch(client: WireClient, leader_epoch: int) -> tuple[ErrorCode, tuple[int, int]]:
+        found = client.call(1, 12, _fetch(0, leader_epoch)).responses[0].partitions[0]
+        current = found.current_leader
+        return ErrorCode(found.error_code), (int(current.leader_id), int(current.leader_epoch))
 
-    assert fetch_error(to_leader, epoch) == ErrorCode.none
-    assert fetch_error(to_leader, -1) == ErrorCode.none
-    assert fetch_error(to_leader, epoch - 1) == ErrorCode.fenced_leader_epoch
-    assert fetch_error(to_leader, epoch + 1) == ErrorCode.unknown_leader_epoch
-    assert fetch_error(to_other, -1) == ErrorCode.not_leader_or_follower
+    unset = (-1, -1)
+    assert fetch(to_leader, epoch) == (ErrorCode.none, unset)
+    assert fetch(to_leader, -1) == (ErrorCode.none, unset)
+    assert fetch(to_leader, epoch - 1) == (ErrorCode.fenced_leader_epoch, (leader, epoch))
+    assert fetch(to_leader, epoch + 1) == (ErrorCode.unknown_leader_epoch, unset)
+    assert fetch(to_other, -1) == (ErrorCode.not_leader_or_follower, (leader, epoch))
+
+    def list_offsets(client: WireClient, leader_epoch: int) -> tuple[ErrorCode, int, int]:
+        found = client.call(2, 7, _list_offsets(0, leader_epoch)).topics[0].partitions[0]
+        return ErrorCode(found.error_code), int(found.offset), int(found.leader_epoch)
+
+    assert list_offsets(to_leader, -1) == (ErrorCode.none, 1, epoch)
+    assert list_offsets(to_leader, epoch) == (ErrorCode.none, 1, epoch)
+    assert list_offsets(to_leader, epoch - 1) == (ErrorCode.fenced_leader_epoch, -1, -1)
+    assert list_offsets(to_leader, epoch + 1) == (ErrorCode.unknown_leader_epoch, -1, -1)
+    assert list_offsets(to_other, -1)[0] == ErrorCode.not_leader_or_follower
     to_leader.close()
     to_other.close()
 

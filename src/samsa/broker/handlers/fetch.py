@@ -4,8 +4,11 @@ Fetch sessions (KIP-227) are declined by answering session id 0, so clients send
 fetch requests; that is allowed by the protocol and keeps the broker stateless here.
 Versions (v4-13 served): v4 isolation_level, last_stable_offset (the high watermark: no
 transactions); v5 log_start_offset; v7 fetch sessions (declined); v9 current_leader_epoch
-(not checked: one node, epoch 0); v11 rack_id, preferred_read_replica (-1); v12 flexible,
-diverging epochs (never sent); v13 topics by topic id (UNKNOWN_TOPIC_ID), not by name.
+(checked against a cluster node's lease: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH; a single
+node is at epoch 0); v11 rack_id, preferred_read_replica (-1); v12 flexible, diverging epochs
+(never sent), current_leader on NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH (Kafka fills
+it from v16 on, with node endpoints v12-13 lack; the field is there from v12 and harmless);
+v13 topics by topic id (UNKNOWN_TOPIC_ID), not by name.
 """
 
 from __future__ import annotations
@@ -36,8 +39,11 @@ class _Want:
     max_bytes: int
     part: Partition | None
     error: ErrorCode
+    leader: tuple[int, int] | None = None
+    """(leader id, epoch) for the answer's current_leader, on a leadership error only."""
 
 
+_POINTS_TO_LEADER = (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch)
 def _wants(ctx: RequestContext) -> list[_Want]:
     topics = ctx.broker.topics
     out = []
@@ -53,14 +59,19 @@ def _wants(ctx: RequestContext) -> list[_Want]:
         for p in t.partitions:
             part = None
             error = missing
+            leader = None
             if topic is not None:
                 part = topics.partition(topic.name, p.partition)
                 error = ErrorCode.none if part else ErrorCode.unknown_topic_or_partition
                 if part is not None:  # a cluster node that does not lead it: NOT_LEADER...
                     error = leadership.leader_error(
                         ctx.broker, part, getattr(p, "current_leader_epoch", -1))
-                    part = part if error == ErrorCode.none else None
-            out.append(_Want(key, p.partition, p.fetch_offset, p.partition_max_bytes, part, error))
+                    if error != ErrorCode.none:
+                        if ctx.version >= 12 and error in _POINTS_TO_LEADER:
+                            leader = leadership.leader(ctx.broker, part)
+                        part = None
+            out.append(_Want(key, p.partition, p.fetch_offset, p.partition_max_bytes, part,
+                             error, leader))
     return out
 
 
@@ -93,6 +104,8 @@ def _read(wants: list[_Want], max_bytes: int) -> tuple[list[dict[str, Any]], int
                 data = b""
             entry["records"] = data
             total += len(data)
+        elif w.leader is not None:
+            entry["current_leader"] = {"leader_id": w.leader[0], "leader_epoch": w.leader[1]}
         results.append(entry)
     return results, total
 
