@@ -1,25 +1,28 @@
 """CreatePartitions (key 37): grow a topic's partition count (validate_only: check only).
 
 Versions: v1 is v0's schema; v2 flexible; v3 is v2's schema. Assignments may only name
-this broker.
+this broker. The answer is built as v3, typed.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
+from kio.schema.create_partitions.v3.response import (
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+)
 from kio.schema.errors import ErrorCode
 
 from samsa.broker.clock import now_ms
 from samsa.broker.context import RequestContext
 from samsa.broker.topics import TopicError
 from samsa.protocol.api_keys import ApiKey
+from samsa.protocol.build import NO_THROTTLE
 
 API_KEY = ApiKey.CREATE_PARTITIONS
 VERSIONS = (0, 3)
 
 
-async def handle(ctx: RequestContext) -> Any:
+async def handle(ctx: RequestContext) -> CreatePartitionsResponse:
     results = []
     for t in ctx.body.topics:
         code, message = ErrorCode.none, None
@@ -33,5 +36,6 @@ async def handle(ctx: RequestContext) -> Any:
                                                  validate_only=ctx.body.validate_only)
             except TopicError as exc:
                 code, message = ErrorCode(exc.error_code), exc.message
-        results.append({"name": t.name, "error_code": code, "error_message": message})
-    return ctx.respond(throttle_time=0, results=results)
+        results.append(CreatePartitionsTopicResult(name=t.name, error_code=code,
+                                                   error_message=message))
+    return CreatePartitionsResponse(throttle_time=NO_THROTTLE, results=tuple(results))

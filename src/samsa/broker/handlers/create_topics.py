@@ -4,45 +4,56 @@ Versions (v2-7 served): v4 num_partitions and replication_factor may be -1 (the 
 defaults) without assignments (KIP-464; accepted from v2 here); v5 flexible, and the
 answer carries each topic's partitions, replication factor and configs (KIP-525); v6 is
 v5's schema; v7 the topic id in the answer. A name given twice is INVALID_REQUEST.
+The answer is built as v7, typed.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.create_topics.v7.response import (
+    CreatableTopicConfigs,
+    CreatableTopicResult,
+    CreateTopicsResponse,
+)
 from kio.schema.errors import ErrorCode
+from kio.schema.types import TopicName
+from kio.static.primitive import i8, i16, i32
 
 from samsa.broker.clock import now_ms
 from samsa.broker.context import RequestContext
 from samsa.broker.topics import TopicError
 from samsa.protocol.api_keys import ApiKey
+from samsa.protocol.build import NO_THROTTLE
 
 API_KEY = ApiKey.CREATE_TOPICS
 VERSIONS = (2, 7)
 
 
-async def handle(ctx: RequestContext) -> Any:
-    broker = ctx.broker
+#: DescribeConfigs' config sources: the topic's own setting, or the broker's default
+_TOPIC_CONFIG, _DEFAULT_CONFIG = i8(1), i8(5)
+
+
+async def handle(ctx: RequestContext) -> CreateTopicsResponse:
     validate_only = bool(getattr(ctx.body, "validate_only", False))
     seen: set[str] = set()
     dupes = {t.name for t in ctx.body.topics if t.name in seen or seen.add(t.name)}  # type: ignore[func-returns-value]
-    results = []
+    results: list[CreatableTopicResult] = []
     for req in ctx.body.topics:
         if req.name in dupes:
             results.append(_error(req.name, ErrorCode.invalid_request,
                                   "Duplicate topic name in the request."))
             continue
         results.append(_create_one(ctx, req, validate_only))
-    del broker
-    return ctx.respond(throttle_time=0, topics=results)
+    return CreateTopicsResponse(throttle_time=NO_THROTTLE, topics=tuple(results))
 
 
-def _error(name: str, code: ErrorCode, message: str) -> dict[str, Any]:
-    return {"name": name, "error_code": code, "error_message": message, "num_partitions": -1,
-            "replication_factor": -1, "configs": None}
+def _error(name: TopicName, code: ErrorCode, message: str) -> CreatableTopicResult:
+    return CreatableTopicResult(name=name, topic_id=None, error_code=code, error_message=message,
+                                num_partitions=i32(-1), replication_factor=i16(-1), configs=None)
 
 
-def _create_one(ctx: RequestContext, req: Any, validate_only: bool) -> dict[str, Any]:
+def _create_one(ctx: RequestContext, req: Any, validate_only: bool) -> CreatableTopicResult:
     broker = ctx.broker
     node = broker.config.node_id
     if req.assignments:
@@ -75,16 +86,12 @@ def _create_one(ctx: RequestContext, req: Any, validate_only: bool) -> dict[str,
     except TopicError as exc:
         return _error(req.name, ErrorCode(exc.error_code), exc.message)
     config = broker.topics.log_config(topic.overrides, topic.name).to_mapping()
-    return {
-        "name": req.name,
-        "topic_id": topic.topic_id,
-        "error_code": ErrorCode.none,
-        "error_message": None,
-        "num_partitions": count,
-        "replication_factor": 1,
-        "configs": [
-            {"name": k, "value": str(v), "read_only": False,
-             "config_source": 1 if k in overrides else 5, "is_sensitive": False}
-            for k, v in sorted(config.items())
-        ],
-    }
+    return CreatableTopicResult(
+        name=req.name, topic_id=topic.topic_id, error_code=ErrorCode.none, error_message=None,
+        num_partitions=i32(count), replication_factor=i16(1),
+        configs=tuple(
+            CreatableTopicConfigs(name=k, value=str(v), read_only=False, is_sensitive=False,
+                                  config_source=_TOPIC_CONFIG if k in overrides
+                                  else _DEFAULT_CONFIG)
+            for k, v in sorted(config.items())),
+    )

@@ -2,17 +2,19 @@
 
 A transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED. Versions: v2 flexible; v3
 producer_id and producer_epoch (KIP-360: a producer that knows its id bumps its epoch
-instead of getting a new id); v4 is v3's schema.
+instead of getting a new id); v4 is v3's schema. The answer is built as v4, typed.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from kio.schema.errors import ErrorCode
+from kio.schema.init_producer_id.v4.response import InitProducerIdResponse
+from kio.schema.types import ProducerId
+from kio.static.primitive import i16
 
 from samsa.broker.context import RequestContext
 from samsa.protocol.api_keys import ApiKey
+from samsa.protocol.build import NO_THROTTLE
 
 API_KEY = ApiKey.INIT_PRODUCER_ID
 VERSIONS = (0, 4)
@@ -20,17 +22,19 @@ VERSIONS = (0, 4)
 MAX_EPOCH = 32767
 
 
-async def handle(ctx: RequestContext) -> Any:
+async def handle(ctx: RequestContext) -> InitProducerIdResponse:
     body = ctx.body
     if body.transactional_id is not None:
         # Transactions are not implemented: refuse clearly rather than pretend.
-        code = ErrorCode.transactional_id_authorization_failed
-        return ctx.respond(throttle_time=0, error_code=code, producer_id=-1, producer_epoch=-1)
+        return _answer(ErrorCode.transactional_id_authorization_failed, -1, -1)
     pid = getattr(body, "producer_id", -1)
     epoch = getattr(body, "producer_epoch", -1)
     if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
         # KIP-360: an idempotent producer that lost its state bumps its epoch.
-        return ctx.respond(throttle_time=0, error_code=ErrorCode.none, producer_id=pid,
-                           producer_epoch=epoch + 1)
-    return ctx.respond(throttle_time=0, error_code=ErrorCode.none,
-                       producer_id=ctx.broker.producer_ids.allocate(), producer_epoch=0)
+        return _answer(ErrorCode.none, pid, epoch + 1)
+    return _answer(ErrorCode.none, ctx.broker.producer_ids.allocate(), 0)
+
+
+def _answer(code: ErrorCode, producer_id: int, epoch: int) -> InitProducerIdResponse:
+    return InitProducerIdResponse(throttle_time=NO_THROTTLE, error_code=code,
+                                  producer_id=ProducerId(producer_id), producer_epoch=i16(epoch))
