@@ -35,6 +35,28 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
+        """Start the broker; a restart on its former port waits while that port is taken.
+
+        Between a kill and a restart another socket may hold the port for a moment: on
+        loopback a client reconnecting to the dead port can even be given that very port as
+        its own (a TCP self-connect) until it gives the connection up.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self._start_once(timeout)
+            except RuntimeError:
+                if not (self.requested_port and self._port_was_taken()
+                        and time.monotonic() < deadline):
+                    raise
+                time.sleep(0.2)
+
+    def _port_was_taken(self) -> bool:
+        with open(self.log_path, errors="replace") as f:
+            tail = f.readlines()[-3:]
+        return any("address already in use" in line for line in tail)
+
+    def _start_once(self, timeout: float) -> BrokerProcess:
         args = [sys.executable, "-m", "samsa.cli.main", "serve",
                 "--listen", f"127.0.0.1:{self.requested_port}", "--data-dir", str(self.data_dir)]
         for k, v in self.config.items():
