@@ -8,6 +8,8 @@ import re
 import urllib.request
 from pathlib import Path
 
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
@@ -244,3 +246,25 @@ def test_losing_a_shard_answers_parked_requests_and_reloads(tmp_path: Path,
         b.close()
     finally:
         c.stop()
+
+
+def test_describe_cluster_lists_the_live_nodes(cluster: Cluster) -> None:  # noqa: F811
+    """Every node's DescribeCluster (confluent-kafka's describe_cluster) lists the three
+    nodes at their addresses, the lowest id as controller; a killed node drops out."""
+
+    def described(node: ClusterNodeProcess) -> tuple[set[tuple[int, str, int]], int] | None:
+        admin = AdminClient({"bootstrap.servers": node.bootstrap})
+        try:
+            found = admin.describe_cluster(request_timeout=5).result(10)
+        except KafkaException:  # sent to the controller named in Metadata: maybe the dead one
+            return None
+        return {(n.id, n.host, n.port) for n in found.nodes}, found.controller.id
+
+    every = {(i, "127.0.0.1", n.port) for i, n in cluster.nodes.items()}
+    for node in cluster.nodes.values():
+        assert described(node) == (every, 1)
+    cluster.nodes[1].kill()
+    rest = {n for n in every if n[0] != 1}
+    for i in (2, 3):
+        wait_until(lambda i=i: described(cluster.nodes[i]) == (rest, 2), 20,
+                   f"node {i} listing nodes 2 and 3")
