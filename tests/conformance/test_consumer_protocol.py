@@ -82,9 +82,11 @@ def test_members_join_leave_and_die(cp_broker: BrokerProcess) -> None:
 
         doomed = ProcessMember(bootstrap, group, topic)
         try:
-            wait_until(lambda: (poll_all([a, c]), bool(doomed.holds()))[1], 30,
-                       what="the member process to get partitions")
-            settle([a, c], every - {(topic, p) for p in doomed.holds()})
+            # The member reconciles incrementally: it may hold one partition before the
+            # second is released to it, so wait for its whole share of the uniform split.
+            wait_until(lambda: (poll_all([a, c]), len(doomed.holds()) == 2)[1], 30,
+                       what="the member process to get its two partitions")
+            settle([a, c], every - {(topic, p) for p in doomed.holds()}, counts=[2, 2])
             doomed.kill()  # SIGKILL: evicted after group.consumer.session.timeout.ms
         finally:
             doomed.kill()
