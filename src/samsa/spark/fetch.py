@@ -100,11 +100,17 @@ class RangeReader:
 
     def chunks(self, tp: TopicPartition, start: int, until: int, *,
                fail_on_data_loss: bool) -> Iterator[tuple[bytes, int, int]]:
-        """Yield ``(record set, position, next position)`` covering ``[start, until)``."""
+        """Yield ``(record set, position, next position)`` covering ``[start, until)``.
+
+        A failed fetch (the leader died, hung or moved) refreshes the leader and retries; the
+        task fails after ``timeout`` of retries without progress. That clock starts at the
+        first failure, not at the last progress: a fetch that timed out, or a consumer that
+        held the generator longer than ``timeout``, still gets a retry at the new leader.
+        """
         pos = start
         node = self._leader(tp)
         fut = self._send(tp, pos, node)
-        deadline = time.monotonic() + self.timeout
+        deadline: float | None = None  # set by the first failure since the last progress
         while pos < until:
             try:
                 resp = fut.result(self.timeout + 1)
@@ -121,7 +127,7 @@ class RangeReader:
                         fut = self._send(tp, nxt, node)  # pipelined: decode meanwhile
                     yield data, pos, nxt
                     pos = nxt
-                    deadline = time.monotonic() + self.timeout
+                    deadline = None
                     continue
                 if int(p.high_watermark) <= pos:
                     data_loss(f"{tp.topic}-{tp.partition} ends at offset {p.high_watermark} "
@@ -147,7 +153,9 @@ class RangeReader:
                 err = error_for(code, f"fetch {tp.topic}-{tp.partition}")
                 if not err.retriable:
                     raise err
-            if time.monotonic() > deadline:
+            if deadline is None:
+                deadline = time.monotonic() + self.timeout
+            elif time.monotonic() > deadline:
                 raise KafkaError(f"fetching {tp.topic}-{tp.partition} at offset {pos} made no "
                                  f"progress for {self.timeout:.0f}s")
             time.sleep(0.05)
