@@ -172,7 +172,19 @@ class BrokerConfig:
             "CreateTime", "LogAppendTime"
         ):
             raise ConfigError("log.message.timestamp.type: expected CreateTime or LogAppendTime")
+        _check_group_settings(values)
         return cls(host=host, port=port, data_dir=Path(data_dir), values=values)
+
+
+def _check_group_settings(values: Mapping[str, Any]) -> None:
+    """The group coordinator's own checks (bounds, heartbeat below session, known
+    protocols, migration policy and assignors), as Kafka's GroupCoordinatorConfig."""
+    from samsa.coordinator.config import CoordinatorConfig, InvalidCoordinatorConfig
+
+    try:
+        CoordinatorConfig.from_properties(values).validate()
+    except InvalidCoordinatorConfig as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def parse_assignments(pairs: Iterable[str]) -> dict[str, str]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from samsa.assignors.server.registry import resolve_server_assignors
+
 INT32_MAX = 2**31 - 1
 
 #: Kafka's timeout for a new member's JoinGroup while the group is rebalancing.
@@ -39,6 +41,10 @@ _STRING_NAMES = {"group.consumer.migration.policy": "consumer_migration_policy"}
 
 MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 
+#: the group types samsa serves (Kafka also knows ``share`` and ``streams``)
+REBALANCE_PROTOCOLS = ("classic", "consumer")
+_KAFKA_ONLY_PROTOCOLS = ("share", "streams")
+
 #: Kafka's GroupConfig names a group may override (AlterConfigs on a GROUP resource)
 GROUP_SESSION_TIMEOUT = "consumer.session.timeout.ms"
 GROUP_HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
@@ -49,6 +55,11 @@ GroupConfigs = Callable[[str], Mapping[str, int]]
 
 def _no_group_configs(group_id: str) -> Mapping[str, int]:
     return {}
+
+
+class InvalidCoordinatorConfig(ValueError):
+    """Settings that contradict each other or name something unknown (Kafka refuses to
+    start with them: GroupCoordinatorConfig's checks)."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +112,45 @@ class CoordinatorConfig:
         return self.group_configs(group_id).get(GROUP_HEARTBEAT_INTERVAL,
                                                 self.consumer_heartbeat_interval_ms)
 
+    def validate(self) -> None:
+        """Kafka's start-up checks of the consumer-group settings; raises
+        :class:`InvalidCoordinatorConfig` naming the settings at fault."""
+        for kind in ("heartbeat.interval", "session.timeout"):
+            attr = kind.replace(".", "_")
+            value, lo, hi = (getattr(self, f"consumer_{attr}_ms"),
+                             getattr(self, f"consumer_min_{attr}_ms"),
+                             getattr(self, f"consumer_max_{attr}_ms"))
+            name = f"group.consumer.{kind}.ms"
+            low, high = f"group.consumer.min.{kind}.ms", f"group.consumer.max.{kind}.ms"
+            for setting, number in ((name, value), (low, lo), (high, hi)):
+                if number < 1:
+                    raise InvalidCoordinatorConfig(f"{setting} must be at least 1, got {number}")
+            _require(hi >= lo, f"{high} ({hi}) must be greater than or equal to {low} ({lo})")
+            _require(value >= lo, f"{name} ({value}) must be greater than or equal to {low} ({lo})")
+            _require(value <= hi, f"{name} ({value}) must be less than or equal to {high} ({hi})")
+        hb, session = self.consumer_heartbeat_interval_ms, self.consumer_session_timeout_ms
+        _require(hb < session, f"group.consumer.heartbeat.interval.ms ({hb}) must be less than "
+                               f"group.consumer.session.timeout.ms ({session})")
+        _require(self.consumer_max_size >= 1, "group.consumer.max.size must be at least 1")
+        _require(self.consumer_migration_policy in MIGRATION_POLICIES,
+                 f"group.consumer.migration.policy: invalid value "
+                 f"{self.consumer_migration_policy!r}, expected one of "
+                 f"{', '.join(MIGRATION_POLICIES)}")
+        protocols = [p.lower() for p in self.rebalance_protocols]
+        for p in protocols:
+            if p in _KAFKA_ONLY_PROTOCOLS:
+                raise InvalidCoordinatorConfig(
+                    f"group.coordinator.rebalance.protocols: samsa does not serve {p!r} groups")
+            _require(p in REBALANCE_PROTOCOLS,
+                     f"group.coordinator.rebalance.protocols: unknown protocol {p!r}, expected "
+                     f"{' and/or '.join(REBALANCE_PROTOCOLS)}")
+        _require("classic" in protocols, "group.coordinator.rebalance.protocols: disabling the "
+                                         "'classic' protocol is not supported")
+        try:
+            resolve_server_assignors(self.consumer_assignors)
+        except (ValueError, TypeError) as exc:
+            raise InvalidCoordinatorConfig(f"group.consumer.assignors: {exc}") from None
+
     @property
     def offsets_retention_ms(self) -> int:
         return self.offsets_retention_minutes * 60_000
@@ -119,3 +169,8 @@ class CoordinatorConfig:
             elif name in _STRING_NAMES:
                 kwargs[_STRING_NAMES[name]] = str(value).strip().lower()
         return cls(**kwargs)  # type: ignore[arg-type]
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise InvalidCoordinatorConfig(message)
