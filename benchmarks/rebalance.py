@@ -9,7 +9,7 @@ with a protocol-level load generator.
     and after one (a subprocess) is SIGKILLed; the latter is bounded below by its session
     timeout, which is printed.
 (d) KIP-848: the same two measurements with group.protocol=consumer beside classic, on one
-    broker (initial delay 0): time until N = 10 and 50 consumers are fully assigned, and a
+    broker (initial delay 0): time until N = 10, 50 and 100 consumers are fully assigned, and a
     group of 10's time to Stable again after a member leaves and after one is SIGKILLed
     (Stable: every member at the target assignment, described by ConsumerGroupDescribe).
 (e) KIP-848 heartbeat latency while target assignments are computed: 1,000 protocol-level
@@ -494,7 +494,7 @@ def main() -> None:
     ap.add_argument("--skip-b", action="store_true")
     ap.add_argument("--skip-c", action="store_true")
     ap.add_argument("--skip-d", action="store_true")
-    ap.add_argument("--consumer-sizes", default="10,50", help="N for (d)")
+    ap.add_argument("--consumer-sizes", default="10,50,100", help="N for (d)")
     ap.add_argument("--hb-groups", type=int, default=10)
     ap.add_argument("--hb-members", type=int, default=100)
     ap.add_argument("--hb-connections", type=int, default=8)
