@@ -1,36 +1,42 @@
 """A streaming query reading a samsa cluster survives the death of a partition leader.
 
 Three samsa nodes over one PostgreSQL hold a 6-partition topic. An ``availableNow`` query
-(local[2]: two task slots, one task per partition) reads it into Parquet through a pandas UDF
-that holds the micro-batch's first two tasks (partitions 0 and 1) while a ``hold`` file
-exists. Those two partitions hold 20 MB each, more than Spark buffers between the reader
-and the held UDF (about 8 MB here), and the reader fetches 16 KiB at a time: the reader of
-partition 0 stops in the middle of its range. The test SIGKILLs partition 0's leader and
-releases the hold: that reader's next fetch fails, and it must find the new leader (the
-lease moves to a live node) and carry on in the same task (local mode does not retry
-tasks); the tasks of the other partitions start after the kill. More records are produced
-after the kill and read by a second ``availableNow`` run from the checkpoint. The Parquet
-output holds every record of the log exactly once.
+(``node_kill_query.py``; one task per partition, two task slots: local[2], or the standalone
+cluster's two 1-core executors with the query's own driver process) reads it into Parquet
+through a pandas UDF that holds the micro-batch's first two tasks (partitions 0 and 1) while
+a ``hold`` file exists. Those two partitions hold 20 MB each, more than Spark buffers
+between the reader and the held UDF (about 8 MB here), and the reader fetches 16 KiB at a
+time: the reader of partition 0 stops in the middle of its range. The test SIGKILLs
+partition 0's leader and releases the hold: that reader's next fetch fails, and it must
+find the new leader (the lease moves to a live node) and carry on within the task (no task
+is retried); the tasks of the other partitions start after the kill, with the dead node
+still in their bootstrap list. More records are produced after the kill and read by a
+second ``availableNow`` run from the checkpoint. The Parquet output holds every record of
+the log exactly once.
 """
 
 from __future__ import annotations
 
 import os
-import time
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pytest
 
 from samsa import Admin, Producer
 from tests.cluster.nodes import ClusterNodeProcess, all_owned, leases, wait_until
 from tests.pg import PostgresServer, unavailable_reason
+from tests.spark.node_kill_query import MAX_RECORDS_PER_BATCH, TOPIC, start_query
+from tests.spark.standalone import StandaloneCluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
 
-TOPIC = "clicks"
+DRIVER = Path(__file__).with_name("node_kill_query.py")
+ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = 6
 BEFORE = 300  # records per partition before the query starts
 BIG = 20_000  # more records in partitions 0 and 1, the two held tasks
@@ -108,39 +114,72 @@ def produce(bootstrap: str, prefix: str, per_partition: int,
     return out
 
 
-def start_query(spark: Any, bootstrap: str, work: Path) -> Any:
-    from pyspark import TaskContext
-    from pyspark.sql import functions as F
-
-    markers, hold = str(work / "markers"), str(work / "hold")
-
-    @F.pandas_udf("binary")  # type: ignore[call-overload]
-    def gate(values: pd.Series, partitions: pd.Series) -> pd.Series:
-        """Leave ``<partition>-<attempt>``; wait while the hold file exists."""
-        ctx = TaskContext.get()
-        assert ctx is not None
-        Path(markers, f"{int(partitions.iloc[0])}-{ctx.attemptNumber()}").touch()
-        deadline = time.monotonic() + 120
-        while os.path.exists(hold) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return values
-
-    df = (spark.readStream.format("samsa").option("bootstrap.servers", bootstrap)
-          .option("subscribe", TOPIC).option("startingOffsets", "earliest")
-          .option("fetch.max.bytes", "16384").load())
-    return (df.select("topic", "partition", "offset", gate("value", "partition").alias("value"))
-            .writeStream.format("parquet").option("path", str(work / "out"))
-            .option("checkpointLocation", str(work / "checkpoint"))
-            .trigger(availableNow=True).start())
-
-
 def finish(q: Any) -> None:
     assert q.awaitTermination(150), "the availableNow query did not finish"
     assert q.exception() is None, q.exception()
 
 
+class LocalRun:
+    """Both runs in this process, on the test suite's local[2] session."""
+
+    def __init__(self, spark: Any, bootstrap: str, work: Path) -> None:
+        self.spark, self.bootstrap, self.work = spark, bootstrap, work
+        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", MAX_RECORDS_PER_BATCH)
+        try:
+            self.q = start_query(spark, bootstrap, work)
+        finally:
+            spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+
+    def running(self) -> bool:
+        return bool(self.q.isActive)
+
+    def finish(self) -> None:
+        finish(self.q)
+        self.q = start_query(self.spark, self.bootstrap, self.work)  # the dead node listed
+        finish(self.q)
+
+    def stop(self) -> None:
+        if self.q.isActive:
+            self.q.stop()
+
+
+class ClusterRun:
+    """``node_kill_query.py`` as the driver of an application on the standalone cluster."""
+
+    def __init__(self, cluster: StandaloneCluster, bootstrap: str, work: Path) -> None:
+        self.work = work
+        args = [sys.executable, str(DRIVER), "--master", cluster.master_url,
+                "--bootstrap", bootstrap, "--work", str(work)]
+        for key, value in cluster.app_conf().items():
+            args += ["--conf", f"{key}={value}"]
+        self.log_path = work / "driver.log"
+        self.log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            args, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT,
+            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable})
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def finish(self) -> None:
+        (self.work / "again").touch()
+        try:
+            code = self.proc.wait(180)
+        except subprocess.TimeoutExpired:
+            code = None
+        assert code == 0, self.log_path.read_text(errors="replace")[-4000:]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(30)
+        self.log.close()
+
+
+@pytest.mark.parametrize("where", ["local", "cluster"])
 def test_leader_killed_mid_batch_exactly_once(spark: Any, samsa_cluster: SamsaCluster,
-                                              tmp_path: Path) -> None:
+                                              tmp_path: Path, request: pytest.FixtureRequest,
+                                              where: str) -> None:
     cluster = samsa_cluster
     expected = produce(cluster.bootstrap, "a", BEFORE)
     expected.update(produce(cluster.bootstrap, "big", BIG, range(2)))
@@ -148,16 +187,15 @@ def test_leader_killed_mid_batch_exactly_once(spark: Any, samsa_cluster: SamsaCl
     markers.mkdir()
     hold = tmp_path / "hold"
     hold.touch()
-    # The UDF sees the rows 100 at a time, so it holds a task early in its range.
-    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
+    run: LocalRun | ClusterRun
+    if where == "local":
+        run = LocalRun(spark, cluster.bootstrap, tmp_path)
+    else:
+        run = ClusterRun(request.getfixturevalue("spark_cluster"), cluster.bootstrap, tmp_path)
     try:
-        q = start_query(spark, cluster.bootstrap, tmp_path)
-    finally:
-        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
-    try:
-        wait_until(lambda: len(list(markers.iterdir())) >= 2 or not q.isActive, 120,
+        wait_until(lambda: len(list(markers.iterdir())) >= 2 or not run.running(), 180,
                    "two tasks in the UDF")
-        assert q.isActive, q.exception()
+        assert run.running(), "the query ended before the kill"
         running = {int(m.name.split("-")[0]) for m in markers.iterdir()}
         assert running == {0, 1}, "Spark started other tasks first"
         leaders = cluster.leaders()
@@ -166,20 +204,17 @@ def test_leader_killed_mid_batch_exactly_once(spark: Any, samsa_cluster: SamsaCl
         assert not (tmp_path / "checkpoint" / "commits" / "0").exists()
         cluster.nodes[victim].kill()
         hold.unlink()
-
-        # Records produced after the kill go to the new leaders; the second run reads them.
+        # Produced after the kill, to the new leaders; the second run reads them.
         expected.update(produce(cluster.live_bootstrap, "b", AFTER))
-        finish(q)
-        assert {int(m.name.split("-")[0]) for m in markers.iterdir()} == set(range(PARTITIONS))
+        run.finish()
         moved = {p for p, owner in leaders.items() if owner == victim}
         now = cluster.leaders()
         assert all(now[p] not in (None, victim) for p in moved)
-        q = start_query(spark, cluster.bootstrap, tmp_path)  # the dead node still listed
-        finish(q)
     finally:
         hold.unlink(missing_ok=True)
-        if q.isActive:
-            q.stop()
+        run.stop()
+    # Every task of the killed batch ran once: the readers recovered, Spark retried nothing.
+    assert sorted(m.name for m in markers.iterdir()) == [f"{p}-0" for p in range(PARTITIONS)]
 
     rows = spark.read.parquet(str(tmp_path / "out")).collect()
     got = [((r.partition, r.offset), r.value) for r in rows]
