@@ -1,15 +1,18 @@
 """KIP-848 ``consumer`` groups with Apache Kafka's Java consumer 4.3 (``group.protocol=
 consumer``, driver ``ConsumerProtocolMember``): members join, leave (close) and die (SIGKILL
 of the JVM) while records flow; a static member comes back to its partitions; a broker-side
-RE2 pattern (``SubscriptionPattern``) picks up a new topic. After every change the members
-split the partitions exactly, no partition is assigned while another live member still holds
-it, every record is consumed and the commits equal the end offsets."""
+RE2 pattern (``SubscriptionPattern``) picks up a new topic; partitions added to the topic are
+assigned; the broker is SIGKILLed and restarted under a live group. After every change the
+members split the partitions exactly, no partition is assigned while another live member still
+holds it, every record is consumed and the commits equal the end offsets."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient, NewPartitions
 
 from tests.brokerproc import BrokerProcess
 from tests.conformance.consumer_protocol_kit import BROKER_CONFIG, JavaCpMember, double_owners
@@ -161,3 +164,81 @@ def test_admin_describes_a_consumer_group(cp_broker: BrokerProcess, java: JavaKi
     for m in (a, b):
         m.close()
     admin.close()
+
+
+def _commit_to_ends(members: list[JavaCpMember], bootstrap: str, group: str,
+                    ends: dict[tuple[str, int], int]) -> None:
+    """Every member commits its positions until the group's commits equal ``ends``."""
+    wait_until(lambda: all(m.commit()["ok"] for m in members)
+               and committed(bootstrap, group, ends) == ends,
+               what="the members' commits to reach the end offsets")
+
+
+def test_added_partitions_are_assigned(cp_broker: BrokerProcess, java: JavaKit) -> None:
+    """CreatePartitions on the subscribed topic: the broker bumps the group epoch and the
+    members get the new partitions, whose records they consume."""
+    bootstrap = cp_broker.bootstrap
+    topic, group = unique("jcpp"), unique("g")
+    create_topic(bootstrap, topic, 2)
+    expected = {v.decode() for v in produce(bootstrap, topic, 2, 3, "a")}
+    # metadata.max.age.ms: the client learns the new partitions' leaders without waiting 5 min
+    a, b = (JavaCpMember(java, bootstrap, group, topic, name, **{"metadata.max.age.ms": "1000"})
+            for name in ("a", "b"))
+    members = [a, b]
+    settle(members, tps_of(topic, 2), counts=[1, 1])
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_partitions([NewPartitions(topic, 6)])[topic].result(15)
+    settle(members, tps_of(topic, 6), counts=[3, 3], timeout=45)
+    expected |= {v.decode() for v in produce(bootstrap, topic, 6, 3, "b")}
+    wait_until(lambda: expected <= _consumed(members), what="every record consumed")
+    _commit_to_ends(members, bootstrap, group, end_offsets(bootstrap, topic, 6))
+    assert double_owners(members) == []
+    for m in members:
+        assert m.errors() == []
+        m.close()
+
+
+# Sessions long enough to outlive the broker's restart.
+RESTART_CONFIG = {**BROKER_CONFIG, "group.consumer.session.timeout.ms": "20000",
+                  "group.consumer.max.session.timeout.ms": "60000"}
+
+
+@pytest.fixture
+def restart_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    proc = BrokerProcess(tmp_path / "data", RESTART_CONFIG)
+    yield proc
+    proc.kill()
+
+
+def test_broker_restart_under_a_live_group(restart_broker: BrokerProcess,
+                                           java: JavaKit) -> None:
+    """kill -9 of the broker and a restart on the same port: the group is reloaded from
+    ``__consumer_offsets``, the members carry on with their partitions (no callback: not
+    fenced, no rebalance), every record
+    (before and after) is consumed and the commits equal the end offsets."""
+    broker = restart_broker.start()
+    bootstrap = broker.bootstrap
+    topic, group = unique("jcr"), unique("g")
+    create_topic(bootstrap, topic, 4)
+    every = tps_of(topic, 4)
+    expected = {v.decode() for v in produce(bootstrap, topic, 4, 5, "a")}
+    a, b = (JavaCpMember(java, bootstrap, group, topic, name) for name in ("a", "b"))
+    members = [a, b]
+    settle(members, every, counts=[2, 2])
+    wait_until(lambda: expected <= _consumed(members), what="the first records consumed")
+    held = {m.name: m.assignment() for m in members}
+    callbacks = {m.name: len(m.rebalances()) for m in members}
+
+    broker.kill()
+    broker.start()
+    expected |= {v.decode() for v in produce(bootstrap, topic, 4, 5, "b")}
+    wait_until(lambda: expected <= _consumed(members), 60, what="every record consumed")
+    _commit_to_ends(members, bootstrap, group, end_offsets(bootstrap, topic, 4))
+    settle(members, every, counts=[2, 2])
+    assert {m.name: m.assignment() for m in members} == held
+    assert {m.name: len(m.rebalances()) for m in members} == callbacks, \
+        "a member was fenced or saw a rebalance across the restart"
+    assert double_owners(members) == []
+    for m in members:
+        assert [e for e in m.errors() if e.get("fatal")] == []
+        m.close()
