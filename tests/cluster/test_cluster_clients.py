@@ -75,17 +75,25 @@ class Cluster:
             node.kill()
 
 
-@pytest.fixture
-def cluster(tmp_path: Path, pg_dsn: str) -> Iterator[Cluster]:
-    c = Cluster(tmp_path, pg_dsn)
-    for i in (1, 2, 3):
-        c.start(i)
+@contextlib.contextmanager
+def three_nodes(root: Path, dsn: str, config: dict[str, str] | None = None
+                ) -> Iterator[Cluster]:
+    """Nodes 1-3 with ``TOPIC`` created and every lease held."""
+    c = Cluster(root, dsn, config)
     try:
+        for i in (1, 2, 3):
+            c.start(i)
         create_topic(c.bootstrap, PARTITIONS)
         c.settled()
         yield c
     finally:
         c.stop()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, pg_dsn: str) -> Iterator[Cluster]:
+    with three_nodes(tmp_path, pg_dsn) as c:
+        yield c
 
 
 def leaders(bootstrap: str) -> dict[tuple[str, int], tuple[int, int]]:
@@ -332,11 +340,17 @@ def _answer(client: WireClient, correlation: int) -> ErrorCode | None:
     return ErrorCode(response.responses[0].partition_responses[0].error_code)
 
 
-def test_paused_leader_cannot_write_after_losing_its_lease(cluster: Cluster) -> None:
+def test_paused_leader_cannot_write_after_losing_its_lease(tmp_path: Path, pg_dsn: str) -> None:
     """Partition 0's leader is SIGSTOPped with a Produce just sent to it and another in its
-    socket buffer; the others take its leases over and go on. When it resumes, the queued
-    write is refused (its epoch is fenced), it gives its leases up, and partition 0 holds
-    exactly the acknowledged records, at contiguous offsets."""
+    socket buffer; the others take its leases over once its registration expires (a 3 s
+    TTL) and go on. When it resumes, the queued write is refused (its epoch is fenced), it
+    gives its leases up, and partition 0 holds exactly the acknowledged records, at
+    contiguous offsets."""
+    with three_nodes(tmp_path, pg_dsn, {"cluster.lease.ttl.ms": "3000"}) as cluster:
+        _paused_leader(cluster)
+
+
+def _paused_leader(cluster: Cluster) -> None:
     victim, epoch = leases(cluster.dsn)[(TOPIC, 0)]
     acked: set[bytes] = set()
     produce(cluster.bootstrap, [b"o%d" % i for i in range(100)], acked)
