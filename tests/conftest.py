@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.brokerproc import BrokerProcess
+from tests.pg import PostgresServer, unavailable_reason
 
 FAST_GROUPS = {
     "group.initial.rebalance.delay.ms": "0",
@@ -29,3 +30,15 @@ def fresh_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     proc = BrokerProcess(tmp_path / "data", FAST_GROUPS)
     yield proc
     proc.kill()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A throwaway PostgreSQL on a free port of 127.0.0.1 (cluster and Spark node-kill
+    tests), stopped and removed afterwards; skips where it cannot run."""
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    server = PostgresServer().start()
+    yield server
+    server.stop()

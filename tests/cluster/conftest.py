@@ -1,23 +1,11 @@
-"""Fixtures of the cluster tests: one throwaway PostgreSQL per session, a database per test."""
+"""Fixtures of the cluster tests: a database per test on the session's PostgreSQL
+(``postgres`` in tests/conftest.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from tests.pg import PostgresServer, unavailable_reason
-
-
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[PostgresServer]:
-    """A PostgreSQL server on a free port of 127.0.0.1, stopped and removed afterwards."""
-    reason = unavailable_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    server = PostgresServer().start()
-    yield server
-    server.stop()
+from tests.pg import PostgresServer
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ import pytest
 
 from samsa import Admin, Producer
 from tests.cluster.nodes import ClusterNodeProcess, all_owned, leases, wait_until
-from tests.pg import PostgresServer, unavailable_reason
+from tests.pg import PostgresServer
 from tests.spark.node_kill_query import MAX_RECORDS_PER_BATCH, TOPIC, start_query
 from tests.spark.standalone import StandaloneCluster
 
@@ -72,16 +72,6 @@ class SamsaCluster:
     def stop(self) -> None:
         for node in self.nodes.values():
             node.kill()
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PostgresServer]:
-    reason = unavailable_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    server = PostgresServer().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
