@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from samsa.broker.handlers import alter_configs, incremental_alter_configs
+from samsa.broker.handlers import MODULES, alter_configs, api_versions, incremental_alter_configs
 from samsa.protocol.api_keys import ApiKey
 from tests.broker.test_admin_api_versions import create
 from tests.broker.test_group_api_versions import call, unique, versions
@@ -89,3 +89,20 @@ def test_incremental_alter_configs(client: WireClient, version: int) -> None:
     assert r.error_code == ErrorCode.invalid_config and r.error_message
     (r,) = alter(1, None)
     assert r.error_code == NONE and retention(client, name) != "60000"
+
+
+@pytest.mark.parametrize("version", versions(api_versions))
+def test_api_versions(client: WireClient, version: int) -> None:
+    fields = dict(client_software_name="samsa-test", client_software_version="1.0")
+    resp = call(client, ApiKey.API_VERSIONS, version, **fields)
+    assert resp.error_code == NONE
+    served = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+    assert served == {int(m.API_KEY): m.VERSIONS for m in MODULES}
+    assert [k.api_key for k in resp.api_keys] == sorted(served)
+    if version >= 1:
+        assert resp.throttle_time.total_seconds() == 0
+    if version >= 3:
+        refused = call(client, ApiKey.API_VERSIONS, version,
+                       **{**fields, "client_software_name": "bad name"})
+        assert refused.error_code == ErrorCode.invalid_request
+        assert refused.api_keys == resp.api_keys

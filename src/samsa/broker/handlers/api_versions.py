@@ -2,14 +2,18 @@
 
 Versions: v1 throttle_time; v3 flexible, client_software_name/version (KIP-511: a name or
 version that is not alphanumerics, '.' and '-' gets INVALID_REQUEST). A version this broker
-does not serve is answered UNSUPPORTED_VERSION in a v0 body, as Kafka does.
+does not serve is answered UNSUPPORTED_VERSION in a v0 body, as Kafka does. The answer is
+built as v3, typed.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
+from kio.schema.api_versions.v3.response import ApiVersion, ApiVersionsResponse
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i16
 
 from samsa.broker.context import RequestContext
 from samsa.broker.handlers.consumer_group_heartbeat import (
@@ -17,8 +21,7 @@ from samsa.broker.handlers.consumer_group_heartbeat import (
     consumer_protocol_enabled,
 )
 from samsa.protocol.api_keys import ApiKey
-from samsa.protocol.build import build
-from samsa.protocol.codec import response_class
+from samsa.protocol.build import NO_THROTTLE, convert
 
 if TYPE_CHECKING:
     from samsa.broker.server import Broker
@@ -27,30 +30,28 @@ API_KEY = ApiKey.API_VERSIONS
 VERSIONS = (0, 3)
 
 
-def _api_keys(broker: Broker) -> list[dict[str, int]]:
+def _answer(broker: Broker, code: ErrorCode) -> ApiVersionsResponse:
     hidden = () if consumer_protocol_enabled(broker.config) else CONSUMER_PROTOCOL_APIS
-    return [
-        {"api_key": key, "min_version": lo, "max_version": hi}
-        for key, (lo, hi) in sorted(broker.supported.items()) if key not in hidden
-    ]
+    return ApiVersionsResponse(
+        error_code=code, throttle_time=NO_THROTTLE,
+        api_keys=tuple(ApiVersion(api_key=i16(key), min_version=i16(lo), max_version=i16(hi))
+                       for key, (lo, hi) in sorted(broker.supported.items())
+                       if key not in hidden))
 
 
-def unsupported_version_response(broker: Broker) -> Any:
+def unsupported_version_response(broker: Broker) -> ApiVersionsResponseV0:
     """Kafka's answer to an ApiVersions version it does not know: a v0 body."""
-    return build(
-        response_class(API_KEY, 0),
-        {"error_code": ErrorCode.unsupported_version, "api_keys": _api_keys(broker)},
-    )
+    return convert(_answer(broker, ErrorCode.unsupported_version), ApiVersionsResponseV0)
 
 
-async def handle(ctx: RequestContext) -> Any:
+async def handle(ctx: RequestContext) -> ApiVersionsResponse:
     body = ctx.body
     if ctx.version >= 3:
         name = body.client_software_name
         ver = body.client_software_version
         if not _valid_software(name) or not _valid_software(ver):
-            return ctx.respond(error_code=ErrorCode.invalid_request, api_keys=_api_keys(ctx.broker))
-    return ctx.respond(error_code=ErrorCode.none, api_keys=_api_keys(ctx.broker), throttle_time=0)
+            return _answer(ctx.broker, ErrorCode.invalid_request)
+    return _answer(ctx.broker, ErrorCode.none)
 
 
 def _valid_software(value: str) -> bool:
