@@ -7,12 +7,20 @@ converts them to the version asked. Each version must decode and carry the same 
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
 
-from samsa.broker.handlers import MODULES, alter_configs, api_versions, incremental_alter_configs
+from samsa.broker.handlers import (
+    MODULES,
+    alter_configs,
+    api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
+    incremental_alter_configs,
+)
 from samsa.protocol.api_keys import ApiKey
 from tests.broker.test_admin_api_versions import create
 from tests.broker.test_group_api_versions import call, unique, versions
@@ -106,3 +114,59 @@ def test_api_versions(client: WireClient, version: int) -> None:
                        **{**fields, "client_software_name": "bad name"})
         assert refused.error_code == ErrorCode.invalid_request
         assert refused.api_keys == resp.api_keys
+
+
+def heartbeat(c: WireClient, version: int, group: str, member_id: str, epoch: int,
+              topics: list[str] | None) -> Any:
+    return call(c, ApiKey.CONSUMER_GROUP_HEARTBEAT, version, group_id=group,
+                member_id=member_id, member_epoch=epoch, instance_id=None, rack_id="rack-a",
+                rebalance_timeout=30000, subscribed_topic_names=topics,
+                subscribed_topic_regex=None, server_assignor=None,
+                topic_partitions=None if topics is None else [])
+
+
+@pytest.mark.parametrize("version", versions(consumer_group_heartbeat))
+def test_consumer_group_heartbeat(client: WireClient, version: int) -> None:
+    name, group = unique("cgh"), unique("cgh")
+    topic_id = create(client, 7, {"name": name}).topics[0].topic_id
+    joined = heartbeat(client, version, group, "" if version == 0 else str(uuid.uuid4()), 0,
+                       [name])
+    assert joined.error_code == NONE and joined.error_message is None
+    assert joined.member_id and joined.member_epoch >= 1
+    assert joined.heartbeat_interval.total_seconds() > 0
+    (owned,) = joined.assignment.topic_partitions
+    assert (owned.topic_id, sorted(owned.partitions)) == (topic_id, [0, 1])
+    again = heartbeat(client, version, group, joined.member_id, joined.member_epoch, None)
+    assert (again.error_code, again.member_epoch) == (NONE, joined.member_epoch)
+    assert again.assignment is None  # unchanged
+    fenced = heartbeat(client, version, group, "nobody", 5, None)
+    assert fenced.error_code == ErrorCode.unknown_member_id and fenced.error_message
+    assert (fenced.member_id, fenced.member_epoch, fenced.assignment) == (None, 0, None)
+    left = heartbeat(client, version, group, joined.member_id, -1, None)
+    assert (left.error_code, left.member_epoch) == (NONE, -1)
+
+
+@pytest.mark.parametrize("version", versions(consumer_group_describe))
+def test_consumer_group_describe(client: WireClient, version: int) -> None:
+    name, group = topic(client), unique("cgd")
+    joined = heartbeat(client, 1, group, str(uuid.uuid4()), 0, [name])
+    assert joined.error_code == NONE
+    resp = call(client, ApiKey.CONSUMER_GROUP_DESCRIBE, version, group_ids=[group, "missing"],
+                include_authorized_operations=False)
+    described, missing = resp.groups
+    assert (described.group_id, described.error_code) == (group, NONE)
+    assert described.group_state and described.assignor_name
+    assert described.group_epoch >= 1 and described.assignment_epoch >= 1
+    assert described.authorized_operations == -2147483648
+    (m,) = described.members
+    assert (m.member_id, m.member_epoch, m.rack_id) == (
+        joined.member_id, joined.member_epoch, "rack-a")
+    assert (m.client_id, m.instance_id, m.subscribed_topic_regex) == ("wire-test", None, None)
+    assert m.client_host and list(m.subscribed_topic_names) == [name]
+    for a in (m.assignment, m.target_assignment):
+        (tp,) = a.topic_partitions
+        assert (tp.topic_name, sorted(tp.partitions)) == (name, [0, 1])
+    if version >= 1:
+        assert m.member_type == 1
+    assert (missing.group_id, missing.error_code) == ("missing", ErrorCode.group_id_not_found)
+    assert missing.error_message and missing.members == ()

@@ -3,21 +3,25 @@ member (join with epoch 0, heartbeat, leave with -1, static leave with -2).
 
 v1 adds ``subscribed_topic_regex`` (broker-side RE2) and makes the member id the client's
 own. Null fields mean "unchanged since the last heartbeat" and stay ``None`` in the event.
-Served only when ``group.coordinator.rebalance.protocols`` includes ``consumer``.
+Served only when ``group.coordinator.rebalance.protocols`` includes ``consumer``. The answer
+is built as v1, typed.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.consumer_group_heartbeat.v1 import response as wire
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i32, i32Timedelta
 
 from samsa.broker.config import ConfigError
 from samsa.broker.context import RequestContext
 from samsa.coordinator.events import ConsumerGroupHeartbeat, TopicPartitions
 from samsa.coordinator.responses import ConsumerGroupHeartbeatResponse
 from samsa.protocol.api_keys import ApiKey
-from samsa.protocol.build import millis
+from samsa.protocol.build import NO_THROTTLE, millis
 
 if TYPE_CHECKING:
     from samsa.broker.config import BrokerConfig
@@ -28,6 +32,9 @@ VERSIONS = (0, 1)
 #: The APIs that exist only for the consumer protocol (hidden from ApiVersions without it).
 CONSUMER_PROTOCOL_APIS = frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT,
                                     ApiKey.CONSUMER_GROUP_DESCRIBE})
+
+
+_NO_INTERVAL = i32Timedelta.parse(timedelta(0))
 
 
 def consumer_protocol_enabled(config: BrokerConfig) -> bool:
@@ -48,12 +55,13 @@ def _owned(req: Any) -> tuple[TopicPartitions, ...] | None:
                  for t in req if t.topic_id is not None)
 
 
-async def handle(ctx: RequestContext) -> Any:
+async def handle(ctx: RequestContext) -> wire.ConsumerGroupHeartbeatResponse:
     body = ctx.body
     if not consumer_protocol_enabled(ctx.broker.config):
         # Kafka's answer when the protocol is off (a client that ignored ApiVersions).
-        return ctx.respond(throttle_time=0, error_code=ErrorCode.unsupported_version,
-                           member_epoch=0, heartbeat_interval=0)
+        return wire.ConsumerGroupHeartbeatResponse(
+            throttle_time=NO_THROTTLE, error_code=ErrorCode.unsupported_version,
+            member_epoch=i32(0), heartbeat_interval=_NO_INTERVAL)
     names = body.subscribed_topic_names
     event = ConsumerGroupHeartbeat(
         group_id=body.group_id,
@@ -74,14 +82,16 @@ async def handle(ctx: RequestContext) -> Any:
     assert isinstance(resp, ConsumerGroupHeartbeatResponse)
     assignment = None
     if resp.assignment is not None:
-        assignment = {"topic_partitions": [
-            {"topic_id": t.topic_id, "partitions": list(t.partitions)} for t in resp.assignment]}
-    return ctx.respond(
-        throttle_time=0,
-        error_code=resp.error_code,
+        assignment = wire.Assignment(topic_partitions=tuple(
+            wire.TopicPartitions(topic_id=t.topic_id,
+                                 partitions=tuple(i32(p) for p in t.partitions))
+            for t in resp.assignment))
+    return wire.ConsumerGroupHeartbeatResponse(
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode(resp.error_code),
         error_message=resp.error_message,
         member_id=resp.member_id,
-        member_epoch=resp.member_epoch,
-        heartbeat_interval=resp.heartbeat_interval_ms,
+        member_epoch=i32(resp.member_epoch),
+        heartbeat_interval=i32Timedelta.parse(timedelta(milliseconds=resp.heartbeat_interval_ms)),
         assignment=assignment,
     )
