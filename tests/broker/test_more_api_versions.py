@@ -19,6 +19,7 @@ from samsa.broker.handlers import (
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
+    describe_configs,
     incremental_alter_configs,
 )
 from samsa.protocol.api_keys import ApiKey
@@ -28,7 +29,7 @@ from tests.brokerproc import BrokerProcess
 from tests.wire import WireClient
 
 NONE = ErrorCode.none
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, GROUP = 2, 4, 32
 
 
 @pytest.fixture(scope="module")
@@ -170,3 +171,54 @@ def test_consumer_group_describe(client: WireClient, version: int) -> None:
         assert m.member_type == 1
     assert (missing.group_id, missing.error_code) == ("missing", ErrorCode.group_id_not_found)
     assert missing.error_message and missing.members == ()
+
+
+@pytest.mark.parametrize("version", versions(describe_configs))
+def test_describe_configs(client: WireClient, version: int) -> None:
+    name = unique("dc")
+    assert create(client, 7, {"name": name, "configs": [
+        {"name": "retention.ms", "value": "60000"}]}).topics[0].error_code == NONE
+    resp = call(client, ApiKey.DESCRIBE_CONFIGS, version, include_synonyms=True,
+                include_documentation=True, resources=[
+                    {"resource_type": TOPIC, "resource_name": name,
+                     "configuration_keys": ["retention.ms", "cleanup.policy"]},
+                    {"resource_type": TOPIC, "resource_name": unique("dc-missing"),
+                     "configuration_keys": None},
+                    {"resource_type": BROKER, "resource_name": "0",
+                     "configuration_keys": ["log.retention.ms", "node.id"]},
+                    {"resource_type": BROKER, "resource_name": "9", "configuration_keys": None},
+                    {"resource_type": GROUP, "resource_name": unique("dc-group"),
+                     "configuration_keys": ["consumer.session.timeout.ms"]},
+                    {"resource_type": GROUP, "resource_name": "", "configuration_keys": None}])
+    t, missing, node, other, group, nameless = resp.results
+    assert [r.resource_type for r in resp.results] == [TOPIC, TOPIC, BROKER, BROKER, GROUP, GROUP]
+    assert (t.resource_name, t.error_code, t.error_message) == (name, NONE, None)
+    cleanup, retention = t.configs  # sorted by name
+    assert (retention.name, retention.value, retention.config_source) == (
+        "retention.ms", "60000", 1)  # the topic's own
+    assert (cleanup.name, cleanup.value, cleanup.config_source) == ("cleanup.policy", "delete", 5)
+    assert not retention.read_only and not retention.is_sensitive
+    synonyms = [(s.name, s.value, s.source) for s in retention.synonyms]
+    assert synonyms[0] == ("retention.ms", "60000", 1)
+    assert (synonyms[-1][0], synonyms[-1][2]) == ("log.retention.ms", 5)  # the default
+    assert missing.error_code == ErrorCode.unknown_topic_or_partition and missing.error_message
+    assert node.error_code == NONE
+    configs = {c.name: c for c in node.configs}
+    assert set(configs) == {"log.retention.ms", "node.id"}
+    assert configs["node.id"].read_only and not configs["log.retention.ms"].read_only
+    assert other.error_code == ErrorCode.invalid_request and other.configs == ()
+    (session,) = group.configs
+    assert (group.error_code, session.name) == (NONE, "consumer.session.timeout.ms")
+    assert session.synonyms and session.value is not None
+    assert nameless.error_code == ErrorCode.invalid_request and nameless.error_message
+    if version >= 3:
+        assert (retention.config_type, cleanup.config_type, session.config_type) == (5, 7, 3)
+        assert retention.documentation and session.documentation
+    plain = call(client, ApiKey.DESCRIBE_CONFIGS, version, include_synonyms=False,
+                 include_documentation=False, resources=[
+                     {"resource_type": TOPIC, "resource_name": name,
+                      "configuration_keys": ["retention.ms"]}])
+    (c,) = plain.results[0].configs
+    assert (c.value, c.synonyms) == ("60000", ())
+    if version >= 3:
+        assert c.documentation is None

@@ -6,14 +6,19 @@ defaults), and with ``include_synonyms`` every layer is listed. ``BROKER`` named
 node id describes every setting (read-only unless it may change at run time); ``BROKER``
 named "" describes only the cluster-wide dynamic defaults. Versions (v1-4 served): v1
 include_synonyms; v2 is v1's schema; v3 include_documentation, and each config's type and
-documentation; v4 flexible.
+documentation; v4 flexible. The answer is built as v4, typed.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
+from kio.schema.describe_configs.v4.response import (
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+    DescribeConfigsSynonym,
+)
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i8
 
 from samsa.broker.config import SETTINGS, Setting
 from samsa.broker.config_admin import BROKER, GROUP, TOPIC
@@ -27,6 +32,7 @@ from samsa.broker.dynamic_config import (
 from samsa.broker.topics import BROKER_TO_TOPIC
 from samsa.log.config import BROKER_SYNONYMS, CONFIG_TYPES
 from samsa.protocol.api_keys import ApiKey
+from samsa.protocol.build import NO_THROTTLE
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 VERSIONS = (1, 4)
@@ -50,18 +56,21 @@ _BY_NAME = {s.name: s for s in SETTINGS}
 
 
 def _entry(name: str, resolved: Resolved, synonyms: bool, config_type: int,
-           doc: str | None, read_only: bool = False) -> dict[str, Any]:
-    return {"name": name, "value": resolved.value, "read_only": read_only,
-            "config_source": resolved.source, "is_sensitive": False,
-            "config_type": config_type, "documentation": doc,
-            "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in resolved.synonyms]
-            if synonyms else []}
+           doc: str | None, read_only: bool = False) -> DescribeConfigsResourceResult:
+    return DescribeConfigsResourceResult(
+        name=name, value=resolved.value, read_only=read_only,
+        config_source=i8(resolved.source), is_sensitive=False, config_type=i8(config_type),
+        documentation=doc,
+        synonyms=tuple(DescribeConfigsSynonym(name=n, value=v, source=i8(s))
+                       for n, v, s in resolved.synonyms) if synonyms else ())
 
 
-def _result(rtype: int, name: str, configs: list[dict[str, Any]],
-            code: ErrorCode = ErrorCode.none, message: str | None = None) -> dict[str, Any]:
-    return {"error_code": code, "error_message": message, "resource_type": rtype,
-            "resource_name": name, "configs": configs}
+def _result(rtype: int, name: str, configs: list[DescribeConfigsResourceResult],
+            code: ErrorCode = ErrorCode.none,
+            message: str | None = None) -> DescribeConfigsResult:
+    return DescribeConfigsResult(error_code=code, error_message=message,
+                                 resource_type=i8(rtype), resource_name=name,
+                                 configs=tuple(configs))
 
 
 def _wanted(keys: set[str] | None, name: str) -> bool:
@@ -69,7 +78,7 @@ def _wanted(keys: set[str] | None, name: str) -> bool:
 
 
 def _topic(ctx: RequestContext, name: str, keys: set[str] | None, synonyms: bool,
-           docs: bool) -> dict[str, Any]:
+           docs: bool) -> DescribeConfigsResult:
     topics = ctx.broker.topics
     topic = topics.get(name)
     if topic is None:
@@ -98,7 +107,7 @@ def _topic(ctx: RequestContext, name: str, keys: set[str] | None, synonyms: bool
 
 
 def _broker(ctx: RequestContext, name: str, keys: set[str] | None, synonyms: bool,
-            docs: bool) -> dict[str, Any]:
+            docs: bool) -> DescribeConfigsResult:
     node = ctx.broker.config.node_id
     if name and name != str(node):
         return _result(BROKER, name, [], ErrorCode.invalid_request,
@@ -120,7 +129,7 @@ def _broker(ctx: RequestContext, name: str, keys: set[str] | None, synonyms: boo
 
 
 def _group(ctx: RequestContext, name: str, keys: set[str] | None, synonyms: bool,
-           docs: bool) -> dict[str, Any]:
+           docs: bool) -> DescribeConfigsResult:
     if not name:
         return _result(GROUP, name, [], ErrorCode.invalid_request, "Group name must not be empty")
     dynamic = ctx.broker.topics.dynamic
@@ -140,7 +149,7 @@ def _type(setting: Setting) -> int:
     return _TYPES.get(setting.type, STRING)
 
 
-async def handle(ctx: RequestContext) -> Any:
+async def handle(ctx: RequestContext) -> DescribeConfigsResponse:
     synonyms = bool(getattr(ctx.body, "include_synonyms", False))
     docs = bool(getattr(ctx.body, "include_documentation", False))
     results = []
@@ -153,4 +162,4 @@ async def handle(ctx: RequestContext) -> Any:
                                    f"Unsupported resource type {r.resource_type}"))
             continue
         results.append(describe(ctx, r.resource_name, keys, synonyms, docs))
-    return ctx.respond(throttle_time=0, results=results)
+    return DescribeConfigsResponse(throttle_time=NO_THROTTLE, results=tuple(results))
