@@ -96,6 +96,10 @@ async def handle(ctx: RequestContext) -> Any:
         topics.append({"name": t.name, "partition_responses": results})
     if acks == 0:
         return None
+    if acks == 1:  # a database-backed log bounds its uncommitted backlog
+        rooms = [w(end) for p, end in to_sync if (w := getattr(p.log, "wait_room", None))]
+        if rooms:
+            await asyncio.gather(*rooms)
     if acks == -1 and to_sync:
         try:
             await asyncio.gather(*(ctx.broker.flusher.sync(p, end) for p, end in to_sync))

@@ -16,6 +16,7 @@ the fetch long-poll is woken (``on_data``) once the load lands.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import struct
 from bisect import bisect_right
@@ -50,6 +51,10 @@ TAIL_BYTES = 16 << 20
 """Committed batches kept in memory per partition for readers at the tail."""
 LOAD_BYTES = 4 << 20
 """Bytes loaded per read that misses the memory."""
+BACKLOG_BYTES = 8 << 20
+"""Uncommitted bytes of a partition past which acks=1 answers wait for the commit too
+(:meth:`PgPartitionLog.wait_room`): without it the backlog grows without bound while
+producers outrun the database, and acks=all requests queue behind it."""
 
 
 class NotLeader(LogError):
@@ -92,6 +97,8 @@ class PgPartitionLog:
         self._next = 0
         self._committed = 0
         self._pending: list[Batch] = []
+        self._backlog = 0
+        """Bytes appended and not yet committed."""
         self._tail: list[Batch] = []
         self._tail_bases: list[int] = []
         self._tail_bytes = 0
@@ -133,6 +140,7 @@ class PgPartitionLog:
         self.epoch = None
         self.accepting = False
         self._pending = []
+        self._backlog = 0
         self._clear_cache()
         self.producers = ProducerStateManager()
         waiters, self._waiters = self._waiters, []
@@ -202,6 +210,7 @@ class PgPartitionLog:
             data = _BASE.pack(h.base_offset) + view[h.position + 8:h.end]
             self._pending.append(Batch(h.base_offset, h.next_offset, h.max_timestamp,
                                        h.producer_id, data))
+            self._backlog += len(data)
         self.producers.commit(staged)
         self._next = offset
         self.engine.writer.kick(self)
@@ -222,6 +231,14 @@ class PgPartitionLog:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append((offset, fut))
         await fut
+
+    async def wait_room(self, offset: int) -> None:
+        """Backpressure for acks=1: while more than :data:`BACKLOG_BYTES` await their
+        commit, return once every offset below ``offset`` is committed (or will never be:
+        acks=1 answers as before then); at once otherwise."""
+        if self._backlog > BACKLOG_BYTES:
+            with contextlib.suppress(LeaseLost):
+                await self.wait_durable(offset)
 
     def flush(self, *, checkpoint: bool = False) -> int:
         return self._committed
@@ -245,6 +262,7 @@ class PgPartitionLog:
         """The writer committed ``batches`` under ``epoch``."""
         if epoch != self.epoch or not batches:
             return
+        self._backlog -= sum(len(b.data) for b in batches)
         end = batches[-1].next_offset
         if end <= self._committed:
             return
