@@ -58,11 +58,15 @@ class FakeNet:
         self.sent: list[Sent] = []
         self.responders: dict[int, Responder] = {}
         self.addresses: dict[Any, tuple[str, int]] = {}
+        self.failures: dict[Any, float] = {}
+        """dest -> when its connection last failed (what :meth:`last_failure` reports)."""
+        self.futures: list[tuple[Any, Future[Any]]] = []
 
     def send(self, dest: Any, api_key: int, body: Mapping[str, Any], *,
              timeout_ms: float | None = None, expect_response: bool = True) -> Future[Any]:
         self.sent.append(Sent(dest, api_key, body, timeout_ms))
         fut: Future[Any] = Future()
+        self.futures.append((dest, fut))
         responder = self.responders.get(api_key)
         if responder is not None:
             try:
@@ -73,6 +77,12 @@ class FakeNet:
 
     def set_address(self, dest: Any, host: str, port: int) -> None:
         self.addresses[dest] = (host, port)
+
+    def in_flight(self, dest: Any) -> int:
+        return sum(1 for d, fut in self.futures if d == dest and not fut.done())
+
+    def last_failure(self, dest: Any) -> float | None:
+        return self.failures.get(dest)
 
     def apis(self) -> list[int]:
         return [s.api_key for s in self.sent]

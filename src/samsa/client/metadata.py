@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import collections
+import math
 import random
-from collections.abc import Collection
+import threading
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 from uuid import UUID
 
 from samsa import TopicPartition
 from samsa.client.clock import SYSTEM_CLOCK, Clock
-from samsa.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from samsa.client.errors import KafkaError, KafkaTimeoutError
+from samsa.client.future import Future
 from samsa.client.net import ApiKey, NetworkClient
 
 __all__ = ["Cluster", "Metadata", "parse_bootstrap"]
@@ -92,42 +97,104 @@ class Metadata:
         self.cluster = Cluster()
         self.last_refresh = 0.0
 
+    def nodes(self) -> list[object]:
+        """Known destinations: the cluster's brokers, then bootstrap servers at an address no
+        known broker has (all of them until the first refresh)."""
+        known = set(self.cluster.brokers.values())
+        return [*sorted(self.cluster.brokers),
+                *(("bootstrap", i) for i, addr in enumerate(self.bootstrap) if addr not in known)]
+
+    def ranked_nodes(self, tried: Mapping[object, int] | None = None) -> list[object]:
+        """:meth:`nodes`, best first, after Kafka's ``NetworkClient.leastLoadedNode``.
+
+        In order: fewest attempts in ``tried`` (one refresh goes round the nodes); nodes with
+        no request in flight (a hung node holds its unanswered ones until they time out); the
+        least recent connection failure (never failed first: Kafka likewise skips nodes in
+        reconnect backoff and then prefers the least recent connection attempt); at random
+        among equals (Kafka starts its scan at a random offset).
+        """
+        tried = tried or {}
+        net = self.net
+
+        def rank(node: object) -> tuple[int, bool, float, float]:
+            failed = net.last_failure(node)
+            return (tried.get(node, 0), net.in_flight(node) > 0,
+                    -math.inf if failed is None else failed, random.random())
+
+        return sorted(self.nodes(), key=rank)
+
     def any_node(self) -> object:
-        """A destination for requests that any broker answers."""
-        if self.cluster.brokers:
-            return random.choice(sorted(self.cluster.brokers))
-        return ("bootstrap", random.randrange(len(self.bootstrap)))
+        """A destination for requests that any broker answers: the best of
+        :meth:`ranked_nodes`."""
+        return self.ranked_nodes()[0]
 
     def refresh(self, topics: Collection[str] | None, timeout_s: float = 30.0,
                 allow_auto_create: bool = True) -> Cluster:
-        """Fetch metadata for ``topics`` (None: all topics); retries until ``timeout_s``
-        (on :attr:`clock`)."""
+        """Fetch metadata for ``topics`` (None: all topics) within ``timeout_s`` (on
+        :attr:`clock`), trying nodes in :meth:`ranked_nodes` order.
+
+        A request may run for the client's request timeout, as in Kafka, but one node that
+        hangs does not take the whole refresh: once the newest request has gone unanswered
+        for ``min(request timeout, timeout_s / 2)``, it is left running and the request also
+        goes to the next node; the first answer wins. That gives every refresh at least two
+        nodes inside its deadline, as Kafka's blocking calls get from
+        ``default.api.timeout.ms`` (60 s) being twice ``request.timeout.ms`` (30 s), where
+        Kafka's timed-out node is then disconnected and ranked last. A request that fails
+        (refused, reset, an error) moves on after ``retry_backoff``.
+        """
         clock = self.clock
         deadline = clock.now() + timeout_s
-        last: Exception | None = None
-        attempt = 0
+        patience = min(self.net.request_timeout, timeout_s / 2)
+        body = {
+            "topics": None if topics is None else [{"name": t} for t in sorted(topics)],
+            "allow_auto_topic_creation": allow_auto_create,
+        }
+        answered = threading.Event()
+        waiting: list[tuple[object, Future[Any], float, float]] = []  # node, answer, timeout, sent
+        tried: collections.Counter[object] = collections.Counter()
+        last: BaseException | None = None
+        last_sent = -math.inf
         while True:
-            dests: list[object] = [self.any_node()]
-            if attempt % 2 == 1 or not self.cluster.brokers:
-                dests = [("bootstrap", attempt % len(self.bootstrap))]
-            body = {
-                "topics": None if topics is None else [{"name": t} for t in sorted(topics)],
-                "allow_auto_topic_creation": allow_auto_create,
-            }
-            try:
-                timeout = min(max(0.1, deadline - clock.now()), self.net.request_timeout)
-                fut = self.net.send(dests[0], ApiKey.METADATA, body, timeout_ms=timeout * 1000)
-                if not clock.wait(fut, timeout + 1):
-                    raise KafkaTimeoutError(f"no metadata within {timeout + 1:.1f}s")
-                self._apply(fut.result(0), topics)
-                self.last_refresh = clock.now()
-                return self.cluster
-            except (KafkaConnectionError, KafkaTimeoutError, KafkaError) as exc:
-                last = exc
-            attempt += 1
-            if clock.now() + self.retry_backoff > deadline:
-                raise KafkaTimeoutError(f"metadata refresh failed: {last}")
-            clock.sleep(self.retry_backoff)
+            now = clock.now()
+            spare = [n for n in self.ranked_nodes(tried) if n not in {w[0] for w in waiting}]
+            due = not waiting or now - last_sent >= patience
+            if spare and due and (now < deadline or not tried):
+                node, spare = spare[0], spare[1:]
+                timeout = min(max(0.1, deadline - now), self.net.request_timeout)
+                fut = self.net.send(node, ApiKey.METADATA, body, timeout_ms=timeout * 1000)
+                fut.add_done_callback(lambda _: answered.set())
+                waiting.append((node, fut, timeout, now))
+                tried[node] += 1
+                last_sent = now
+            answered.clear()  # answers from here on wake the wait below
+            for entry in list(waiting):
+                node, fut, timeout, sent = entry
+                if fut.succeeded():
+                    self._apply(fut.value, topics)
+                    self.last_refresh = clock.now()
+                    return self.cluster
+                exc = fut.exception()
+                if exc is not None and not isinstance(exc, KafkaError):
+                    raise exc  # a bug, not the node's doing
+                # a second past the request's own timeout: the network thread enforces that
+                if exc is not None or now >= sent + timeout + 1:
+                    waiting.remove(entry)
+                    last = exc or KafkaTimeoutError(
+                        f"no metadata from {node!r} within {timeout + 1:.1f}s")
+            now = clock.now()
+            if not waiting:
+                if now + self.retry_backoff > deadline:
+                    raise KafkaTimeoutError(f"metadata refresh failed: {last}")
+                clock.sleep(self.retry_backoff)
+                continue
+            if now >= deadline:
+                nodes = ", ".join(repr(w[0]) for w in waiting)
+                raise KafkaTimeoutError(f"metadata refresh failed: no answer from {nodes}"
+                                        + (f"; earlier: {last}" if last else ""))
+            until = min(deadline, *(sent + timeout + 1 for _, _, timeout, sent in waiting))
+            if spare:
+                until = min(until, last_sent + patience)
+            clock.wait(answered, max(0.0, until - now))
 
     def _apply(self, resp: object, topics: Collection[str] | None) -> None:
         brokers = {int(b.node_id): (b.host, int(b.port)) for b in resp.brokers}  # type: ignore[attr-defined]

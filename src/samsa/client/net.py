@@ -107,6 +107,7 @@ class NetworkClient:
         self._addresses: dict[Hashable, tuple[str, int]] = {}
         self._conns: dict[Hashable, _Connection] = {}
         self._blocked_until: dict[Hashable, float] = {}
+        self._failed_at: dict[Hashable, float] = {}
         self._tasks: collections.deque[tuple[Hashable, _Pending]] = collections.deque()
         self._selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
@@ -154,6 +155,16 @@ class NetworkClient:
         self._tasks.append((dest, _Pending(-1, {}, Future(), 0.0, False)))
         self._wakeup()
 
+    def in_flight(self, dest: Hashable) -> int:
+        """Requests to ``dest`` not answered yet (sent, or waiting for the connection)."""
+        conn = self._conns.get(dest)
+        return 0 if conn is None else len(conn.in_flight) + len(conn.queued)
+
+    def last_failure(self, dest: Hashable) -> float | None:
+        """When (:func:`time.monotonic`) ``dest``'s connection last failed: refused, reset,
+        or closed by a request timeout; None if it never did. For ranking nodes."""
+        return self._failed_at.get(dest)
+
     def api_version(self, dest: Hashable, api_key: int) -> int | None:
         """Negotiated version for ``api_key`` on ``dest``'s connection, once connected."""
         conn = self._conns.get(dest)
@@ -200,7 +211,7 @@ class NetworkClient:
             log.exception("network thread crashed")
         finally:
             for conn in list(self._conns.values()):
-                self._close(conn, KafkaConnectionError("client closed"))
+                self._close(conn, KafkaConnectionError("client closed"), by_client=True)
             self._selector.close()
             self._wake_r.close()
             self._wake_w.close()
@@ -211,7 +222,8 @@ class NetworkClient:
             if pending.api_key == -1:
                 conn = self._conns.get(dest)
                 if conn is not None:
-                    self._close(conn, KafkaConnectionError("disconnected by client"))
+                    self._close(conn, KafkaConnectionError("disconnected by client"),
+                                by_client=True)
                 continue
             conn = self._conns.get(dest)
             if conn is None or conn.state == "disconnected":
@@ -242,7 +254,7 @@ class NetworkClient:
             err = sock.connect_ex(conn.address)
         except OSError as exc:
             log.debug("connect to %s failed: %s", conn.address, exc)
-            self._blocked_until[conn.dest] = time.monotonic() + self.reconnect_backoff
+            self._connect_failed(conn.dest)
             return
         conn.sock = sock
         conn.state = "connecting"
@@ -250,10 +262,15 @@ class NetworkClient:
             sock.close()
             conn.sock = None
             conn.state = "disconnected"
-            self._blocked_until[conn.dest] = time.monotonic() + self.reconnect_backoff
+            self._connect_failed(conn.dest)
             return
         conn.events = selectors.EVENT_READ | selectors.EVENT_WRITE
         self._selector.register(sock, conn.events, conn)
+
+    def _connect_failed(self, dest: Hashable) -> None:
+        now = time.monotonic()
+        self._blocked_until[dest] = now + self.reconnect_backoff
+        self._failed_at[dest] = now
 
     def _set_events(self, conn: _Connection, events: int) -> None:
         if conn.sock is not None and events != conn.events:
@@ -265,7 +282,7 @@ class NetworkClient:
         if conn.state == "connecting":
             err = conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
             if err:
-                self._blocked_until[conn.dest] = time.monotonic() + self.reconnect_backoff
+                self._connect_failed(conn.dest)
                 self._close(conn, KafkaConnectionError(f"connect to {conn.address}: errno {err}"))
                 return
             conn.state = "negotiating"
@@ -432,7 +449,11 @@ class NetworkClient:
             return 1.0
         return max(0.0, min(1.0, nearest - now))
 
-    def _close(self, conn: _Connection, exc: KafkaError) -> None:
+    def _close(self, conn: _Connection, exc: KafkaError, by_client: bool = False) -> None:
+        """Close ``conn``, failing its requests with ``exc``; unless ``by_client``, a failure
+        of the node (see :meth:`last_failure`)."""
+        if not by_client:
+            self._failed_at[conn.dest] = time.monotonic()
         if conn.sock is not None:
             with contextlib.suppress(KeyError, ValueError):
                 self._selector.unregister(conn.sock)
