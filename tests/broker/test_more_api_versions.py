@@ -21,6 +21,7 @@ from samsa.broker.handlers import (
     consumer_group_heartbeat,
     describe_configs,
     incremental_alter_configs,
+    metadata,
 )
 from samsa.protocol.api_keys import ApiKey
 from tests.broker.test_admin_api_versions import create
@@ -222,3 +223,60 @@ def test_describe_configs(client: WireClient, version: int) -> None:
     assert (c.value, c.synonyms) == ("60000", ())
     if version >= 3:
         assert c.documentation is None
+
+
+def metadata_call(c: WireClient, version: int, *topics: dict[str, Any],
+                  allow_create: bool = False) -> Any:
+    return call(c, ApiKey.METADATA, version, allow_auto_topic_creation=allow_create,
+                include_topic_authorized_operations=False,
+                include_cluster_authorized_operations=False,
+                topics=[{"topic_id": None, **t} for t in topics])
+
+
+@pytest.mark.parametrize("version", versions(metadata))
+def test_metadata(client: WireClient, broker: BrokerProcess, version: int) -> None:
+    name, missing = unique("md"), unique("md-missing")
+    topic_id = create(client, 7, {"name": name}).topics[0].topic_id
+    resp = metadata_call(client, version, {"name": name}, {"name": "bad name!"},
+                         *([{"name": missing}] if version >= 4 else []))
+    (node,) = resp.brokers
+    assert f"{node.host}:{node.port}" == broker.bootstrap
+    t, bad, *rest = resp.topics
+    assert (t.name, t.error_code) == (name, NONE)
+    assert [p.partition_index for p in t.partitions] == [0, 1]
+    for p in t.partitions:
+        assert (p.error_code, p.leader_id) == (NONE, node.node_id)
+        assert list(p.replica_nodes) == list(p.isr_nodes) == [node.node_id]
+    assert (bad.name, bad.error_code, bad.partitions) == (
+        "bad name!", ErrorCode.invalid_topic_exception, ())
+    if version >= 1:
+        assert resp.controller_id == node.node_id and node.rack is None
+        assert not t.is_internal
+    if version >= 2:
+        assert resp.cluster_id
+    if version >= 4:
+        (m,) = rest
+        assert (m.name, m.error_code) == (missing, ErrorCode.unknown_topic_or_partition)
+    if version >= 5:
+        assert all(p.offline_replicas == () for p in t.partitions)
+    if version >= 7:
+        assert [p.leader_epoch for p in t.partitions] == [0, 0]
+    if version >= 8:
+        assert t.topic_authorized_operations == -2147483648
+    if 8 <= version <= 10:
+        assert resp.cluster_authorized_operations == -2147483648
+    if version >= 10:
+        assert t.topic_id == topic_id and bad.topic_id is None  # kio reads the zero id as null
+    if version >= 12:
+        by_id, unknown = metadata_call(client, version, {"name": None, "topic_id": topic_id},
+                                       {"name": None, "topic_id": uuid.uuid4()}).topics
+        assert (by_id.name, by_id.topic_id, len(by_id.partitions)) == (name, topic_id, 2)
+        assert (unknown.name, unknown.error_code) == (None, ErrorCode.unknown_topic_id)
+    everything = call(client, ApiKey.METADATA, version, allow_auto_topic_creation=False,
+                      include_topic_authorized_operations=False,
+                      include_cluster_authorized_operations=False,
+                      topics=None if version >= 1 else [])  # all topics
+    assert name in {x.name for x in everything.topics}
+    auto = unique("md-auto")
+    (created,) = metadata_call(client, version, {"name": auto}, allow_create=True).topics
+    assert (created.name, created.error_code, len(created.partitions)) == (auto, NONE, 1)

@@ -5,55 +5,59 @@ controller_id, is_internal; v2 cluster_id; v3 throttle_time; v4
 allow_auto_topic_creation; v5 offline_replicas; v7 leader_epoch; v8 authorized operations
 (always "not requested"); v9 flexible; v10 topic ids (Kafka looks topics up by id from v12;
 samsa already from v10); v11 drops the cluster's authorized operations; v12 null names.
+The answer is built as v12, typed (v8-10's cluster authorized operations take kio's
+default, "not requested").
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12.response import (
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i32
 
 from samsa.broker import leadership
 from samsa.broker.clock import now_ms
 from samsa.broker.context import RequestContext
 from samsa.broker.topics import Topic, TopicError, validate_topic_name
 from samsa.protocol.api_keys import ApiKey
+from samsa.protocol.build import NO_THROTTLE
 
 API_KEY = ApiKey.METADATA
 VERSIONS = (0, 12)
 
 _ZERO_UUID = uuid.UUID(int=0)
+_NO_OPERATIONS = i32(-2147483648)  # authorized operations not requested
 
 
-def topic_entry(ctx: RequestContext, topic: Topic) -> dict[str, Any]:
-    leaders = [leadership.leader(ctx.broker, p) for p in topic.partitions]
-    return {
-        "error_code": ErrorCode.none,
-        "name": topic.name,
-        "topic_id": topic.topic_id,
-        "is_internal": topic.internal,
-        "partitions": [
-            {
-                "error_code": ErrorCode.none if node >= 0 else ErrorCode.leader_not_available,
-                "partition_index": p.index,
-                "leader_id": node,
-                "leader_epoch": epoch,
-                "replica_nodes": [node] if node >= 0 else [],
-                "isr_nodes": [node] if node >= 0 else [],
-                "offline_replicas": [],
-            }
-            for p, (node, epoch) in zip(topic.partitions, leaders, strict=True)
-        ],
-        "topic_authorized_operations": -2147483648,
-    }
+def topic_entry(ctx: RequestContext, topic: Topic) -> MetadataResponseTopic:
+    parts = []
+    for p in topic.partitions:
+        node, epoch = leadership.leader(ctx.broker, p)
+        nodes = (BrokerId(node),) if node >= 0 else ()
+        parts.append(MetadataResponsePartition(
+            error_code=ErrorCode.none if node >= 0 else ErrorCode.leader_not_available,
+            partition_index=i32(p.index), leader_id=BrokerId(node), leader_epoch=i32(epoch),
+            replica_nodes=nodes, isr_nodes=nodes, offline_replicas=()))
+    return MetadataResponseTopic(
+        error_code=ErrorCode.none, name=TopicName(topic.name), topic_id=topic.topic_id,
+        is_internal=topic.internal, partitions=tuple(parts),
+        topic_authorized_operations=_NO_OPERATIONS)
 
 
 def _error_entry(
     name: str | None, code: ErrorCode, topic_id: uuid.UUID = _ZERO_UUID
-) -> dict[str, Any]:
-    return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False,
-            "partitions": [], "topic_authorized_operations": -2147483648}
+) -> MetadataResponseTopic:
+    return MetadataResponseTopic(
+        error_code=code, name=None if name is None else TopicName(name), topic_id=topic_id,
+        is_internal=False, partitions=(), topic_authorized_operations=_NO_OPERATIONS)
 
 
 def _requested(ctx: RequestContext) -> list[tuple[str | None, uuid.UUID | None]] | None:
@@ -70,32 +74,31 @@ def _requested(ctx: RequestContext) -> list[tuple[str | None, uuid.UUID | None]]
     return out
 
 
-async def handle(ctx: RequestContext) -> Any:
+async def handle(ctx: RequestContext) -> MetadataResponse:
     broker = ctx.broker
     requested = _requested(ctx)
     allow_create = getattr(ctx.body, "allow_auto_topic_creation", True) and bool(
         broker.config["auto.create.topics.enable"]
     )
-    entries: list[dict[str, Any]] = []
+    entries: list[MetadataResponseTopic] = []
     if requested is None:
         entries = [topic_entry(ctx, t) for t in broker.topics]
     else:
         for name, tid in requested:
             entries.append(_lookup(ctx, name, tid, allow_create))
-    brokers = [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack}
-               for n in leadership.brokers(broker)]
-    return ctx.respond(
-        throttle_time=0,
-        brokers=brokers,
+    return MetadataResponse(
+        throttle_time=NO_THROTTLE,
+        brokers=tuple(MetadataResponseBroker(node_id=BrokerId(n.node_id), host=n.host,
+                                             port=i32(n.port), rack=n.rack)
+                      for n in leadership.brokers(broker)),
         cluster_id=str(broker.config["cluster.id"]),
-        controller_id=leadership.controller_id(broker),
-        topics=entries,
-        cluster_authorized_operations=-2147483648,
+        controller_id=BrokerId(leadership.controller_id(broker)),
+        topics=tuple(entries),
     )
 
 
 def _lookup(ctx: RequestContext, name: str | None, tid: uuid.UUID | None,
-            allow_create: bool) -> dict[str, Any]:
+            allow_create: bool) -> MetadataResponseTopic:
     topics = ctx.broker.topics
     if tid is not None:
         topic = topics.by_id(tid)
