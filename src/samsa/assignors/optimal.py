@@ -20,9 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import numpy as np
-from ortools.graph.python import min_cost_flow
-
 from samsa.assignors._model import Model
 from samsa.assignors._placement import place_counts
 from samsa.assignors.interface import (
@@ -38,6 +35,11 @@ __all__ = ["OptimalAssignor", "optimal_counts"]
 
 def optimal_counts(model: Model, owner: Sequence[int]) -> list[dict[int, int]]:
     """Per-(topic, member) counts: lexicographically balanced, then most owned kept."""
+    # Imported here: the broker imports samsa.assignors (KIP-848's server-side assignors)
+    # but never this solver, and numpy + OR-Tools would add ~35 MB to its resident size.
+    import numpy as np
+    from ortools.graph.python import min_cost_flow
+
     topics, members = len(model.topics), len(model.member_ids)
     owned = owned_counts(model, owner)
     # Any balanced assignment bounds the optimum's largest load: no tier above it is needed.
