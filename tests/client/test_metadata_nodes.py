@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from samsa import TopicPartition
-from samsa.client.errors import KafkaTimeoutError
+from samsa.client.errors import KafkaConnectionError, KafkaTimeoutError
 from samsa.client.future import Future
 from samsa.client.metadata import Cluster, Metadata
 from samsa.protocol.api_keys import ApiKey
@@ -26,14 +26,17 @@ class HungNet(FakeNet):
     def __init__(self, hung: set[Any], request_timeout_ms: int) -> None:
         super().__init__(request_timeout_ms)
         self.hung = hung
+        self.refusing: set[Any] = set()
 
     def send(self, dest: Any, api_key: int, body: Mapping[str, Any], *,
              timeout_ms: float | None = None, expect_response: bool = True) -> Future[Any]:
-        if dest not in self.hung:
+        if dest not in self.hung and dest not in self.refusing:
             return super().send(dest, api_key, body, timeout_ms=timeout_ms)
         self.sent.append(Sent(dest, api_key, body, timeout_ms))
         fut: Future[Any] = Future()
         self.futures.append((dest, fut))
+        if dest in self.refusing:
+            fut.failure(KafkaConnectionError("connection refused"))
         return fut
 
     def dests(self) -> list[Any]:
@@ -95,6 +98,17 @@ def test_every_node_hung_gives_up_at_the_deadline_having_asked_each() -> None:
     assert clock.now() - start == 10.0
     assert len(set(net.dests())) == len(net.dests()) == 2  # one at the start, one after 5 s
     assert clock.pauses == [5.0, 5.0]
+
+
+def test_a_refused_node_after_a_hung_one_moves_on_after_the_retry_backoff() -> None:
+    metadata, net, clock = setup({A})
+    net.refusing.add(B)
+    net.failures.update({B: 1.0, C: 2.0})  # asked in the order a, b, c
+    start = clock.now()
+    assert metadata.refresh(["t"], 10.0).leader(TP) == 1
+    assert net.dests() == [A, B, C]
+    assert clock.pauses == pytest.approx([5.0, 0.1])
+    assert clock.now() - start == pytest.approx(5.1)
 
 
 def test_a_refused_node_moves_on_after_the_retry_backoff() -> None:

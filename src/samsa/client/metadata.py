@@ -140,7 +140,7 @@ class Metadata:
         nodes inside its deadline, as Kafka's blocking calls get from
         ``default.api.timeout.ms`` (60 s) being twice ``request.timeout.ms`` (30 s), where
         Kafka's timed-out node is then disconnected and ranked last. A request that fails
-        (refused, reset, an error) moves on after ``retry_backoff``.
+        (refused, reset, an error) or times out moves on after ``retry_backoff``.
         """
         clock = self.clock
         deadline = clock.now() + timeout_s
@@ -153,11 +153,12 @@ class Metadata:
         waiting: list[tuple[object, Future[Any], float, float]] = []  # node, answer, timeout, sent
         tried: collections.Counter[object] = collections.Counter()
         last: BaseException | None = None
-        last_sent = -math.inf
+        next_at = -math.inf  # when the next node is due while others' answers are awaited
+        newest: object = None
         while True:
             now = clock.now()
             spare = [n for n in self.ranked_nodes(tried) if n not in {w[0] for w in waiting}]
-            due = not waiting or now - last_sent >= patience
+            due = not waiting or now >= next_at
             if spare and due and (now < deadline or not tried):
                 node, spare = spare[0], spare[1:]
                 timeout = min(max(0.1, deadline - now), self.net.request_timeout)
@@ -165,7 +166,7 @@ class Metadata:
                 fut.add_done_callback(lambda _: answered.set())
                 waiting.append((node, fut, timeout, now))
                 tried[node] += 1
-                last_sent = now
+                newest, next_at = node, now + patience
             answered.clear()  # answers from here on wake the wait below
             for entry in list(waiting):
                 node, fut, timeout, sent = entry
@@ -181,6 +182,8 @@ class Metadata:
                     waiting.remove(entry)
                     last = exc or KafkaTimeoutError(
                         f"no metadata from {node!r} within {timeout + 1:.1f}s")
+                    if node == newest:
+                        next_at = now + self.retry_backoff
             now = clock.now()
             if not waiting:
                 if now + self.retry_backoff > deadline:
@@ -193,7 +196,7 @@ class Metadata:
                                         + (f"; earlier: {last}" if last else ""))
             until = min(deadline, *(sent + timeout + 1 for _, _, timeout, sent in waiting))
             if spare:
-                until = min(until, last_sent + patience)
+                until = min(until, next_at)
             clock.wait(answered, max(0.0, until - now))
 
     def _apply(self, resp: object, topics: Collection[str] | None) -> None:
