@@ -21,9 +21,11 @@ from samsa.broker.handlers import (
     consumer_group_heartbeat,
     describe_configs,
     incremental_alter_configs,
+    list_offsets,
     metadata,
 )
 from samsa.protocol.api_keys import ApiKey
+from samsa.protocol.records import encode_batch
 from tests.broker.test_admin_api_versions import create
 from tests.broker.test_group_api_versions import call, unique, versions
 from tests.brokerproc import BrokerProcess
@@ -280,3 +282,37 @@ def test_metadata(client: WireClient, broker: BrokerProcess, version: int) -> No
     auto = unique("md-auto")
     (created,) = metadata_call(client, version, {"name": auto}, allow_create=True).topics
     assert (created.name, created.error_code, len(created.partitions)) == (auto, NONE, 1)
+
+
+@pytest.mark.parametrize("version", versions(list_offsets))
+def test_list_offsets(client: WireClient, version: int) -> None:
+    name = unique("lo")
+    assert create(client, 7, {"name": name}).topics[0].error_code == NONE
+    batch = encode_batch([(ts, b"k", b"v", ()) for ts in (1000, 5000, 3000, 5000, 2000)])
+    produced = call(client, ApiKey.PRODUCE, 9, transactional_id=None, acks=-1, timeout=10000,
+                    topic_data=[{"name": name, "partition_data": [
+                        {"index": 0, "records": batch}]}])
+    assert produced.responses[0].partition_responses[0].error_code == NONE
+
+    def ask(*parts: tuple[int, int]) -> list[tuple[int, int, int, int, int]]:
+        resp = call(client, ApiKey.LIST_OFFSETS, version, replica_id=-1, isolation_level=0,
+                    topics=[{"name": name, "partitions": [
+                        {"partition_index": p, "timestamp": ts, "current_leader_epoch": -1}
+                        for p, ts in parts]}])
+        (t,) = resp.topics
+        assert t.name == name
+        epochs = [p.leader_epoch if version >= 4 else 0 for p in t.partitions]
+        return [(p.partition_index, p.error_code, p.offset, p.timestamp, e)
+                for p, e in zip(t.partitions, epochs, strict=True)]
+
+    no = -1 if version >= 4 else 0  # leader epoch "none" (v4+), or absent
+    assert ask((0, -2), (1, -1), (7, -1)) == [
+        (0, NONE, 0, -1, 0), (1, NONE, 0, -1, 0),
+        (7, ErrorCode.unknown_topic_or_partition, -1, -1, no)]
+    assert ask((0, -1), (0, -2)) == [  # a partition asked twice
+        (0, NONE, 5, -1, 0), (0, ErrorCode.invalid_request, -1, -1, no)]
+    assert ask((0, 2500)) == [(0, NONE, 1, 5000, 0)]  # the first at or after it
+    assert ask((0, 9999)) == [(0, NONE, -1, -1, no)]
+    assert ask((0, -4)) == [(0, ErrorCode.invalid_request, -1, -1, no)]
+    assert ask((0, -3)) == ([(0, NONE, 1, 5000, 0)] if version >= 7
+                            else [(0, ErrorCode.unsupported_version, -1, -1, no)])

@@ -4,71 +4,76 @@ Versions (v1-8 served): v2 isolation_level and throttle_time; v4 current_leader_
 (checked as Fetch does: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH against a cluster node's
 lease) and each answer's leader_epoch (the lease's epoch; 0 on a single node); v6 flexible;
 v7 MAX_TIMESTAMP (-3), UNSUPPORTED_VERSION before; v8 EARLIEST_LOCAL (-4, KIP-405) is not
-served: INVALID_REQUEST, as any other negative timestamp.
+served: INVALID_REQUEST, as any other negative timestamp. The answer is built as v8, typed.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from kio.schema.errors import ErrorCode
+from kio.schema.list_offsets.v8.response import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
+from kio.static.primitive import i32, i64
 
 from samsa.broker import leadership
 from samsa.broker.context import RequestContext
 from samsa.protocol.api_keys import ApiKey
+from samsa.protocol.build import NO_THROTTLE
 
 API_KEY = ApiKey.LIST_OFFSETS
 VERSIONS = (1, 8)
 
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+_UNKNOWN = i64(-1)
+_NO_EPOCH = i32(-1)
 
 
-def _lookup(ctx: RequestContext, topic: str, partition: int, ts: int,
-            current_leader_epoch: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"partition_index": partition, "error_code": ErrorCode.none,
-                           "timestamp": -1, "offset": -1, "leader_epoch": -1}
+def _answer(partition: i32, code: ErrorCode = ErrorCode.none, offset: i64 = _UNKNOWN,
+            timestamp: i64 = _UNKNOWN, epoch: i32 = _NO_EPOCH) -> ListOffsetsPartitionResponse:
+    return ListOffsetsPartitionResponse(partition_index=partition, error_code=code,
+                                        timestamp=timestamp, offset=offset, leader_epoch=epoch)
+
+
+def _lookup(ctx: RequestContext, topic: str, partition: i32, ts: int,
+            current_leader_epoch: int) -> ListOffsetsPartitionResponse:
     part = ctx.broker.topics.partition(topic, partition)
     if part is None:
-        out["error_code"] = ErrorCode.unknown_topic_or_partition
-        return out
+        return _answer(partition, ErrorCode.unknown_topic_or_partition)
     code = leadership.leader_error(ctx.broker, part, current_leader_epoch)
     if code != ErrorCode.none:
-        out["error_code"] = code
-        return out
-    _, epoch = leadership.leader(ctx.broker, part)
+        return _answer(partition, code)
+    epoch = i32(leadership.leader(ctx.broker, part)[1])
     log = part.log
     if ts == EARLIEST:
-        out.update(offset=log.log_start_offset, leader_epoch=epoch)
-    elif ts == LATEST:
-        out.update(offset=log.log_end_offset, leader_epoch=epoch)
-    elif ts == MAX_TIMESTAMP:
-        found = log.max_timestamp_offset() if ctx.version >= 7 else None
+        return _answer(partition, offset=i64(log.log_start_offset), epoch=epoch)
+    if ts == LATEST:
+        return _answer(partition, offset=i64(log.log_end_offset), epoch=epoch)
+    if ts == MAX_TIMESTAMP:
         if ctx.version < 7:
-            out["error_code"] = ErrorCode.unsupported_version
-        elif found is not None:
-            out.update(offset=found[0], timestamp=found[1], leader_epoch=epoch)
+            return _answer(partition, ErrorCode.unsupported_version)
+        found = log.max_timestamp_offset()
     elif ts < 0:
-        out["error_code"] = ErrorCode.invalid_request
+        return _answer(partition, ErrorCode.invalid_request)
     else:
-        hit = log.offset_for_timestamp(ts)
-        if hit is not None:
-            out.update(offset=hit[0], timestamp=hit[1], leader_epoch=epoch)
-    return out
+        found = log.offset_for_timestamp(ts)
+    if found is None:
+        return _answer(partition)
+    return _answer(partition, offset=i64(found[0]), timestamp=i64(found[1]), epoch=epoch)
 
 
-async def handle(ctx: RequestContext) -> Any:
+async def handle(ctx: RequestContext) -> ListOffsetsResponse:
     topics = []
     for t in ctx.body.topics:
         seen: set[int] = set()
         parts = []
         for p in t.partitions:
             if p.partition_index in seen:
-                parts.append({"partition_index": p.partition_index,
-                              "error_code": ErrorCode.invalid_request,
-                              "timestamp": -1, "offset": -1, "leader_epoch": -1})
+                parts.append(_answer(p.partition_index, ErrorCode.invalid_request))
                 continue
             seen.add(p.partition_index)
             parts.append(_lookup(ctx, t.name, p.partition_index, p.timestamp,
                                  getattr(p, "current_leader_epoch", -1)))
-        topics.append({"name": t.name, "partitions": parts})
-    return ctx.respond(throttle_time=0, topics=topics)
+        topics.append(ListOffsetsTopicResponse(name=t.name, partitions=tuple(parts)))
+    return ListOffsetsResponse(throttle_time=NO_THROTTLE, topics=tuple(topics))
