@@ -9,6 +9,7 @@ node is at epoch 0); v11 rack_id, preferred_read_replica (-1); v12 flexible, div
 (never sent), current_leader on NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH (Kafka fills
 it from v16 on, with node endpoints v12-13 lack; the field is there from v12 and harmless);
 v13 topics by topic id (UNKNOWN_TOPIC_ID), not by name.
+Untyped on purpose: the answer splices stored record bytes into the encoded frame.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ Versions (v3-9 served): v3 transactional_id (refused: no transactions) and recor
 only, one batch per partition; v4 KAFKA_STORAGE_ERROR; v5 log_start_offset in the answer;
 v7 zstd; v8 record_errors and error_message for batches refused because of some records
 (KIP-467); v9 flexible.
+Untyped on purpose: Produce is the hot path (no typed build plus conversion per request).
 """
 
 from __future__ import annotations
