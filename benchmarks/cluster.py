@@ -40,20 +40,29 @@ def create(bootstrap: str, topic: str) -> None:
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
 
 
-def produce_mb_s(bootstrap: str, topic: str, n: int, acks: str) -> float:
+def produce_mb_s(bootstrap: str, topic: str, n: int, acks: str) -> tuple[float, str]:
+    """MB/s, and a detail line: when the first record was acknowledged (an idempotent
+    producer first gets its id) and the CPU the client itself burnt."""
     p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
                   "enable.idempotence": acks == "all", "batch.size": 1 << 20,
                   "queue.buffering.max.messages": 1_000_000})
+    first: list[float] = []
+    cpu = time.process_time()
     started = time.perf_counter()
     for i in range(n):
         while True:
             try:
-                p.produce(topic, RECORD, partition=i % PARTITIONS)
+                p.produce(topic, RECORD, partition=i % PARTITIONS,
+                          on_delivery=None if i else lambda _e, _m: first.append(
+                              time.perf_counter()))
                 break
             except BufferError:
                 p.poll(0.01)
     assert p.flush(120) == 0
-    return n * len(RECORD) / (time.perf_counter() - started) / 1e6
+    elapsed = time.perf_counter() - started
+    detail = (f"acks={acks}: {elapsed:.2f} s, first ack seen after {first[0] - started:.2f} s, "
+              f"client CPU {time.process_time() - cpu:.2f} s")
+    return n * len(RECORD) / elapsed / 1e6, detail
 
 
 def fetch_mb_s(bootstrap: str, topic: str, n: int) -> float:
@@ -153,10 +162,12 @@ def main() -> None:
             create(cluster, "ball")
             wait_until(lambda: all_owned(dsn, {1, 2, 3}), 30, "leases")
             rows = []
+            details = []
             for name, boot in (("single local node", single.bootstrap),
                                ("3 nodes + PostgreSQL", cluster)):
-                a1 = produce_mb_s(boot, "b1", args.records, "1")
-                aall = produce_mb_s(boot, "ball", args.records, "all")
+                a1, d1 = produce_mb_s(boot, "b1", args.records, "1")
+                aall, dall = produce_mb_s(boot, "ball", args.records, "all")
+                details.append(f"{name}: {d1}; {dall}")
                 fetch = fetch_mb_s(boot, "ball", args.records)
                 rows.append((name, a1, aall, fetch))
         finally:
@@ -166,6 +177,8 @@ def main() -> None:
         print(f"{'':<22} {'produce acks=1':>15} {'produce acks=all':>17} {'fetch':>10}  (MB/s)")
         for name, a1, aall, fetch in rows:
             print(f"{name:<22} {a1:>15.1f} {aall:>17.1f} {fetch:>10.1f}")
+        for line in details:
+            print(line)
         for ttl in (10_000, 2_000):
             secs = failover_seconds(root, pg, ttl)
             print(f"failover (SIGKILL of the coordinator node -> records flow to the group), "
