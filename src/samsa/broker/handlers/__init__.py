@@ -2,10 +2,10 @@
 
 Each module opens with its version notes: what changes at which version it serves.
 ``handle(ctx)`` is a coroutine returning the response entity, or ``None`` when the API
-sends no response (Produce with acks=0). The entity is either a typed kio response of one
-version (the group and offset APIs build their newest; the broker converts it to the
-request's version with :func:`samsa.protocol.build.convert`) or one built from a mapping
-for the request's version with ``ctx.respond(...)``.
+sends no response (Produce with acks=0). Every API but two builds a typed kio response of
+its newest served version, which the broker converts to the request's version with
+:func:`samsa.protocol.build.convert`; Fetch and Produce, the hot paths, build theirs from a
+mapping for the request's version with ``ctx.respond(...)`` (each says why at its top).
 """
 
 from __future__ import annotations
