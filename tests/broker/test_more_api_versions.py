@@ -274,6 +274,13 @@ def test_metadata(client: WireClient, broker: BrokerProcess, version: int) -> No
                                        {"name": None, "topic_id": uuid.uuid4()}).topics
         assert (by_id.name, by_id.topic_id, len(by_id.partitions)) == (name, topic_id, 2)
         assert (unknown.name, unknown.error_code) == (None, ErrorCode.unknown_topic_id)
+    elif version >= 10:  # as Kafka: no lookup by id, no null name before v12
+        refused = metadata_call(client, version, {"name": name},
+                                {"name": None, "topic_id": topic_id})
+        assert refused.brokers == () and [(x.name, x.topic_id, x.error_code, x.partitions)
+                                          for x in refused.topics] == [
+            (name, None, ErrorCode.invalid_request, ()),
+            ("", topic_id, ErrorCode.invalid_request, ())]
     everything = call(client, ApiKey.METADATA, version, allow_auto_topic_creation=False,
                       include_topic_authorized_operations=False,
                       include_cluster_authorized_operations=False,

@@ -3,8 +3,10 @@
 Versions (v0-12 served): v0 an empty topic list means all topics, v1+ null does; v1 rack,
 controller_id, is_internal; v2 cluster_id; v3 throttle_time; v4
 allow_auto_topic_creation; v5 offline_replicas; v7 leader_epoch; v8 authorized operations
-(always "not requested"); v9 flexible; v10 topic ids (Kafka looks topics up by id from v12;
-samsa already from v10); v11 drops the cluster's authorized operations; v12 null names.
+(always "not requested"); v9 flexible; v10 topic ids in the answer (a request naming a
+topic by id, or with a null name, is refused with INVALID_REQUEST on every topic before
+v12, as Kafka's KafkaApis); v11 drops the cluster's authorized operations; v12 topics
+looked up by id, null names.
 The answer is built as v12, typed (v8-10's cluster authorized operations take kio's
 default, "not requested").
 """
@@ -74,8 +76,25 @@ def _requested(ctx: RequestContext) -> list[tuple[str | None, uuid.UUID | None]]
     return out
 
 
+def _refused_before_v12(ctx: RequestContext) -> MetadataResponse | None:
+    """Kafka's answer to v10-11 topics named by id or without a name: every requested
+    topic with INVALID_REQUEST (a null name answered as ""), and nothing else."""
+    topics = ctx.body.topics
+    if not 10 <= ctx.version < 12 or not topics:
+        return None
+    if all(t.name is not None and t.topic_id in (None, _ZERO_UUID) for t in topics):
+        return None
+    return MetadataResponse(
+        throttle_time=NO_THROTTLE, brokers=(), cluster_id=None, controller_id=BrokerId(-1),
+        topics=tuple(_error_entry(t.name or "", ErrorCode.invalid_request,
+                                  t.topic_id or _ZERO_UUID) for t in topics))
+
+
 async def handle(ctx: RequestContext) -> MetadataResponse:
     broker = ctx.broker
+    refused = _refused_before_v12(ctx)
+    if refused is not None:
+        return refused
     requested = _requested(ctx)
     allow_create = getattr(ctx.body, "allow_auto_topic_creation", True) and bool(
         broker.config["auto.create.topics.enable"]
