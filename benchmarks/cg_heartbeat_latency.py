@@ -7,15 +7,18 @@ benchmark topic. Each heartbeats every ``group.consumer.heartbeat.interval.ms`` 
 a real client, at once after adopting a new assignment (reporting what it owns). A churn
 task makes one member leave and a fresh one join every ``churn_ms``, so the group epoch
 keeps moving and the coordinator keeps computing target assignments. Measured during
-``seconds``: the latency of every steady heartbeat (not the joins and leaves themselves),
-and of an ApiVersions probe sent every 10 ms on its own connection (how long the broker's
-event loop stalls).
+``seconds``: the latency of every steady heartbeat sent in the window (not the joins and
+leaves themselves), and of an ApiVersions probe sent every 10 ms on its own connection (how
+long the broker's event loop stalls); also the generator's own loop lag and the CPU of both
+processes. The group is described (its epochs) just before and after the window, never
+inside it: answering that describe stalls the broker for a few hundred ms.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime
+import os
 import random
 import struct
 import time
@@ -109,22 +112,32 @@ class Member:
         req = self._request(epoch)
         acks = self.report_owned and epoch > 0
         self.report_owned = False
+        counted = self.stats.measuring  # a heartbeat counts if sent inside the window
         start = time.perf_counter()
         resp = await self.conn.send(HEARTBEAT, 1, req)
         took = time.perf_counter() - start
         # A heartbeat that changes the member's assignment (an acknowledgement, or one
         # answered with a new assignment) writes a record: its answer waits for the fsync.
         writes = acks or resp.assignment is not None
-        self.stats.note(took, "other" if not steady else "ack" if writes else "steady")
         code = int(resp.error_code)
+        # A heartbeat answered with a new member epoch also writes the member's record.
+        bumped = not writes and not code and int(resp.member_epoch) != epoch
+        if counted:
+            self.stats.note(took, "other" if not steady else "ack" if writes else
+                            "bump" if bumped else "steady")
         if code in (FENCED, UNKNOWN_MEMBER):  # fenced: rejoin with nothing owned
             self.epoch, self.owned, self.report_owned = 0, (), True
             return resp
         if code:
             self.stats.errors[code] = self.stats.errors.get(code, 0) + 1
+            owned = "null" if req.topic_partitions is None else sum(
+                len(t.partitions) for t in req.topic_partitions)
+            self.stats.error_details.append(
+                f"{code} {resp.error_message!r}: sent member_epoch={epoch} owning {owned} "
+                f"partitions (member at epoch {self.epoch}, leaving: {self.leaving})")
             return resp
         self.epoch = int(resp.member_epoch)
-        if self.stats.measuring:
+        if counted:
             self.stats.epochs.add(self.epoch)
         if resp.assignment is not None:
             owned = _owned(resp.assignment)
@@ -133,7 +146,8 @@ class Member:
         return resp
 
     async def run(self, interval_s: float, stop_at: float) -> None:
-        await self.beat(0, steady=False)
+        if self.epoch == 0:  # not joined yet (a member joined already must not rejoin
+            await self.beat(0, steady=False)  # with epoch 0: it owns partitions by now)
         while not self.leaving and time.perf_counter() < stop_at:
             if not self.report_owned:  # a new assignment is acknowledged at once
                 await asyncio.sleep(interval_s * random.uniform(0.9, 1.0))
@@ -149,18 +163,21 @@ class Member:
 class Stats:
     def __init__(self) -> None:
         self.measuring = False
-        #: heartbeats with nothing new; heartbeats that change the member's assignment
-        #: (they write a record, so their answer waits for the fsync); joins and leaves
+        #: heartbeats with nothing new; heartbeats answered with a new member epoch only,
+        #: and those that change the member's assignment (both write a record, so their
+        #: answer waits for the fsync); joins and leaves. Counted if sent in the window.
         self.steady: list[float] = []
+        self.bump: list[float] = []
         self.ack: list[float] = []
         self.other: list[float] = []
         self.errors: dict[int, int] = {}
+        self.error_details: list[str] = []
         #: member epochs answered while measuring: the target assignments reached
         self.epochs: set[int] = set()
 
     def note(self, seconds: float, kind: str) -> None:
-        if self.measuring:
-            {"steady": self.steady, "ack": self.ack, "other": self.other}[kind].append(seconds)
+        {"steady": self.steady, "bump": self.bump, "ack": self.ack,
+         "other": self.other}[kind].append(seconds)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -180,6 +197,24 @@ async def _probe(conn: Conn, stats: list[float], stop_at: float, measuring: Stat
         await asyncio.sleep(PROBE_EVERY_S)
 
 
+async def _lag(stats: list[float], stop_at: float) -> None:
+    """The generator's own event-loop lag: how late a 10 ms sleep wakes up."""
+    while time.perf_counter() < stop_at:
+        start = time.perf_counter()
+        await asyncio.sleep(PROBE_EVERY_S)
+        stats.append(time.perf_counter() - start - PROBE_EVERY_S)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of process ``pid`` (Linux ``/proc``), 0 when unknown."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def _epochs(conn: Conn, group: str) -> tuple[int, int]:
     resp = await conn.send(DESCRIBE, 0, ConsumerGroupDescribeRequest(
         group_ids=(GroupId(group),), include_authorized_operations=False))
@@ -189,7 +224,8 @@ async def _epochs(conn: Conn, group: str) -> tuple[int, int]:
 
 async def heartbeat_latency(host: str, port: int, group: str, topics: tuple[str, ...],
                             members: int, connections: int, interval_ms: int, churn_ms: int,
-                            warmup_s: float, seconds: float) -> dict[str, Any]:
+                            warmup_s: float, seconds: float,
+                            broker_pid: int = 0) -> dict[str, Any]:
     """Join ``members``, let them settle for ``warmup_s``, then measure for ``seconds``."""
     stats = Stats()
     interval_s = interval_ms / 1000
@@ -211,11 +247,18 @@ async def heartbeat_latency(host: str, port: int, group: str, topics: tuple[str,
     await asyncio.sleep(warmup_s)
 
     probe: list[float] = []
-    stats.measuring = True
+    # Described before the window: answering a describe of the whole group stalls the
+    # broker (its answer lists every member's assignment).
+    described = time.perf_counter()
     epochs0 = await _epochs(admin, group)
+    describe_s = time.perf_counter() - described
+    stats.measuring = True
     start = time.perf_counter()
+    cpu0, broker0 = time.process_time(), _cpu_seconds(broker_pid)
     measure_stop = start + seconds
     probe_task = asyncio.create_task(_probe(probe_conn, probe, measure_stop, stats))
+    lag: list[float] = []
+    lag_task = asyncio.create_task(_lag(lag, measure_stop))
     rng = random.Random(848)
     churned = 0
     while time.perf_counter() < measure_stop:
@@ -229,8 +272,10 @@ async def heartbeat_latency(host: str, port: int, group: str, topics: tuple[str,
         churned += 1
     stats.measuring = False
     elapsed = time.perf_counter() - start
+    gen_cpu, broker_cpu = time.process_time() - cpu0, _cpu_seconds(broker_pid) - broker0
     epochs1 = await _epochs(admin, group)
     await probe_task
+    await lag_task
     for m in live:
         m.leaving = True
     for t in tasks:
@@ -244,6 +289,9 @@ async def heartbeat_latency(host: str, port: int, group: str, topics: tuple[str,
         "heartbeats": len(steady), "rate": len(steady) / elapsed,
         "p50_ms": percentile(steady, 0.5) * 1000, "p99_ms": percentile(steady, 0.99) * 1000,
         "max_ms": max(steady, default=float("nan")) * 1000,
+        "bumps": len(stats.bump), "bump_p50_ms": percentile(stats.bump, 0.5) * 1000,
+        "bump_p99_ms": percentile(stats.bump, 0.99) * 1000,
+        "bump_max_ms": max(stats.bump, default=float("nan")) * 1000,
         "acks": len(stats.ack), "ack_p50_ms": percentile(stats.ack, 0.5) * 1000,
         "ack_p99_ms": percentile(stats.ack, 0.99) * 1000,
         "join_leave_p50_ms": percentile(stats.other, 0.5) * 1000,
@@ -253,7 +301,11 @@ async def heartbeat_latency(host: str, port: int, group: str, topics: tuple[str,
         "group_epochs": epochs1[0] - epochs0[0],
         "assignment_epochs": epochs1[1] - epochs0[1],
         "targets_reached": len(stats.epochs),
-        "errors": stats.errors,
+        "errors": stats.errors, "error_details": stats.error_details[:5],
+        "describe_ms": describe_s * 1000,
+        "generator_cpu": gen_cpu / elapsed, "broker_cpu": broker_cpu / elapsed,
+        "lag_p99_ms": percentile(lag, 0.99) * 1000,
+        "lag_max_ms": max(lag, default=float("nan")) * 1000,
     }
 
 

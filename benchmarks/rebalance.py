@@ -16,8 +16,9 @@ with a protocol-level load generator.
     members (one connection each) of one consumer group subscribed to 1,000-partition
     topics (50 of them, or as many as this process's open-file limit allows: each partition
     holds a file open), one member leaving and a new one joining every 500 ms; p50/p99/max
-    latency of the members' plain heartbeats, of those that change a member's assignment
-    (they write a record and wait for its fsync), and of an ApiVersions probe every 10 ms
+    latency of the members' plain heartbeats, of those answered with a new member epoch and of
+    those that change a member's assignment (both write a record and wait for its fsync), and
+    of an ApiVersions probe every 10 ms
     (the event loop's stalls). Full garbage collections were the loop's long stalls (about
     250 ms each with 18,000 partitions); samsa.broker.gc_policy freezes what survives them.
 (c) Coordinator capacity: heartbeats per second one broker process answers, from a
@@ -272,14 +273,23 @@ def section_e(tmp: Path, members: int, topics: int, churn_ms: int, seconds: floa
             f.result(600)
         with multiprocessing.get_context("spawn").Pool(1) as pool:
             r = pool.apply(heartbeat_latency, (("127.0.0.1", broker.port, "e", names, members,
-                                                members, 5000, churn_ms, 10.0, seconds),))
+                                                members, 5000, churn_ms, 10.0, seconds,
+                                                broker.proc.pid if broker.proc else 0),))
     finally:
         broker.stop()
     print(f"    joining one by one took {r['join_s']:.1f} s; measured {r['seconds']:.0f} s: "
           f"{r['churned']} leaves + joins, {r['group_epochs']} group epochs, "
           f"{r['targets_reached']} target assignments reached; errors: {r['errors'] or 'none'}")
+    for detail in r["error_details"]:
+        print(f"    error {detail}")
+    print(f"    CPU: broker {r['broker_cpu']:.0%} of a core, load generator "
+          f"{r['generator_cpu']:.0%}; the generator's own loop lag p99 "
+          f"{r['lag_p99_ms']:.1f} ms, max {r['lag_max_ms']:.1f} ms; describing the group "
+          f"(before the window) took {r['describe_ms']:.0f} ms")
     print(f"    {'':>34} {'count':>7} {'p50':>9} {'p99':>9} {'max':>9}")
     rows = (("plain heartbeats", r["heartbeats"], r["p50_ms"], r["p99_ms"], r["max_ms"]),
+            ("heartbeats bumping the epoch", r["bumps"], r["bump_p50_ms"], r["bump_p99_ms"],
+             r["bump_max_ms"]),
             ("heartbeats changing an assignment", r["acks"], r["ack_p50_ms"], r["ack_p99_ms"],
              float("nan")),
             ("ApiVersions probe (loop stalls)", r["probes"], float("nan"), r["probe_p99_ms"],
