@@ -28,13 +28,6 @@ from tests.wire import WireClient
 NONE = ErrorCode.none
 
 
-@pytest.fixture(scope="module")
-def client(broker: BrokerProcess) -> Any:
-    c = WireClient(broker.bootstrap)
-    yield c
-    c.close()
-
-
 def create(c: WireClient, version: int, *topics: dict[str, Any]) -> Any:
     return call(c, ApiKey.CREATE_TOPICS, version, timeout=10000, validate_only=False,
                 topics=[{"num_partitions": 2, "replication_factor": 1, "assignments": [],

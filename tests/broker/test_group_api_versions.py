@@ -29,7 +29,6 @@ from samsa.broker.handlers import (
 )
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import build
-from tests.brokerproc import BrokerProcess
 from tests.wire import WireClient
 
 SUBSCRIPTION = b"\x00\x00\x00\x00\x00\x01\x00\x01t\x00\x00\x00\x00"  # v0: topics ["t"]
@@ -69,13 +68,6 @@ def stable_member(c: WireClient, group: str) -> str:
                   assignments=[{"member_id": member, "assignment": b"plan"}])
     assert synced.error_code == NONE
     return member
-
-
-@pytest.fixture(scope="module")
-def client(broker: BrokerProcess) -> Any:
-    c = WireClient(broker.bootstrap)
-    yield c
-    c.close()
 
 
 @pytest.fixture(scope="module")

@@ -35,13 +35,6 @@ NONE = ErrorCode.none
 TOPIC, BROKER, GROUP = 2, 4, 32
 
 
-@pytest.fixture(scope="module")
-def client(broker: BrokerProcess) -> Any:
-    c = WireClient(broker.bootstrap)
-    yield c
-    c.close()
-
-
 def topic(c: WireClient) -> str:
     name = unique("cfg")
     assert create(c, 7, {"name": name}).topics[0].error_code == NONE
