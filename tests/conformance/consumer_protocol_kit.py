@@ -40,6 +40,10 @@ BROKER_CONFIG = {
     "group.consumer.min.heartbeat.interval.ms": "100",
 }
 
+#: Sessions long enough for consumer-protocol members to outlive a broker restart.
+RESTART_CONFIG = {**BROKER_CONFIG, "group.consumer.session.timeout.ms": "20000",
+                  "group.consumer.max.session.timeout.ms": "60000"}
+
 # librdkafka refuses session.timeout.ms, heartbeat.interval.ms and
 # partition.assignment.strategy with group.protocol=consumer: they are the broker's.
 CONSUMER = {

@@ -15,7 +15,12 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from tests.brokerproc import BrokerProcess
-from tests.conformance.consumer_protocol_kit import BROKER_CONFIG, JavaCpMember, double_owners
+from tests.conformance.consumer_protocol_kit import (
+    BROKER_CONFIG,
+    RESTART_CONFIG,
+    JavaCpMember,
+    double_owners,
+)
 from tests.conformance.groupkit import (
     committed,
     create_topic,
@@ -196,11 +201,6 @@ def test_added_partitions_are_assigned(cp_broker: BrokerProcess, java: JavaKit) 
     for m in members:
         assert m.errors() == []
         m.close()
-
-
-# Sessions long enough to outlive the broker's restart.
-RESTART_CONFIG = {**BROKER_CONFIG, "group.consumer.session.timeout.ms": "20000",
-                  "group.consumer.max.session.timeout.ms": "60000"}
 
 
 @pytest.fixture

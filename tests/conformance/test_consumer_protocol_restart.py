@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.brokerproc import BrokerProcess
-from tests.conformance.consumer_protocol_kit import BROKER_CONFIG, CpMember, fatal_errors
+from tests.conformance.consumer_protocol_kit import RESTART_CONFIG, CpMember, fatal_errors
 from tests.conformance.groupkit import (
     OwnershipLog,
     committed,
@@ -28,14 +28,9 @@ from tests.conformance.groupkit import (
 
 pytestmark = pytest.mark.conformance
 
-# Long enough for the members' sessions to outlive the restart.
-CONFIG = {**BROKER_CONFIG, "group.consumer.session.timeout.ms": "20000",
-          "group.consumer.max.session.timeout.ms": "60000"}
-
-
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path / "data", CONFIG)
+    proc = BrokerProcess(tmp_path / "data", RESTART_CONFIG)
     yield proc
     proc.kill()
 
