@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from samsa.protocol.build import build
 from samsa.protocol.codec import Request, response_class
+from samsa.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
     from samsa.broker.server import Broker
@@ -23,6 +24,10 @@ class RequestContext:
     broker: Broker
     request: Request
     client_host: str
+    #: who the connection authenticated as (``User:ANONYMOUS`` without authentication)
+    principal: KafkaPrincipal = ANONYMOUS
+    #: the name of the listener the connection came in on (``PLAINTEXT`` for ``--listen``)
+    listener: str = "PLAINTEXT"
 
     @property
     def version(self) -> int:
