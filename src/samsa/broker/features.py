@@ -3,8 +3,7 @@
 Each :class:`Feature` names the levels samsa serves (``min_level``-``max_level``, the
 ``SupportedFeatures`` of the answer) and the level a broker runs at under its config (the
 ``FinalizedFeatures``). To add a feature or raise one when samsa starts serving its next
-level, edit :data:`FEATURES`; the ApiVersions handler, ``samsa features describe`` and the
-tests read it from here.
+level, edit :data:`FEATURES`; the ApiVersions handler answers from it.
 
 How the answer is shaped follows Kafka 4.3's ``ApiVersionsResponse.Builder`` (checked
 against kafka-clients 4.3.0):

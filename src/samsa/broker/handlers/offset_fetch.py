@@ -67,9 +67,9 @@ def _by_id(group: co.FetchedGroup, asked: Any, ids: dict[uuid.UUID, str],
     if group.error_code:
         return ()
     fetched = {t.name: t for t in group.topics}
-    if asked is None:
-        rows = [(topic.topic_id, t) for t in group.topics
-                if (topic := topics.get(t.name)) is not None]
+    if asked is None:  # not get(name): on a cluster node each deleted name re-reads topics
+        live = {topic.name: topic.topic_id for topic in topics}
+        rows = [(live[t.name], t) for t in group.topics if t.name in live]
     else:
         rows = [(t.topic_id, fetched[ids[t.topic_id]] if t.topic_id in ids
                  else _unknown_id(t.partition_indexes)) for t in asked]
