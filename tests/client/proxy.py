@@ -43,6 +43,8 @@ def read_frame(sock: socket.socket) -> bytes | None:
 
 def _client_id(frame: bytes) -> str | None:
     """The request header's client id (a nullable int16-length string at every version)."""
+    if len(frame) < 14:
+        return None
     (size,) = struct.unpack_from(">h", frame, 12)
     return None if size < 0 else frame[14:14 + size].decode("utf-8", "replace")
 
