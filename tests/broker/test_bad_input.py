@@ -64,6 +64,8 @@ def test_truncated_frame_then_disconnect(broker: BrokerProcess) -> None:
 def test_unsupported_api_versions_version_gets_v0_answer(broker: BrokerProcess) -> None:
     from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
+    from samsa.broker.handlers import api_versions
+
     c = WireClient(broker.bootstrap)
     frame = bytearray(encode_request(18, 3, 7, "x", ApiVersionsRequest(
         client_software_name="t", client_software_version="1")))
@@ -73,7 +75,8 @@ def test_unsupported_api_versions_version_gets_v0_answer(broker: BrokerProcess) 
     assert cid == 7
     assert resp.error_code == ErrorCode.unsupported_version
     keys = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-    assert keys[18] == (0, 3)
+    assert keys[18] == api_versions.VERSIONS
+    assert resp.api_keys and not hasattr(resp, "supported_features")  # a v0 body
     c.close()
 
 

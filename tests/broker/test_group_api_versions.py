@@ -80,6 +80,19 @@ def topic(client: WireClient) -> str:
     return name
 
 
+def topic_id(c: WireClient, name: str) -> uuid.UUID:
+    (t,) = call(c, ApiKey.METADATA, 12, topics=[{"name": name, "topic_id": None}],
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False).topics
+    assert t.error_code == NONE and t.topic_id is not None
+    return t.topic_id  # type: ignore[no-any-return]
+
+
+def by_id(version: int) -> bool:
+    """OffsetCommit and OffsetFetch name topics by id from v10 (and by name before)."""
+    return version >= 10
+
+
 @pytest.mark.parametrize("version", versions(join_group))
 def test_join_group(client: WireClient, version: int) -> None:
     resp = join(client, unique("join"), version)
@@ -144,28 +157,37 @@ def test_leave_group(client: WireClient, version: int) -> None:
 
 @pytest.mark.parametrize("version", versions(offset_commit))
 def test_offset_commit_then_fetch(client: WireClient, topic: str, version: int) -> None:
-    group = unique("commit")
+    group, unknown = unique("commit"), uuid.uuid4()
+    mine = {"name": topic, "topic_id": topic_id(client, topic)}
+    missing = {"name": "no-such-topic", "topic_id": unknown}
     resp = call(client, ApiKey.OFFSET_COMMIT, version, group_id=group,
                 generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
                 retention_time=-1, topics=[
-                    {"name": topic, "partitions": [
+                    {**mine, "partitions": [
                         {"partition_index": i, "committed_offset": 10 + version + i,
                          "committed_leader_epoch": -1, "committed_metadata": f"m{i}"}
                         for i in (0, 1, 7)]},
-                    {"name": "no-such-topic", "partitions": [
+                    {**missing, "partitions": [
                         {"partition_index": 0, "committed_offset": 1,
                          "committed_leader_epoch": -1, "committed_metadata": None}]}])
-    assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions])
+    key = "topic_id" if by_id(version) else "name"
+    unknown_topic = ErrorCode.unknown_topic_id if by_id(version) else \
+        ErrorCode.unknown_topic_or_partition
+    assert [(getattr(t, key), [(p.partition_index, p.error_code) for p in t.partitions])
             for t in resp.topics] == [
-        (topic, [(0, NONE), (1, NONE), (7, ErrorCode.unknown_topic_or_partition)]),
-        ("no-such-topic", [(0, ErrorCode.unknown_topic_or_partition)])]
+        (mine[key], [(0, NONE), (1, NONE), (7, ErrorCode.unknown_topic_or_partition)]),
+        (missing[key], [(0, unknown_topic)])]
     assert fetch_offsets(client, 8, group, topic) == {0: (10 + version, "m0"),
                                                       1: (11 + version, "m1")}
 
 
-def fetch_offsets(c: WireClient, version: int, group: str, topic: str | None,
-                  partitions: tuple[int, ...] = (0, 1)) -> dict[int, tuple[int, str | None]]:
-    topics = None if topic is None else [{"name": topic, "partition_indexes": list(partitions)}]
+def fetch_offsets(c: WireClient, version: int, group: str, topic: str,
+                  partitions: tuple[int, ...] | None = (0, 1)
+                  ) -> dict[int, tuple[int, str | None]]:
+    """``topic``'s committed offsets (``partitions`` None: a null topic list, all the group
+    has, which must be ``topic``'s), by name or (v10) by id."""
+    named = {"topic_id": topic_id(c, topic)} if by_id(version) else {"name": topic}
+    topics = None if partitions is None else [{**named, "partition_indexes": list(partitions)}]
     if version >= 8:
         resp = call(c, ApiKey.OFFSET_FETCH, version, require_stable=False,
                     groups=[{"group_id": group, "topics": topics}])
@@ -176,6 +198,8 @@ def fetch_offsets(c: WireClient, version: int, group: str, topic: str | None,
     if version >= 2:
         assert answer.error_code == NONE
     (t,) = answer.topics
+    key = "topic_id" if by_id(version) else "name"
+    assert getattr(t, key) == named[key]
     assert all(p.error_code == NONE for p in t.partitions)
     return {p.partition_index: (p.committed_offset, p.metadata) for p in t.partitions}
 
@@ -189,7 +213,43 @@ def test_offset_fetch(client: WireClient, topic: str, version: int) -> None:
               "committed_metadata": "meta"}]}])
     assert fetch_offsets(client, version, group, topic) == {0: (-1, ""), 1: (42, "meta")}
     if version >= 2:  # null topics: all of the group's offsets
-        assert fetch_offsets(client, version, group, None) == {1: (42, "meta")}
+        assert fetch_offsets(client, version, group, topic, None) == {1: (42, "meta")}
+
+
+def test_offset_fetch_v10_unknown_and_deleted_topic_ids(client: WireClient, topic: str) -> None:
+    """By id, an unknown id is an error on each of its partitions (by name it is only "no
+    offset"), and a null topic list leaves out committed topics that no longer exist."""
+    group, gone = unique("fetch10"), unique("gone")
+    assert call(client, ApiKey.CREATE_TOPICS, 7, timeout=10000, validate_only=False, topics=[
+        {"name": gone, "num_partitions": 1, "replication_factor": 1, "assignments": [],
+         "configs": []}]).topics[0].error_code == NONE
+    gone_id = topic_id(client, gone)
+    commit = [{"name": t, "partitions": [{"partition_index": 0, "committed_offset": 5,
+                                          "committed_leader_epoch": -1,
+                                          "committed_metadata": ""}]} for t in (topic, gone)]
+    assert call(client, ApiKey.OFFSET_COMMIT, 9, group_id=group,
+                generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                topics=commit).topics[1].partitions[0].error_code == NONE
+    assert call(client, ApiKey.DELETE_TOPICS, 6, timeout=10000,
+                topics=[{"name": gone, "topic_id": None}]).responses[0].error_code == NONE
+    unknown = uuid.uuid4()
+
+    def fetch(version: int, topics: list[dict[str, Any]] | None) -> Any:
+        (g,) = call(client, ApiKey.OFFSET_FETCH, version, require_stable=False,
+                    groups=[{"group_id": group, "topics": topics}]).groups
+        assert g.error_code == NONE
+        return [(t.topic_id if version >= 10 else t.name,
+                 [(p.partition_index, p.committed_offset, p.error_code) for p in t.partitions])
+                for t in g.topics]
+
+    mine = topic_id(client, topic)
+    assert fetch(10, [{"topic_id": unknown, "partition_indexes": [0, 1]},
+                      {"topic_id": mine, "partition_indexes": [0, 1]},
+                      {"topic_id": gone_id, "partition_indexes": [0]}]) == [
+        (unknown, [(0, -1, ErrorCode.unknown_topic_id), (1, -1, ErrorCode.unknown_topic_id)]),
+        (mine, [(0, 5, NONE), (1, -1, NONE)]),
+        (gone_id, [(0, -1, ErrorCode.unknown_topic_id)])]
+    assert fetch(10, None) == [(mine, [(0, 5, NONE)])]
 
 
 def test_offset_fetch_v8_several_groups(client: WireClient, topic: str) -> None:

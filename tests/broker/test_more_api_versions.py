@@ -106,11 +106,25 @@ def test_api_versions(client: WireClient, version: int) -> None:
     assert [k.api_key for k in resp.api_keys] == sorted(served)
     if version >= 1:
         assert resp.throttle_time.total_seconds() == 0
-    if version >= 3:
-        refused = call(client, ApiKey.API_VERSIONS, version,
-                       **{**fields, "client_software_name": "bad name"})
-        assert refused.error_code == ErrorCode.invalid_request
-        assert refused.api_keys == resp.api_keys
+    if version < 3:
+        assert not hasattr(resp, "finalized_features")  # the features are tagged fields of v3+
+        return
+    # Kafka 4.3's shape: a finalized level is min = max = level; v3 leaves out a supported
+    # range starting at 0, v4 lists it (KAFKA-17011).
+    assert [(f.name, f.min_version_level, f.max_version_level)
+            for f in resp.finalized_features] == [("group.version", 1, 1)]
+    supported = {f.name: (f.min_version, f.max_version) for f in resp.supported_features}
+    assert supported == ({} if version == 3 else {
+        "group.version": (0, 1), "share.version": (0, 0), "transaction.version": (0, 0)})
+    again = call(client, ApiKey.API_VERSIONS, version, **fields)
+    assert resp.finalized_features_epoch >= 0
+    assert again.finalized_features_epoch == resp.finalized_features_epoch
+    refused = call(client, ApiKey.API_VERSIONS, version,
+                   **{**fields, "client_software_name": "bad name"})
+    assert refused.error_code == ErrorCode.invalid_request
+    assert refused.api_keys == resp.api_keys
+    assert (refused.supported_features, refused.finalized_features,
+            refused.finalized_features_epoch) == ((), (), -1)  # as Kafka's error answers
 
 
 def heartbeat(c: WireClient, version: int, group: str, member_id: str, epoch: int,

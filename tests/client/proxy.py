@@ -41,6 +41,14 @@ def read_frame(sock: socket.socket) -> bytes | None:
     return head + bytes(body)
 
 
+def _client_id(frame: bytes) -> str | None:
+    """The request header's client id (a nullable int16-length string at every version)."""
+    if len(frame) < 14:
+        return None
+    (size,) = struct.unpack_from(">h", frame, 12)
+    return None if size < 0 else frame[14:14 + size].decode("utf-8", "replace")
+
+
 def shut(*socks: socket.socket) -> None:
     for s in socks:
         with contextlib.suppress(OSError):
@@ -145,6 +153,7 @@ class FaultProxy:
     ``inject(api, f1, f2, ...)`` applies ``f1`` to the next request of ``api``, ``f2`` to
     the one after, and so on; ``always(api, rule)`` applies ``rule`` to every request of
     ``api`` until it is cleared with ``always(api, None)``. ``seen[api]`` counts requests,
+    ``versions[(api, version, client_id)]`` counts them by version and client,
     ``pending(api)`` the injected faults not used yet, and ``fired`` lists the faults
     applied, in order, as ``(api, fault)``.
     """
@@ -152,6 +161,7 @@ class FaultProxy:
     def __init__(self) -> None:
         self.target: tuple[str, int] | None = None
         self.seen: collections.Counter[int] = collections.Counter()
+        self.versions: collections.Counter[tuple[int, int, str | None]] = collections.Counter()
         self.fired: list[tuple[ApiKey, Fault]] = []
         self._once: dict[int, collections.deque[Rule]] = collections.defaultdict(
             collections.deque)
@@ -239,6 +249,8 @@ class FaultProxy:
         with contextlib.suppress(OSError):
             while (frame := read_frame(link.client)) is not None:
                 api, version, corr = struct.unpack_from(">hhi", frame, 4)
+                with self._lock:
+                    self.versions[(api, version, _client_id(frame))] += 1
                 rule = self._rule_for(api)
                 request = None
                 if callable(rule) or api == ApiKey.PRODUCE:

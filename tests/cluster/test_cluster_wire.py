@@ -268,3 +268,45 @@ def test_describe_cluster_lists_the_live_nodes(cluster: Cluster) -> None:  # noq
     for i in (2, 3):
         wait_until(lambda i=i: described(cluster.nodes[i]) == (rest, 2), 20,
                    f"node {i} listing nodes 2 and 3")
+
+
+def test_offsets_by_topic_id_on_a_node_that_did_not_create_the_topic(
+        cluster: Cluster) -> None:  # noqa: F811
+    """OffsetCommit and OffsetFetch v10 name topics by id: a coordinator node resolves the
+    id of a topic another node created a moment ago (its view may trail the database: an
+    unknown id makes it read the topics again), and an id no node knows is
+    UNKNOWN_TOPIC_ID."""
+    import uuid
+
+    from samsa.protocol.api_keys import ApiKey
+    from tests.broker.test_group_api_versions import call
+
+    shards = leases(cluster.dsn)
+    owners = {g: shards[("__consumer_offsets", partition_for(g, 6))][0]
+              for g in (f"gid{i}" for i in range(50))}
+    group, node = next((g, n) for g, n in owners.items() if n is not None and n != 1)
+    owner = cluster.nodes[node]
+    creator = WireClient(cluster.nodes[1].bootstrap)
+    c = WireClient(owner.bootstrap)
+    try:
+        (made,) = call(creator, ApiKey.CREATE_TOPICS, 7, timeout=10000, validate_only=False,
+                       topics=[{"name": "by-id", "num_partitions": 2, "replication_factor": 1,
+                                "assignments": [], "configs": []}]).topics
+        assert made.error_code == ErrorCode.none
+        unknown = uuid.uuid4()
+        resp = call(c, ApiKey.OFFSET_COMMIT, 10, group_id=group,
+                    generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                    topics=[{"topic_id": tid, "partitions": [
+                        {"partition_index": 1, "committed_offset": 7,
+                         "committed_leader_epoch": -1, "committed_metadata": "m"}]}
+                        for tid in (made.topic_id, unknown)])
+        assert [(t.topic_id, t.partitions[0].error_code) for t in resp.topics] == [
+            (made.topic_id, ErrorCode.none), (unknown, ErrorCode.unknown_topic_id)]
+        (g,) = call(c, ApiKey.OFFSET_FETCH, 10, require_stable=False, groups=[
+            {"group_id": group, "topics": None}]).groups
+        assert [(t.topic_id, [(p.partition_index, p.committed_offset, p.metadata)
+                              for p in t.partitions]) for t in g.topics] == [
+            (made.topic_id, [(1, 7, "m")])]
+    finally:
+        creator.close()
+        c.close()

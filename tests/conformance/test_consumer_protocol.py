@@ -283,8 +283,10 @@ def _member_epoch(bootstrap: str, group: str, member_id: str) -> int:
 
 def test_consumer_protocol_off_is_not_advertised(tmp_path: Path) -> None:
     """Without ``consumer`` in group.coordinator.rebalance.protocols, ApiVersions hides
-    ConsumerGroupHeartbeat and ConsumerGroupDescribe, and librdkafka gets no assignment."""
-    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+    ConsumerGroupHeartbeat and ConsumerGroupDescribe and group.version is not finalized
+    (level 0, left out as Kafka leaves out a level-0 feature; still supported 0-1), and
+    librdkafka gets no assignment."""
+    from kio.schema.api_versions.v4.request import ApiVersionsRequest
 
     from tests.wire import WireClient
 
@@ -293,12 +295,15 @@ def test_consumer_protocol_off_is_not_advertised(tmp_path: Path) -> None:
     try:
         c = WireClient(proc.bootstrap)
         try:
-            resp = c.call(18, 3, ApiVersionsRequest(client_software_name="t",
+            resp = c.call(18, 4, ApiVersionsRequest(client_software_name="t",
                                                     client_software_version="1"))
         finally:
             c.close()
         keys = {int(k.api_key) for k in resp.api_keys}
         assert 68 not in keys and 69 not in keys and 11 in keys
+        assert resp.finalized_features == () and resp.finalized_features_epoch >= 0
+        assert {(f.name, f.min_version, f.max_version) for f in resp.supported_features} >= {
+            ("group.version", 0, 1)}
         topic = unique("off")
         create_topic(proc.bootstrap, topic, 1)
         m = CpMember(proc.bootstrap, unique("g"), "m").subscribe([topic])

@@ -242,3 +242,50 @@ def test_broker_restart_under_a_live_group(restart_broker: BrokerProcess,
     for m in members:
         assert [e for e in m.errors() if e.get("fatal")] == []
         m.close()
+
+
+def test_commits_and_fetches_by_topic_id(tmp_path: Path, java: JavaKit) -> None:
+    """The Java 4.3 consumer commits (OffsetCommit v10) and fetches its committed offsets
+    (OffsetFetch v10) by topic id once the broker serves v10, as against Kafka 4.1+: a
+    proxy that every connection goes through (the broker advertises its port) sees the
+    versions on the wire. The commits round-trip: a second member resumes exactly after
+    them."""
+    from samsa.protocol.api_keys import ApiKey
+    from tests.client.proxy import FaultProxy
+
+    proxy = FaultProxy()
+    proc = BrokerProcess(tmp_path / "data", {**BROKER_CONFIG,
+                                             "advertised.port": str(proxy.port)}).start()
+    proxy.start(("127.0.0.1", proc.port))
+    members: list[JavaCpMember] = []
+    try:
+        bootstrap = proxy.address
+        topic, group = unique("jid"), unique("g")
+        create_topic(bootstrap, topic, 2)
+        first = {v.decode() for v in produce(bootstrap, topic, 2, 4, "a")}
+        a = JavaCpMember(java, bootstrap, group, topic, "java-a")
+        members.append(a)
+        settle([a], tps_of(topic, 2), counts=[2])
+        wait_until(lambda: first <= _consumed([a]), what="a consumed the first records")
+        ends = end_offsets(bootstrap, topic, 2)
+        _commit_to_ends([a], bootstrap, group, ends)
+        a.close()
+        second = {v.decode() for v in produce(bootstrap, topic, 2, 3, "b")}
+        b = JavaCpMember(java, bootstrap, group, topic, "java-b")
+        members.append(b)
+        wait_until(lambda: second <= _consumed([b]), what="b consumed the new records")
+        assert set(b.values()) == second  # it started at a's commits, fetched by id
+
+        def versions(api: int, client: str) -> set[int]:
+            return {v for (k, v, c), n in proxy.versions.items() if k == api and c == client}
+
+        assert versions(ApiKey.OFFSET_COMMIT, "java-a") == {10}
+        assert versions(ApiKey.OFFSET_FETCH, "java-b") == {10}
+        assert versions(ApiKey.API_VERSIONS, "java-a") == {4}
+        assert a.errors() == [] and b.errors() == []
+    finally:
+        for m in members:
+            if not m.closed:
+                m.kill()
+        proxy.close()
+        assert proc.stop() == 0

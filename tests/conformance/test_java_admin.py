@@ -120,3 +120,21 @@ def test_admin_on_a_live_and_an_empty_group(broker: BrokerProcess, java: JavaKit
     finally:
         rm.close()
         admin.close()
+
+
+def test_describe_features(broker: BrokerProcess, java: JavaKit) -> None:
+    """Admin.describeFeatures (ApiVersions v4) sees what Kafka 4.3 would report of a broker
+    serving consumer groups and neither share groups nor transactions."""
+    from samsa.client import Admin
+
+    with Admin(broker.bootstrap) as samsa_admin:
+        epoch = samsa_admin.describe_features().finalized_epoch
+    admin = java.start("AdminDriver", broker.bootstrap)
+    try:
+        reply = ok(admin, "describe-features")
+    finally:
+        admin.close()
+    assert reply["finalized"] == {"group.version": [1, 1]}
+    assert reply["supported"] == {"group.version": [0, 1], "share.version": [0, 0],
+                                  "transaction.version": [0, 0]}
+    assert reply["epoch"] == epoch and epoch is not None

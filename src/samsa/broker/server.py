@@ -71,6 +71,8 @@ class Broker:
         self.groups = GroupRuntime(self)
         self.handlers: dict[int, tuple[tuple[int, int], Handler]] = registry()
         self.supported = {key: versions for key, (versions, _) in self.handlers.items()}
+        self.features_epoch = now_ms()
+        """FinalizedFeaturesEpoch of ApiVersions: the start time (see samsa.broker.features)."""
         self._server: asyncio.Server | None = None
         self.connections: set[Connection] = set()
         self._tasks: list[asyncio.Task[None]] = []

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from samsa.cli import cluster, configs, consume, groups, produce, serve, topics
+from samsa.cli import cluster, configs, consume, features, groups, produce, serve, topics
 from samsa.cli.errors import CliError
 
 HINTS = {
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_parser(sub)
     groups.add_parser(sub)
     configs.add_parser(sub)
+    features.add_parser(sub)
     cluster.add_parser(sub)
     return parser
 

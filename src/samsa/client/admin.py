@@ -18,7 +18,7 @@ from samsa.client.metadata import Metadata
 from samsa.client.net import ApiKey, NetworkClient
 from samsa.client.offsets import EARLIEST, LATEST, list_offsets
 
-__all__ = ["Admin", "ConfigEntry", "GroupDescription", "MemberDescription"]
+__all__ = ["Admin", "ConfigEntry", "FeatureMetadata", "GroupDescription", "MemberDescription"]
 
 _ids = itertools.count(1)
 _COORDINATOR_RETRY = frozenset({ErrorCode.coordinator_load_in_progress,
@@ -70,6 +70,19 @@ class GroupDescription:
     #: consumer groups only: the group epoch and the target assignment's epoch
     group_epoch: int = -1
     assignment_epoch: int = -1
+
+
+@dataclass(frozen=True)
+class FeatureMetadata:
+    """A broker's cluster features (KIP-584), as Java's ``Admin.describeFeatures`` gives
+    them."""
+
+    finalized: dict[str, int]
+    """Feature -> the level the cluster runs (a feature that is off, level 0, is absent)."""
+    finalized_epoch: int | None
+    """The features' epoch; None when the broker does not know it (-1 on the wire)."""
+    supported: dict[str, tuple[int, int]]
+    """Feature -> (min, max) level the broker can run."""
 
 
 class Admin:
@@ -284,11 +297,29 @@ class Admin:
             raise error_for(int(resp.error_code), "ListGroups")
         return {g.group_id: getattr(g, "group_state", "") for g in resp.groups}
 
+    def _api_versions(self) -> Any:
+        """One broker's ApiVersions answer (v4 where served; v3 lists fewer features)."""
+        resp = self._any(ApiKey.API_VERSIONS, {"client_software_name": "samsa",
+                                               "client_software_version": "0"})
+        if int(resp.error_code):
+            raise error_for(int(resp.error_code), "ApiVersions")
+        return resp
+
+    def describe_features(self) -> FeatureMetadata:
+        """The supported and finalized features of a broker (``kafka-features describe``)."""
+        resp = self._api_versions()
+        epoch = int(getattr(resp, "finalized_features_epoch", -1))
+        return FeatureMetadata(
+            finalized={f.name: int(f.max_version_level)
+                       for f in getattr(resp, "finalized_features", ())},
+            finalized_epoch=epoch if epoch >= 0 else None,
+            supported={f.name: (int(f.min_version), int(f.max_version))
+                       for f in getattr(resp, "supported_features", ())})
+
     def _consumer_describe_version(self) -> int:
         """The ConsumerGroupDescribe version to use (-1 when the broker has none)."""
         if self._consumer_describe is None:
-            resp = self._any(ApiKey.API_VERSIONS, {"client_software_name": "samsa",
-                                                   "client_software_version": "0"})
+            resp = self._api_versions()
             ranges = {int(k.api_key): int(k.max_version) for k in resp.api_keys}
             top = ranges.get(ApiKey.CONSUMER_GROUP_DESCRIBE)
             self._consumer_describe = -1 if top is None else min(top, 1)

@@ -50,7 +50,7 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     ApiKey.SYNC_GROUP: 5,
     ApiKey.DESCRIBE_GROUPS: 5,
     ApiKey.LIST_GROUPS: 4,
-    ApiKey.API_VERSIONS: 3,
+    ApiKey.API_VERSIONS: 4,  # v4 lists supported features whose minimum level is 0
     ApiKey.CREATE_TOPICS: 7,
     ApiKey.DELETE_TOPICS: 5,
     ApiKey.INIT_PRODUCER_ID: 4,

@@ -15,7 +15,10 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.ConsumerGroupListing;
+import org.apache.kafka.clients.admin.FeatureMetadata;
+import org.apache.kafka.clients.admin.FinalizedVersionRange;
 import org.apache.kafka.clients.admin.MemberDescription;
+import org.apache.kafka.clients.admin.SupportedVersionRange;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.TopicPartition;
@@ -32,6 +35,7 @@ import org.apache.kafka.common.TopicPartition;
  *   list-offsets GROUP          listConsumerGroupOffsets
  *   alter-offsets GROUP TP=OFFSET...   alterConsumerGroupOffsets (a result per partition)
  *   delete-offsets GROUP TP...  deleteConsumerGroupOffsets (a result per partition)
+ *   describe-features           describeFeatures (finalized and supported, epoch)
  *   exit
  * To add a command, add a method taking (Admin, words) and returning the reply's fields,
  * and register it in COMMANDS.
@@ -51,6 +55,7 @@ public final class AdminDriver {
         COMMANDS.put("list-offsets", AdminDriver::listOffsets);
         COMMANDS.put("alter-offsets", AdminDriver::alterOffsets);
         COMMANDS.put("delete-offsets", AdminDriver::deleteOffsets);
+        COMMANDS.put("describe-features", AdminDriver::describeFeatures);
     }
 
     public static void main(String[] args) throws Exception {
@@ -190,5 +195,22 @@ public final class AdminDriver {
             out.put(name(tp), error(result.partitionResult(tp)));
         }
         return Json.obj("errors", out, "all", error(result.all()));
+    }
+
+    static Map<String, Object> describeFeatures(Admin admin, List<String> words)
+            throws Exception {
+        FeatureMetadata m = get(admin.describeFeatures().featureMetadata());
+        Map<String, Object> finalized = new java.util.TreeMap<>();
+        for (Map.Entry<String, FinalizedVersionRange> e : m.finalizedFeatures().entrySet()) {
+            finalized.put(e.getKey(), List.of(e.getValue().minVersionLevel(),
+                    e.getValue().maxVersionLevel()));
+        }
+        Map<String, Object> supported = new java.util.TreeMap<>();
+        for (Map.Entry<String, SupportedVersionRange> e : m.supportedFeatures().entrySet()) {
+            supported.put(e.getKey(), List.of(e.getValue().minVersion(),
+                    e.getValue().maxVersion()));
+        }
+        return Json.obj("finalized", finalized, "supported", supported,
+                "epoch", m.finalizedFeaturesEpoch().orElse(null));
     }
 }

@@ -6,17 +6,19 @@ throttle_time; v5 drops retention_time; v6 committed_leader_epoch; v7 group_inst
 (a static member's commit is checked against it: FENCED_INSTANCE_ID); v8 flexible; v9 the
 same layout, but a member of a KIP-848 consumer group commits with its member epoch
 (STALE_MEMBER_EPOCH when it is not the member's; such a member committing below v9 gets
-UNSUPPORTED_VERSION). The answer is built as v8, typed.
+UNSUPPORTED_VERSION); v10 names topics by id only, in the request and the answer (Kafka
+4.1+): ids are resolved to names here, so the coordinator sees names at every version, and
+every partition of an id this broker does not know gets UNKNOWN_TOPIC_ID. The answer is
+built typed, as v8 (names) or v10 (ids).
 """
 
 from __future__ import annotations
 
+import uuid
+
 from kio.schema.errors import ErrorCode
-from kio.schema.offset_commit.v8.response import (
-    OffsetCommitResponse,
-    OffsetCommitResponsePartition,
-    OffsetCommitResponseTopic,
-)
+from kio.schema.offset_commit.v8 import response as v8
+from kio.schema.offset_commit.v10 import response as v10
 from kio.schema.types import TopicName
 from kio.static.primitive import i32
 
@@ -27,27 +29,40 @@ from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE, millis
 
 API_KEY = ApiKey.OFFSET_COMMIT
-VERSIONS = (2, 9)
+VERSIONS = (2, 10)
+TOPIC_IDS_VERSION = 10
+"""The first version naming topics by id (and no longer by name)."""
 
 
-async def handle(ctx: RequestContext) -> OffsetCommitResponse:
+async def handle(ctx: RequestContext) -> v8.OffsetCommitResponse | v10.OffsetCommitResponse:
     body = ctx.body
     topics = ctx.broker.topics
+    by_ids = ctx.version >= TOPIC_IDS_VERSION
     known: list[CommitTopic] = []
     errors: dict[tuple[str, int], int] = {}
-    order: list[tuple[str, list[int]]] = []
+    # (name, id, partitions) as asked; name None: an id this broker does not know
+    order: list[tuple[str | None, uuid.UUID | None, list[int]]] = []
     for t in body.topics:
+        indexes = [p.partition_index for p in t.partitions]
+        if by_ids:
+            topic = topics.by_id(t.topic_id) if t.topic_id else None
+            order.append((None if topic is None else topic.name, t.topic_id, indexes))
+            if topic is None:
+                continue
+            name = topic.name
+        else:
+            name = t.name
+            order.append((name, None, indexes))
         parts: list[CommitPartition] = []
-        order.append((t.name, [p.partition_index for p in t.partitions]))
         for p in t.partitions:
-            if topics.partition(t.name, p.partition_index) is None:
-                errors[(t.name, p.partition_index)] = ErrorCode.unknown_topic_or_partition
+            if topics.partition(name, p.partition_index) is None:
+                errors[(name, p.partition_index)] = ErrorCode.unknown_topic_or_partition
                 continue
             parts.append(CommitPartition(p.partition_index, p.committed_offset,
                                          getattr(p, "committed_leader_epoch", -1),
                                          p.committed_metadata))
         if parts:
-            known.append(CommitTopic(t.name, tuple(parts)))
+            known.append(CommitTopic(name, tuple(parts)))
     if known:
         retention = getattr(body, "retention_time", None)
         resp = await ctx.broker.groups.call(OffsetCommit(
@@ -57,12 +72,22 @@ async def handle(ctx: RequestContext) -> OffsetCommitResponse:
             retention_time_ms=millis(retention) if retention is not None else -1,
             api_version=ctx.version))
         assert isinstance(resp, co.OffsetCommitResponse)
-        for topic in resp.topics:
-            for pe in topic.partitions:
-                errors[(topic.name, pe.partition)] = pe.error_code
-    return OffsetCommitResponse(throttle_time=NO_THROTTLE, topics=tuple(
-        OffsetCommitResponseTopic(name=TopicName(name), partitions=tuple(
-            OffsetCommitResponsePartition(partition_index=i32(i),
-                                          error_code=ErrorCode(errors[(name, i)]))
+        for answered in resp.topics:
+            for pe in answered.partitions:
+                errors[(answered.name, pe.partition)] = pe.error_code
+
+    def error(name: str | None, index: int) -> ErrorCode:
+        return ErrorCode.unknown_topic_id if name is None else ErrorCode(errors[(name, index)])
+
+    if by_ids:
+        return v10.OffsetCommitResponse(throttle_time=NO_THROTTLE, topics=tuple(
+            v10.OffsetCommitResponseTopic(topic_id=tid, partitions=tuple(
+                v10.OffsetCommitResponsePartition(partition_index=i32(i),
+                                                  error_code=error(name, i))
+                for i in indexes))
+            for name, tid, indexes in order))
+    return v8.OffsetCommitResponse(throttle_time=NO_THROTTLE, topics=tuple(
+        v8.OffsetCommitResponseTopic(name=TopicName(name or ""), partitions=tuple(
+            v8.OffsetCommitResponsePartition(partition_index=i32(i), error_code=error(name, i))
             for i in indexes))
-        for name, indexes in order))
+        for name, _tid, indexes in order))
