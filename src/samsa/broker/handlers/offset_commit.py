@@ -1,5 +1,8 @@
 """OffsetCommit (key 8): store a group's committed offsets.
 
+Needs READ on the group (else every partition is GROUP_AUTHORIZATION_FAILED) and on each
+topic (else its partitions are TOPIC_AUTHORIZATION_FAILED).
+
 Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION without reaching the
 coordinator, as in Kafka. Versions: v2-4 retention_time (-1: the broker's default); v3
 throttle_time; v5 drops retention_time; v6 committed_leader_epoch; v7 group_instance_id
@@ -20,11 +23,13 @@ from kio.schema.offset_commit.v8.response import (
 from kio.schema.types import TopicName
 from kio.static.primitive import i32
 
+from samsa.broker import access
 from samsa.broker.context import RequestContext
 from samsa.coordinator import CommitPartition, CommitTopic, OffsetCommit
 from samsa.coordinator import responses as co
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE, millis
+from samsa.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.OFFSET_COMMIT
 VERSIONS = (2, 9)
@@ -36,10 +41,18 @@ async def handle(ctx: RequestContext) -> OffsetCommitResponse:
     known: list[CommitTopic] = []
     errors: dict[tuple[str, int], int] = {}
     order: list[tuple[str, list[int]]] = []
+    group_ok = access.allowed(ctx, AclOperation.READ, ResourceType.GROUP, body.group_id)
+    readable = access.allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC,
+                                    [t.name for t in body.topics]) if group_ok else set()
     for t in body.topics:
         parts: list[CommitPartition] = []
         order.append((t.name, [p.partition_index for p in t.partitions]))
         for p in t.partitions:
+            if t.name not in readable:
+                errors[(t.name, p.partition_index)] = (
+                    ErrorCode.topic_authorization_failed if group_ok
+                    else ErrorCode.group_authorization_failed)
+                continue
             if topics.partition(t.name, p.partition_index) is None:
                 errors[(t.name, p.partition_index)] = ErrorCode.unknown_topic_or_partition
                 continue
