@@ -1,16 +1,19 @@
 """``samsa acls``: add, list and remove ACLs, with the options of Kafka's ``kafka-acls.sh``.
 
-Online (``--bootstrap-server``) through CreateAcls, DescribeAcls and DeleteAcls; offline
-(``--data-dir DIR``, broker stopped) on the ACL file of a broker's data directory, to grant
-the first administrator before the broker starts with ``authorizer.class.name`` set.
+Online (``--bootstrap-server``) through CreateAcls, DescribeAcls and DeleteAcls; or
+directly on the ACLs' store, to grant the first administrator before the brokers start with
+``authorizer.class.name`` set: ``--data-dir DIR`` (the ACL file of a stopped broker's data
+directory) or ``--storage postgresql://...`` (a cluster's database; running nodes apply the
+change at once).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from samsa.cli.connect import add_client_options, open_admin
 from samsa.cli.errors import CliError
@@ -27,6 +30,8 @@ from samsa.security.acl import (
     ResourceType,
 )
 from samsa.security.authorizer import Authorizer, FileAclStore
+
+R = TypeVar("R")
 
 Op = AclOperation
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
@@ -100,8 +105,11 @@ def _entries(c: argparse.ArgumentParser) -> None:
 
 def _options(c: argparse.ArgumentParser) -> None:
     add_client_options(c)
-    c.add_argument("--data-dir", type=Path, metavar="DIR",
-                   help="work on the ACL file of a stopped broker's data directory instead")
+    direct = c.add_mutually_exclusive_group()
+    direct.add_argument("--data-dir", type=Path, metavar="DIR",
+                        help="work on the ACL file of a stopped broker's data directory")
+    direct.add_argument("--storage", metavar="URL",
+                        help="work on the ACLs of a cluster's database (postgresql://...)")
 
 
 def _named(args: argparse.Namespace) -> list[tuple[ResourceType, str]]:
@@ -161,7 +169,9 @@ def bindings_to_add(args: argparse.Namespace) -> list[AclBinding]:
         for rtype, name, op in wanted:
             for principal in principals:
                 for host in hosts:
-                    b = AclBinding(rtype, name, pattern, principal, host or WILDCARD, op, perm)
+                    b = AclBinding(rtype, name, PatternType.LITERAL if rtype ==
+                                   ResourceType.CLUSTER else pattern, principal,
+                                   host or WILDCARD, op, perm)
                     if b not in out:
                         out.append(b)
     return out
@@ -201,15 +211,42 @@ def _print(args: argparse.Namespace, acls: list[AclBinding], verb: str) -> None:
                             ("pattern_type", "PATTERN")], empty="No ACLs.")
 
 
-def _offline(data_dir: Path) -> Authorizer:
-    if not data_dir.is_dir():
-        raise CliError(f"--data-dir: {data_dir} is not a directory", 2)
-    authorizer = Authorizer(FileAclStore(data_dir))
+def _direct(args: argparse.Namespace, work: Callable[[Authorizer], Awaitable[R]]
+            ) -> R | None:
+    """``work`` on an authorizer over the ACL store itself (``--data-dir``, ``--storage``);
+    None when neither is given (the broker is asked instead)."""
+    if args.data_dir is not None:
+        if not args.data_dir.is_dir():
+            raise CliError(f"--data-dir: {args.data_dir} is not a directory", 2)
+        return asyncio.run(_on(Authorizer(FileAclStore(args.data_dir)), work))
+    if args.storage is None:
+        return None
+    from samsa.storage.pg.acls import PgAclStore
+    from samsa.storage.pg.engine import PgEngine
+
+    engine = PgEngine(args.storage, node_id=-1)
     try:
-        asyncio.run(authorizer.load())
+        engine.open()
+    except Exception as exc:
+        engine.close()
+        raise CliError(f"--storage: cannot open {args.storage}: {exc}") from None
+    try:
+        return asyncio.run(_on(Authorizer(PgAclStore(engine)), work))
+    finally:
+        engine.close()
+
+
+async def _on(authorizer: Authorizer, work: Callable[[Authorizer], Awaitable[R]]) -> R:
+    try:
+        await authorizer.load()
     except OSError as exc:
         raise CliError(str(exc)) from None
-    return authorizer
+    return await work(authorizer)
+
+
+async def _describe(authorizer: Authorizer, filters: list[AclBindingFilter]
+                    ) -> set[AclBinding]:
+    return {b for f in filters for b in authorizer.describe(f)}
 
 
 def run_add(args: argparse.Namespace) -> int:
@@ -219,9 +256,7 @@ def run_add(args: argparse.Namespace) -> int:
             b.validate()
         except InvalidAcl as exc:
             raise CliError(f"{exc}: {b}", 2) from None
-    if args.data_dir is not None:
-        asyncio.run(_offline(args.data_dir).create(acls))
-    else:
+    if _direct(args, lambda a: a.create(acls)) is None:
         with open_admin(args) as admin:
             admin.create_acls(acls)
     _print(args, sorted(acls), "Added")
@@ -230,10 +265,8 @@ def run_add(args: argparse.Namespace) -> int:
 
 def run_list(args: argparse.Namespace) -> int:
     filters = filters_of(args, list_all=True)
-    if args.data_dir is not None:
-        authorizer = _offline(args.data_dir)
-        found = {b for f in filters for b in authorizer.describe(f)}
-    else:
+    found = _direct(args, lambda a: _describe(a, filters))
+    if found is None:
         with open_admin(args) as admin:
             found = {b for f in filters for b in admin.describe_acls(f)}
     _print(args, sorted(found), "")
@@ -242,8 +275,8 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_remove(args: argparse.Namespace) -> int:
     filters = filters_of(args, list_all=False)
-    if args.data_dir is not None:
-        removed = asyncio.run(_offline(args.data_dir).delete(filters))
+    removed = _direct(args, lambda a: a.delete(filters))
+    if removed is not None:
         gone = sorted({b for found in removed for b in found})
     else:
         with open_admin(args) as admin:
