@@ -15,7 +15,8 @@ decides it:
 
 :class:`AclIndex` keeps the ACLs by resource type, then pattern name, then principal, and
 the distinct lengths of PREFIXED names, so a decision reads a few dictionary entries per
-prefix length of the name, never every ACL. ACLs persist in an :class:`AclStore` (a file
+prefix length of the name, never every ACL; decisions are remembered until the ACLs change
+(clients repeat the same few actions on every request). ACLs persist in an :class:`AclStore` (a file
 in the data directory, or PostgreSQL for a cluster: :mod:`samsa.storage.pg.acls`); every
 node keeps the whole set in memory and reloads it when the store's version moved.
 """
@@ -258,9 +259,22 @@ class Authorizer:
         self.store = store
         self.super_users = super_users
         self.allow_if_no_acls = allow_if_no_acls
-        self.index = AclIndex()
+        self._index = AclIndex()
+        self._decisions: dict[tuple[str, str, int, int, str], bool] = {}
         self.version = -1
         self.denials = DenialLog()
+
+    DECISIONS = 20_000
+    """Decisions remembered at most (all are forgotten when full, and on every change)."""
+
+    @property
+    def index(self) -> AclIndex:
+        return self._index
+
+    @index.setter
+    def index(self, index: AclIndex) -> None:
+        self._index = index
+        self._decisions.clear()
 
     # -- decisions ------------------------------------------------------------------------
     def authorize(self, principal: str, host: str, op: AclOperation, rtype: ResourceType,
@@ -268,8 +282,19 @@ class Authorizer:
         """May ``principal`` connected from ``host`` do ``op`` on resource ``name``?"""
         if principal in self.super_users:
             return True
+        key = (principal, host, op, rtype, name)
+        known = self._decisions.get(key)
+        if known is None:
+            known = self._decide(principal, host, op, rtype, name)
+            if len(self._decisions) >= self.DECISIONS:
+                self._decisions.clear()
+            self._decisions[key] = known
+        return known
+
+    def _decide(self, principal: str, host: str, op: AclOperation, rtype: ResourceType,
+                name: str) -> bool:
         covered = allowed = False
-        for bucket in self.index.covering(rtype, name):
+        for bucket in self._index.covering(rtype, name):
             covered = True
             for who in (principal, WILDCARD_PRINCIPAL):
                 for acl in bucket.get(who, ()):
@@ -368,6 +393,7 @@ class Authorizer:
 
     def _changed(self, version: int, added: Iterable[AclBinding],
                  removed: Iterable[AclBinding]) -> None:
+        self._decisions.clear()
         for b in added:
             self.index.add(b)
         for b in removed:
