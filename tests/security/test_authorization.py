@@ -362,8 +362,7 @@ def test_metadata_and_list_groups_show_only_what_may_be_described(
         assert [(g.group_id, g.error_code) for g in fetched.groups] == [
             (hidden_group, E.group_authorization_failed), (case.group, NONE)]
         assert [t.name for t in fetched.groups[1].topics] == [case.topic]
-        everyone = [AclBinding(C, CLUSTER_NAME, PatternType.LITERAL, SUBJECT, SUBJECT_HOST,
-                               Op.DESCRIBE, ALLOW)]
+        everyone = [subject_acl(case, (C, Op.DESCRIBE))]
         grant(admin, everyone)
         listed = call(subject, ApiKey.LIST_GROUPS, 5, states_filter=[], types_filter=[])
         assert {case.group, hidden_group} <= {g.group_id for g in listed.groups}
@@ -422,8 +421,7 @@ def test_authorized_operations(admin: WireClient, subject: WireClient) -> None:
                    include_cluster_authorized_operations=True,
                    include_topic_authorized_operations=False)
         assert old.cluster_authorized_operations == 0
-        on_cluster = [AclBinding(C, CLUSTER_NAME, PatternType.LITERAL, SUBJECT, SUBJECT_HOST,
-                                 op, ALLOW) for op in (Op.DESCRIBE, Op.CREATE)]
+        on_cluster = [subject_acl(case, (C, op)) for op in (Op.DESCRIBE, Op.CREATE)]
         grant(admin, on_cluster)
         cluster = call(subject, ApiKey.DESCRIBE_CLUSTER, 1, endpoint_type=1,
                        include_cluster_authorized_operations=True)
