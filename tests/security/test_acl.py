@@ -336,3 +336,19 @@ def test_index_decides_as_a_scan(acls: list[AclBinding], removed: int, principal
     a.index = index
     assert a.authorize(principal, host, op, rtype, name) == reference(
         kept, principal, host, op, rtype, name, allow_if_none)
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"authorizer.class.name": "com.example.MyAuthorizer"}, "unknown authorizer"),
+    ({"super.users": "admin"}, "super.users"),
+])
+def test_authorizer_settings_are_checked(overrides: dict[str, str], message: str) -> None:
+    from samsa.broker.config import BrokerConfig, ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        BrokerConfig.create(overrides=overrides)
+    for name in ("org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                 "kafka.security.authorizer.AclAuthorizer"):
+        config = BrokerConfig.create(overrides={"authorizer.class.name": name,
+                                                "super.users": "User:a;User:b"})
+        assert config["authorizer.class.name"] == name

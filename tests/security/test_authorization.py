@@ -391,6 +391,10 @@ def test_offsets_of_all_topics_show_only_describable_ones(admin: WireClient,
         found = {t.name: (t.partitions[0].error_code, t.partitions[0].committed_offset)
                  for t in asked.topics}
         assert found == {other: (E.topic_authorization_failed, -1), case.topic: (NONE, 1)}
+        v1 = call(subject, ApiKey.OFFSET_FETCH, 1, group_id=unique("g"),
+                  topics=[{"name": case.topic, "partition_indexes": [0, 1]}])
+        assert [(p.partition_index, p.error_code) for p in v1.topics[0].partitions] == [
+            (0, E.group_authorization_failed), (1, E.group_authorization_failed)]
     finally:
         revoke(admin, acls)
 

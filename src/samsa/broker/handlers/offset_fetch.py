@@ -3,6 +3,7 @@
 Needs DESCRIBE on each group (else GROUP_AUTHORIZATION_FAILED) and on each topic: a topic
 asked for that the caller may not describe gets TOPIC_AUTHORIZATION_FAILED, and of a
 group's offsets (topics null) only those of describable topics are answered, as in Kafka.
+v1 has no group error: a group's error is each partition's.
 
 Versions: v2 topics may be null (all of the group's offsets) and a top-level error code;
 v3 throttle_time; v5 committed_leader_epoch; v6 flexible; v7 require_stable; v8 several
@@ -84,7 +85,11 @@ async def _fetch_authorized(ctx: RequestContext, event: OffsetFetch) -> co.Offse
     assert isinstance(resp, co.OffsetFetchResponse)
     groups = []
     for request, g in zip(event.groups, resp.groups, strict=True):
-        if g.error_code:
+        if g.error_code and ctx.version < 2 and request.topics:  # v1 has no group error
+            groups.append(replace(g, topics=tuple(co.FetchedTopic(t.name, tuple(
+                co.FetchedPartition(p, error_code=g.error_code) for p in t.partitions))
+                for t in request.topics)))
+        elif g.error_code:
             groups.append(g)
         elif request.topics is None:  # all of them: only the describable ones
             names = access.allowed_names(ctx, describe, topic, {t.name for t in g.topics})
