@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from functools import partial
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -94,6 +94,19 @@ def allowed_names(ctx: RequestContext, op: AclOperation, rtype: ResourceType,
     if ctx.broker.authorizer is None:
         return set(names)
     return {n for n in set(names) if allowed(ctx, op, rtype, n, log=log)}
+
+
+def _always(name: str) -> bool:
+    return True
+
+
+def checker(ctx: RequestContext, op: AclOperation, rtype: ResourceType
+            ) -> Callable[[str], bool]:
+    """``allowed(ctx, op, rtype, name)`` as a function of the name, each name decided once
+    (a request asked again and again, as a long-polling Fetch)."""
+    if ctx.broker.authorizer is None:
+        return _always
+    return cache(lambda name: allowed(ctx, op, rtype, name))
 
 
 def allowed_any(ctx: RequestContext, op: AclOperation, rtype: ResourceType) -> bool:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -133,8 +132,7 @@ def _group(wants: list[_Want], results: list[dict[str, Any]], version: int) -> l
 
 async def handle(ctx: RequestContext) -> Any:
     body = ctx.body
-    readable = cache(lambda name: access.allowed(ctx, AclOperation.READ, ResourceType.TOPIC,
-                                                 name))
+    readable = access.checker(ctx, AclOperation.READ, ResourceType.TOPIC)
     wants = _wants(ctx, readable)
     max_bytes = body.max_bytes
     results, total = _read(wants, max_bytes)
