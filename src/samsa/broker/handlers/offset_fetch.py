@@ -77,7 +77,7 @@ async def _fetch_authorized(ctx: RequestContext, event: OffsetFetch) -> co.Offse
     describe, topic = AclOperation.DESCRIBE, ResourceType.TOPIC
     asked = {t.name for g in event.groups for t in g.topics or ()}
     hidden = asked - access.allowed_names(ctx, describe, topic, asked)
-    shown = replace(event, groups=tuple(
+    shown = event if not hidden else replace(event, groups=tuple(
         g if g.topics is None else replace(
             g, topics=tuple(t for t in g.topics if t.name not in hidden))
         for g in event.groups))
@@ -86,17 +86,18 @@ async def _fetch_authorized(ctx: RequestContext, event: OffsetFetch) -> co.Offse
     groups = []
     for request, g in zip(event.groups, resp.groups, strict=True):
         if g.error_code and ctx.version < 2 and request.topics:  # v1 has no group error
-            groups.append(replace(g, topics=tuple(co.FetchedTopic(t.name, tuple(
+            g = replace(g, topics=tuple(co.FetchedTopic(t.name, tuple(
                 co.FetchedPartition(p, error_code=g.error_code) for p in t.partitions))
-                for t in request.topics)))
+                for t in request.topics))
         elif g.error_code:
-            groups.append(g)
+            pass
         elif request.topics is None:  # all of them: only the describable ones
             names = access.allowed_names(ctx, describe, topic, {t.name for t in g.topics})
-            groups.append(replace(g, topics=tuple(t for t in g.topics if t.name in names)))
-        else:
-            refused = tuple(co.FetchedTopic(t.name, tuple(
+            if len(names) < len({t.name for t in g.topics}):
+                g = replace(g, topics=tuple(t for t in g.topics if t.name in names))
+        elif hidden:
+            g = replace(g, topics=g.topics + tuple(co.FetchedTopic(t.name, tuple(
                 co.FetchedPartition(p, error_code=ErrorCode.topic_authorization_failed)
-                for p in t.partitions)) for t in request.topics if t.name in hidden)
-            groups.append(replace(g, topics=g.topics + refused))
+                for p in t.partitions)) for t in request.topics if t.name in hidden))
+        groups.append(g)
     return replace(resp, groups=tuple(groups))
