@@ -34,9 +34,7 @@ if TYPE_CHECKING:
     from samsa.broker.context import RequestContext
     from samsa.storage.pg.engine import PgEngine
 
-Op = AclOperation
 TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
-TRANSACTIONAL_ID = ResourceType.TRANSACTIONAL_ID
 
 NOT_REQUESTED = -(2**31)
 """The authorized-operations field of an answer that did not ask for them."""
@@ -179,11 +177,11 @@ async def call_group(ctx: RequestContext, event: Event, op: AclOperation) -> Res
         return await ctx.broker.groups.call(event)
     granted = tuple(g for g, yes in zip(groups, ok, strict=True) if yes)
     refused = tuple(g for g, yes in zip(groups, ok, strict=True) if not yes)
-    denied: Any = error_response(replace(several, groups=refused),
-                                 ErrorCode.group_authorization_failed)
+    refusal: Any = error_response(replace(several, groups=refused),
+                                  ErrorCode.group_authorization_failed)
     answer: Any = await ctx.broker.groups.call(replace(several, groups=granted)) if granted \
-        else denied
-    answered, refusals = iter(answer.groups if granted else ()), iter(denied.groups)
+        else refusal
+    answered, refusals = iter(answer.groups if granted else ()), iter(refusal.groups)
     merged: Response = replace(answer, groups=tuple(
         next(answered) if yes else next(refusals) for yes in ok))
     return merged

@@ -47,7 +47,8 @@ def _all(ctx: RequestContext, code: ErrorCode, message: str) -> CreateAclsRespon
 
 async def handle(ctx: RequestContext) -> CreateAclsResponse:
     if not access.cluster_allowed(ctx, AclOperation.ALTER):
-        return _all(ctx, ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
+        return _all(ctx, ErrorCode.cluster_authorization_failed,
+                    access.DENIED_MESSAGES[ErrorCode.cluster_authorization_failed])
     authorizer = ctx.broker.authorizer
     if authorizer is None:
         return _all(ctx, ErrorCode.security_disabled, NO_AUTHORIZER)

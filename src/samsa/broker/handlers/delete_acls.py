@@ -44,7 +44,8 @@ async def handle(ctx: RequestContext) -> DeleteAclsResponse:
     filters = ctx.body.filters
     if not access.cluster_allowed(ctx, AclOperation.ALTER):
         return DeleteAclsResponse(throttle_time=NO_THROTTLE, filter_results=tuple(
-            _result(ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
+            _result(ErrorCode.cluster_authorization_failed,
+                    access.DENIED_MESSAGES[ErrorCode.cluster_authorization_failed])
             for _ in filters))
     authorizer = ctx.broker.authorizer
     if authorizer is None:

@@ -55,7 +55,8 @@ def _error(code: ErrorCode, message: str) -> DescribeAclsResponse:
 
 async def handle(ctx: RequestContext) -> DescribeAclsResponse:
     if not access.cluster_allowed(ctx, AclOperation.DESCRIBE):
-        return _error(ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
+        return _error(ErrorCode.cluster_authorization_failed,
+                      access.DENIED_MESSAGES[ErrorCode.cluster_authorization_failed])
     authorizer = ctx.broker.authorizer
     if authorizer is None:
         return _error(ErrorCode.security_disabled, NO_AUTHORIZER)

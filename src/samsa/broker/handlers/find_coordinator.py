@@ -32,11 +32,12 @@ GROUP, TRANSACTION = 0, 1
 def _lookup(ctx: RequestContext, key: str, key_type: int) -> v4.Coordinator:
     if key_type == GROUP and not access.allowed(ctx, AclOperation.DESCRIBE,
                                                 ResourceType.GROUP, key):
-        return _error(key, ErrorCode.group_authorization_failed, "Group authorization failed.")
+        return _error(key, ErrorCode.group_authorization_failed,
+                      access.DENIED_MESSAGES[ErrorCode.group_authorization_failed])
     if key_type == TRANSACTION and not access.allowed(ctx, AclOperation.DESCRIBE,
                                                       ResourceType.TRANSACTIONAL_ID, key):
         return _error(key, ErrorCode.transactional_id_authorization_failed,
-                      "Transactional Id authorization failed.")
+                      access.DENIED_MESSAGES[ErrorCode.transactional_id_authorization_failed])
     if key_type == TRANSACTION:
         return _error(key, ErrorCode.invalid_request, "samsa does not support transactions")
     if key_type != GROUP:
