@@ -269,6 +269,8 @@ class Authorizer:
 
     @property
     def index(self) -> AclIndex:
+        """The ACLs, indexed (read it; change ACLs with :meth:`create` and :meth:`delete`,
+        which forget the remembered decisions)."""
         return self._index
 
     @index.setter
