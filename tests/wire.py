@@ -10,9 +10,12 @@ from samsa.protocol.codec import decode_response, encode_request
 
 
 class WireClient:
-    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 10.0, source: str | None = None) -> None:
+        """``source``: the local address to connect from (any of 127.0.0.0/8 on loopback;
+        the broker sees it as the client's host)."""
         host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout,
+                                             source_address=(source, 0) if source else None)
         self.correlation = 0
 
     def send_raw(self, data: bytes) -> None:

@@ -42,6 +42,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("default.replication.factor", int, 1, "Replication factor of auto-created topics."),
     Setting("auto.create.topics.enable", bool, True, "Create unknown topics on Metadata."),
     Setting("delete.topic.enable", bool, True, "Allow DeleteTopics."),
+    Setting("authorizer.class.name", str, "",
+            "Kafka's ACL authorizer (org.apache.kafka.metadata.authorizer.StandardAuthorizer); "
+            "unset: no authorization."),
+    Setting("super.users", str, "",
+            "Principals allowed everything, separated by ';' (User:admin;User:ops)."),
+    Setting("allow.everyone.if.no.acl.found", bool, False,
+            "Allow an action on a resource that no ACL covers."),
     Setting("socket.request.max.bytes", int, 104_857_600, "Largest request frame accepted."),
     Setting("message.max.bytes", int, 1_048_588, "Largest record batch accepted."),
     Setting("log.segment.bytes", int, 1_073_741_824, "Segment size before rolling."),
@@ -173,6 +180,7 @@ class BrokerConfig:
         ):
             raise ConfigError("log.message.timestamp.type: expected CreateTime or LogAppendTime")
         _check_group_settings(values)
+        _check_authorizer_settings(values)
         return cls(host=host, port=port, data_dir=Path(data_dir), values=values)
 
 
@@ -185,6 +193,21 @@ def _check_group_settings(values: Mapping[str, Any]) -> None:
         CoordinatorConfig.from_properties(values).validate()
     except InvalidCoordinatorConfig as exc:
         raise ConfigError(str(exc)) from None
+
+
+def _check_authorizer_settings(values: Mapping[str, Any]) -> None:
+    """A known ``authorizer.class.name`` and principals in ``super.users``."""
+    from samsa.security.acl import parse_super_users
+    from samsa.security.authorizer import AUTHORIZER_CLASSES
+
+    name = values.get("authorizer.class.name") or ""
+    if name and name not in AUTHORIZER_CLASSES:
+        raise ConfigError(f"authorizer.class.name: unknown authorizer {name!r}; samsa serves "
+                          + " and ".join(sorted(AUTHORIZER_CLASSES)) + " (Kafka's ACLs)")
+    try:
+        parse_super_users(values.get("super.users"))
+    except ValueError as exc:
+        raise ConfigError(f"super.users: {exc}") from None
 
 
 def parse_assignments(pairs: Iterable[str]) -> dict[str, str]:

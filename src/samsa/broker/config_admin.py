@@ -4,7 +4,8 @@ Follows Kafka's ConfigAdminManager (request checks) and ConfigurationControlMana
 (operations, validation, persistence). Each resource succeeds or fails as a whole; its error
 is the one Kafka answers: INVALID_REQUEST for malformed requests and for bad broker settings
 (KAFKA-13609), INVALID_CONFIG for bad topic and group configs, INVALID_TOPIC_EXCEPTION and
-UNKNOWN_TOPIC_OR_PARTITION for topic names. samsa has no alter-config policy plug-in, so
+UNKNOWN_TOPIC_OR_PARTITION for topic names; the caller's authorization is checked after
+the request's own checks. samsa has no alter-config policy plug-in, so
 POLICY_VIOLATION is never answered.
 """
 
@@ -53,9 +54,15 @@ Change = Callable[[dict[str, str]], dict[str, str]]
 """Turns a resource's current dynamic configs into the new ones."""
 
 
+Refusal = Callable[[int, str], "tuple[ErrorCode, str] | None"]
+"""The authorization of a resource: None, or the error and message refusing it."""
+
+
 def alter_all(broker: Broker, resources: Sequence[Any], validate_only: bool,
-              incremental: bool) -> list[dict[str, Any]]:
-    """Apply every resource of an (Incremental)AlterConfigs request; one result each."""
+              incremental: bool, refuse: Refusal = lambda rtype, name: None
+              ) -> list[dict[str, Any]]:
+    """Apply every resource of an (Incremental)AlterConfigs request; one result each.
+    ``refuse`` authorizes each resource (after the request's own checks, as in Kafka)."""
     seen: dict[tuple[int, str], int] = {}
     for r in resources:
         key = (int(r.resource_type), r.resource_name)
@@ -66,6 +73,9 @@ def alter_all(broker: Broker, resources: Sequence[Any], validate_only: bool,
         try:
             if seen[(rtype, name)] > 1:
                 raise AlterFailed(E.invalid_request, "Each resource must appear at most once.")
+            refused = refuse(rtype, name)
+            if refused is not None:
+                raise AlterFailed(*refused)
             ops = [Op(c.name, int(getattr(c, "config_operation", SET)), c.value)
                    for c in r.configs]
             change = _incremental(rtype, ops) if incremental else _replace_all(ops)

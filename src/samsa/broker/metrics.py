@@ -31,6 +31,7 @@ from prometheus_client.core import (
 
 from samsa.coordinator.queries import REBALANCING_STATE_NAMES, STATE_NAMES
 from samsa.protocol.api_keys import ApiKey
+from samsa.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from samsa.broker.server import Broker
@@ -84,6 +85,8 @@ class BrokerMetrics:
         self.rebalances: dict[str, int] = {}
         self.rebalance_seconds = _Histogram(REBALANCE_BUCKETS)
         self.shard_load_seconds: dict[int, float] = {}
+        self.denied: dict[tuple[int, int, int], int] = {}
+        """(API key, resource type, operation) -> authorization denials."""
         self._seen: dict[str, tuple[str, int]] = {}
         self._rebalance_started: dict[str, float] = {}
         self.broker: Broker | None = None
@@ -99,6 +102,11 @@ class BrokerMetrics:
         hist.observe(seconds)
         self.bytes_in[api_key] = self.bytes_in.get(api_key, 0) + bytes_in
         self.bytes_out[api_key] = self.bytes_out.get(api_key, 0) + bytes_out
+
+    def observe_denied(self, api_key: int, resource_type: int, operation: int) -> None:
+        """The authorizer denied a request an operation on a resource."""
+        key = (api_key, resource_type, operation)
+        self.denied[key] = self.denied.get(key, 0) + 1
 
     def observe_group(self, coordinator: Coordinator, group_id: str | None) -> None:
         """Note a group's state after a request or timer; counts rebalances and times them."""
@@ -139,6 +147,7 @@ class BrokerMetrics:
     def collect(self) -> Iterator[Metric]:
         """Every metric family (prometheus_client's collector protocol)."""
         yield from self._request_metrics()
+        yield from self._authorization_metrics()
         if self.broker is not None:
             yield from self._log_metrics(self.broker)
             coordinator = self.broker.groups.coordinator
@@ -180,6 +189,19 @@ class BrokerMetrics:
             bytes_in.add_metric(name, self.bytes_in.get(key, 0))
             bytes_out.add_metric(name, self.bytes_out.get(key, 0))
         yield from (requests, latency, bytes_in, bytes_out)
+
+    def _authorization_metrics(self) -> Iterator[Metric]:
+        denied = CounterMetricFamily(
+            "samsa_authorization_denials", "Operations the authorizer denied, per API, "
+            "resource type and operation", labels=["api", "resource_type", "operation"])
+        for (api, rtype, op), n in sorted(self.denied.items()):
+            denied.add_metric([API_NAMES.get(api, str(api)), ResourceType(rtype).name,
+                               AclOperation(op).name], n)
+        yield denied
+        authorizer = self.broker.authorizer if self.broker is not None else None
+        if authorizer is not None:
+            yield GaugeMetricFamily("samsa_acls", "ACLs the authorizer holds",
+                                    value=len(authorizer.index))
 
     def _log_metrics(self, broker: Broker) -> Iterator[Metric]:
         end = GaugeMetricFamily("samsa_log_end_offset", "Log end offset per partition",

@@ -17,6 +17,7 @@ import time
 from collections import deque
 from typing import Any, cast
 
+from samsa.broker import access
 from samsa.broker.clock import now_ms
 from samsa.broker.config import BrokerConfig
 from samsa.broker.context import RequestContext
@@ -68,6 +69,7 @@ class Broker:
             self.topics = PgTopicManager(config, self.engine)
             self.producer_ids = PgProducerIds(self.engine)
         self.metrics = BrokerMetrics()
+        self.authorizer = access.authorizer_for(config, self.engine)
         self.groups = GroupRuntime(self)
         self.handlers: dict[int, tuple[tuple[int, int], Handler]] = registry()
         self.supported = {key: versions for key, (versions, _) in self.handlers.items()}
@@ -87,6 +89,8 @@ class Broker:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         if self.engine is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.engine.open)
+        if self.authorizer is not None:
+            await self.authorizer.load()
         self.topics.load(now_ms())
         self.groups.start()
         loop = asyncio.get_running_loop()

@@ -7,15 +7,19 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from samsa.cli import cluster, configs, consume, features, groups, produce, serve, topics
+from samsa.cli import acls, cluster, configs, consume, features, groups, produce, serve, topics
 from samsa.cli.errors import CliError
 
 HINTS = {
     3: "no such topic or partition",
+    29: "an ACL is missing: the principal may not use this topic",
+    30: "an ACL is missing: the principal may not use this group",
+    31: "an ACL is missing: the principal may not do this on the cluster",
     36: "the topic exists already",
     37: "bad partition count",
     40: "bad config name or value",
     68: "the group still has active members",
+    54: "the broker has no authorizer (authorizer.class.name)",
     69: "no such group",
 }
 """A plain-words hint for frequent Kafka error codes."""
@@ -41,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     configs.add_parser(sub)
     features.add_parser(sub)
     cluster.add_parser(sub)
+    acls.add_parser(sub)
     return parser
 
 

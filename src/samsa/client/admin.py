@@ -1,4 +1,4 @@
-"""``samsa.Admin``: topics, partitions, groups and offsets (blocking calls)."""
+"""``samsa.Admin``: topics, partitions, configs, ACLs, groups and offsets (blocking calls)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,15 @@ from samsa.client.errors import KafkaTimeoutError, error_for
 from samsa.client.metadata import Metadata
 from samsa.client.net import ApiKey, NetworkClient
 from samsa.client.offsets import EARLIEST, LATEST, list_offsets
+from samsa.security.acl import (
+    ANY_ACL,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 
 __all__ = ["Admin", "ConfigEntry", "FeatureMetadata", "GroupDescription", "MemberDescription"]
 
@@ -225,6 +234,40 @@ class Admin:
         if int(result.error_code):
             raise error_for(int(result.error_code), f"alter configs {resource_type} {name!r}: "
                                                     f"{result.error_message or ''}")
+
+    # ---- ACLs -----------------------------------------------------------------------------
+
+    def create_acls(self, acls: Iterable[AclBinding]) -> None:
+        """Add ACLs (CreateAcls); an ACL that exists already is fine. Raises the first
+        refusal (e.g. SECURITY_DISABLED without an authorizer, INVALID_REQUEST)."""
+        acls = list(acls)
+        resp = self._any(ApiKey.CREATE_ACLS, {"creations": [
+            {"resource_type": int(b.resource_type), "resource_name": b.name,
+             "resource_pattern_type": int(b.pattern_type), "principal": b.principal,
+             "host": b.host, "operation": int(b.operation),
+             "permission_type": int(b.permission)} for b in acls]})
+        for b, r in zip(acls, resp.results, strict=True):
+            if int(r.error_code):
+                raise error_for(int(r.error_code), f"create ACL {b}: {r.error_message or ''}")
+
+    def describe_acls(self, acl_filter: AclBindingFilter = ANY_ACL) -> list[AclBinding]:
+        """The ACLs a filter matches (DescribeAcls), sorted."""
+        resp = self._any(ApiKey.DESCRIBE_ACLS, _filter_body(acl_filter))
+        if int(resp.error_code):
+            raise error_for(int(resp.error_code), f"describe ACLs: {resp.error_message or ''}")
+        return sorted(_binding(r.resource_type, r.resource_name, r.pattern_type, a)
+                      for r in resp.resources for a in r.acls)
+
+    def delete_acls(self, filters: Iterable[AclBindingFilter]) -> list[AclBinding]:
+        """Remove the ACLs each filter matches (DeleteAcls); returns those removed."""
+        resp = self._any(ApiKey.DELETE_ACLS, {"filters": [_filter_body(f) for f in filters]})
+        removed = []
+        for r in resp.filter_results:
+            if int(r.error_code):
+                raise error_for(int(r.error_code), f"delete ACLs: {r.error_message or ''}")
+            removed += [_binding(m.resource_type, m.resource_name, m.pattern_type, m)
+                        for m in r.matching_acls]
+        return sorted(set(removed))
 
     def _wait_for(self, topics: set[str], present: bool, timeout: float = 10.0) -> None:
         deadline = time.monotonic() + timeout
@@ -463,3 +506,16 @@ class Admin:
                     raise error_for(int(p.error_code), f"delete offset {t.name}")
 
 
+
+
+def _filter_body(f: AclBindingFilter) -> dict[str, Any]:
+    return {"resource_type_filter": int(f.resource_type), "resource_name_filter": f.name,
+            "pattern_type_filter": int(f.pattern_type), "principal_filter": f.principal,
+            "host_filter": f.host, "operation": int(f.operation),
+            "permission_type": int(f.permission)}
+
+
+def _binding(rtype: int, name: str, pattern: int, entry: Any) -> AclBinding:
+    return AclBinding(ResourceType(rtype), name, PatternType(pattern), entry.principal,
+                      entry.host, AclOperation(entry.operation),
+                      AclPermissionType(entry.permission_type))

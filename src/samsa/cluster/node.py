@@ -9,7 +9,8 @@ samsa_cluster``) the node:
    crash) loses its connections at once, so the others take its leases on their next tick
    instead of after the TTL; a paused node keeps its connections and is found dead only
    when its registration expires;
-2. reads the live nodes, every partition's lease (owner, epoch) and the topics version;
+2. reads the live nodes, every partition's lease (owner, epoch), the topics version and the
+   ACLs version (the authorizer reloads the ACLs when it moved);
 3. reconciles, each partition's preferred owner being the rendezvous hash over the live
    nodes (:mod:`samsa.cluster.placement`):
 
@@ -80,7 +81,8 @@ WITH me AS (
     WHERE id = $1 AND incarnation = $2 RETURNING id
 )
 SELECT (SELECT count(*) FROM me) AS renewed,
-       (SELECT v FROM samsa_meta WHERE k = 'topics_version') AS topics_version
+       (SELECT v FROM samsa_meta WHERE k = 'topics_version') AS topics_version,
+       (SELECT v FROM samsa_meta WHERE k = 'acls_version') AS acls_version
 """
 
 _CLAIM = f"""
@@ -220,6 +222,8 @@ class ClusterNode:
         self.nodes = {r["id"]: NodeInfo(r["id"], r["host"], r["port"], r["rack"]) for r in nodes}
         if int(head["topics_version"]) != self.topics.version:
             self.topics.apply(await self.engine.db.run(fetch_topics))
+        if self.broker.authorizer is not None:  # ACLs changed on another node: reload
+            await self.broker.authorizer.sync(int(head["acls_version"]))
         self.leases = {r["pid"]: (r["owner"], r["epoch"]) for r in leases}
         for pid in [p for p in self.owned if p not in self.leases]:  # its topic was deleted
             self.owned.pop(pid)

@@ -8,7 +8,8 @@ defaults here (e.g. JoinGroup v0 has no rebalance timeout: pass the session time
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 NO_MEMBER_ID = ""
 """The member id of a member that has none yet (unlike the error code UNKNOWN_MEMBER_ID)."""
@@ -176,6 +177,10 @@ class ConsumerGroupHeartbeat:
     client_id: str = ""
     client_host: str = ""
     api_version: int = 1
+    #: The topics the member may see (KAFKA-18813): given topic names, the ones it may
+    #: DESCRIBE. A regex this heartbeat resolves matches only those. None: every topic.
+    describable: Callable[[Iterable[str]], Iterable[str]] | None = field(
+        default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -4,4 +4,8 @@ connections and handlers call into it.
 
 * :mod:`.principal`: the Kafka principal a connection acts as (``User:alice``;
   ``User:ANONYMOUS`` on an unauthenticated PLAINTEXT listener, as in Kafka).
+* :mod:`.acl`: Kafka's ACL model (resource and pattern types, operations, bindings, filters,
+  host patterns with CIDR ranges).
+* :mod:`.authorizer`: decisions with Kafka's StandardAuthorizer semantics over an index of
+  the ACLs, the ACL file store, and the rate-limited denial log.
 """

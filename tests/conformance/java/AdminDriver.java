@@ -19,9 +19,19 @@ import org.apache.kafka.clients.admin.FeatureMetadata;
 import org.apache.kafka.clients.admin.FinalizedVersionRange;
 import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.SupportedVersionRange;
+import org.apache.kafka.common.acl.AccessControlEntry;
+import org.apache.kafka.common.acl.AccessControlEntryFilter;
+import org.apache.kafka.common.acl.AclBinding;
+import org.apache.kafka.common.acl.AclBindingFilter;
+import org.apache.kafka.common.acl.AclOperation;
+import org.apache.kafka.common.acl.AclPermissionType;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.resource.PatternType;
+import org.apache.kafka.common.resource.ResourcePattern;
+import org.apache.kafka.common.resource.ResourcePatternFilter;
+import org.apache.kafka.common.resource.ResourceType;
 
 /**
  * Apache Kafka's Admin client driven by commands on stdin, one per line, words separated by
@@ -36,7 +46,12 @@ import org.apache.kafka.common.TopicPartition;
  *   alter-offsets GROUP TP=OFFSET...   alterConsumerGroupOffsets (a result per partition)
  *   delete-offsets GROUP TP...  deleteConsumerGroupOffsets (a result per partition)
  *   describe-features           describeFeatures (finalized and supported, epoch)
+ *   create-acls ACL...          createAcls (a result per ACL)
+ *   describe-acls [ACL]         describeAcls (every ACL when no filter is given)
+ *   delete-acls ACL...          deleteAcls (the ACLs each filter removed, or its error)
  *   exit
+ * An ACL (or a filter) is TYPE,PATTERN,NAME,PRINCIPAL,HOST,OPERATION,PERMISSION in Kafka's
+ * names (any case); in a filter "null" is any name, principal or host.
  * To add a command, add a method taking (Admin, words) and returning the reply's fields,
  * and register it in COMMANDS.
  */
@@ -56,6 +71,9 @@ public final class AdminDriver {
         COMMANDS.put("alter-offsets", AdminDriver::alterOffsets);
         COMMANDS.put("delete-offsets", AdminDriver::deleteOffsets);
         COMMANDS.put("describe-features", AdminDriver::describeFeatures);
+        COMMANDS.put("create-acls", AdminDriver::createAcls);
+        COMMANDS.put("describe-acls", AdminDriver::describeAcls);
+        COMMANDS.put("delete-acls", AdminDriver::deleteAcls);
     }
 
     public static void main(String[] args) throws Exception {
@@ -212,5 +230,87 @@ public final class AdminDriver {
         }
         return Json.obj("finalized", finalized, "supported", supported,
                 "epoch", m.finalizedFeaturesEpoch().orElse(null));
+    }
+
+    static String nullable(String s) {
+        return s.equals("null") ? null : s;
+    }
+
+    /** The fields of an ACL spec, the enum names upper-cased (Kafka's fromString wants them so). */
+    static String[] fields(String spec) {
+        String[] f = spec.split(",", -1);
+        for (int i : new int[] {0, 1, 5, 6}) {
+            f[i] = f[i].toUpperCase(java.util.Locale.ROOT);
+        }
+        return f;
+    }
+
+    static AclBindingFilter filter(String spec) {
+        String[] f = fields(spec);
+        return new AclBindingFilter(
+                new ResourcePatternFilter(ResourceType.fromString(f[0]), nullable(f[2]),
+                        PatternType.fromString(f[1])),
+                new AccessControlEntryFilter(nullable(f[3]), nullable(f[4]),
+                        AclOperation.fromString(f[5]), AclPermissionType.fromString(f[6])));
+    }
+
+    static AclBinding binding(String spec) {
+        String[] f = fields(spec);
+        return new AclBinding(
+                new ResourcePattern(ResourceType.fromString(f[0]), f[2],
+                        PatternType.fromString(f[1])),
+                new AccessControlEntry(f[3], f[4], AclOperation.fromString(f[5]),
+                        AclPermissionType.fromString(f[6])));
+    }
+
+    static String spec(AclBinding b) {
+        return String.join(",", b.pattern().resourceType().toString(),
+                b.pattern().patternType().toString(), b.pattern().name(), b.entry().principal(),
+                b.entry().host(), b.entry().operation().toString(),
+                b.entry().permissionType().toString());
+    }
+
+    static Map<String, Object> createAcls(Admin admin, List<String> specs) throws Exception {
+        List<AclBinding> acls = new ArrayList<>();
+        for (String s : specs) {
+            acls.add(binding(s));
+        }
+        Map<AclBinding, KafkaFuture<Void>> results = admin.createAcls(acls).values();
+        Map<String, Object> out = new LinkedHashMap<>();
+        for (int i = 0; i < acls.size(); i++) {
+            out.put(specs.get(i), error(results.get(acls.get(i))));
+        }
+        return Json.obj("errors", out);
+    }
+
+    static Map<String, Object> describeAcls(Admin admin, List<String> words) throws Exception {
+        AclBindingFilter f = words.isEmpty() ? AclBindingFilter.ANY : filter(words.get(0));
+        List<Object> acls = new ArrayList<>();
+        for (AclBinding b : get(admin.describeAcls(f).values())) {
+            acls.add(spec(b));
+        }
+        return Json.obj("acls", acls);
+    }
+
+    static Map<String, Object> deleteAcls(Admin admin, List<String> specs) throws Exception {
+        List<AclBindingFilter> filters = new ArrayList<>();
+        for (String s : specs) {
+            filters.add(filter(s));
+        }
+        var results = admin.deleteAcls(filters).values();
+        Map<String, Object> out = new LinkedHashMap<>();
+        for (int i = 0; i < filters.size(); i++) {
+            try {
+                List<Object> deleted = new ArrayList<>();
+                for (var r : get(results.get(filters.get(i))).values()) {
+                    deleted.add(r.exception() != null ? Conf.error(r.exception())
+                            : spec(r.binding()));
+                }
+                out.put(specs.get(i), Json.obj("deleted", deleted));
+            } catch (Exception e) {
+                out.put(specs.get(i), Json.obj("error", Conf.error(e)));
+            }
+        }
+        return Json.obj("results", out);
     }
 }

@@ -6,6 +6,8 @@ sends no response (Produce with acks=0). Every API but two builds a typed kio re
 its newest served version, which the broker converts to the request's version with
 :func:`samsa.protocol.build.convert`; Fetch and Produce, the hot paths, build theirs from a
 mapping for the request's version with ``ctx.respond(...)`` (each says why at its top).
+What a request needs (Kafka's operations on resources) each handler asks
+:mod:`samsa.broker.access`, and its docstring says.
 """
 
 from __future__ import annotations
@@ -24,10 +26,13 @@ API_MODULES = (
     "api_versions",
     "consumer_group_describe",
     "consumer_group_heartbeat",
+    "create_acls",
     "create_partitions",
     "create_topics",
+    "delete_acls",
     "delete_groups",
     "delete_topics",
+    "describe_acls",
     "describe_cluster",
     "describe_configs",
     "describe_groups",

@@ -4,8 +4,10 @@ assignment epoch, assignor and, per member, its epoch and current and target ass
 v1 adds each member's type (0: a classic member of a consumer group, 1: a consumer-protocol
 member). A classic group answers GROUP_ID_NOT_FOUND ("... is not a consumer group"), which
 makes the Java and librdkafka admin clients fall back to DescribeGroups, as with Kafka.
-Served only when ``group.coordinator.rebalance.protocols`` includes ``consumer``. The answer
-is built as v1, typed.
+Served only when ``group.coordinator.rebalance.protocols`` includes ``consumer``. Needs
+DESCRIBE on each group (else GROUP_AUTHORIZATION_FAILED); a group whose members are assigned
+a topic the caller may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED, without its members
+(KAFKA-18813). The answer is built as v1, typed.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i8, i32
 
+from samsa.broker import access
 from samsa.broker.context import RequestContext
 from samsa.broker.handlers.consumer_group_heartbeat import consumer_protocol_enabled
 from samsa.coordinator.events import ConsumerGroupDescribe
@@ -26,12 +29,13 @@ from samsa.coordinator.responses import (
 )
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE
+from samsa.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.CONSUMER_GROUP_DESCRIBE
 VERSIONS = (0, 1)
 
-#: "Not requested" (samsa has no authorizer to report operations from).
-NO_OPERATIONS = i32(-2147483648)
+NO_OPERATIONS = i32(access.NOT_REQUESTED)
+HIDDEN_TOPICS = "The group has described topic(s) that the client is not authorized to describe."
 
 
 def _assignment(parts: tuple[DescribedTopicPartitions, ...]) -> wire.Assignment:
@@ -52,13 +56,13 @@ def _member(m: ConsumerGroupMemberDescription) -> wire.Member:
         member_type=i8(m.member_type))
 
 
-def _group(g: ConsumerDescribedGroup) -> wire.DescribedGroup:
+def _group(g: ConsumerDescribedGroup, operations: i32 = NO_OPERATIONS) -> wire.DescribedGroup:
     return wire.DescribedGroup(
         error_code=ErrorCode(g.error_code), error_message=g.error_message,
         group_id=GroupId(g.group_id), group_state=g.group_state,
         group_epoch=i32(g.group_epoch), assignment_epoch=i32(g.assignment_epoch),
         assignor_name=g.assignor_name, members=tuple(_member(m) for m in g.members),
-        authorized_operations=NO_OPERATIONS)
+        authorized_operations=operations)
 
 
 async def handle(ctx: RequestContext) -> wire.ConsumerGroupDescribeResponse:
@@ -70,8 +74,24 @@ async def handle(ctx: RequestContext) -> wire.ConsumerGroupDescribeResponse:
                                 assignor_name="", members=(),
                                 authorized_operations=NO_OPERATIONS)
             for g in body.group_ids))
-    resp = await ctx.broker.groups.call(ConsumerGroupDescribe(
-        tuple(body.group_ids), bool(body.include_authorized_operations)))
+    resp = await access.call_group(ctx, ConsumerGroupDescribe(
+        tuple(body.group_ids), bool(body.include_authorized_operations)), AclOperation.DESCRIBE)
     assert isinstance(resp, ConsumerGroupDescribeResponse)
-    return wire.ConsumerGroupDescribeResponse(throttle_time=NO_THROTTLE,
-                                              groups=tuple(_group(g) for g in resp.groups))
+    groups = [_hide_undescribable(ctx, g) for g in resp.groups]
+    return wire.ConsumerGroupDescribeResponse(throttle_time=NO_THROTTLE, groups=tuple(
+        _group(g, i32(access.operations(ctx, ResourceType.GROUP, g.group_id)))
+        if body.include_authorized_operations and not g.error_code else _group(g)
+        for g in groups))
+
+
+def _hide_undescribable(ctx: RequestContext, g: ConsumerDescribedGroup
+                        ) -> ConsumerDescribedGroup:
+    """``g``, or TOPIC_AUTHORIZATION_FAILED without members if a member is assigned (or
+    targeted) a topic the caller may not DESCRIBE."""
+    if ctx.broker.authorizer is None or g.error_code:
+        return g
+    topics = {t.topic_name for m in g.members for t in (*m.assignment, *m.target_assignment)}
+    if access.allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topics) == topics:
+        return g
+    return ConsumerDescribedGroup(g.group_id, ErrorCode.topic_authorization_failed,
+                                  HIDDEN_TOPICS)

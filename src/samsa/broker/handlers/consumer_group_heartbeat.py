@@ -3,8 +3,10 @@ member (join with epoch 0, heartbeat, leave with -1, static leave with -2).
 
 v1 adds ``subscribed_topic_regex`` (broker-side RE2) and makes the member id the client's
 own. Null fields mean "unchanged since the last heartbeat" and stay ``None`` in the event.
-Served only when ``group.coordinator.rebalance.protocols`` includes ``consumer``. The answer
-is built as v1, typed.
+Served only when ``group.coordinator.rebalance.protocols`` includes ``consumer``. Needs READ
+on the group (else GROUP_AUTHORIZATION_FAILED) and DESCRIBE on every topic subscribed by
+name (else TOPIC_AUTHORIZATION_FAILED); a regex matches only the topics the member may
+describe (KAFKA-18813). The answer is built as v1, typed.
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ from kio.schema.consumer_group_heartbeat.v1 import response as wire
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i32Timedelta
 
+from samsa.broker import access
 from samsa.broker.config import ConfigError
 from samsa.broker.context import RequestContext
 from samsa.coordinator.events import ConsumerGroupHeartbeat, TopicPartitions
 from samsa.coordinator.responses import ConsumerGroupHeartbeatResponse
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE, millis
+from samsa.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from samsa.broker.config import BrokerConfig
@@ -77,8 +81,11 @@ async def handle(ctx: RequestContext) -> wire.ConsumerGroupHeartbeatResponse:
         client_id=ctx.request.client_id or "",
         client_host=ctx.client_host,
         api_version=ctx.version,
+        describable=None if ctx.broker.authorizer is None else lambda topics: (
+            access.allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topics,
+                                 log=False)),
     )
-    resp = await ctx.broker.groups.call(event)
+    resp = _refused(ctx, names) or await ctx.broker.groups.call(event)
     assert isinstance(resp, ConsumerGroupHeartbeatResponse)
     assignment = None
     if resp.assignment is not None:
@@ -95,3 +102,14 @@ async def handle(ctx: RequestContext) -> wire.ConsumerGroupHeartbeatResponse:
         heartbeat_interval=i32Timedelta.parse(timedelta(milliseconds=resp.heartbeat_interval_ms)),
         assignment=assignment,
     )
+
+
+def _refused(ctx: RequestContext, names: Any) -> ConsumerGroupHeartbeatResponse | None:
+    """Kafka's checks before the coordinator: READ on the group, then DESCRIBE on every
+    topic subscribed by name."""
+    if not access.allowed(ctx, AclOperation.READ, ResourceType.GROUP, ctx.body.group_id):
+        return ConsumerGroupHeartbeatResponse(ErrorCode.group_authorization_failed)
+    if names and len(access.allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                          names)) < len(set(names)):
+        return ConsumerGroupHeartbeatResponse(ErrorCode.topic_authorization_failed)
+    return None

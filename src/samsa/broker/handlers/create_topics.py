@@ -1,5 +1,9 @@
 """CreateTopics (key 19): create topics, or with validate_only only check them.
 
+Needs CREATE on the cluster or on each topic (else TOPIC_AUTHORIZATION_FAILED,
+"Authorization failed."); a created topic's configs are answered only with DESCRIBE_CONFIGS
+on it (else its topic_config_error_code is TOPIC_AUTHORIZATION_FAILED), as in Kafka.
+
 Versions (v2-7 served): v4 num_partitions and replication_factor may be -1 (the broker's
 defaults) without assignments (KIP-464; accepted from v2 here); v5 flexible, and the
 answer carries each topic's partitions, replication factor and configs (KIP-525); v6 is
@@ -9,6 +13,7 @@ The answer is built as v7, typed.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from kio.schema.create_topics.v7.response import (
@@ -20,11 +25,13 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import TopicName
 from kio.static.primitive import i8, i16, i32
 
+from samsa.broker import access
 from samsa.broker.clock import now_ms
 from samsa.broker.context import RequestContext
 from samsa.broker.topics import TopicError
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE
+from samsa.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.CREATE_TOPICS
 VERSIONS = (2, 7)
@@ -39,12 +46,26 @@ async def handle(ctx: RequestContext) -> CreateTopicsResponse:
     seen: set[str] = set()
     dupes = {t.name for t in ctx.body.topics if t.name in seen or seen.add(t.name)}  # type: ignore[func-returns-value]
     results: list[CreatableTopicResult] = []
+    names = [t.name for t in ctx.body.topics]
+    creatable = set(names) if access.cluster_allowed(ctx, AclOperation.CREATE, log=False) \
+        else access.allowed_names(ctx, AclOperation.CREATE, ResourceType.TOPIC, names)
+    describable = access.allowed_names(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC,
+                                       names, log=False)
     for req in ctx.body.topics:
         if req.name in dupes:
             results.append(_error(req.name, ErrorCode.invalid_request,
                                   "Duplicate topic name in the request."))
             continue
-        results.append(_create_one(ctx, req, validate_only))
+        if req.name not in creatable:
+            results.append(_error(req.name, ErrorCode.topic_authorization_failed,
+                                  "Authorization failed."))
+            continue
+        result = _create_one(ctx, req, validate_only)
+        if not result.error_code and req.name not in describable:
+            result = replace(result, num_partitions=i32(-1), replication_factor=i16(-1),
+                             configs=(), topic_config_error_code=i16(
+                                 ErrorCode.topic_authorization_failed))
+        results.append(result)
     return CreateTopicsResponse(throttle_time=NO_THROTTLE, topics=tuple(results))
 
 

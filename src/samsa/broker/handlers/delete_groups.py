@@ -1,5 +1,7 @@
 """DeleteGroups (key 42): delete empty groups and their offsets, an error per group.
 
+Needs DELETE on each group (else that group is GROUP_AUTHORIZATION_FAILED).
+
 Versions: v1 is v0's schema; v2 flexible. The answer is built as v2, typed.
 """
 
@@ -9,18 +11,21 @@ from kio.schema.delete_groups.v2.response import DeletableGroupResult, DeleteGro
 from kio.schema.errors import ErrorCode
 from kio.schema.types import GroupId
 
+from samsa.broker import access
 from samsa.broker.context import RequestContext
 from samsa.coordinator import DeleteGroups
 from samsa.coordinator import responses as co
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE
+from samsa.security.acl import AclOperation
 
 API_KEY = ApiKey.DELETE_GROUPS
 VERSIONS = (0, 2)
 
 
 async def handle(ctx: RequestContext) -> DeleteGroupsResponse:
-    resp = await ctx.broker.groups.call(DeleteGroups(tuple(ctx.body.groups_names)))
+    resp = await access.call_group(ctx, DeleteGroups(tuple(ctx.body.groups_names)),
+                                   AclOperation.DELETE)
     assert isinstance(resp, co.DeleteGroupsResponse)
     return DeleteGroupsResponse(throttle_time=NO_THROTTLE, results=tuple(
         DeletableGroupResult(group_id=GroupId(g.group_id), error_code=ErrorCode(g.error_code))

@@ -1,5 +1,9 @@
 """DeleteTopics (key 20): delete topics and their data.
 
+Needs DELETE on the cluster or on each topic, else TOPIC_AUTHORIZATION_FAILED; a topic the
+caller may not even DESCRIBE is refused so whether it exists or not (and, asked by id,
+without its name), as Kafka's controller answers.
+
 Versions (v1-6 served): v4 flexible; v5 error_message per topic; v6 topics by name or by
 topic id (KIP-516), v1-5 by name only. The answer is built as v6, typed.
 """
@@ -12,10 +16,12 @@ from kio.schema.delete_topics.v6.response import DeletableTopicResult, DeleteTop
 from kio.schema.errors import ErrorCode
 from kio.schema.types import TopicName
 
+from samsa.broker import access
 from samsa.broker.context import RequestContext
 from samsa.broker.topics import TopicError
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE
+from samsa.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.DELETE_TOPICS
 VERSIONS = (1, 6)
@@ -42,6 +48,12 @@ def _delete_one(ctx: RequestContext, name: TopicName | None,
                                         error_code=ErrorCode.unknown_topic_id,
                                         error_message="This server does not host this topic ID.")
         name = TopicName(topic.name)
+    refused = _refused(ctx, name or "")
+    if refused is not None:
+        hide = not refused and tid not in (None, _ZERO_UUID)  # by id: the name stays hidden
+        return DeletableTopicResult(name=None if hide else name, topic_id=tid or _ZERO_UUID,
+                                    error_code=ErrorCode.topic_authorization_failed,
+                                    error_message=None)
     if not broker.config["delete.topic.enable"]:
         return DeletableTopicResult(name=name, topic_id=tid or _ZERO_UUID,
                                     error_code=ErrorCode.topic_deletion_disabled,
@@ -54,3 +66,11 @@ def _delete_one(ctx: RequestContext, name: TopicName | None,
                                     error_message=exc.message)
     return DeletableTopicResult(name=name, topic_id=topic.topic_id, error_code=ErrorCode.none,
                                 error_message=None)
+
+
+def _refused(ctx: RequestContext, name: str) -> bool | None:
+    """None if the caller may delete the topic; else whether it may see its name."""
+    if access.cluster_allowed(ctx, AclOperation.DELETE, log=False) or access.allowed(
+            ctx, AclOperation.DELETE, ResourceType.TOPIC, name):
+        return None
+    return access.allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name, log=False)

@@ -1,7 +1,9 @@
 """DescribeCluster (key 60): this one-node cluster, its id and controller (this node).
 
-Versions: v0 flexible; v1 endpoint_type (KIP-919): only brokers (1) are served, controller
-endpoints (2) get UNSUPPORTED_ENDPOINT_TYPE. The answer is built as v1, typed.
+Anyone may ask; cluster_authorized_operations, when asked for, are the operations the caller
+may do on the cluster (0 without DESCRIBE on it, as in Kafka). Versions: v0 flexible; v1
+endpoint_type (KIP-919): only brokers (1) are served, controller endpoints (2) get
+UNSUPPORTED_ENDPOINT_TYPE. The answer is built as v1, typed.
 """
 
 from __future__ import annotations
@@ -11,16 +13,17 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import BrokerId
 from kio.static.primitive import i8, i32
 
-from samsa.broker import leadership
+from samsa.broker import access, leadership
 from samsa.broker.context import RequestContext
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE
+from samsa.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 API_KEY = ApiKey.DESCRIBE_CLUSTER
 VERSIONS = (0, 1)
 
 BROKER_ENDPOINTS = 1
-_NO_OPERATIONS = i32(-2147483648)  # authorized operations not requested
+_NO_OPERATIONS = i32(access.NOT_REQUESTED)
 
 
 async def handle(ctx: RequestContext) -> DescribeClusterResponse:
@@ -39,5 +42,13 @@ async def handle(ctx: RequestContext) -> DescribeClusterResponse:
         brokers=tuple(DescribeClusterBroker(broker_id=BrokerId(n.node_id), host=n.host,
                                             port=i32(n.port), rack=n.rack)
                       for n in leadership.brokers(ctx.broker)),
-        cluster_authorized_operations=_NO_OPERATIONS,
+        cluster_authorized_operations=_operations(ctx),
     )
+
+
+def _operations(ctx: RequestContext) -> i32:
+    if not ctx.body.include_cluster_authorized_operations:
+        return _NO_OPERATIONS
+    if not access.cluster_allowed(ctx, AclOperation.DESCRIBE):
+        return i32(0)
+    return i32(access.operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME))

@@ -4,7 +4,9 @@ As Kafka's ConfigHelper: a value's source is the first layer that sets it (topic
 config, then the broker's dynamic per-broker and cluster-default settings, static settings,
 defaults), and with ``include_synonyms`` every layer is listed. ``BROKER`` named by the
 node id describes every setting (read-only unless it may change at run time); ``BROKER``
-named "" describes only the cluster-wide dynamic defaults. Versions (v1-4 served): v1
+named "" describes only the cluster-wide dynamic defaults. Needs DESCRIBE_CONFIGS on the topic
+or group, or on the cluster for a broker (else TOPIC_, GROUP_ or
+CLUSTER_AUTHORIZATION_FAILED). Versions (v1-4 served): v1
 include_synonyms; v2 is v1's schema; v3 include_documentation, and each config's type and
 documentation; v4 flexible. The answer is built as v4, typed.
 """
@@ -20,6 +22,7 @@ from kio.schema.describe_configs.v4.response import (
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
+from samsa.broker import access
 from samsa.broker.config import SETTINGS, Setting
 from samsa.broker.config_admin import BROKER, GROUP, TOPIC
 from samsa.broker.context import RequestContext
@@ -33,6 +36,7 @@ from samsa.broker.topics import BROKER_TO_TOPIC
 from samsa.log.config import BROKER_SYNONYMS, CONFIG_TYPES
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE
+from samsa.security.acl import AclOperation
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 VERSIONS = (1, 4)
@@ -160,6 +164,11 @@ async def handle(ctx: RequestContext) -> DescribeConfigsResponse:
             results.append(_result(r.resource_type, r.resource_name, [],
                                    ErrorCode.invalid_request,
                                    f"Unsupported resource type {r.resource_type}"))
+            continue
+        refused = access.config_refusal(ctx, AclOperation.DESCRIBE_CONFIGS, r.resource_type,
+                                        r.resource_name)
+        if refused is not None:
+            results.append(_result(r.resource_type, r.resource_name, [], *refused))
             continue
         results.append(describe(ctx, r.resource_name, keys, synonyms, docs))
     return DescribeConfigsResponse(throttle_time=NO_THROTTLE, results=tuple(results))

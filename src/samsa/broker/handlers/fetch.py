@@ -9,24 +9,28 @@ node is at epoch 0); v11 rack_id, preferred_read_replica (-1); v12 flexible, div
 (never sent), current_leader on NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH (Kafka fills
 it from v16 on, with node endpoints v12-13 lack; the field is there from v12 and harmless);
 v13 topics by topic id (UNKNOWN_TOPIC_ID), not by name.
+Needs READ on each topic (else its partitions are TOPIC_AUTHORIZATION_FAILED; a topic id
+this broker does not know is UNKNOWN_TOPIC_ID first).
 Untyped on purpose: the answer splices stored record bytes into the encoded frame.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from samsa.broker import leadership
+from samsa.broker import access, leadership
 from samsa.broker.context import RequestContext
 from samsa.broker.partition import Partition
 from samsa.log import OffsetOutOfRange
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import millis
 from samsa.protocol.codec import Spliced, placeholder
+from samsa.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.FETCH
 VERSIONS = (4, 13)
@@ -45,7 +49,7 @@ class _Want:
 
 
 _POINTS_TO_LEADER = (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch)
-def _wants(ctx: RequestContext) -> list[_Want]:
+def _wants(ctx: RequestContext, readable: Callable[[str], bool]) -> list[_Want]:
     topics = ctx.broker.topics
     out = []
     for t in ctx.body.topics:
@@ -57,6 +61,9 @@ def _wants(ctx: RequestContext) -> list[_Want]:
             topic = topics.get(t.topic)
             key = t.topic
             missing = ErrorCode.unknown_topic_or_partition
+        name = topic.name if topic is not None else None if ctx.version >= 13 else t.topic
+        if name is not None and not readable(name):
+            missing, topic = ErrorCode.topic_authorization_failed, None
         for p in t.partitions:
             part = None
             error = missing
@@ -125,7 +132,8 @@ def _group(wants: list[_Want], results: list[dict[str, Any]], version: int) -> l
 
 async def handle(ctx: RequestContext) -> Any:
     body = ctx.body
-    wants = _wants(ctx)
+    readable = access.checker(ctx, AclOperation.READ, ResourceType.TOPIC)
+    wants = _wants(ctx, readable)
     max_bytes = body.max_bytes
     results, total = _read(wants, max_bytes)
     wait_ms = millis(body.max_wait)
@@ -147,7 +155,7 @@ async def handle(ctx: RequestContext) -> Any:
             finally:
                 for part in parts:
                     part.waiters.discard(fut)
-            wants = _wants(ctx)
+            wants = _wants(ctx, readable)
             results, total = _read(wants, max_bytes)
     payloads = _take_payloads(results)
     response = ctx.respond(throttle_time=0, error_code=ErrorCode.none, session_id=0,

@@ -1,5 +1,8 @@
 """FindCoordinator (key 10): the node owning the group's ``__consumer_offsets`` shard.
 
+A group key needs DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), a transaction
+key DESCRIBE on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+
 Versions: v1 key_type (0 group, 1 transaction: refused, samsa has no transactions),
 throttle_time and error_message; v3 flexible; v4 several keys per request (KIP-699), each
 with its own answer. The answer is built typed, as v4 or (the shapes differ) as v3 for
@@ -14,10 +17,11 @@ from kio.schema.find_coordinator.v4 import response as v4
 from kio.schema.types import BrokerId
 from kio.static.primitive import i32
 
-from samsa.broker import leadership
+from samsa.broker import access, leadership
 from samsa.broker.context import RequestContext
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE
+from samsa.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.FIND_COORDINATOR
 VERSIONS = (0, 4)
@@ -26,6 +30,14 @@ GROUP, TRANSACTION = 0, 1
 
 
 def _lookup(ctx: RequestContext, key: str, key_type: int) -> v4.Coordinator:
+    if key_type == GROUP and not access.allowed(ctx, AclOperation.DESCRIBE,
+                                                ResourceType.GROUP, key):
+        return _error(key, ErrorCode.group_authorization_failed,
+                      access.DENIED_MESSAGES[ErrorCode.group_authorization_failed])
+    if key_type == TRANSACTION and not access.allowed(ctx, AclOperation.DESCRIBE,
+                                                      ResourceType.TRANSACTIONAL_ID, key):
+        return _error(key, ErrorCode.transactional_id_authorization_failed,
+                      access.DENIED_MESSAGES[ErrorCode.transactional_id_authorization_failed])
     if key_type == TRANSACTION:
         return _error(key, ErrorCode.invalid_request, "samsa does not support transactions")
     if key_type != GROUP:

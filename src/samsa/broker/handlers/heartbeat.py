@@ -9,11 +9,13 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 from kio.schema.heartbeat.v4.response import HeartbeatResponse
 
+from samsa.broker import access
 from samsa.broker.context import RequestContext
 from samsa.coordinator import Heartbeat
 from samsa.coordinator import responses as co
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE
+from samsa.security.acl import AclOperation
 
 API_KEY = ApiKey.HEARTBEAT
 VERSIONS = (0, 4)
@@ -21,8 +23,8 @@ VERSIONS = (0, 4)
 
 async def handle(ctx: RequestContext) -> HeartbeatResponse:
     body = ctx.body
-    resp = await ctx.broker.groups.call(Heartbeat(
+    resp = await access.call_group(ctx, Heartbeat(
         group_id=body.group_id, generation_id=body.generation_id, member_id=body.member_id,
-        group_instance_id=getattr(body, "group_instance_id", None)))
+        group_instance_id=getattr(body, "group_instance_id", None)), AclOperation.READ)
     assert isinstance(resp, co.HeartbeatResponse)
     return HeartbeatResponse(throttle_time=NO_THROTTLE, error_code=ErrorCode(resp.error_code))

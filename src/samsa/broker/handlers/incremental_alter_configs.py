@@ -1,7 +1,9 @@
 """IncrementalAlterConfigs (key 44): SET, DELETE, APPEND, SUBTRACT per config key.
 
 Resources: TOPIC, BROKER (the node id, or "" for cluster-wide defaults; only settings that
-Kafka lets change at run time) and GROUP (Kafka 4.x group configs). Versions: v1 flexible.
+Kafka lets change at run time) and GROUP (Kafka 4.x group configs). Needs ALTER_CONFIGS on
+the topic or group, or on the cluster for a broker (else TOPIC_, GROUP_ or
+CLUSTER_AUTHORIZATION_FAILED). Versions: v1 flexible.
 The answer is built as v1, typed.
 """
 
@@ -14,10 +16,12 @@ from kio.schema.incremental_alter_configs.v1.response import (
 )
 from kio.static.primitive import i8
 
+from samsa.broker import access
 from samsa.broker.config_admin import alter_all
 from samsa.broker.context import RequestContext
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE
+from samsa.security.acl import AclOperation
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 VERSIONS = (0, 1)
@@ -25,6 +29,7 @@ VERSIONS = (0, 1)
 
 async def handle(ctx: RequestContext) -> IncrementalAlterConfigsResponse:
     results = alter_all(ctx.broker, ctx.body.resources, bool(ctx.body.validate_only),
+                        refuse=access.config_refusals(ctx, AclOperation.ALTER_CONFIGS),
                         incremental=True)
     return IncrementalAlterConfigsResponse(throttle_time=NO_THROTTLE, responses=tuple(
         AlterConfigsResourceResponse(

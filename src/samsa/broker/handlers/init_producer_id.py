@@ -1,6 +1,8 @@
 """InitProducerId (key 22): producer ids for idempotent producers (no transactions).
 
-A transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED. Versions: v2 flexible; v3
+A transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED. An idempotent producer needs
+IDEMPOTENT_WRITE on the cluster or WRITE on some topic (Kafka 2.8+, KIP-679), else
+CLUSTER_AUTHORIZATION_FAILED. Versions: v2 flexible; v3
 producer_id and producer_epoch (KIP-360: a producer that knows its id bumps its epoch
 instead of getting a new id); v4 is v3's schema. The answer is built as v4, typed.
 """
@@ -12,9 +14,11 @@ from kio.schema.init_producer_id.v4.response import InitProducerIdResponse
 from kio.schema.types import ProducerId
 from kio.static.primitive import i16
 
+from samsa.broker import access
 from samsa.broker.context import RequestContext
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE
+from samsa.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 API_KEY = ApiKey.INIT_PRODUCER_ID
 VERSIONS = (0, 4)
@@ -25,8 +29,14 @@ MAX_EPOCH = 32767
 async def handle(ctx: RequestContext) -> InitProducerIdResponse:
     body = ctx.body
     if body.transactional_id is not None:
+        access.allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                       body.transactional_id)  # a denial is logged as such
         # Transactions are not implemented: refuse clearly rather than pretend.
         return _answer(ErrorCode.transactional_id_authorization_failed, -1, -1)
+    if not (access.cluster_allowed(ctx, AclOperation.IDEMPOTENT_WRITE, log=False)
+            or access.allowed_any(ctx, AclOperation.WRITE, ResourceType.TOPIC)):
+        access.denied(ctx, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME)
+        return _answer(ErrorCode.cluster_authorization_failed, -1, -1)
     pid = getattr(body, "producer_id", -1)
     epoch = getattr(body, "producer_epoch", -1)
     if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:

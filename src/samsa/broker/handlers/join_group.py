@@ -13,11 +13,13 @@ from kio.schema.errors import ErrorCode
 from kio.schema.join_group.v9.response import JoinGroupResponse, JoinGroupResponseMember
 from kio.static.primitive import i32
 
+from samsa.broker import access
 from samsa.broker.context import RequestContext
 from samsa.coordinator import JoinGroup
 from samsa.coordinator import responses as co
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE, millis
+from samsa.security.acl import AclOperation
 
 API_KEY = ApiKey.JOIN_GROUP
 VERSIONS = (0, 9)
@@ -41,7 +43,7 @@ async def handle(ctx: RequestContext) -> JoinGroupResponse:
         require_known_member_id=v >= 4,
         supports_skip_assignment=v >= 9,
     )
-    resp = await ctx.broker.groups.call(event)
+    resp = await access.call_group(ctx, event, AclOperation.READ)
     assert isinstance(resp, co.JoinGroupResponse)
     protocol_name = resp.protocol_name
     if v < 7 and protocol_name is None:

@@ -10,11 +10,13 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 from kio.schema.leave_group.v5.response import LeaveGroupResponse, MemberResponse
 
+from samsa.broker import access
 from samsa.broker.context import RequestContext
 from samsa.coordinator import LeaveGroup, LeavingMember
 from samsa.coordinator import responses as co
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE
+from samsa.security.acl import AclOperation
 
 API_KEY = ApiKey.LEAVE_GROUP
 VERSIONS = (0, 5)
@@ -27,7 +29,8 @@ async def handle(ctx: RequestContext) -> LeaveGroupResponse:
                                       getattr(m, "reason", None)) for m in body.members)
     else:
         members = (LeavingMember(body.member_id),)
-    resp = await ctx.broker.groups.call(LeaveGroup(body.group_id, members))
+    resp = await access.call_group(ctx, LeaveGroup(body.group_id, members),
+                                   AclOperation.READ)
     assert isinstance(resp, co.LeaveGroupResponse)
     if ctx.version < 3:
         code = resp.error_code or (resp.members[0].error_code if resp.members else ErrorCode.none)

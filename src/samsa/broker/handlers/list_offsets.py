@@ -1,5 +1,7 @@
 """ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3) or by timestamp.
 
+Needs DESCRIBE on each topic (else its partitions are TOPIC_AUTHORIZATION_FAILED).
+
 Versions (v1-8 served): v2 isolation_level and throttle_time; v4 current_leader_epoch
 (checked as Fetch does: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH against a cluster node's
 lease) and each answer's leader_epoch (the lease's epoch; 0 on a single node); v6 flexible;
@@ -17,10 +19,11 @@ from kio.schema.list_offsets.v8.response import (
 )
 from kio.static.primitive import i32, i64
 
-from samsa.broker import leadership
+from samsa.broker import access, leadership
 from samsa.broker.context import RequestContext
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE
+from samsa.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.LIST_OFFSETS
 VERSIONS = (1, 8)
@@ -65,10 +68,15 @@ def _lookup(ctx: RequestContext, topic: str, partition: i32, ts: int,
 
 async def handle(ctx: RequestContext) -> ListOffsetsResponse:
     topics = []
+    describable = access.allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                       [t.name for t in ctx.body.topics])
     for t in ctx.body.topics:
         seen: set[int] = set()
         parts = []
         for p in t.partitions:
+            if t.name not in describable:
+                parts.append(_answer(p.partition_index, ErrorCode.topic_authorization_failed))
+                continue
             if p.partition_index in seen:
                 parts.append(_answer(p.partition_index, ErrorCode.invalid_request))
                 continue

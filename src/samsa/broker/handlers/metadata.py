@@ -1,5 +1,11 @@
 """Metadata (key 3): brokers, topics and partitions; auto-creates topics like Kafka.
 
+Authorization as Kafka's: all topics lists only those the caller may DESCRIBE; a topic
+asked for by name that it may not is TOPIC_AUTHORIZATION_FAILED (whether it exists or not),
+by id TOPIC_AUTHORIZATION_FAILED with the id; creating a missing topic needs CREATE on the
+cluster or on the topic. v8+ topic_authorized_operations and v8-10 the cluster's, when
+asked for, are the operations the caller may do.
+
 Versions (v0-12 served): v0 an empty topic list means all topics, v1+ null does; v1 rack,
 controller_id, is_internal; v2 cluster_id; v3 throttle_time; v4
 allow_auto_topic_creation; v5 offline_replicas; v7 leader_epoch; v8 authorized operations
@@ -7,15 +13,16 @@ allow_auto_topic_creation; v5 offline_replicas; v7 leader_epoch; v8 authorized o
 topic by id, or with a null name, is refused with INVALID_REQUEST on every topic before
 v12, as Kafka's KafkaApis); v11 drops the cluster's authorized operations; v12 topics
 looked up by id, null names.
-The answer is built as v12, typed (v8-10's cluster authorized operations take kio's
-default, "not requested").
+The answer is built as v12, typed (as v10 for v8-10's cluster authorized operations).
 """
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v10.response import MetadataResponse as MetadataResponseV10
 from kio.schema.metadata.v12.response import (
     MetadataResponse,
     MetadataResponseBroker,
@@ -25,18 +32,20 @@ from kio.schema.metadata.v12.response import (
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32
 
-from samsa.broker import leadership
+from samsa.broker import access, leadership
 from samsa.broker.clock import now_ms
 from samsa.broker.context import RequestContext
 from samsa.broker.topics import Topic, TopicError, validate_topic_name
 from samsa.protocol.api_keys import ApiKey
-from samsa.protocol.build import NO_THROTTLE
+from samsa.protocol.build import NO_THROTTLE, convert
+from samsa.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 API_KEY = ApiKey.METADATA
 VERSIONS = (0, 12)
 
 _ZERO_UUID = uuid.UUID(int=0)
-_NO_OPERATIONS = i32(-2147483648)  # authorized operations not requested
+_NO_OPERATIONS = i32(access.NOT_REQUESTED)
+DESCRIBE, TOPIC = AclOperation.DESCRIBE, ResourceType.TOPIC
 
 
 def topic_entry(ctx: RequestContext, topic: Topic) -> MetadataResponseTopic:
@@ -90,7 +99,7 @@ def _refused_before_v12(ctx: RequestContext) -> MetadataResponse | None:
                                   t.topic_id or _ZERO_UUID) for t in topics))
 
 
-async def handle(ctx: RequestContext) -> MetadataResponse:
+async def handle(ctx: RequestContext) -> MetadataResponse | MetadataResponseV10:
     broker = ctx.broker
     refused = _refused_before_v12(ctx)
     if refused is not None:
@@ -101,11 +110,16 @@ async def handle(ctx: RequestContext) -> MetadataResponse:
     )
     entries: list[MetadataResponseTopic] = []
     if requested is None:
-        entries = [topic_entry(ctx, t) for t in broker.topics]
+        entries = [topic_entry(ctx, t) for t in broker.topics
+                   if access.allowed(ctx, DESCRIBE, TOPIC, t.name, log=False)]
     else:
         for name, tid in requested:
             entries.append(_lookup(ctx, name, tid, allow_create))
-    return MetadataResponse(
+    if getattr(ctx.body, "include_topic_authorized_operations", False):
+        entries = [replace(e, topic_authorized_operations=i32(access.operations(
+            ctx, TOPIC, e.name))) if e.name is not None and e.error_code not in _HIDDEN else e
+            for e in entries]
+    response = MetadataResponse(
         throttle_time=NO_THROTTLE,
         brokers=tuple(MetadataResponseBroker(node_id=BrokerId(n.node_id), host=n.host,
                                              port=i32(n.port), rack=n.rack)
@@ -114,6 +128,16 @@ async def handle(ctx: RequestContext) -> MetadataResponse:
         controller_id=BrokerId(leadership.controller_id(broker)),
         topics=tuple(entries),
     )
+    if 8 <= ctx.version <= 10 and ctx.body.include_cluster_authorized_operations:
+        ops = access.operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME) \
+            if access.cluster_allowed(ctx, DESCRIBE) else 0
+        return replace(convert(response, MetadataResponseV10),
+                       cluster_authorized_operations=i32(ops))
+    return response
+
+
+_HIDDEN = (ErrorCode.topic_authorization_failed, ErrorCode.unknown_topic_id)
+"""Topic answers that carry no authorized operations."""
 
 
 def _lookup(ctx: RequestContext, name: str | None, tid: uuid.UUID | None,
@@ -123,7 +147,11 @@ def _lookup(ctx: RequestContext, name: str | None, tid: uuid.UUID | None,
         topic = topics.by_id(tid)
         if topic is None:
             return _error_entry(None, ErrorCode.unknown_topic_id, tid)
+        if not access.allowed(ctx, DESCRIBE, TOPIC, topic.name):
+            return _error_entry(None, ErrorCode.topic_authorization_failed, tid)
         return topic_entry(ctx, topic)
+    if name is not None and not access.allowed(ctx, DESCRIBE, TOPIC, name):
+        return _error_entry(name, ErrorCode.topic_authorization_failed)
     if name is None or validate_topic_name(name):
         return _error_entry(name, ErrorCode.invalid_topic_exception)
     topic = topics.get(name)
@@ -131,6 +159,9 @@ def _lookup(ctx: RequestContext, name: str | None, tid: uuid.UUID | None,
         return topic_entry(ctx, topic)
     if not allow_create:
         return _error_entry(name, ErrorCode.unknown_topic_or_partition)
+    if not (access.cluster_allowed(ctx, AclOperation.CREATE, log=False)
+            or access.allowed(ctx, AclOperation.CREATE, TOPIC, name)):
+        return _error_entry(name, ErrorCode.topic_authorization_failed)
     try:
         topic = topics.create(name, int(ctx.broker.config["num.partitions"]), now_ms=now_ms())
     except TopicError as exc:

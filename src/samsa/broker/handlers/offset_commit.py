@@ -1,5 +1,8 @@
 """OffsetCommit (key 8): store a group's committed offsets.
 
+Needs READ on the group (else every partition is GROUP_AUTHORIZATION_FAILED) and on each
+topic (else its partitions are TOPIC_AUTHORIZATION_FAILED).
+
 Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION without reaching the
 coordinator, as in Kafka. Versions: v2-4 retention_time (-1: the broker's default); v3
 throttle_time; v5 drops retention_time; v6 committed_leader_epoch; v7 group_instance_id
@@ -22,11 +25,13 @@ from kio.schema.offset_commit.v10 import response as v10
 from kio.schema.types import TopicName
 from kio.static.primitive import i32
 
+from samsa.broker import access
 from samsa.broker.context import RequestContext
 from samsa.coordinator import CommitPartition, CommitTopic, OffsetCommit
 from samsa.coordinator import responses as co
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE, millis
+from samsa.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.OFFSET_COMMIT
 VERSIONS = (2, 10)
@@ -47,14 +52,22 @@ async def handle(ctx: RequestContext) -> v8.OffsetCommitResponse | v10.OffsetCom
         if by_ids:
             topic = topics.by_id(t.topic_id) if t.topic_id else None
             order.append((None if topic is None else topic.name, t.topic_id, indexes))
-            if topic is None:
-                continue
-            name = topic.name
         else:
-            name = t.name
-            order.append((name, None, indexes))
+            order.append((t.name, None, indexes))
+    group_ok = access.allowed(ctx, AclOperation.READ, ResourceType.GROUP, body.group_id)
+    readable = access.allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC,
+                                    [n for n, _, _ in order if n is not None]
+                                    ) if group_ok else set()
+    for t, (name, _tid, _indexes) in zip(body.topics, order, strict=True):
+        if name is None:
+            continue  # an unknown topic id: UNKNOWN_TOPIC_ID
         parts: list[CommitPartition] = []
         for p in t.partitions:
+            if name not in readable:
+                errors[(name, p.partition_index)] = (
+                    ErrorCode.topic_authorization_failed if group_ok
+                    else ErrorCode.group_authorization_failed)
+                continue
             if topics.partition(name, p.partition_index) is None:
                 errors[(name, p.partition_index)] = ErrorCode.unknown_topic_or_partition
                 continue
@@ -77,6 +90,8 @@ async def handle(ctx: RequestContext) -> v8.OffsetCommitResponse | v10.OffsetCom
                 errors[(answered.name, pe.partition)] = pe.error_code
 
     def error(name: str | None, index: int) -> ErrorCode:
+        if not group_ok:
+            return ErrorCode.group_authorization_failed
         return ErrorCode.unknown_topic_id if name is None else ErrorCode(errors[(name, index)])
 
     if by_ids:

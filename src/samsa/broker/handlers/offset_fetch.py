@@ -1,5 +1,10 @@
 """OffsetFetch (key 9): a group's committed offsets.
 
+Needs DESCRIBE on each group (else GROUP_AUTHORIZATION_FAILED) and on each topic: a topic
+asked for that the caller may not describe gets TOPIC_AUTHORIZATION_FAILED, and of a
+group's offsets (topics null) only those of describable topics are answered, as in Kafka.
+v1 has no group error: a group's error is each partition's.
+
 Versions: v2 topics may be null (all of the group's offsets) and a top-level error code;
 v3 throttle_time; v5 committed_leader_epoch; v6 flexible; v7 require_stable; v8 several
 groups per request, each with its own error code; v9 each group's member id and epoch (a
@@ -14,6 +19,7 @@ is built typed, as v10, v8 or (the shapes differ) as v7 for v1-7.
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
@@ -23,12 +29,14 @@ from kio.schema.offset_fetch.v10 import response as v10
 from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i32, i64
 
+from samsa.broker import access
 from samsa.broker.context import RequestContext
 from samsa.broker.topics import TopicManager
 from samsa.coordinator import FetchGroup, FetchTopic, OffsetFetch
 from samsa.coordinator import responses as co
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE, convert
+from samsa.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.OFFSET_FETCH
 VERSIONS = (1, 10)
@@ -100,8 +108,7 @@ async def handle(ctx: RequestContext) -> (v7.OffsetFetchResponse | v8.OffsetFetc
                        for g in body.groups)
     else:
         groups = (FetchGroup(body.group_id, _topics(body.topics, None)),)
-    resp = await ctx.broker.groups.call(OffsetFetch(groups, require_stable))
-    assert isinstance(resp, co.OffsetFetchResponse)
+    resp = await _fetch_authorized(ctx, OffsetFetch(groups, require_stable))
     if ids is not None:
         return v10.OffsetFetchResponse(throttle_time=NO_THROTTLE, groups=tuple(
             v10.OffsetFetchResponseGroup(group_id=GroupId(g.group_id),
@@ -117,3 +124,34 @@ async def handle(ctx: RequestContext) -> (v7.OffsetFetchResponse | v8.OffsetFetc
     return v7.OffsetFetchResponse(
         throttle_time=NO_THROTTLE, error_code=ErrorCode(group.error_code),
         topics=tuple(convert(t, v7.OffsetFetchResponseTopic) for t in _by_name(group)))
+
+
+async def _fetch_authorized(ctx: RequestContext, event: OffsetFetch) -> co.OffsetFetchResponse:
+    """The coordinator's answer for what the caller may describe (see the module docstring)."""
+    describe, topic = AclOperation.DESCRIBE, ResourceType.TOPIC
+    asked = {t.name for g in event.groups for t in g.topics or ()}
+    hidden = asked - access.allowed_names(ctx, describe, topic, asked)
+    shown = event if not hidden else replace(event, groups=tuple(
+        g if g.topics is None else replace(
+            g, topics=tuple(t for t in g.topics if t.name not in hidden))
+        for g in event.groups))
+    resp = await access.call_group(ctx, shown, describe)
+    assert isinstance(resp, co.OffsetFetchResponse)
+    groups = []
+    for request, g in zip(event.groups, resp.groups, strict=True):
+        if g.error_code and ctx.version < 2 and request.topics:  # v1 has no group error
+            g = replace(g, topics=tuple(co.FetchedTopic(t.name, tuple(
+                co.FetchedPartition(p, error_code=g.error_code) for p in t.partitions))
+                for t in request.topics))
+        elif g.error_code:
+            pass
+        elif request.topics is None:  # all of them: only the describable ones
+            names = access.allowed_names(ctx, describe, topic, {t.name for t in g.topics})
+            if len(names) < len({t.name for t in g.topics}):
+                g = replace(g, topics=tuple(t for t in g.topics if t.name in names))
+        elif hidden:
+            g = replace(g, topics=g.topics + tuple(co.FetchedTopic(t.name, tuple(
+                co.FetchedPartition(p, error_code=ErrorCode.topic_authorization_failed)
+                for p in t.partitions)) for t in request.topics if t.name in hidden))
+        groups.append(g)
+    return replace(resp, groups=tuple(groups))

@@ -1,6 +1,8 @@
 """Produce (key 0): validate batches, append, answer per acks (0: none, 1: OS, -1: fsync).
 
 Records are read only where the topic's configs need it (:mod:`samsa.broker.validate`).
+Needs WRITE on each topic (else its partitions are TOPIC_AUTHORIZATION_FAILED); idempotence
+was granted at InitProducerId, as in Kafka 2.8+.
 Versions (v3-9 served): v3 transactional_id (refused: no transactions) and record batch v2
 only, one batch per partition; v4 KAFKA_STORAGE_ERROR; v5 log_start_offset in the answer;
 v7 zstd; v8 record_errors and error_message for batches refused because of some records
@@ -15,6 +17,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from samsa.broker import access
 from samsa.broker.clock import now_ms
 from samsa.broker.context import RequestContext
 from samsa.broker.partition import Partition
@@ -22,6 +25,7 @@ from samsa.broker.validate import Rejection, check
 from samsa.log import AppendInfo, LogError
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.batch import InvalidRecords, split_batches
+from samsa.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.PRODUCE
 VERSIONS = (3, 9)
@@ -84,11 +88,15 @@ async def handle(ctx: RequestContext) -> Any:
         code = ErrorCode.invalid_required_acks
     else:
         code = ErrorCode.none
+    writable = access.allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC,
+                                    [t.name for t in body.topic_data])
     for t in body.topic_data:
         results = []
+        refused = code if code != ErrorCode.none or t.name in writable \
+            else ErrorCode.topic_authorization_failed
         for p in t.partition_data:
-            if code != ErrorCode.none:
-                results.append(_result(p.index, code))
+            if refused != ErrorCode.none:
+                results.append(_result(p.index, refused))
                 continue
             result, part, end = _append(ctx, t.name, p.index, p.records, now)
             results.append(result)

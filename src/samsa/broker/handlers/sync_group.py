@@ -10,11 +10,13 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 from kio.schema.sync_group.v5.response import SyncGroupResponse
 
+from samsa.broker import access
 from samsa.broker.context import RequestContext
 from samsa.coordinator import SyncGroup
 from samsa.coordinator import responses as co
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE
+from samsa.security.acl import AclOperation
 
 API_KEY = ApiKey.SYNC_GROUP
 VERSIONS = (0, 5)
@@ -31,7 +33,7 @@ async def handle(ctx: RequestContext) -> SyncGroupResponse:
         protocol_type=getattr(body, "protocol_type", None),
         protocol_name=getattr(body, "protocol_name", None),
     )
-    resp = await ctx.broker.groups.call(event)
+    resp = await access.call_group(ctx, event, AclOperation.READ)
     assert isinstance(resp, co.SyncGroupResponse)
     return SyncGroupResponse(throttle_time=NO_THROTTLE, error_code=ErrorCode(resp.error_code),
                              protocol_type=resp.protocol_type,

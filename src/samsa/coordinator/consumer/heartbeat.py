@@ -11,12 +11,15 @@ the first record is written, so a refused request writes nothing. Then, as in Ka
 3. the member reconciles towards its target (current member assignment record).
 
 Regular expressions are resolved at once, on the heartbeat that needs it (Kafka resolves
-them in a background task, at most every 10 s per group).
+them in a background task, at most every 10 s per group), among the topics that member may
+describe (``ConsumerGroupHeartbeat.describable``, KAFKA-18813), as Kafka resolves them with
+the permissions of the member whose heartbeat triggered the refresh.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from kio.schema.errors import ErrorCode
@@ -296,7 +299,7 @@ def heartbeat(core: ShardCore, ev: ConsumerGroupHeartbeat) -> ConsumerGroupHeart
         bump = True  # Kafka: a switch to a regex already resolved for others rebalances
     if old.subscribed_topic_regex and old.subscribed_topic_regex != new_regex:
         bump |= _drop_unused_regex(core, group, old.subscribed_topic_regex)
-    bump |= _refresh_regexes(core, group)
+    bump |= _refresh_regexes(core, group, ev.describable)
     bump_epoch(core, group, bump)
     if group.epoch > group.assignment_epoch:
         update_target(core, group, group.epoch)
@@ -351,9 +354,10 @@ def _drop_unused_regex(core: ShardCore, group: ConsumerGroup, regex: str) -> boo
     return bool(resolved.topics)
 
 
-def _refresh_regexes(core: ShardCore, group: ConsumerGroup) -> bool:
-    """Resolve the group's regexes when one is unresolved or the topics changed since;
-    True if a resolution changed."""
+def _refresh_regexes(core: ShardCore, group: ConsumerGroup,
+                     describable: Callable[[Iterable[str]], Iterable[str]] | None) -> bool:
+    """Resolve the group's regexes, among the topics ``describable`` keeps, when one is
+    unresolved or the topics changed since; True if a resolution changed."""
     topics = core.topics
     wanted = group.subscribed_regexes()
     stale = [r for r in wanted
@@ -361,7 +365,7 @@ def _refresh_regexes(core: ShardCore, group: ConsumerGroup) -> bool:
     if not stale:
         return False
     changed = False
-    names = list(topics.by_name)
+    names = list(topics.by_name if describable is None else describable(topics.by_name))
     for regex in sorted(wanted):
         resolved = rx.resolve(regex, names)
         old = group.regexes.get(regex)

@@ -13,6 +13,8 @@
   NULL) and ``epoch``, bumped on every change of hands. It is also the leader epoch.
 * ``samsa_batches``: the log: one row per record batch exactly as it arrived on the wire
   (base offset patched), with its base and last offsets, max timestamp and producer fields.
+* ``samsa_acls``: the ACLs (Kafka's codes), one row each; ``acls_version`` in
+  ``samsa_meta`` is bumped on every change, so nodes know when to reload them.
 """
 
 from __future__ import annotations
@@ -59,6 +61,17 @@ CREATE TABLE IF NOT EXISTS samsa_batches (
     size integer NOT NULL,
     data bytea NOT NULL,
     PRIMARY KEY (pid, base_offset)
+);
+INSERT INTO samsa_meta VALUES ('acls_version', 0) ON CONFLICT DO NOTHING;
+CREATE TABLE IF NOT EXISTS samsa_acls (
+    resource_type smallint NOT NULL,
+    name text NOT NULL,
+    pattern_type smallint NOT NULL,
+    principal text NOT NULL,
+    host text NOT NULL,
+    operation smallint NOT NULL,
+    permission smallint NOT NULL,
+    PRIMARY KEY (resource_type, name, pattern_type, principal, host, operation, permission)
 );
 ALTER TABLE samsa_nodes ADD COLUMN IF NOT EXISTS locked boolean NOT NULL DEFAULT false;
 ALTER TABLE samsa_batches ALTER COLUMN data SET STORAGE EXTERNAL;
