@@ -31,6 +31,8 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  * TOPICS is a comma-separated list, or with driver.pattern=true one RE2 regex evaluated by the
  * broker (subscribe(SubscriptionPattern)). Driver options: driver.records=false (counts only),
  * driver.commitOnRevoke=true (commitSync of revoked positions inside onPartitionsRevoked),
+ * driver.commitEachBatch=true (commitSync of what each poll returned, after every poll that
+ * returned records; a failure is an error event with "where": "batch"),
  * driver.maxSeconds=N (exit bound).
  *
  * Events on stdout, one JSON object per line: started, assigned / revoked / lost (the
@@ -41,12 +43,15 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 public final class ConsumerProtocolMember {
     private final KafkaConsumer<byte[], byte[]> consumer;
     private final boolean commitOnRevoke;
+    private final boolean commitEachBatch;
     private final boolean printRecords;
 
-    private ConsumerProtocolMember(Properties props, boolean commitOnRevoke, boolean printRecords) {
+    private ConsumerProtocolMember(Properties props, boolean commitOnRevoke,
+            boolean commitEachBatch, boolean printRecords) {
         this.consumer = new KafkaConsumer<>(props, new ByteArrayDeserializer(),
                 new ByteArrayDeserializer());
         this.commitOnRevoke = commitOnRevoke;
+        this.commitEachBatch = commitEachBatch;
         this.printRecords = printRecords;
     }
 
@@ -60,6 +65,7 @@ public final class ConsumerProtocolMember {
         p.putAll(Conf.client(args, 3));
         ConsumerProtocolMember m = new ConsumerProtocolMember(p,
                 Boolean.parseBoolean(Conf.driver(args, 3, "commitOnRevoke", "false")),
+                Boolean.parseBoolean(Conf.driver(args, 3, "commitEachBatch", "false")),
                 Boolean.parseBoolean(Conf.driver(args, 3, "records", "true")));
         m.run(args[2], Boolean.parseBoolean(Conf.driver(args, 3, "pattern", "false")),
                 Long.parseLong(Conf.driver(args, 3, "maxSeconds", "170")));
@@ -150,6 +156,9 @@ public final class ConsumerProtocolMember {
                 ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(100));
                 if (!records.isEmpty()) {
                     report(records);
+                    if (commitEachBatch) {
+                        commitBatch(records);
+                    }
                 }
             } catch (FencedInstanceIdException | UnreleasedInstanceIdException
                     | UnsupportedVersionException e) {
@@ -160,6 +169,21 @@ public final class ConsumerProtocolMember {
             }
         }
         command("close");
+    }
+
+    private void commitBatch(ConsumerRecords<byte[], byte[]> records) {
+        Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+        for (TopicPartition tp : records.partitions()) {
+            List<ConsumerRecord<byte[], byte[]>> batch = records.records(tp);
+            offsets.put(tp, new OffsetAndMetadata(batch.get(batch.size() - 1).offset() + 1));
+        }
+        try {
+            consumer.commitSync(offsets);
+            Json.emit(Json.obj("event", "committed", "offsets", offsets(offsets),
+                    "where", "batch"));
+        } catch (KafkaException e) {
+            Json.emit(Json.obj("event", "error", "error", Conf.error(e), "where", "batch"));
+        }
     }
 
     private void report(ConsumerRecords<byte[], byte[]> records) {
