@@ -18,14 +18,27 @@ import pytest
 from confluent_kafka import Producer
 
 from tests.brokerproc import BrokerProcess
-from tests.conformance.consumer_protocol_kit import BROKER_CONFIG, JavaCpMember, double_owners
-from tests.conformance.groupkit import create_topic, settle, tps_of, unique, wait_until
+from tests.conformance.consumer_protocol_kit import (
+    BROKER_CONFIG,
+    CpMember,
+    JavaCpMember,
+    double_owners,
+)
+from tests.conformance.groupkit import (
+    OwnershipLog,
+    create_topic,
+    poll_all,
+    settle,
+    tps_of,
+    unique,
+    wait_until,
+)
 from tests.conformance.javakit import JavaKit
 
 pytestmark = pytest.mark.conformance
 
 PARTS = 6
-RUNS = 5
+RUNS = 20
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +77,13 @@ def _commit_failures(members: list[JavaCpMember]) -> list[str]:
     return [f"{m.name} ({e.get('where')}): {e['error']}" for m in members for e in m.errors()]
 
 
+def _commits(members: list[JavaCpMember], where: str) -> int:
+    return sum(1 for m in members for e in m.driver.of("committed") if e["where"] == where)
+
+
 def _one_run(bootstrap: str, java: JavaKit) -> list[str]:
-    """Three members commit after every batch and on revocation; one leaves, one joins."""
+    """Three members commit after every batch and on revocation; one leaves, one joins.
+    Returns the commits that failed."""
     topic, group = unique("jkc"), unique("g")
     create_topic(bootstrap, topic, PARTS)
     every = tps_of(topic, PARTS)
@@ -78,18 +96,23 @@ def _one_run(bootstrap: str, java: JavaKit) -> list[str]:
 
     a, b, c = member("a"), member("b"), member("c")
     settle([a, b, c], every, counts=[2, 2, 2], timeout=45)
-    b.close()
+    b.start_close()  # b leaves while d joins
     d = member("d")
+    b.wait_closed()
     settle([a, c, d], every, counts=[2, 2, 2], timeout=45)
     trickle.stop()
     members = [a, b, c, d]
     wait_until(lambda: all(m.driver.of("committed") for m in (a, c, d)),
                what="every member's batch commits")
-    failures = _commit_failures(members)
-    assert double_owners(members) == []
     for m in (a, c, d):
-        m.close()
-    return failures
+        m.start_close()
+    for m in (a, c, d):
+        m.wait_closed()
+    # the commits ran: after batches, and in onPartitionsRevoked (b's close, the partitions
+    # a and c handed to d, the last closes)
+    assert _commits(members, "batch") > 0 and _commits(members, "revoked") > 0
+    assert double_owners(members) == []
+    return _commit_failures(members)
 
 
 @pytest.mark.slow
@@ -101,3 +124,40 @@ def test_java_members_commit_while_members_leave_and_join(cp_broker: BrokerProce
         if bad:
             failures[run] = bad
     assert failures == {}, failures
+
+
+@pytest.mark.slow
+def test_librdkafka_members_commit_in_the_revoke_callback(cp_broker: BrokerProcess) -> None:
+    """The same with confluent-kafka (librdkafka) members polled by the test thread: a
+    synchronous commit after every batch and in the revoke callback, b leaves while d
+    joins. Every commit is accepted and no partition has two owners."""
+    bootstrap = cp_broker.bootstrap
+    topic, group = unique("rkc"), unique("g")
+    create_topic(bootstrap, topic, PARTS)
+    every = tps_of(topic, PARTS)
+    trickle = Trickle(bootstrap, topic)
+    log = OwnershipLog()
+
+    def member(name: str) -> CpMember:
+        return CpMember(bootstrap, group, name, log).subscribe(
+            [topic], commit_on_revoke=True, commit_each_batch=True)
+
+    a, b, c = member("a"), member("b"), member("c")
+    try:
+        settle([a, b, c], every, counts=[2, 2, 2], timeout=45)
+        poll_all([a, b, c], rounds=20)
+        b.close()  # revokes (and commits) what it holds, then leaves
+        d = member("d")
+        members = [a, b, c, d]
+        settle([a, c, d], every, counts=[2, 2, 2], timeout=45)
+        poll_all([a, c, d], rounds=20)
+        trickle.stop()
+        for m in (a, c, d):
+            m.close()
+        assert [(m.name, w, e.str()) for m in members for w, e in m.commit_errors] == []
+        assert sum(m.commits["batch"] for m in members) > 0
+        assert sum(m.commits["revoke"] for m in members) > 0
+        assert log.violations == []
+    finally:
+        for m in (a, b, c):
+            m.close()

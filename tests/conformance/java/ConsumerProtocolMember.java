@@ -30,9 +30,11 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  *   ConsumerProtocolMember BOOTSTRAP GROUP TOPICS [key=value consumer config...] [driver.x=y...]
  * TOPICS is a comma-separated list, or with driver.pattern=true one RE2 regex evaluated by the
  * broker (subscribe(SubscriptionPattern)). Driver options: driver.records=false (counts only),
- * driver.commitOnRevoke=true (commitSync of revoked positions inside onPartitionsRevoked),
- * driver.commitEachBatch=true (commitSync of what each poll returned, after every poll that
- * returned records; a failure is an error event with "where": "batch"),
+ * driver.commitOnRevoke=true (commitSync, inside onPartitionsRevoked, of what was consumed of
+ * the revoked partitions: never position(), which would block on a partition not fetched yet
+ * while close() runs the callback), driver.commitEachBatch=true (commitSync of what each poll
+ * returned, after every poll that returned records; a failure is an error event with
+ * "where": "batch"),
  * driver.maxSeconds=N (exit bound).
  *
  * Events on stdout, one JSON object per line: started, assigned / revoked / lost (the
@@ -45,6 +47,8 @@ public final class ConsumerProtocolMember {
     private final boolean commitOnRevoke;
     private final boolean commitEachBatch;
     private final boolean printRecords;
+    /** The next offset to consume of each partition the member read records of. */
+    private final Map<TopicPartition, Long> consumed = new HashMap<>();
 
     private ConsumerProtocolMember(Properties props, boolean commitOnRevoke,
             boolean commitEachBatch, boolean printRecords) {
@@ -98,8 +102,14 @@ public final class ConsumerProtocolMember {
     private final ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
         @Override
         public void onPartitionsRevoked(Collection<TopicPartition> tps) {
-            if (commitOnRevoke && !tps.isEmpty()) {
-                Map<TopicPartition, OffsetAndMetadata> offsets = positions(tps);
+            Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+            for (TopicPartition tp : tps) {
+                Long next = consumed.remove(tp);
+                if (next != null) {
+                    offsets.put(tp, new OffsetAndMetadata(next));
+                }
+            }
+            if (commitOnRevoke && !offsets.isEmpty()) {
                 try {
                     consumer.commitSync(offsets);
                     Json.emit(Json.obj("event", "committed", "offsets", offsets(offsets),
@@ -119,6 +129,7 @@ public final class ConsumerProtocolMember {
 
         @Override
         public void onPartitionsLost(Collection<TopicPartition> tps) {
+            consumed.keySet().removeAll(tps);
             Json.emit(state("lost", tps));
         }
     };
@@ -174,8 +185,7 @@ public final class ConsumerProtocolMember {
     private void commitBatch(ConsumerRecords<byte[], byte[]> records) {
         Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
         for (TopicPartition tp : records.partitions()) {
-            List<ConsumerRecord<byte[], byte[]>> batch = records.records(tp);
-            offsets.put(tp, new OffsetAndMetadata(batch.get(batch.size() - 1).offset() + 1));
+            offsets.put(tp, new OffsetAndMetadata(consumed.get(tp)));
         }
         try {
             consumer.commitSync(offsets);
@@ -189,6 +199,7 @@ public final class ConsumerProtocolMember {
     private void report(ConsumerRecords<byte[], byte[]> records) {
         List<Object> out = new ArrayList<>();
         for (ConsumerRecord<byte[], byte[]> r : records) {
+            consumed.put(new TopicPartition(r.topic(), r.partition()), r.offset() + 1);
             if (printRecords) {
                 out.add(Records.read(r));
             }
