@@ -12,14 +12,12 @@ commit in their revoke callback.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Producer
 
 from tests.brokerproc import BrokerProcess
 from tests.conformance.consumer_protocol_kit import (
-    BROKER_CONFIG,
     CpMember,
     JavaCpMember,
     double_owners,
@@ -39,13 +37,6 @@ pytestmark = pytest.mark.conformance
 
 PARTS = 6
 RUNS = 20
-
-
-@pytest.fixture(scope="module")
-def cp_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path_factory.mktemp("cpc") / "data", BROKER_CONFIG).start()
-    yield proc
-    assert proc.stop() == 0, f"broker did not exit cleanly, see {proc.log_path}"
 
 
 class Trickle:

@@ -16,7 +16,6 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 
 from tests.brokerproc import BrokerProcess
 from tests.conformance.consumer_protocol_kit import (
-    BROKER_CONFIG,
     RESTART_CONFIG,
     JavaCpMember,
     double_owners,
@@ -34,13 +33,6 @@ from tests.conformance.groupkit import (
 from tests.conformance.javakit import JavaKit, tps
 
 pytestmark = pytest.mark.conformance
-
-
-@pytest.fixture(scope="module")
-def cp_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path_factory.mktemp("cpj") / "data", BROKER_CONFIG).start()
-    yield proc
-    assert proc.stop() == 0, f"broker did not exit cleanly, see {proc.log_path}"
 
 
 def _consumed(members: list[JavaCpMember]) -> set[str]:
