@@ -31,6 +31,9 @@ whole commit, as Kafka's validator throws: nothing is written.
 
 OffsetFetch (v9+, with a member id or an epoch) is unchanged by KIP-1251: the member must
 exist and send its current epoch exactly.
+
+For TxnOffsetCommit, Kafka first accepts a commit that names no member at all (epoch -1,
+empty member id, no instance id) and has no version floor (``api_version=None`` here).
 """
 
 from __future__ import annotations
