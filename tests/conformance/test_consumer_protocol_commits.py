@@ -4,9 +4,11 @@ Apache Kafka's Java consumer 4.3 is written against brokers that accept a commit
 member epoch lags the broker's by a heartbeat, as long as each partition was assigned to the
 member at that epoch or before (``assignmentEpoch <= clientEpoch <= brokerEpoch``). Members
 that ``commitSync()`` after every batch and in ``onPartitionsRevoked`` while members leave
-and join must never see a ``CommitFailedException`` (STALE_MEMBER_EPOCH), and a partition
-that moved must still be fenced. The same with librdkafka (confluent-kafka) members that
-commit in their revoke callback.
+and join must never see a ``CommitFailedException`` (STALE_MEMBER_EPOCH); before samsa
+checked assignment epochs, most runs of that scenario did. The same with librdkafka
+(confluent-kafka) members that commit in their revoke callback. That a partition which
+moved to another member is still fenced is checked on the fake clock
+(tests/coordinator/test_consumer_commits.py).
 """
 
 from __future__ import annotations
@@ -64,7 +66,9 @@ class Trickle:
         assert self.producer.flush(15) == 0
 
 
-def _commit_failures(members: list[JavaCpMember]) -> list[str]:
+def _errors(members: list[JavaCpMember]) -> list[str]:
+    """The errors the members reported: failed commits ("where": batch or revoked) and
+    failed polls."""
     return [f"{m.name} ({e.get('where')}): {e['error']}" for m in members for e in m.errors()]
 
 
@@ -73,25 +77,27 @@ def _commits(members: list[JavaCpMember], where: str) -> int:
 
 
 def _one_run(bootstrap: str, java: JavaKit) -> list[str]:
-    """Three members commit after every batch and on revocation; one leaves, one joins.
-    Returns the commits that failed."""
+    """Three members commit after every batch and on revocation; one leaves while another
+    joins. Returns the errors they reported."""
     topic, group = unique("jkc"), unique("g")
     create_topic(bootstrap, topic, PARTS)
     every = tps_of(topic, PARTS)
-    trickle = Trickle(bootstrap, topic)
     settings = {"driver.commitOnRevoke": "true", "driver.commitEachBatch": "true",
                 "driver.records": "false", "max.poll.records": "5"}
 
     def member(name: str) -> JavaCpMember:
         return JavaCpMember(java, bootstrap, group, topic, name, **settings)
 
-    a, b, c = member("a"), member("b"), member("c")
-    settle([a, b, c], every, counts=[2, 2, 2], timeout=45)
-    b.start_close()  # b leaves while d joins
-    d = member("d")
-    b.wait_closed()
-    settle([a, c, d], every, counts=[2, 2, 2], timeout=45)
-    trickle.stop()
+    trickle = Trickle(bootstrap, topic)
+    try:
+        a, b, c = member("a"), member("b"), member("c")
+        settle([a, b, c], every, counts=[2, 2, 2], timeout=45)
+        b.start_close()  # b leaves while d joins
+        d = member("d")
+        b.wait_closed()
+        settle([a, c, d], every, counts=[2, 2, 2], timeout=45)
+    finally:
+        trickle.stop()
     members = [a, b, c, d]
     wait_until(lambda: all(m.driver.of("committed") for m in (a, c, d)),
                what="every member's batch commits")
@@ -103,12 +109,14 @@ def _one_run(bootstrap: str, java: JavaKit) -> list[str]:
     # a and c handed to d, the last closes)
     assert _commits(members, "batch") > 0 and _commits(members, "revoked") > 0
     assert double_owners(members) == []
-    return _commit_failures(members)
+    return _errors(members)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # a bound for a loaded machine; it takes about 2 minutes
 def test_java_members_commit_while_members_leave_and_join(cp_broker: BrokerProcess,
                                                             java: JavaKit) -> None:
+    """The issue's judge: :func:`_one_run` 20 times in a row, no error in any."""
     failures = {}
     for run in range(RUNS):
         bad = _one_run(cp_broker.bootstrap, java)
@@ -126,29 +134,28 @@ def test_librdkafka_members_commit_in_the_revoke_callback(cp_broker: BrokerProce
     topic, group = unique("rkc"), unique("g")
     create_topic(bootstrap, topic, PARTS)
     every = tps_of(topic, PARTS)
-    trickle = Trickle(bootstrap, topic)
     log = OwnershipLog()
+    members: list[CpMember] = []
 
     def member(name: str) -> CpMember:
-        return CpMember(bootstrap, group, name, log).subscribe(
-            [topic], commit_on_revoke=True, commit_each_batch=True)
+        members.append(CpMember(bootstrap, group, name, log).subscribe(
+            [topic], commit_on_revoke=True, commit_each_batch=True))
+        return members[-1]
 
-    a, b, c = member("a"), member("b"), member("c")
+    trickle = Trickle(bootstrap, topic)
     try:
+        a, b, c = member("a"), member("b"), member("c")
         settle([a, b, c], every, counts=[2, 2, 2], timeout=45)
         poll_all([a, b, c], rounds=20)
         b.close()  # revokes (and commits) what it holds, then leaves
         d = member("d")
-        members = [a, b, c, d]
         settle([a, c, d], every, counts=[2, 2, 2], timeout=45)
         poll_all([a, c, d], rounds=20)
-        trickle.stop()
-        for m in (a, c, d):
-            m.close()
-        assert [(m.name, w, e.str()) for m in members for w, e in m.commit_errors] == []
-        assert sum(m.commits["batch"] for m in members) > 0
-        assert sum(m.commits["revoke"] for m in members) > 0
-        assert log.violations == []
     finally:
-        for m in (a, b, c):
-            m.close()
+        trickle.stop()
+        for m in members:
+            m.close()  # the last ones revoke (and commit) too
+    assert [(m.name, w, e.str()) for m in members for w, e in m.commit_errors] == []
+    assert sum(m.commits["batch"] for m in members) > 0
+    assert sum(m.commits["revoke"] for m in members) > 0
+    assert log.violations == []
