@@ -24,6 +24,17 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     assert proc.stop() == 0, f"broker did not exit cleanly, see {proc.log_path}"
 
 
+@pytest.fixture(scope="module")
+def cp_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A broker serving KIP-848 consumer groups with short heartbeat and session settings
+    (one per test module)."""
+    from tests.conformance.consumer_protocol_kit import BROKER_CONFIG
+
+    proc = BrokerProcess(tmp_path_factory.mktemp("cp") / "data", BROKER_CONFIG).start()
+    yield proc
+    assert proc.stop() == 0, f"broker did not exit cleanly, see {proc.log_path}"
+
+
 @pytest.fixture
 def fresh_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     """A broker of the test's own (for restarts, crashes and config)."""

@@ -77,17 +77,6 @@ def proxied(tmp_path: Path) -> Iterator[tuple[BrokerProcess, FaultProxy]]:
     proc.stop()
 
 
-@pytest.fixture(scope="module")
-def cp_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """A broker serving KIP-848 consumer groups with short heartbeat and session settings
-    (one per test module)."""
-    from tests.conformance.consumer_protocol_kit import BROKER_CONFIG
-
-    proc = BrokerProcess(tmp_path_factory.mktemp("cp") / "data", BROKER_CONFIG).start()
-    yield proc
-    assert proc.stop() == 0, f"broker did not exit cleanly, see {proc.log_path}"
-
-
 @pytest.fixture
 def cp_topic(cp_broker: BrokerProcess) -> Callable[[int], str]:
     """Factory: a fresh topic with ``n`` partitions on ``cp_broker``."""

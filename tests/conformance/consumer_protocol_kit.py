@@ -21,11 +21,10 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from tests.conformance.groupkit import Member, OwnershipLog, Tp
+from tests.conformance.groupkit import Member, Tp
 from tests.conformance.javakit import Event, JavaKit, tps
 from tests.conftest import FAST_GROUPS
 
@@ -59,17 +58,7 @@ CONSUMER = {
 class CpMember(Member):
     """A confluent-kafka member of a consumer-protocol group, polled by the test thread."""
 
-    def __init__(self, bootstrap: str, group: str, name: str, log: OwnershipLog | None = None,
-                 **config: Any) -> None:
-        self.name = name
-        self.log = log if log is not None else OwnershipLog()
-        self.seen: list[bytes] = []
-        self.errors: list[KafkaError] = []
-        conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "group.id": group,
-                                "client.id": name, **CONSUMER, "error_cb": self.errors.append}
-        conf.update(config)
-        self.consumer = Consumer(conf)
-        self.closed = False
+    DEFAULTS = CONSUMER
 
     def member_id(self) -> str:
         return str(self.consumer.memberid() or "")
@@ -90,7 +79,7 @@ class JavaCpMember:
         settings = {"client.id": name, "max.poll.interval.ms": "15000",
                     "reconnect.backoff.max.ms": "200", "retry.backoff.max.ms": "300", **config}
         self.name = name
-        self.closed = False
+        self.closed = self.closing = False
         self.killed_at: int | None = None
         self.driver = kit.start("ConsumerProtocolMember", bootstrap, group, topics,
                                 *(f"{k}={v}" for k, v in settings.items()), name=name)
@@ -132,9 +121,19 @@ class JavaCpMember:
 
     def close(self) -> None:
         """KafkaConsumer.close(): a dynamic member leaves (epoch -1), a static one -2."""
+        self.start_close()
+        self.wait_closed()
+
+    def start_close(self) -> None:
+        """Ask for close() and return at once (:meth:`wait_closed` waits for it), so that
+        several members close at the same time."""
         if not self.closed:
-            self.closed = True
+            self.closed = self.closing = True
             self.driver.send("close")
+
+    def wait_closed(self) -> None:
+        if self.closing:
+            self.closing = False
             self.driver.wait_for(lambda e: e["event"] == "closed", 30, "closed")
             assert self.driver.close() == 0
 

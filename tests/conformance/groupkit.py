@@ -11,7 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
@@ -122,6 +122,9 @@ class OwnershipLog:
 class Member:
     """A confluent-kafka consumer polled by the test thread; records what it consumed."""
 
+    #: the consumer settings under the test's own
+    DEFAULTS: dict[str, Any] = FAST
+
     def __init__(self, bootstrap: str, group: str, name: str, log: OwnershipLog | None = None,
                  **config: Any) -> None:
         self.name = name
@@ -129,30 +132,62 @@ class Member:
         self.seen: list[bytes] = []
         self.errors: list[KafkaError] = []
         conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "group.id": group,
-                                "client.id": name, **FAST,
+                                "client.id": name, **self.DEFAULTS,
                                 "error_cb": self.errors.append}
         conf.update(config)
         self.consumer = Consumer(conf)
         self.closed = False
+        self.commit_each_batch = False
+        #: synchronous commits made by :meth:`poll` ("batch") and the revoke callback
+        #: ("revoke"), and the ones refused, with the error
+        self.commits: dict[str, int] = {"batch": 0, "revoke": 0}
+        self.commit_errors: list[tuple[str, KafkaError]] = []
 
-    def subscribe(self, topics: Sequence[str]) -> Member:
+    def subscribe(self, topics: Sequence[str], commit_on_revoke: bool = False,
+                  commit_each_batch: bool = False) -> Self:
+        """Subscribe; ``commit_on_revoke`` commits (synchronously) the positions of the
+        partitions being revoked inside the revoke callback, ``commit_each_batch`` what
+        each :meth:`poll` consumed."""
         def on_assign(c: Consumer, parts: list[TopicPartition]) -> None:
             self.log.assigned(self.name, [(p.topic, p.partition) for p in parts])
 
         def on_revoke(c: Consumer, parts: list[TopicPartition]) -> None:
+            if commit_on_revoke:
+                self._commit("revoke", [p for p in c.position(parts) if p.offset >= 0])
+            on_lost(c, parts)
+
+        def on_lost(c: Consumer, parts: list[TopicPartition]) -> None:
             self.log.revoked(self.name, [(p.topic, p.partition) for p in parts])
 
+        self.commit_each_batch = commit_each_batch
         self.consumer.subscribe(list(topics), on_assign=on_assign, on_revoke=on_revoke,
-                                on_lost=on_revoke)
+                                on_lost=on_lost)
         return self
 
+    def _commit(self, where: str, offsets: list[TopicPartition] | None = None) -> None:
+        if offsets == []:
+            return
+        try:
+            if offsets is None:
+                self.consumer.commit(asynchronous=False)
+            else:
+                self.consumer.commit(offsets=offsets, asynchronous=False)
+            self.commits[where] += 1
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError._NO_OFFSET:
+                self.commit_errors.append((where, exc.args[0]))
+
     def poll(self, timeout: float = 0.02) -> None:
+        got = False
         for m in self.consumer.consume(200, timeout=timeout):
             err = m.error()
             if err is None:
                 self.seen.append(m.value())
+                got = True
             elif err.code() != KafkaError._PARTITION_EOF:
                 self.errors.append(err)
+        if got and self.commit_each_batch:
+            self._commit("batch")
 
     def commit(self) -> bool:
         """Commit consumed positions synchronously; False if the group refused it now."""

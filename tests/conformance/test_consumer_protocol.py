@@ -7,7 +7,6 @@ and the commits equal the end offsets. The admin APIs see the group's type and e
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,14 +32,6 @@ from tests.conformance.groupkit import (
 )
 
 pytestmark = pytest.mark.conformance
-
-
-@pytest.fixture(scope="module")
-def cp_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """A broker with short consumer-group session and heartbeat settings."""
-    proc = BrokerProcess(tmp_path_factory.mktemp("cp") / "data", BROKER_CONFIG).start()
-    yield proc
-    assert proc.stop() == 0, f"broker did not exit cleanly, see {proc.log_path}"
 
 
 def _values(members: list[CpMember]) -> set[bytes]:

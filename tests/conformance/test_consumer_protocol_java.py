@@ -36,13 +36,6 @@ from tests.conformance.javakit import JavaKit, tps
 pytestmark = pytest.mark.conformance
 
 
-@pytest.fixture(scope="module")
-def cp_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path_factory.mktemp("cpj") / "data", BROKER_CONFIG).start()
-    yield proc
-    assert proc.stop() == 0, f"broker did not exit cleanly, see {proc.log_path}"
-
-
 def _consumed(members: list[JavaCpMember]) -> set[str]:
     return {v for m in members for v in m.values()}
 

@@ -7,12 +7,10 @@ still holds it (every member's callbacks replayed in wall-clock order)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from tests.brokerproc import BrokerProcess
-from tests.conformance.consumer_protocol_kit import BROKER_CONFIG, JavaCpMember, double_owners
+from tests.conformance.consumer_protocol_kit import JavaCpMember, double_owners
 from tests.conformance.groupkit import create_topic, produce, settle, tps_of, unique, wait_until
 from tests.conformance.javakit import ASSIGNORS, JavaKit
 
@@ -21,13 +19,6 @@ pytestmark = pytest.mark.conformance
 CLASSIC = {"group.protocol": "classic", "session.timeout.ms": "3000",
            "heartbeat.interval.ms": "300",
            "partition.assignment.strategy": ASSIGNORS["cooperative-sticky"]}
-
-
-@pytest.fixture(scope="module")
-def cp_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path_factory.mktemp("cpm") / "data", BROKER_CONFIG).start()
-    yield proc
-    assert proc.stop() == 0, f"broker did not exit cleanly, see {proc.log_path}"
 
 
 def test_classic_group_gains_and_loses_a_consumer_member(cp_broker: BrokerProcess,

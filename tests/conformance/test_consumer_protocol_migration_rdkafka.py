@@ -15,14 +15,12 @@ and ``roundrobin``, and the cooperative-sticky group is checked to stay classic 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from confluent_kafka import ConsumerGroupType, KafkaError
 from confluent_kafka.admin import AdminClient
 
 from tests.brokerproc import BrokerProcess
-from tests.conformance.consumer_protocol_kit import BROKER_CONFIG, CpMember, fatal_errors
+from tests.conformance.consumer_protocol_kit import CpMember, fatal_errors
 from tests.conformance.groupkit import (
     Member,
     OwnershipLog,
@@ -45,13 +43,6 @@ PARTITIONS = 6
 
 def _classic(strategy: str) -> dict[str, object]:
     return {"partition.assignment.strategy": strategy, "session.timeout.ms": 3000}
-
-
-@pytest.fixture(scope="module")
-def cp_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path_factory.mktemp("cpmr") / "data", BROKER_CONFIG).start()
-    yield proc
-    assert proc.stop() == 0, f"broker did not exit cleanly, see {proc.log_path}"
 
 
 @pytest.mark.parametrize("strategy", ["range", "roundrobin"])

@@ -28,6 +28,7 @@ from samsa.coordinator import (
 )
 from samsa.coordinator.events import Event
 from samsa.coordinator.queries import GroupDescription
+from samsa.coordinator.records import RecordKey, RecordValue, deserialize, serialize
 from samsa.coordinator.responses import JoinGroupResponse, Response, SyncGroupResponse
 from tests.coordinator.fake_timer import FakeTimer
 from tests.coordinator.subscriptions import encode_subscription
@@ -258,15 +259,22 @@ class Ctx:
         check_replay(self.coord, self.records)
 
 
+def _through_bytes(r: Record) -> tuple[RecordKey, RecordValue | None]:
+    """The record as loading reads it back from the log (Kafka's byte formats)."""
+    decoded = deserialize(*serialize(r.key, r.value))
+    assert decoded is not None, r
+    return decoded
+
+
 def check_replay(coord: Coordinator, records: Iterable[Record]) -> None:
-    """Replaying every record written so far rebuilds each live shard's hard state, and
-    the live groups agree with it."""
+    """Replaying every record written so far, encoded and decoded as in the log, rebuilds
+    each live shard's hard state, and the live groups agree with it."""
     by_partition: dict[int, list[Record]] = {}
     for r in records:
         by_partition.setdefault(r.partition, []).append(r)
     for partition, shard in coord.shards.items():
         fresh = CoordinatorShard(partition, coord.config)
-        fresh.load(((r.key, r.value) for r in by_partition.get(partition, [])), 0)
+        fresh.load((_through_bytes(r) for r in by_partition.get(partition, [])), 0)
         assert fresh.hard == shard.hard, f"replay differs on partition {partition}"
         check_consistency(shard)
 

@@ -637,14 +637,20 @@ class SimConsumer:
 class ConsumerSimulation:
     """Seeded consumer-protocol members against the coordinator, with delays, crashes,
     stalls, leaves, static restarts, subscription changes, topic changes, failed appends
-    and fail-overs. After every step: no partition is held by two members, no member
-    epoch exceeds the group epoch, replaying the records gives the live state, timers are
-    mirrored, every reply's error is legal. At the end, after a quiet period with every
-    member heartbeating, the group is Stable and each subscribed partition assigned once."""
+    and fail-overs. Members also commit the partitions they own with the epoch of their
+    last answer, often while a heartbeat is on the way (KIP-1251): such a commit is always
+    accepted while the coordinator still knows the member. After every step: no partition
+    is held by two members, no member epoch exceeds the group epoch, each member has an
+    assignment epoch for exactly the partitions it holds (none above its own epoch),
+    replaying the records gives the live state, timers are mirrored, every reply's error is
+    legal. At the end, after a quiet period with every member heartbeating, the group is
+    Stable and each subscribed partition assigned once."""
 
     def __init__(self, seed: int, steps: int = 250) -> None:
         self.seed = seed
         self.rng = rng = random.Random(seed)
+        #: the commits' own draws, so that they leave every other draw of a seed as it was
+        self.commit_rng = random.Random(seed + 1_000_003)
         self.steps = steps
         self.config = CoordinatorConfig(
             offsets_topic_num_partitions=1,
@@ -847,6 +853,8 @@ class ConsumerSimulation:
             assert isinstance(response, ConsumerGroupHeartbeatResponse)
             self.on_response(m, token, response)
         m.inbox.clear()
+        if m.status == "member" and m.owned and self.commit_rng.random() < 0.2:
+            self.commit(m)
         if m.status == "down" or m.inflight is not None:
             return
         p = rng.random() if churn else 1.0
@@ -864,6 +872,33 @@ class ConsumerSimulation:
             self.heartbeat(m, m.epoch, full=True)
         elif self.now >= m.next_hb_at:
             self.heartbeat(m, m.epoch if m.status == "member" else 0)
+
+    def commit(self, m: SimConsumer) -> None:
+        """OffsetCommit v9 of what ``m`` owns, at the epoch of its last answer, delivered at
+        once; a heartbeat of ``m`` may be on the way (but not a leave). The coordinator
+        accepts it unless it no longer knows the member."""
+        if m.inflight is not None and self.sent[m.inflight][2].member_epoch < 0:
+            return
+        names = {i: n for n, i in self.topic_ids.items()}
+        owned = {names[t]: ps for t, ps in m.owned.items() if names[t] in self.live_topics}
+        if not owned:
+            return
+        event = OffsetCommit(CONSUMER_GROUP, tuple(
+            CommitTopic(n, tuple(CommitPartition(p, self.now) for p in sorted(ps)))
+            for n, ps in sorted(owned.items())), m.epoch, m.member_id, api_version=9)
+        group = self.group()
+        known = group is not None and m.member_id in group.members
+        result = self.coord.handle(event, self.now, next(self._tokens))
+        for r in result.records:
+            self.records.append(r)
+            self.shadow.replay(r.key, r.value)
+        (reply,) = result.replies
+        assert isinstance(reply.response, OffsetCommitResponse)
+        codes = {p.error_code for t in reply.response.topics for p in t.partitions}
+        if codes != {NONE if known else UNKNOWN_MEMBER}:
+            raise InvariantViolation(
+                f"{m.name} committed {owned} at epoch {m.epoch}: {codes} (coordinator's "
+                f"member: {group.members.get(m.member_id) if group else None})")
 
     def change_topics(self) -> None:
         choice = self.rng.random()
@@ -894,6 +929,13 @@ class ConsumerSimulation:
             if member.member_epoch > group.epoch:
                 raise InvariantViolation(f"member {mid} epoch {member.member_epoch} > group "
                                          f"epoch {group.epoch}")
+            holds = {(t, p) for a in (member.assigned, member.pending_revocation)
+                     for t, ps in a.items() for p in ps}
+            given = member.assignment_epochs
+            if set(given) != holds or not all(
+                    0 <= e <= max(member.member_epoch, 0) for e in given.values()):
+                raise InvariantViolation(f"member {mid} assignment epochs {dict(given)} for "
+                                         f"{sorted(holds)} at epoch {member.member_epoch}")
             for assignment in (member.assigned, member.pending_revocation):
                 for t, ps in assignment.items():
                     for p in ps:

@@ -230,17 +230,31 @@ def test_offset_commit_of_a_classic_member_uses_its_generation() -> None:
     a = ids["a"]
     gen = ctx.cgroup().members[a].member_epoch
 
-    def commit(member: str, generation: int, version: int | None) -> int:
-        ev = OffsetCommit("g", (CommitTopic("t1", (CommitPartition(0, 7),)),), generation,
-                          member, api_version=version)
+    def commit(member: str, generation: int, version: int | None, partition: int = 0) -> int:
+        ev = OffsetCommit("g", (CommitTopic("t1", (CommitPartition(partition, 7),)),),
+                          generation, member, api_version=version)
         r = ctx.reply(ctx.call(ev))
         assert isinstance(r, OffsetCommitResponse)
         return r.topics[0].partitions[0].error_code
 
     assert commit(a, gen, 8) == E.none  # classic members commit with any version
     assert commit(a, gen + 1, 8) == E.illegal_generation
+    # an older generation than when it got t1-0 (its generation at the upgrade, KIP-1251)
+    assert ctx.member(a).assignment_epochs[(T1, 0)] == gen
+    assert commit(a, gen - 1, 8) == E.illegal_generation
     assert commit("c", ctx.member("c").member_epoch, 8) == E.unsupported_version
     assert ctx.committed() == {("t1", 0): 7}
+    # a revokes what c gets and rejoins at the group's epoch: the generation it had still
+    # commits the partition it kept, and not the one it gave up
+    assert ctx.chb(a, gen) == E.rebalance_in_progress
+    j = ctx.cjoin(a, {"t1": {0, 1}})
+    code, kept = ctx.csync(a, j.generation_id)
+    assert code == E.none and len(kept["t1"]) == 1
+    j = ctx.cjoin(a, kept)
+    assert j.generation_id == gen + 1
+    (given_up,) = {0, 1} - kept["t1"]
+    assert commit(a, gen, 9, min(kept["t1"])) == E.none
+    assert commit(a, gen, 9, given_up) == E.illegal_generation
 
 
 def test_leave_group_of_a_classic_member_fences_it() -> None:

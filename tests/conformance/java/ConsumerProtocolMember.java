@@ -30,7 +30,11 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  *   ConsumerProtocolMember BOOTSTRAP GROUP TOPICS [key=value consumer config...] [driver.x=y...]
  * TOPICS is a comma-separated list, or with driver.pattern=true one RE2 regex evaluated by the
  * broker (subscribe(SubscriptionPattern)). Driver options: driver.records=false (counts only),
- * driver.commitOnRevoke=true (commitSync of revoked positions inside onPartitionsRevoked),
+ * driver.commitOnRevoke=true (commitSync, inside onPartitionsRevoked, of what was consumed of
+ * the revoked partitions: never position(), which would block on a partition not fetched yet
+ * while close() runs the callback), driver.commitEachBatch=true (commitSync of what each poll
+ * returned, after every poll that returned records; a failure is an error event with
+ * "where": "batch"),
  * driver.maxSeconds=N (exit bound).
  *
  * Events on stdout, one JSON object per line: started, assigned / revoked / lost (the
@@ -41,12 +45,17 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 public final class ConsumerProtocolMember {
     private final KafkaConsumer<byte[], byte[]> consumer;
     private final boolean commitOnRevoke;
+    private final boolean commitEachBatch;
     private final boolean printRecords;
+    /** The next offset to consume of each partition the member read records of. */
+    private final Map<TopicPartition, Long> consumed = new HashMap<>();
 
-    private ConsumerProtocolMember(Properties props, boolean commitOnRevoke, boolean printRecords) {
+    private ConsumerProtocolMember(Properties props, boolean commitOnRevoke,
+            boolean commitEachBatch, boolean printRecords) {
         this.consumer = new KafkaConsumer<>(props, new ByteArrayDeserializer(),
                 new ByteArrayDeserializer());
         this.commitOnRevoke = commitOnRevoke;
+        this.commitEachBatch = commitEachBatch;
         this.printRecords = printRecords;
     }
 
@@ -60,6 +69,7 @@ public final class ConsumerProtocolMember {
         p.putAll(Conf.client(args, 3));
         ConsumerProtocolMember m = new ConsumerProtocolMember(p,
                 Boolean.parseBoolean(Conf.driver(args, 3, "commitOnRevoke", "false")),
+                Boolean.parseBoolean(Conf.driver(args, 3, "commitEachBatch", "false")),
                 Boolean.parseBoolean(Conf.driver(args, 3, "records", "true")));
         m.run(args[2], Boolean.parseBoolean(Conf.driver(args, 3, "pattern", "false")),
                 Long.parseLong(Conf.driver(args, 3, "maxSeconds", "170")));
@@ -92,8 +102,14 @@ public final class ConsumerProtocolMember {
     private final ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
         @Override
         public void onPartitionsRevoked(Collection<TopicPartition> tps) {
-            if (commitOnRevoke && !tps.isEmpty()) {
-                Map<TopicPartition, OffsetAndMetadata> offsets = positions(tps);
+            Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+            for (TopicPartition tp : tps) {
+                Long next = consumed.remove(tp);
+                if (next != null) {
+                    offsets.put(tp, new OffsetAndMetadata(next));
+                }
+            }
+            if (commitOnRevoke && !offsets.isEmpty()) {
                 try {
                     consumer.commitSync(offsets);
                     Json.emit(Json.obj("event", "committed", "offsets", offsets(offsets),
@@ -113,6 +129,7 @@ public final class ConsumerProtocolMember {
 
         @Override
         public void onPartitionsLost(Collection<TopicPartition> tps) {
+            consumed.keySet().removeAll(tps);
             Json.emit(state("lost", tps));
         }
     };
@@ -150,6 +167,9 @@ public final class ConsumerProtocolMember {
                 ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(100));
                 if (!records.isEmpty()) {
                     report(records);
+                    if (commitEachBatch) {
+                        commitBatch(records);
+                    }
                 }
             } catch (FencedInstanceIdException | UnreleasedInstanceIdException
                     | UnsupportedVersionException e) {
@@ -162,9 +182,24 @@ public final class ConsumerProtocolMember {
         command("close");
     }
 
+    private void commitBatch(ConsumerRecords<byte[], byte[]> records) {
+        Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+        for (TopicPartition tp : records.partitions()) {
+            offsets.put(tp, new OffsetAndMetadata(consumed.get(tp)));
+        }
+        try {
+            consumer.commitSync(offsets);
+            Json.emit(Json.obj("event", "committed", "offsets", offsets(offsets),
+                    "where", "batch"));
+        } catch (KafkaException e) {
+            Json.emit(Json.obj("event", "error", "error", Conf.error(e), "where", "batch"));
+        }
+    }
+
     private void report(ConsumerRecords<byte[], byte[]> records) {
         List<Object> out = new ArrayList<>();
         for (ConsumerRecord<byte[], byte[]> r : records) {
+            consumed.put(new TopicPartition(r.topic(), r.partition()), r.offset() + 1);
             if (printRecords) {
                 out.add(Records.read(r));
             }

@@ -24,10 +24,12 @@ Contract with the broker edge (K-edge):
   them with type ``consumer``, protocol type ``consumer`` and states Empty, Assigning,
   Reconciling, Stable; DescribeGroups answers a consumer group as Dead (NONE; from v6
   GROUP_ID_NOT_FOUND, "Group g is not a classic group.") as Kafka's ``describeGroups``
-  does for a non-classic group; OffsetCommit/OffsetFetch check member
-  epochs (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID); OffsetDelete and DeleteGroups work on
-  consumer groups (NON_EMPTY_GROUP, GROUP_SUBSCRIBED_TO_TOPIC); JoinGroup/SyncGroup/Heartbeat/
-  LeaveGroup on a non-empty consumer group: see :mod:`.interop`.
+  does for a non-classic group; OffsetCommit checks member epochs against each
+  partition's assignment epoch (KIP-1251) and OffsetFetch the exact epoch, both in
+  :mod:`.commits` (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID); OffsetDelete and DeleteGroups
+  work on consumer groups (NON_EMPTY_GROUP, GROUP_SUBSCRIBED_TO_TOPIC);
+  JoinGroup/SyncGroup/Heartbeat/LeaveGroup on a non-empty consumer group: see
+  :mod:`.interop`.
 * Conversion: a consumer-protocol member joining an EMPTY classic group converts it (the
   classic metadata gets a tombstone, offsets stay). A live classic group is upgraded online
   when ``group.consumer.migration.policy`` allows it, else GROUP_ID_NOT_FOUND; its members

@@ -9,7 +9,10 @@ live give equal values. What is not in a record is soft: timers, and the caches 
 Epochs: the *group epoch* grows when membership, subscriptions or subscribed topic
 metadata change; the *assignment epoch* is the group epoch a target assignment was
 computed for; a *member epoch* is the assignment epoch a member reconciled to (never above
-the group epoch). Group states are derived, as Kafka's ``ConsumerGroupState``.
+the group epoch). Each partition a member holds also has the member epoch at which it was
+given to the member (``ConsumerMember.assignment_epochs``, Kafka 4.3's KIP-1251), which
+offset commits are checked against (:mod:`.commits`). Group states are derived, as Kafka's
+``ConsumerGroupState``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from samsa.coordinator.consumer.records import (
+    AssignedTopicPartitions,
     ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -41,6 +45,8 @@ from samsa.coordinator.events import TopicPartitions
 #: topic id -> partitions (never an empty set).
 Assignment = Mapping[uuid.UUID, frozenset[int]]
 EMPTY: Assignment = {}
+#: (topic id, partition) -> the member epoch at which the member was given the partition.
+PartitionEpochs = Mapping[tuple[uuid.UUID, int], int]
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
@@ -80,8 +86,9 @@ def to_topic_partitions(assignment: Assignment) -> tuple[TopicPartitions, ...]:
     )
 
 
-def from_topic_partitions(items: Iterable[TopicPartitions] | None) -> dict[uuid.UUID,
-                                                                          frozenset[int]]:
+def from_topic_partitions(
+    items: Iterable[TopicPartitions] | Iterable[AssignedTopicPartitions] | None,
+) -> dict[uuid.UUID, frozenset[int]]:
     out: dict[uuid.UUID, set[int]] = {}
     for tp in items or ():
         out.setdefault(tp.topic_id, set()).update(tp.partitions)
@@ -90,6 +97,31 @@ def from_topic_partitions(items: Iterable[TopicPartitions] | None) -> dict[uuid.
 
 def count(assignment: Assignment) -> int:
     return sum(len(ps) for ps in assignment.values())
+
+
+def stamp_epochs(held: Iterable[Assignment], previous: PartitionEpochs,
+                 epoch: int) -> dict[tuple[uuid.UUID, int], int]:
+    """The assignment epoch of every partition in ``held``: the one it had in ``previous``,
+    else ``epoch`` (Kafka's ``CurrentAssignmentBuilder`` gives a newly assigned partition
+    the epoch the member moves to; a kept or revoking partition keeps its own)."""
+    return {(t, p): previous.get((t, p), epoch)
+            for assignment in held for t, ps in assignment.items() for p in ps}
+
+
+def epochs_from_record(value: ConsumerGroupCurrentMemberAssignmentValue,
+                       ) -> dict[tuple[uuid.UUID, int], int]:
+    """The assignment epochs of a current member assignment record (Kafka 4.3's
+    ``Utils.assignmentFromTopicPartitions``): a topic without them (a Kafka 4.0-4.2 record),
+    or with more or fewer than it has partitions, takes the record's member epoch, 0 if
+    negative (a static member that left)."""
+    default = max(value.member_epoch, 0)
+    out: dict[tuple[uuid.UUID, int], int] = {}
+    for tp in (*value.assigned_partitions, *value.partitions_pending_revocation):
+        epochs = tp.assignment_epochs
+        if epochs is None or len(epochs) != len(tp.partitions):
+            epochs = (default,) * len(tp.partitions)
+        out.update(((tp.topic_id, p), e) for p, e in zip(tp.partitions, epochs, strict=True))
+    return out
 
 
 @dataclass(frozen=True)
@@ -111,6 +143,9 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    #: the epoch at which the member was given each partition it holds (assigned or
+    #: pending revocation), KIP-1251; change it with :func:`stamp_epochs`
+    assignment_epochs: PartitionEpochs = field(default_factory=dict)
     #: set while the member speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat)
     classic: ClassicMemberMetadata | None = None
 
@@ -145,9 +180,16 @@ class ConsumerMember:
             member_epoch=self.member_epoch,
             previous_member_epoch=self.previous_member_epoch,
             state=int(self.state),
-            assigned_partitions=to_topic_partitions(self.assigned),
-            partitions_pending_revocation=to_topic_partitions(self.pending_revocation),
+            assigned_partitions=self._with_epochs(self.assigned),
+            partitions_pending_revocation=self._with_epochs(self.pending_revocation),
         )
+
+    def _with_epochs(self, assignment: Assignment) -> tuple[AssignedTopicPartitions, ...]:
+        epochs = self.assignment_epochs
+        return tuple(
+            AssignedTopicPartitions(tp.topic_id, tp.partitions,
+                                    tuple(epochs[(tp.topic_id, p)] for p in tp.partitions))
+            for tp in to_topic_partitions(assignment))
 
     def same_subscription(self, other: ConsumerMember) -> bool:
         return self.metadata_value() == other.metadata_value()
@@ -348,7 +390,8 @@ class ConsumerGroup:
                         self._set_member(replace(
                             old, member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
                             previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
-                            state=MemberState.STABLE, assigned={}, pending_revocation={}))
+                            state=MemberState.STABLE, assigned={}, pending_revocation={},
+                            assignment_epochs={}))
                 else:
                     assert isinstance(value, ConsumerGroupCurrentMemberAssignmentValue)
                     self._set_member(replace(
@@ -359,6 +402,7 @@ class ConsumerGroup:
                         assigned=from_topic_partitions(value.assigned_partitions),
                         pending_revocation=from_topic_partitions(
                             value.partitions_pending_revocation),
+                        assignment_epochs=epochs_from_record(value),
                     ))
             case ConsumerGroupRegularExpressionKey():
                 if value is None:

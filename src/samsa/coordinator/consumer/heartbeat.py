@@ -34,6 +34,7 @@ from samsa.coordinator.consumer.group import (
     ConsumerMember,
     MemberState,
     from_topic_partitions,
+    stamp_epochs,
     to_topic_partitions,
 )
 from samsa.coordinator.consumer.reconcile import FencedMemberEpoch, reconcile
@@ -451,8 +452,12 @@ def leave(core: ShardCore, ev: ConsumerGroupHeartbeat) -> ConsumerGroupHeartbeat
             )
         member = static
         if ev.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            # It keeps its partitions for its instance id, at assignment epoch 0 (Kafka's
+            # resetAssignedPartitionsEpochsToZero): the member that rejoins with the instance
+            # id starts from epoch 0 and may commit them at once.
             leaving = replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-                              pending_revocation={})
+                              pending_revocation={},
+                              assignment_epochs=stamp_epochs((member.assigned,), {}, 0))
             core.write(ConsumerGroupCurrentMemberAssignmentKey(gid, member.member_id),
                        leaving.assignment_value())
             return ConsumerGroupHeartbeatResponse(

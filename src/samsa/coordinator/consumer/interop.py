@@ -4,12 +4,11 @@
 classic API whose group is a consumer group, as Kafka 4.0's ``GroupMetadataManager`` and
 ``OffsetMetadataManager`` do:
 
-* OffsetCommit: epoch < 0 on an empty group is an admin commit; otherwise the member must
-  exist (UNKNOWN_MEMBER_ID), a consumer-protocol member commit with v9+
-  (UNSUPPORTED_VERSION) and send its current member epoch (STALE_MEMBER_EPOCH; a classic
-  member's generation is its member epoch: ILLEGAL_GENERATION). A commit is not a
-  heartbeat here.
-* OffsetFetch v9+: a member id and epoch are checked the same way.
+* OffsetCommit: checked by :mod:`.commits` (epoch < 0 on an empty group is an admin
+  commit; otherwise the member must exist, a consumer-protocol member commit with v9+, and
+  its epoch be its current one, or an older one at which it already held every partition
+  it commits: KIP-1251). A commit is not a heartbeat here.
+* OffsetFetch v9+: a member id and its exact current epoch (:mod:`.commits`).
 * OffsetDelete: allowed in any state; GROUP_SUBSCRIBED_TO_TOPIC for subscribed topics.
 * DeleteGroups: NON_EMPTY_GROUP unless Empty; offsets then the group get tombstones.
 * DescribeGroups and ListGroups are answered by :mod:`samsa.coordinator.admin` from the
@@ -26,9 +25,11 @@ classic API whose group is a consumer group, as Kafka 4.0's ``GroupMetadataManag
 
 from __future__ import annotations
 
+import uuid
+
 from kio.schema.errors import ErrorCode
 
-from samsa.coordinator.consumer import classic_members, describe, heartbeat
+from samsa.coordinator.consumer import classic_members, commits, describe, heartbeat
 from samsa.coordinator.consumer.group import ConsumerGroup
 from samsa.coordinator.consumer.records import (
     ConsumerGroupMetadataKey,
@@ -71,9 +72,6 @@ from samsa.coordinator.responses import (
 )
 
 E = ErrorCode
-
-#: OffsetCommit v9+ carries member epochs (KIP-848).
-OFFSET_COMMIT_MEMBER_EPOCH_VERSION = 9
 
 
 def dispatch(core: ShardCore, event: Event, token: object) -> bool:
@@ -127,29 +125,26 @@ def dispatch(core: ShardCore, event: Event, token: object) -> bool:
 # ---------------------------------------------------------------------- offsets
 
 
-def _commit_error(group: ConsumerGroup, ev: OffsetCommit) -> int | None:
-    """Kafka's ``ConsumerGroup.validateOffsetCommit``."""
-    if ev.generation_id < 0 and group.is_empty():
-        return None
-    member = group.members.get(ev.member_id)
-    if member is None:
-        return E.unknown_member_id
-    if member.classic is None and ev.api_version is not None \
-            and ev.api_version < OFFSET_COMMIT_MEMBER_EPOCH_VERSION:
-        return E.unsupported_version
-    if ev.generation_id != member.member_epoch:
-        return E.stale_member_epoch if member.classic is None else E.illegal_generation
-    return None
-
-
 def _commit(core: ShardCore, group: ConsumerGroup, ev: OffsetCommit, token: object) -> None:
-    error = _commit_error(group, ev)
+    check = commits.validate_offset_commit(group, ev.member_id, ev.generation_id,
+                                           ev.api_version)
+    max_metadata = core.config.offset_metadata_max_bytes
+    by_name = core.topics.by_name
+
+    def topic_id(name: str) -> uuid.UUID | None:
+        info = by_name.get(name)
+        return None if info is None else info.topic_id
+
+    # Kafka validates the partitions whose metadata fits, in order; one refusal refuses all.
+    error = check.first_error(
+        (topic_id(t.name), p.partition) for t in ev.topics for p in t.partitions
+        if java_length(p.metadata or "") <= max_metadata)
 
     def answer(topic: str, p: CommitPartition) -> int:
         if error is not None:
             return error
         metadata = p.metadata or ""
-        if java_length(metadata) > core.config.offset_metadata_max_bytes:
+        if java_length(metadata) > max_metadata:
             return E.offset_metadata_too_large
         expire = -1 if ev.retention_time_ms == -1 else core.now_ms + ev.retention_time_ms
         value = OffsetCommitValue(p.offset, p.leader_epoch, metadata, core.now_ms, expire)
@@ -164,14 +159,10 @@ def _commit(core: ShardCore, group: ConsumerGroup, ev: OffsetCommit, token: obje
 
 
 def _fetch(core: ShardCore, group: ConsumerGroup, req: FetchGroup) -> FetchedGroup:
-    """Kafka's ``ConsumerGroup.validateOffsetFetch``, then the committed offsets."""
-    if req.member_id is not None or req.member_epoch >= 0:
-        member = group.members.get(req.member_id or "")
-        if member is None:
-            return FetchedGroup(req.group_id, (), E.unknown_member_id)
-        if req.member_epoch != member.member_epoch:
-            error = E.stale_member_epoch if member.classic is None else E.illegal_generation
-            return FetchedGroup(req.group_id, (), error)
+    """:func:`.commits.validate_offset_fetch`, then the committed offsets."""
+    error = commits.validate_offset_fetch(group, req.member_id, req.member_epoch)
+    if error is not None:
+        return FetchedGroup(req.group_id, (), error)
     return fetch_group(core, req)
 
 

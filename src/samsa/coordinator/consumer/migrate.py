@@ -41,6 +41,7 @@ from samsa.coordinator.consumer.group import (
     ConsumerGroup,
     ConsumerMember,
     MemberState,
+    stamp_epochs,
     to_topic_partitions,
 )
 from samsa.coordinator.consumer.records import (
@@ -152,6 +153,7 @@ def upgraded_members(core: ShardCore, classic: Group) -> list[ConsumerMember]:
             previous_member_epoch=classic.generation,
             state=MemberState.STABLE,
             assigned=assigned,
+            assignment_epochs=stamp_epochs((assigned,), {}, classic.generation),
             classic=ClassicMemberMetadata(cm.session_timeout_ms, tuple(cm.protocols)),
         ))
     return out

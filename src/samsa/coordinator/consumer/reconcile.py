@@ -5,7 +5,9 @@ States: STABLE (reconciled to the assignment epoch), UNREVOKED_PARTITIONS (must 
 up ``pending_revocation``: the member stays in its epoch until its heartbeat no longer
 reports them), UNRELEASED_PARTITIONS (moved to the new epoch but waits for partitions that
 another member still owns). Revocation always comes before assignment, and a partition is
-handed out only once no other member holds it (``partition_epoch`` is -1).
+handed out only once no other member holds it (``partition_epoch`` is -1). A partition
+newly given to the member is stamped with the epoch the member moves to; kept and revoking
+partitions keep the epoch they were assigned at (KIP-1251).
 """
 
 from __future__ import annotations
@@ -14,7 +16,12 @@ import uuid
 from collections.abc import Callable
 from dataclasses import replace
 
-from samsa.coordinator.consumer.group import Assignment, ConsumerMember, MemberState
+from samsa.coordinator.consumer.group import (
+    Assignment,
+    ConsumerMember,
+    MemberState,
+    stamp_epochs,
+)
 
 PartitionEpoch = Callable[[uuid.UUID, int], int]
 
@@ -116,4 +123,5 @@ def _with(
         member_epoch=epoch,
         assigned=assigned,
         pending_revocation=revoking,
+        assignment_epochs=stamp_epochs((assigned, revoking), member.assignment_epochs, epoch),
     )

@@ -13,9 +13,16 @@ tagged fields), exactly as Kafka's ``group-coordinator`` message JSON files defi
  6  ConsumerGroupTargetAssignmentMetadata       {assignment epoch}
  7  ConsumerGroupTargetAssignmentMember         {[topic id, partitions]}
  8  ConsumerGroupCurrentMemberAssignment        {epoch, previous epoch, state, assigned,
-                                                pending revocation}
+                                                pending revocation; each topic's tag 0:
+                                                assignment epochs (Kafka 4.3)}
 16  ConsumerGroupRegularExpression {group, re}  {topics, version, timestamp}
 ==  ==========================================  =========================================
+
+Kafka 4.3 (KIP-1251) added to the ``TopicPartitions`` struct of the current member
+assignment a tagged field, still in value version 0: tag 0 ``AssignmentEpochs``, a nullable
+compact ``[]int32`` aligned with ``Partitions`` (the epoch at which each partition was
+assigned to the member). samsa always writes it; records of Kafka 4.0-4.2 lack it and are
+read with ``assignment_epochs=None``.
 
 A ``None`` value is a tombstone. Unknown tagged fields are skipped on read.
 """
@@ -123,12 +130,22 @@ class ConsumerGroupTargetAssignmentMemberValue:
 
 
 @dataclass(frozen=True)
+class AssignedTopicPartitions:
+    """``TopicPartitions`` of the current member assignment: ``assignment_epochs`` (tag 0,
+    Kafka 4.3) is aligned with ``partitions``; ``None`` when absent (Kafka 4.0-4.2)."""
+
+    topic_id: uuid.UUID
+    partitions: tuple[int, ...]
+    assignment_epochs: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
 class ConsumerGroupCurrentMemberAssignmentValue:
     member_epoch: int
     previous_member_epoch: int
     state: int
-    assigned_partitions: tuple[TopicPartitions, ...]
-    partitions_pending_revocation: tuple[TopicPartitions, ...]
+    assigned_partitions: tuple[AssignedTopicPartitions, ...]
+    partitions_pending_revocation: tuple[AssignedTopicPartitions, ...]
 
 
 @dataclass(frozen=True)
@@ -209,14 +226,21 @@ class _W:
             self.string(s)
         return self
 
-    def topic_partitions(self, items: tuple[TopicPartitions, ...]) -> _W:
+    def int32s(self, items: tuple[int, ...]) -> _W:
+        self.uvarint(len(items) + 1)
+        for v in items:
+            self.raw(">i", v)
+        return self
+
+    def topic_partitions(
+        self, items: tuple[TopicPartitions, ...] | tuple[AssignedTopicPartitions, ...]
+    ) -> _W:
         self.uvarint(len(items) + 1)
         for tp in items:
             self.parts.append(tp.topic_id.bytes)
-            self.uvarint(len(tp.partitions) + 1)
-            for p in tp.partitions:
-                self.raw(">i", p)
-            self.uvarint(0)
+            self.int32s(tp.partitions)
+            epochs = tp.assignment_epochs if isinstance(tp, AssignedTopicPartitions) else None
+            self.tags(None if epochs is None else {0: _W().int32s(epochs).done()})
         return self
 
     def tags(self, tagged: dict[int, bytes] | None = None) -> _W:
@@ -294,13 +318,25 @@ class _R:
     def done(self) -> bool:
         return self.pos == len(self.data)
 
+    def int32s(self) -> tuple[int, ...]:
+        return tuple(self.raw(">i") for _ in range(self.count()))
+
+    def nullable_int32s(self) -> tuple[int, ...] | None:
+        n = self.uvarint() - 1
+        return None if n < 0 else tuple(self.raw(">i") for _ in range(n))
+
     def topic_partitions(self) -> tuple[TopicPartitions, ...]:
+        return tuple(TopicPartitions(tp.topic_id, tp.partitions)
+                     for tp in self.assigned_topic_partitions())
+
+    def assigned_topic_partitions(self) -> tuple[AssignedTopicPartitions, ...]:
         out = []
         for _ in range(self.count()):
             topic_id = uuid.UUID(bytes=self.take(16))
-            partitions = tuple(self.raw(">i") for _ in range(self.count()))
-            self.tags()
-            out.append(TopicPartitions(topic_id, partitions))
+            partitions = self.int32s()
+            raw_epochs = self.tags().get(0)
+            epochs = None if raw_epochs is None else _R(raw_epochs).nullable_int32s()
+            out.append(AssignedTopicPartitions(topic_id, partitions, epochs))
         return tuple(out)
 
     def tags(self) -> dict[int, bytes]:
@@ -446,8 +482,8 @@ def deserialize_value(key: ConsumerRecordKey, data: bytes) -> ConsumerRecordValu
                 member_epoch=r.raw(">i"),
                 previous_member_epoch=r.raw(">i"),
                 state=r.raw(">b"),
-                assigned_partitions=r.topic_partitions(),
-                partitions_pending_revocation=r.topic_partitions(),
+                assigned_partitions=r.assigned_topic_partitions(),
+                partitions_pending_revocation=r.assigned_topic_partitions(),
             )
         case ConsumerGroupRegularExpressionKey():
             value = ConsumerGroupRegularExpressionValue(r.strings(), r.raw(">q"), r.raw(">q"))
