@@ -45,6 +45,8 @@ API_MODULES = (
     "offset_delete",
     "offset_fetch",
     "produce",
+    "sasl_authenticate",
+    "sasl_handshake",
     "sync_group",
 )
 """The handler modules of this package, one per API."""
