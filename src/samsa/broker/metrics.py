@@ -151,6 +151,9 @@ class BrokerMetrics:
             for name, n in sorted(limits.by_listener.items()):
                 open_.add_metric([name], n)
             yield open_
+            yield CounterMetricFamily("samsa_connections_accepted",
+                                      "Connections accepted since the broker started",
+                                      value=limits.accepted)
             yield CounterMetricFamily("samsa_connections_refused",
                                       "Connections closed at once by a connection limit",
                                       value=limits.refused)

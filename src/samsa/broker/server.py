@@ -21,6 +21,7 @@ import logging
 import struct
 import time
 from collections import deque
+from functools import partial
 from typing import Any, cast
 
 from samsa.broker.clock import now_ms
@@ -48,9 +49,9 @@ from samsa.protocol.codec import (
 )
 from samsa.security.credentials import CredentialStore, FileStore
 from samsa.security.edge import Authentication
-from samsa.security.sasl.exchange import Reply
 from samsa.security.limits import ConnectionLimits, RequestMemory, parse_overrides
 from samsa.security.listeners import parse_advertised
+from samsa.security.sasl.exchange import Reply
 from samsa.security.setup import ListenerSecurity, listener_security
 from samsa.storage.pg.credentials import PgCredentialStore
 from samsa.storage.pg.engine import PgEngine, PgProducerIds
@@ -121,10 +122,13 @@ class Broker:
         await self.credentials.refresh()
         self.groups.start()
         loop = asyncio.get_running_loop()
+        handshake_s = int(self.config["connections.authentication.timeout.ms"]) / 1000
         for sec in self.security:
             lst = sec.listener
+            tls: dict[str, Any] = {} if sec.ssl is None else {
+                "ssl": sec.ssl, "ssl_handshake_timeout": handshake_s}
             self._servers.append(await loop.create_server(
-                lambda sec=sec: Connection(self, sec), lst.host, lst.port, backlog=1024))
+                partial(Connection, self, sec), lst.host, lst.port, backlog=1024, **tls))
         if self.config.port == 0 or self.config["listeners"]:
             # The first listener is the broker's address (the metrics server's host too);
             # advertise the ephemeral port we actually got.
@@ -281,8 +285,9 @@ class Connection(asyncio.BufferedProtocol):
     Small frames are cut from a fixed receive buffer; a frame larger than it is received
     straight into a buffer of its own (no copies of megabyte produce requests). When
     ``MAX_IN_FLIGHT`` requests are pending, or ``queued.max.request.bytes`` are taken
-    broker-wide, reading pauses until answers go out. On a TLS listener the connection
-    upgrades itself with ``start_tls`` once the connection limits admit it.
+    broker-wide, reading pauses until answers go out. On a TLS listener the connection is
+    made once the TLS handshake completed (within ``connections.authentication.timeout.ms``):
+    the connection limits count it from then on.
     """
 
     def __init__(self, broker: Broker, security: ListenerSecurity) -> None:
@@ -325,33 +330,12 @@ class Connection(asyncio.BufferedProtocol):
             return
         self._counted = True
         self.broker.connections.add(self)
-        loop = asyncio.get_running_loop()
-        if self.auth.security.ssl is not None:
-            self.transport.pause_reading()
-            loop.create_task(self._start_tls())
-        else:
-            self._writer = loop.create_task(self._write_loop())
-
-    async def _start_tls(self) -> None:
-        assert self.transport is not None and self.auth.security.ssl is not None
-        timeout = int(self.broker.config["connections.authentication.timeout.ms"]) / 1000
-        try:
-            tls = await asyncio.get_running_loop().start_tls(
-                self.transport, self, self.auth.security.ssl, server_side=True,
-                ssl_handshake_timeout=timeout)
-        except (OSError, TimeoutError, ConnectionError) as exc:  # ssl.SSLError is an OSError
-            self._fail(f"TLS handshake failed: {exc}")
-            return
-        if tls is None or self._closed:
-            return
-        self.transport = cast(asyncio.Transport, tls)
-        try:
-            self.auth.tls_established(tls.get_extra_info("peercert"))
-        except ValueError as exc:
-            self._fail(f"authentication failed: {exc}")
-            return
-        self.max_frame = self.auth.max_frame(self.frame_limit)
-        self.last_active = time.monotonic()
+        if self.auth.security.ssl is not None:  # called once TLS is up
+            try:
+                self.auth.tls_established(self.transport.get_extra_info("peercert"))
+            except ValueError as exc:
+                self._fail(f"authentication failed: {exc}")
+                return
         self._writer = asyncio.get_running_loop().create_task(self._write_loop())
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -480,9 +464,9 @@ class Connection(asyncio.BufferedProtocol):
     async def _handle(self, frame: bytes | memoryview) -> Outgoing:
         auth = self.auth
         if not auth.authenticated:
-            out = await self._authenticate(frame)
-            if out is not _DECODE:
-                return out
+            early = await self._authenticate(frame)
+            if early is not None:
+                return early
         try:
             request = decode_request(frame, self.broker.supported)
         except UnsupportedApi as exc:
@@ -508,9 +492,9 @@ class Connection(asyncio.BufferedProtocol):
                                             len(frame) + 4, sent)
         return out
 
-    async def _authenticate(self, frame: bytes | memoryview) -> Outgoing | object:
-        """A frame before authentication: a bare SASL token, a request that may be decoded
-        (:data:`_DECODE`), or one that closes the connection."""
+    async def _authenticate(self, frame: bytes | memoryview) -> bytes | None:
+        """A frame before authentication: the answer to a bare SASL token, None for a
+        request that may be decoded, FrameError (closing) for any other."""
         auth = self.auth
         if auth.expects_raw_token:
             reply = auth.on_raw(bytes(frame), now_ms())
@@ -518,9 +502,9 @@ class Connection(asyncio.BufferedProtocol):
         api_key, _, _ = peek_header(frame)
         if not auth.admits(api_key):
             raise FrameError(f"request with api key {api_key} before authentication")
-        return _DECODE
+        return None
 
-    async def _sasl_answer(self, correlation_id: int | None, reply: Reply) -> Outgoing:
+    async def _sasl_answer(self, correlation_id: int | None, reply: Reply) -> bytes:
         """Send a SASL reply; a failure waits ``connection.failed.authentication.delay.ms``
         (KIP-306) and closes after its answer."""
         if reply.failed:
@@ -589,6 +573,3 @@ class Connection(asyncio.BufferedProtocol):
             if not self._can_write.is_set():
                 await self._can_write.wait()
 
-
-_DECODE = object()
-"""Returned by :meth:`Connection._authenticate` for a request to decode and serve."""

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from samsa.cli import cluster, configs, consume, groups, produce, serve, topics
+from samsa.cli import cluster, configs, consume, groups, produce, serve, topics, users
 from samsa.cli.errors import CliError
 
 HINTS = {
@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     groups.add_parser(sub)
     configs.add_parser(sub)
     cluster.add_parser(sub)
+    users.add_parser(sub)
     return parser
 
 

@@ -75,8 +75,7 @@ def _modules(tokens: list[tuple[str, str]], i: int, end: str | None) -> tuple[li
 
 def parse_config(text: str) -> list[LoginModule]:
     """A ``sasl.jaas.config`` value: login modules, each ending with ``;``."""
-    modules, i = _modules(_tokens(text), 0, None)
-    return modules
+    return _modules(_tokens(text), 0, None)[0]
 
 
 def parse_file(text: str) -> dict[str, list[LoginModule]]:

@@ -42,6 +42,7 @@ class ConnectionLimits:
         self.by_ip: Counter[str] = Counter()
         self.by_listener: Counter[str] = Counter()
         self.refused = 0
+        self.accepted = 0
 
     def admit(self, listener: str, ip: str) -> str | None:
         """Count a new connection; or, over a limit, the reason it is refused."""
@@ -56,6 +57,7 @@ class ConnectionLimits:
         if reason is not None:
             self.refused += 1
             return reason
+        self.accepted += 1
         self.total += 1
         self.by_ip[ip] += 1
         self.by_listener[listener] += 1

@@ -12,7 +12,7 @@ from typing import Any
 from samsa.security.credentials import CredentialStore, ScramCredential
 from samsa.storage.pg.engine import PgEngine
 
-_READ = "SELECT name, mechanism, salt, stored_key, server_key, iterations " \
+READ = "SELECT name, mechanism, salt, stored_key, server_key, iterations " \
         "FROM samsa_scram_credentials"
 _VERSION = "SELECT v FROM samsa_meta WHERE k = 'credentials_version'"
 
@@ -29,7 +29,7 @@ class PgCredentialStore(CredentialStore):
                 version = int(await conn.fetchval(_VERSION))
                 if version == self.version:
                     return version, None
-                return version, list(await conn.fetch(_READ))
+                return version, list(await conn.fetch(READ))
 
         version, rows = await self.engine.db.run(read)
         if rows is None:
