@@ -5,8 +5,8 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 __all__ = [
-    "AuthenticationError",
     "METADATA_ERRORS",
+    "AuthenticationError",
     "CommitFailedError",
     "FencedInstanceIdError",
     "IllegalStateError",
