@@ -20,7 +20,6 @@ import struct
 import types
 import typing
 from collections.abc import Callable
-from functools import cache
 from typing import Any
 
 Step = Callable[[Any, int, int], int]
@@ -128,9 +127,18 @@ def _inner(tp: Any) -> tuple[Any, bool]:
     return tp, False
 
 
-@cache
+_PLANS: dict[type[Any], Step] = {}
+
+
 def _plan(cls: type[Any]) -> Step:
-    """The walk of one entity class (one API version)."""
+    """The walk of one entity class (one API version), compiled once."""
+    found = _PLANS.get(cls)
+    if found is None:
+        found = _PLANS[cls] = _compile(cls)
+    return found
+
+
+def _compile(cls: type[Any]) -> Step:
     flexible = bool(cls.__flexible__)
     steps: list[Step] = []
     tagged: dict[int, Step] = {}
