@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 from typing import Any
 
@@ -10,9 +11,12 @@ from samsa.protocol.codec import decode_response, encode_request
 
 
 class WireClient:
-    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 10.0,
+                 tls: ssl.SSLContext | None = None) -> None:
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        if tls is not None:
+            self.sock = tls.wrap_socket(self.sock, server_hostname=host)
         self.correlation = 0
 
     def send_raw(self, data: bytes) -> None:
@@ -43,7 +47,7 @@ class WireClient:
         self.sock.settimeout(wait)
         try:
             return self.sock.recv(1) == b""
-        except (ConnectionResetError, BrokenPipeError):
+        except (ConnectionResetError, BrokenPipeError, ssl.SSLEOFError):
             return True
         except TimeoutError:
             return False

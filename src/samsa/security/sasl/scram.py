@@ -51,6 +51,11 @@ class ScramServer:
             text = token.decode()
             if self._stage == 0:
                 self._server.set_client_first(text)
+                authzid = text.split(",", 2)[1]
+                if authzid.startswith("a=") and authzid[2:] != self._user:
+                    raise AuthenticationFailed("Authentication failed: Client requested an "
+                                               "authorization id that is different from "
+                                               "username")
                 self._stage = 1
                 return str(self._server.get_server_first()).encode()
             if self._stage == 1:
