@@ -3,7 +3,7 @@ every kind of listener.
 
 The ``secure`` broker listens on SASL_SSL (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER), SSL with
 client certificates required (``CN=alice,OU=eng,O=samsa`` maps to ``User:alice``),
-SASL_PLAINTEXT and PLAINTEXT. Its SCRAM users are made offline with ``samsa users add``
+SASL_PLAINTEXT (where OAUTHBEARER takes unsigned development tokens) and PLAINTEXT. Its SCRAM users are made offline with ``samsa users add``
 before it starts, as an operator would: ``alice`` (both SCRAM mechanisms).
 """
 
@@ -22,6 +22,7 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from samsa.security.sasl.oauthbearer import UNSECURED_HANDLER
 from tests.brokerproc import BrokerProcess
 from tests.conftest import FAST_GROUPS
 from tests.security.certs import Issued, Pki
@@ -70,6 +71,9 @@ def secure_config(pki_dir: Path, broker_cert: Issued, jwks: Path) -> dict[str, s
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
         "sasl.oauthbearer.jwks.endpoint.url": jwks.as_uri(),
         "sasl.oauthbearer.expected.issuer": ISSUER,
+        # unsigned tokens, explicitly enabled on the SASL_PLAINTEXT listener only
+        "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class":
+            UNSECURED_HANDLER,
         "connection.failed.authentication.delay.ms": "20",
     }
 
