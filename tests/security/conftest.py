@@ -3,8 +3,9 @@ every kind of listener.
 
 The ``secure`` broker listens on SASL_SSL (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER), SSL with
 client certificates required (``CN=alice,OU=eng,O=samsa`` maps to ``User:alice``),
-SASL_PLAINTEXT (where OAUTHBEARER takes unsigned development tokens) and PLAINTEXT. Its SCRAM users are made offline with ``samsa users add``
-before it starts, as an operator would: ``alice`` (both SCRAM mechanisms).
+SASL_PLAINTEXT (where OAUTHBEARER takes unsigned development tokens) and PLAINTEXT. Its
+SCRAM users are made offline with ``samsa users add`` before it starts, as an operator
+would: ``alice`` (both SCRAM mechanisms).
 """
 
 from __future__ import annotations

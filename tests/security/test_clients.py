@@ -235,7 +235,8 @@ def test_aiokafka_wrong_password_is_refused(secure: Secure) -> None:
 
 # -- kcat -----------------------------------------------------------------------------------
 
-def _kcat(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+def _kcat(*args: str, stdin: str | None = None,
+          check: bool = True) -> subprocess.CompletedProcess[str]:
     assert KCAT is not None
     return subprocess.run([KCAT, *args], input=stdin, capture_output=True, text=True, timeout=60,
                           check=check)

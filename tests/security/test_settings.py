@@ -71,7 +71,7 @@ def test_principal_mapping_rules(rules: str, dn: str, name: str) -> None:
 
 
 def test_principal_mapping_without_a_matching_rule() -> None:
-    with pytest.raises(ValueError, match="no ssl.principal.mapping.rules"):
+    with pytest.raises(ValueError, match=r"no ssl\.principal\.mapping\.rules"):
         PrincipalMapper("RULE:^CN=x$/y/").name("CN=z")
     with pytest.raises(ValueError, match="invalid rule"):
         PrincipalMapper("RULE:abc")
