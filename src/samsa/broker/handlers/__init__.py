@@ -21,6 +21,7 @@ Handler = Callable[[RequestContext], Awaitable[Any]]
 
 API_MODULES = (
     "alter_configs",
+    "alter_user_scram_credentials",
     "api_versions",
     "consumer_group_describe",
     "consumer_group_heartbeat",
@@ -31,6 +32,7 @@ API_MODULES = (
     "describe_cluster",
     "describe_configs",
     "describe_groups",
+    "describe_user_scram_credentials",
     "fetch",
     "find_coordinator",
     "heartbeat",
