@@ -153,7 +153,7 @@ _BY_NAME = {s.name: s for s in SETTINGS}
 _DEFAULTS = {s.name: s.default for s in SETTINGS}
 #: settings Kafka lets a listener (``listener.name.<l>.``) or mechanism override
 _PER_LISTENER = {s.name for s in SETTINGS if s.name.startswith(("ssl.", "sasl."))} | {
-    "connections.max.reauth.ms", "max.connections", "connections.max.idle.ms"}
+    "connections.max.reauth.ms", "max.connections"}
 
 
 def _parse(setting: Setting, raw: Any) -> Any:
