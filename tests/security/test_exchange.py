@@ -7,6 +7,8 @@ from functools import partial
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
 from samsa.protocol.api_keys import ApiKey
@@ -177,3 +179,28 @@ def test_oauthbearer_refused_token_is_answered_as_rfc7628() -> None:
     assert first.response.auth_bytes == b'{"status": "invalid_token"}'  # type: ignore[attr-defined]
     last = ex.on_request(ApiKey.SASL_AUTHENTICATE, 2, SimpleNamespace(auth_bytes=b"\x01"), 0)
     assert last.close and last.response.error_code == ErrorCode.sasl_authentication_failed
+
+
+KEYS = [ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.METADATA]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(KEYS), st.integers(0, 2),
+                          st.sampled_from([*MECHANISMS, "GSSAPI", ""]), st.binary(max_size=64)),
+                max_size=8))
+def test_any_request_sequence_is_answered_or_closes(
+        steps: list[tuple[ApiKey, int, str, bytes]]) -> None:
+    """Garbage in any order never raises; once closed the exchange stays closed and never
+    authenticates (random tokens are not credentials)."""
+    ex = SaslExchange(MECHANISMS)
+    closed = False
+    for key, version, mechanism, token in steps:
+        if ex.expects_raw_token:
+            reply = ex.on_raw(token, 0)
+        else:
+            reply = ex.on_request(key, version if key != ApiKey.SASL_HANDSHAKE else version % 2,
+                                  SimpleNamespace(mechanism=mechanism, auth_bytes=token), 0)
+        assert not closed or reply.close
+        closed = closed or reply.close
+    assert not ex.authenticated or ex.principal is not None
+    assert ex.principal is None
