@@ -57,22 +57,24 @@ def _fixed(size: int) -> Step:
     return step
 
 
+def _length(buf: Any, pos: int, end: int, flexible: bool, wide: bool) -> tuple[int, int]:
+    """A length or count: uvarint(n + 1) when ``flexible``, else int32 (``wide``) or int16;
+    -1 for null."""
+    if flexible:
+        n, pos = _uvarint(buf, pos, end)
+        return n - 1, pos
+    width, fmt = (4, _I32) if wide else (2, _I16)
+    if pos + width > end:
+        raise LimitExceeded("frame ends inside a length")
+    return fmt.unpack_from(buf, pos)[0], pos + width
+
+
 def _sized(kind: str, flexible: bool) -> Step:
     """A string (int16 length) or bytes/records (int32 length), or their compact forms."""
+    wide = kind != "string"
+
     def step(buf: Any, pos: int, end: int) -> int:
-        if flexible:
-            n, pos = _uvarint(buf, pos, end)
-            n -= 1
-        elif kind == "string":
-            if pos + 2 > end:
-                raise LimitExceeded("frame ends inside a string length")
-            (n,) = _I16.unpack_from(buf, pos)
-            pos += 2
-        else:
-            if pos + 4 > end:
-                raise LimitExceeded("frame ends inside a bytes length")
-            (n,) = _I32.unpack_from(buf, pos)
-            pos += 4
+        n, pos = _length(buf, pos, end, flexible, wide)
         if n < 0:
             return pos  # null
         if n > end - pos:
@@ -83,14 +85,7 @@ def _sized(kind: str, flexible: bool) -> Step:
 
 def _array(item: Step, flexible: bool) -> Step:
     def step(buf: Any, pos: int, end: int) -> int:
-        if flexible:
-            n, pos = _uvarint(buf, pos, end)
-            n -= 1
-        else:
-            if pos + 4 > end:
-                raise LimitExceeded("frame ends inside an array length")
-            (n,) = _I32.unpack_from(buf, pos)
-            pos += 4
+        n, pos = _length(buf, pos, end, flexible, True)
         if n > end - pos:
             raise LimitExceeded(f"an array of {n} elements with {end - pos} bytes left")
         for _ in range(n):
