@@ -26,8 +26,13 @@ Two rows price Kafka's record validation: the same keyed 100 B batches produced 
 ``cleanup.policy=delete`` topic (batches stay opaque) and to a compacted one (the broker
 reads every record's key); ``--validation-only`` runs just those two.
 
+Security rows (``--security-only`` runs just those): one broker with PLAINTEXT, SSL and
+SASL_SSL (SCRAM-SHA-512) listeners (certificates made for the run), 1 KiB records produced
+(acks=1) and fetched with confluent-kafka on each; the TLS rows give their rate beside
+PLAINTEXT's (target: TLS produce >= 0.6x plaintext).
+
     .venv/bin/python benchmarks/throughput.py [--records-1k N] [--records-100 N] [--repeat N]
-                                              [--validation-only]
+                                              [--validation-only] [--security-only]
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import argparse
 import datetime
 import os
 import socket
+import ssl
 import struct
 import sys
 import tempfile
@@ -150,15 +156,15 @@ def measure(name: str, pid: int | None, size: int, target: float | None,
 
 
 # -- confluent-kafka -------------------------------------------------------------------------
-def _producer(bootstrap: str, acks: str) -> Producer:
+def _producer(bootstrap: str, acks: str, extra: dict[str, str] | None = None) -> Producer:
     return Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
                      "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000,
-                     "queue.buffering.max.kbytes": 1_048_576, "log_level": 0})
+                     "queue.buffering.max.kbytes": 1_048_576, "log_level": 0, **(extra or {})})
 
 
 def confluent_produce(bootstrap: str, topic: str, n: int, size: int,
-                      acks: str) -> tuple[int, float]:
-    p = _producer(bootstrap, acks)
+                      acks: str, extra: dict[str, str] | None = None) -> tuple[int, float]:
+    p = _producer(bootstrap, acks, extra)
     value = b"v" * size
     start = time.perf_counter()
     for _ in range(n):
@@ -185,7 +191,8 @@ def confluent_enqueue_only(n: int, size: int) -> tuple[int, float]:
     return n, elapsed
 
 
-def confluent_consume(bootstrap: str, topic: str, partitions: int, n: int) -> tuple[int, float]:
+def confluent_consume(bootstrap: str, topic: str, partitions: int, n: int,
+                      extra: dict[str, str] | None = None) -> tuple[int, float]:
     """Consume the ``n`` records of ``topic``, timed from the first to the last record."""
     # librdkafka's default fetch sizes (1 MiB per partition) were its fastest here. No
     # enable.partition.eof: with it, librdkafka fetches a partition it already drained alone
@@ -194,7 +201,7 @@ def confluent_consume(bootstrap: str, topic: str, partitions: int, n: int) -> tu
     # overfill and librdkafka backs off fetching for a whole second.
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
                   "queued.min.messages": 1_000_000, "queued.max.messages.kbytes": 1_048_576,
-                  "log_level": 0})
+                  "log_level": 0, **(extra or {})})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got = 0
     start = 0.0
@@ -213,9 +220,10 @@ def confluent_consume(bootstrap: str, topic: str, partitions: int, n: int) -> tu
 
 
 # -- protocol-level clients ------------------------------------------------------------------
-def _connect(bootstrap: str) -> socket.socket:
+def _connect(bootstrap: str, tls: ssl.SSLContext | None = None) -> socket.socket:
     host, port = bootstrap.rsplit(":", 1)
-    return socket.create_connection((host, int(port)), timeout=60)
+    sock = socket.create_connection((host, int(port)), timeout=60)
+    return sock if tls is None else tls.wrap_socket(sock, server_hostname=host)
 
 
 def _read_frame(sock: socket.socket, view: memoryview) -> int:
@@ -237,7 +245,8 @@ def _read_frame(sock: socket.socket, view: memoryview) -> int:
 
 
 def protocol_produce(bootstrap: str, topic: str, partitions: int, n: int,
-                     size: int, acks: int = 1, keyed: bool = False) -> tuple[int, float]:
+                     size: int, acks: int = 1, keyed: bool = False,
+                     tls: ssl.SSLContext | None = None) -> tuple[int, float]:
     """Pipelined Produce v7 of ~1 MB batches of ``size``-byte records (``keyed``: each
     with an 8-byte key, counted in ``size``)."""
     per_batch = max(1, 1_000_000 // (size + 10))
@@ -253,7 +262,7 @@ def protocol_produce(bootstrap: str, topic: str, partitions: int, n: int,
                                  PartitionProduceData(index=p, records=batch),)),))
         frames.append(encode_request(0, 7, p, "bench", req))
     requests = -(-n // per_batch)
-    sock = _connect(bootstrap)
+    sock = _connect(bootstrap, tls)
     buf = memoryview(bytearray(1 << 16))
     in_flight, sent, done = 0, 0, 0
     start = time.perf_counter()
@@ -398,6 +407,58 @@ def validation_rows(pid: int, boot: str, n: int, create: Callable[..., str],
     return rows
 
 
+def security_rows(args: argparse.Namespace, tmp: Path) -> list[Row]:
+    """1 KiB produce and fetch over PLAINTEXT, SSL and SASL_SSL listeners of one broker."""
+    import asyncio
+
+    from tests.security.certs import Pki
+
+    from samsa.security.credentials import FileStore, from_password
+
+    pki = Pki(tmp / "pki")
+    server = pki.issue("broker", server=True)
+    store = FileStore(tmp / "sdata")
+    asyncio.run(store.alter([("bench", "SCRAM-SHA-512",
+                              from_password("SCRAM-SHA-512", "bench-pw"))], []))
+    broker = BrokerProcess(tmp / "sdata", {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        "ssl.keystore.location": str(server.pem), "sasl.enabled.mechanisms": "SCRAM-SHA-512"})
+    broker.start()
+    tls = {"ssl.ca.location": str(pki.ca)}
+    ways = {"PLAINTEXT": {}, "SSL": {"security.protocol": "SSL", **tls},
+            "SASL_SSL": {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+                         "sasl.username": "bench", "sasl.password": "bench-pw", **tls}}
+    rows: list[Row] = []
+    try:
+        assert broker.proc is not None
+        pid, n = broker.proc.pid, args.records_1k
+        admin = AdminClient({"bootstrap.servers": broker.address("PLAINTEXT")})
+        for listener, extra in ways.items():
+            boot, t = broker.address(listener), f"sec-{listener.lower()}"
+            admin.create_topics([NewTopic(t, num_partitions=4)])[t].result(30)
+            rows.append(measure(f"produce 1 KiB acks=1 ({listener})", pid, 1024, None,
+                                lambda b=boot, t=t, e=extra: confluent_produce(  # type: ignore[misc]
+                                    b, t, n, 1024, "1", e)))
+            rows.append(measure(f"fetch 1 KiB ({listener})", pid, 1024, None,
+                                lambda b=boot, t=t, e=extra: confluent_consume(  # type: ignore[misc]
+                                    b, t, 4, n, e)))
+            admin.delete_topics([t])[t].result(30)
+        for listener in ("PLAINTEXT", "SSL"):
+            boot, t = broker.address(listener), f"sec-p-{listener.lower()}"
+            admin.create_topics([NewTopic(t, num_partitions=4)])[t].result(30)
+            ctx = ssl.create_default_context(cafile=str(pki.ca)) if listener == "SSL" else None
+            rows.append(measure(f"produce 1 KiB acks=1 ({listener}, protocol)", pid, 1024, None,
+                                lambda b=boot, t=t, c=ctx: protocol_produce(  # type: ignore[misc]
+                                    b, t, 4, n, 1024, tls=c)))
+            admin.delete_topics([t])[t].result(30)
+        for i, base in ((2, 0), (3, 1), (4, 0), (5, 1), (7, 6)):
+            rows[i].note = f"{rows[i].records / rows[base].records:.2f}x PLAINTEXT" + (
+                " (target >= 0.6x)" if i in (2, 7) else "")
+        return rows
+    finally:
+        broker.stop()
+
+
 def idle_rss(tmp: Path) -> tuple[float, float]:
     idle = BrokerProcess(tmp / "idle").start()
     try:
@@ -421,13 +482,19 @@ def main() -> None:
                     help="runs; the (lower) median row is shown, all ratios listed")
     ap.add_argument("--validation-only", action="store_true",
                     help="only the delete vs compacted (key validation) produce rows")
+    ap.add_argument("--security-only", action="store_true",
+                    help="only the PLAINTEXT / SSL / SASL_SSL rows")
     args = ap.parse_args()
     runs: list[list[Row]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.repeat):
             (Path(tmp) / f"run{i}").mkdir()
-            runs.append(run_once(args, Path(tmp) / f"run{i}"))
-        base, loaded = (0.0, 0.0) if args.validation_only else idle_rss(Path(tmp))
+            rows = [] if args.security_only else run_once(args, Path(tmp) / f"run{i}")
+            if not args.validation_only:
+                rows += security_rows(args, Path(tmp) / f"run{i}")
+            runs.append(rows)
+        quick = args.validation_only or args.security_only
+        base, loaded = (0.0, 0.0) if quick else idle_rss(Path(tmp))
     print(f"{'case':<42}{'records/s':>12}{'MB/s':>8}{'ceiling':>9}{'ratio':>7}"
           f"{'broker':>8}{'client':>8}{'faults':>8}{'target':>8}")
     for i in range(len(runs[0])):
@@ -446,7 +513,7 @@ def main() -> None:
     print("ceiling: MB/s of a plain Python socket pair, mean of the runs just before and after "
           "the case; broker, client: CPU shares (1.00 = one core) of the broker process and of "
           "this one; faults: the broker's minor page faults per 4 KiB moved")
-    if args.validation_only:
+    if quick:
         return
     print(f"broker RSS: {base:.1f} MB empty, {loaded:.1f} MB with 1,000 idle partitions "
           "(target <= 150 MB)")

@@ -12,11 +12,15 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-_LISTENING = re.compile(r"samsa listening on ([\d.]+):(\d+)")
+_LISTENING = re.compile(r"samsa listening on ([\d.]+):(\d+)(?: \((\w+),)?")
 
 
 class BrokerProcess:
-    """A broker subprocess; ``bootstrap`` is its ``host:port``."""
+    """A broker subprocess; ``bootstrap`` is its (first listener's) ``host:port``.
+
+    With a ``listeners`` config (ports may be 0), ``ports`` has each listener's port and
+    :meth:`address` its ``host:port``; a restart keeps the ports.
+    """
 
     def __init__(self, data_dir: Path, config: dict[str, str] | None = None,
                  port: int = 0, extra_args: list[str] | None = None) -> None:
@@ -25,6 +29,7 @@ class BrokerProcess:
         self.extra_args = list(extra_args or [])
         self.requested_port = port
         self.port = 0
+        self.ports: dict[str, int] = {}
         self.proc: subprocess.Popen[str] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-broker.log"
         self._drain: threading.Thread | None = None
@@ -33,6 +38,14 @@ class BrokerProcess:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def address(self, listener: str) -> str:
+        """``127.0.0.1:port`` of a listener."""
+        return f"127.0.0.1:{self.ports[listener]}"
+
+    def _listener_names(self) -> list[str]:
+        text = self.config.get("listeners", "")
+        return [item.split("://")[0].strip().upper() for item in text.split(",") if item.strip()]
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
         """Start the broker; a restart on its former port waits while that port is taken.
@@ -57,8 +70,11 @@ class BrokerProcess:
         return any("address already in use" in line for line in tail)
 
     def _start_once(self, timeout: float) -> BrokerProcess:
-        args = [sys.executable, "-m", "samsa.cli.main", "serve",
-                "--listen", f"127.0.0.1:{self.requested_port}", "--data-dir", str(self.data_dir)]
+        names = self._listener_names()
+        self.ports = {}
+        args = [sys.executable, "-m", "samsa.cli.main", "serve", "--data-dir", str(self.data_dir)]
+        if not names:
+            args += ["--listen", f"127.0.0.1:{self.requested_port}"]
         for k, v in self.config.items():
             args += ["--config", f"{k}={v}"]
         args += self.extra_args
@@ -78,15 +94,21 @@ class BrokerProcess:
             log.write(line)
             m = _LISTENING.search(line)
             if m:
-                self.port = int(m.group(2))
-                self.requested_port = self.port  # restarts keep the same port
-                break
+                if not self.ports:
+                    self.port = int(m.group(2))
+                    self.requested_port = self.port  # restarts keep the same port
+                self.ports[m.group(3) or "PLAINTEXT"] = int(m.group(2))
+                if len(self.ports) >= max(1, len(names)):
+                    break
         else:
             self.proc.kill()
             self.proc.wait(10)
             self.proc.stdout.close()
             log.close()
             raise TimeoutError("broker did not start")
+        if names:  # restarts keep the same ports
+            self.config["listeners"] = ",".join(
+                f"{n}://127.0.0.1:{self.ports[n]}" for n in names)
         # Keep draining stdout into the log so the pipe never fills.
 
         stdout = self.proc.stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 from typing import Any
 
@@ -10,12 +11,15 @@ from samsa.protocol.codec import decode_response, encode_request
 
 
 class WireClient:
-    def __init__(self, bootstrap: str, timeout: float = 10.0, source: str | None = None) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 10.0, source: str | None = None,
+                 tls: ssl.SSLContext | None = None) -> None:
         """``source``: the local address to connect from (any of 127.0.0.0/8 on loopback;
-        the broker sees it as the client's host)."""
+        the broker sees it as the client's host); ``tls``: wrap the socket in TLS."""
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout,
                                              source_address=(source, 0) if source else None)
+        if tls is not None:
+            self.sock = tls.wrap_socket(self.sock, server_hostname=host)
         self.correlation = 0
 
     def send_raw(self, data: bytes) -> None:
@@ -46,7 +50,7 @@ class WireClient:
         self.sock.settimeout(wait)
         try:
             return self.sock.recv(1) == b""
-        except (ConnectionResetError, BrokenPipeError):
+        except (ConnectionResetError, BrokenPipeError, ssl.SSLEOFError):
             return True
         except TimeoutError:
             return False

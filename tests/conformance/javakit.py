@@ -75,7 +75,8 @@ class Driver:
         return self.proc.poll() is None
 
     def stderr(self) -> str:
-        self._stderr.flush()
+        if not self._stderr.closed:  # closed once the JVM is reaped
+            self._stderr.flush()
         return self.stderr_path.read_text(errors="replace")[-3000:]
 
     def send(self, line: str) -> None:

@@ -13,6 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from samsa.security.listeners import (
+    DEFAULT_PROTOCOL_MAP,
+    Listener,
+    listener_value,
+    parse_listeners,
+    split_prefixed,
+)
+
 
 class ConfigError(ValueError):
     """A configuration key or value that cannot be used."""
@@ -94,9 +102,65 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("group.consumer.migration.policy", str, "bidirectional",
             "Online classic <-> consumer group conversion: disabled, upgrade, downgrade, "
             "bidirectional."),
+    # -- listeners, TLS, SASL and connection limits (samsa.security; docs/security.md) --
+    Setting("listeners", str, "",
+            "NAME://HOST:PORT,... to listen on (default: PLAINTEXT:// on --listen)."),
+    Setting("advertised.listeners", str, "",
+            "NAME://HOST:PORT,... given to clients per listener (default: each listener's)."),
+    Setting("listener.security.protocol.map", str, DEFAULT_PROTOCOL_MAP,
+            "Listener name to PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."),
+    Setting("sasl.enabled.mechanisms", str, "SCRAM-SHA-256,SCRAM-SHA-512",
+            "SASL mechanisms served: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER."),
+    Setting("sasl.jaas.config", str, "",
+            "JAAS options; PlainLoginModule user_NAME=\"password\" entries are PLAIN users."),
+    Setting("java.security.auth.login.config", str, "",
+            "A JAAS file; PlainLoginModule user_NAME entries of its KafkaServer section "
+            "(or <listener>.KafkaServer) are PLAIN users."),
+    Setting("sasl.server.max.receive.size", int, 524_288,
+            "Largest frame accepted before authentication completes."),
+    Setting("sasl.server.callback.handler.class", str, "",
+            "OAUTHBEARER: Kafka's OAuthBearerUnsecuredValidatorCallbackHandler enables "
+            "unsigned tokens (development only)."),
+    Setting("sasl.oauthbearer.jwks.endpoint.url", str, "",
+            "OAUTHBEARER: file of the issuer's JWKS or PEM public key (file:// or a path)."),
+    Setting("sasl.oauthbearer.expected.audience", str, "", "OAUTHBEARER: accepted audiences."),
+    Setting("sasl.oauthbearer.expected.issuer", str, "", "OAUTHBEARER: the required issuer."),
+    Setting("sasl.oauthbearer.sub.claim.name", str, "sub", "OAUTHBEARER: the principal claim."),
+    Setting("sasl.oauthbearer.scope.claim.name", str, "scope", "OAUTHBEARER: scope claim."),
+    Setting("sasl.oauthbearer.clock.skew.seconds", int, 30, "OAUTHBEARER: clock skew allowed."),
+    Setting("connections.max.reauth.ms", int, 0,
+            "KIP-368: SASL sessions last at most this long (0: no limit but a token's)."),
+    Setting("connection.failed.authentication.delay.ms", int, 100,
+            "KIP-306: delay before answering a failed authentication and closing."),
+    Setting("connections.authentication.timeout.ms", int, 10_000,
+            "samsa: a connection not authenticated by then is closed (TLS and SASL)."),
+    Setting("ssl.keystore.type", str, "PEM", "Only PEM files are served."),
+    Setting("ssl.keystore.location", str, "",
+            "PEM file with the private key and the certificate chain."),
+    Setting("ssl.key.password", str, "", "Password of an encrypted private key."),
+    Setting("ssl.truststore.type", str, "PEM", "Only PEM files are served."),
+    Setting("ssl.truststore.location", str, "", "PEM file of trusted CA certificates."),
+    Setting("ssl.truststore.certificates", str, "", "Trusted CA certificates inline (PEM)."),
+    Setting("ssl.client.auth", str, "none", "required, requested or none (mTLS)."),
+    Setting("ssl.principal.mapping.rules", str, "DEFAULT",
+            "Certificate subject DN to principal name: RULE:pattern/replacement/[LU],DEFAULT."),
+    Setting("ssl.enabled.protocols", str, "TLSv1.2,TLSv1.3", "TLS versions accepted."),
+    Setting("ssl.cipher.suites", str, "", "OpenSSL cipher list (TLS 1.2; default: OpenSSL's)."),
+    Setting("max.connections", int, 2_147_483_647, "Most connections open at once."),
+    Setting("max.connections.per.ip", int, 2_147_483_647, "Most connections from one address."),
+    Setting("max.connections.per.ip.overrides", str, "",
+            "HOST:COUNT,... exceptions to max.connections.per.ip."),
+    Setting("connections.max.idle.ms", int, 600_000, "Idle connections are closed after this."),
+    Setting("queued.max.request.bytes", int, -1,
+            "Most request bytes in flight on one connection before it stops reading "
+            "(-1: 128 requests)."),
 )
 
 _BY_NAME = {s.name: s for s in SETTINGS}
+_DEFAULTS = {s.name: s.default for s in SETTINGS}
+#: settings Kafka lets a listener (``listener.name.<l>.``) or mechanism override
+_PER_LISTENER = {s.name for s in SETTINGS if s.name.startswith(("ssl.", "sasl."))} | {
+    "connections.max.reauth.ms", "max.connections"}
 
 
 def _parse(setting: Setting, raw: Any) -> Any:
@@ -167,7 +231,8 @@ class BrokerConfig:
         """Validate ``overrides`` (Kafka names) and build a config."""
         values: dict[str, Any] = {}
         for name, raw in (overrides or {}).items():
-            setting = _BY_NAME.get(name)
+            prefixed = split_prefixed(name, _PER_LISTENER)
+            setting = _BY_NAME.get(prefixed[2] if prefixed else name)
             if setting is None:
                 raise ConfigError(f"unknown broker config {name!r}")
             values[name] = _parse(setting, raw)
@@ -181,7 +246,30 @@ class BrokerConfig:
             raise ConfigError("log.message.timestamp.type: expected CreateTime or LogAppendTime")
         _check_group_settings(values)
         _check_authorizer_settings(values)
-        return cls(host=host, port=port, data_dir=Path(data_dir), values=values)
+        config = cls(host=host, port=port, data_dir=Path(data_dir), values=values)
+        try:
+            check_security(config)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        return config
+
+    def listeners(self) -> list[Listener]:
+        """``listeners``, or one PLAINTEXT listener on the listen address (``--listen``)."""
+        if self["listeners"]:
+            return parse_listeners(self["listeners"], self["listener.security.protocol.map"])
+        return [Listener("PLAINTEXT", self.host, self.port, "PLAINTEXT")]
+
+    def for_listener(self, listener: str, key: str, mechanism: str | None = None) -> Any:
+        """A setting as one listener (and SASL mechanism) sees it (Kafka's
+        ``listener.name.<l>[.<mechanism>].<key>`` overrides)."""
+        return listener_value(self.values or {}, _DEFAULTS, listener, key, mechanism)
+
+
+def check_security(config: BrokerConfig) -> None:
+    """Listeners, TLS files and SASL settings that can be used (ValueError otherwise)."""
+    from samsa.security.setup import check
+
+    check(config)
 
 
 def _check_group_settings(values: Mapping[str, Any]) -> None:

@@ -1,7 +1,9 @@
 """Who leads what, for the handlers: this node alone (embedded) or the cluster's leases.
 
 A single node leads every partition at epoch 0 and coordinates every group. A cluster node
-answers from its last lease read (:class:`samsa.cluster.node.ClusterNode`).
+answers from its last lease read (:class:`samsa.cluster.node.ClusterNode`). Nodes are given
+with the address of the listener the request came in on (Kafka answers per listener; a
+node without that listener is left out).
 """
 
 from __future__ import annotations
@@ -19,13 +21,17 @@ if TYPE_CHECKING:
     from samsa.broker.server import Broker
 
 
-def brokers(broker: Broker) -> list[NodeInfo]:
-    """The live nodes (this one alone without a cluster)."""
+def brokers(broker: Broker, listener: str | None = None) -> list[NodeInfo]:
+    """The live nodes (this one alone without a cluster), at ``listener``'s address."""
     if broker.cluster is not None:
-        return broker.cluster.live_nodes()
-    config = broker.config
-    return [NodeInfo(config.node_id, config.advertised_host, config.advertised_port,
-                     config.rack)]
+        nodes = broker.cluster.live_nodes()
+    else:
+        config = broker.config
+        nodes = [NodeInfo(config.node_id, config.advertised_host, config.advertised_port,
+                          config.rack, tuple((n, h, p) for n, (h, p) in broker.endpoints.items()))]
+    if listener is None:
+        return nodes
+    return [n for n in (node.at(listener) for node in nodes) if n is not None]
 
 
 def controller_id(broker: Broker) -> int:
@@ -59,11 +65,12 @@ def leader_error(broker: Broker, part: Partition, current_leader_epoch: int = -1
     return ErrorCode.none
 
 
-def coordinator(broker: Broker, group_id: str) -> tuple[ErrorCode, NodeInfo | None]:
+def coordinator(broker: Broker, group_id: str,
+                listener: str | None = None) -> tuple[ErrorCode, NodeInfo | None]:
     """FindCoordinator: the node owning the group's shard. A single node answers from its
     shard's state; a cluster node names the shard's lease holder, COORDINATOR_NOT_AVAILABLE
-    while no live node holds it."""
-    nodes = {n.node_id: n for n in brokers(broker)}
+    while no live node holds it (or it has no ``listener``)."""
+    nodes = {n.node_id: n for n in brokers(broker, listener)}
     if broker.cluster is None:
         code = ErrorCode(broker.groups.coordinator_error(group_id))
         return code, (nodes[broker.config.node_id] if code == ErrorCode.none else None)

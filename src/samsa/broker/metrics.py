@@ -89,6 +89,8 @@ class BrokerMetrics:
         """(API key, resource type, operation) -> authorization denials."""
         self._seen: dict[str, tuple[str, int]] = {}
         self._rebalance_started: dict[str, float] = {}
+        self.authentications = 0
+        self.authentication_failures = 0
         self.broker: Broker | None = None
 
     # ---- hooks -----------------------------------------------------------------------------
@@ -144,10 +146,31 @@ class BrokerMetrics:
 
     # ---- scrape ----------------------------------------------------------------------------
 
+    def _connection_metrics(self) -> Iterator[Metric]:
+        auth = CounterMetricFamily("samsa_authentications", "SASL authentications by outcome",
+                                   labels=["outcome"])
+        auth.add_metric(["success"], self.authentications)
+        auth.add_metric(["failure"], self.authentication_failures)
+        yield auth
+        if self.broker is not None:
+            limits = self.broker.limits
+            open_ = GaugeMetricFamily("samsa_connections", "Open connections per listener",
+                                      labels=["listener"])
+            for name, n in sorted(limits.by_listener.items()):
+                open_.add_metric([name], n)
+            yield open_
+            yield CounterMetricFamily("samsa_connections_accepted",
+                                      "Connections accepted since the broker started",
+                                      value=limits.accepted)
+            yield CounterMetricFamily("samsa_connections_refused",
+                                      "Connections closed at once by a connection limit",
+                                      value=limits.refused)
+
     def collect(self) -> Iterator[Metric]:
         """Every metric family (prometheus_client's collector protocol)."""
         yield from self._request_metrics()
         yield from self._authorization_metrics()
+        yield from self._connection_metrics()
         if self.broker is not None:
             yield from self._log_metrics(self.broker)
             coordinator = self.broker.groups.coordinator

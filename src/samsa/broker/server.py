@@ -1,10 +1,16 @@
-"""The asyncio edge: listening socket, connections, request dispatch, background tasks.
+"""The asyncio edge: listening sockets, connections, request dispatch, background tasks.
 
-Each connection reads size-prefixed frames and starts a handler task per request in
-arrival order (so a handler's synchronous part, e.g. a log append, runs in order); the
-responses are written back strictly in request order. Frames that are too large or do
-not decode close the connection; an unsupported ApiVersions version is answered with
-UNSUPPORTED_VERSION in a v0 body, as Kafka does.
+The broker listens on each of its listeners (``listeners``; one PLAINTEXT listener on
+``--listen`` by default). Each connection reads size-prefixed frames and starts a handler
+task per request in arrival order (so a handler's synchronous part, e.g. a log append, runs
+in order); the responses are written back strictly in request order. Frames that are too
+large or do not decode close the connection; an unsupported ApiVersions version is answered
+with UNSUPPORTED_VERSION in a v0 body, as Kafka does.
+
+Authentication (TLS, SASL) lives in :mod:`samsa.security`; a connection asks its
+:class:`~samsa.security.edge.Authentication` what to do with each frame until it is
+authenticated, and stamps every request with its principal and listener. Connection limits,
+idle and unauthenticated deadlines and ``queued.max.request.bytes`` are enforced here.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import logging
 import struct
 import time
 from collections import deque
+from functools import partial
 from typing import Any, cast
 
 from samsa.broker import access
@@ -38,8 +45,16 @@ from samsa.protocol.codec import (
     decode_request,
     encode_response,
     encode_spliced,
+    peek_header,
     response_class,
 )
+from samsa.security.credentials import CredentialStore, FileStore
+from samsa.security.edge import Authentication
+from samsa.security.limits import ConnectionLimits, RequestMemory, parse_overrides
+from samsa.security.listeners import parse_advertised
+from samsa.security.sasl.exchange import Reply
+from samsa.security.setup import ListenerSecurity, listener_security
+from samsa.storage.pg.credentials import PgCredentialStore
 from samsa.storage.pg.engine import PgEngine, PgProducerIds
 from samsa.storage.pg.topics import PgTopicManager
 
@@ -75,15 +90,33 @@ class Broker:
         self.supported = {key: versions for key, (versions, _) in self.handlers.items()}
         self.features_epoch = now_ms()
         """FinalizedFeaturesEpoch of ApiVersions: the start time (see samsa.broker.features)."""
-        self._server: asyncio.Server | None = None
+        self.credentials: CredentialStore = (
+            FileStore(config.data_dir) if self.engine is None else PgCredentialStore(self.engine))
+        self.security: list[ListenerSecurity] = listener_security(config, self.credentials)
+        self.limits = ConnectionLimits(
+            int(config["max.connections"]), int(config["max.connections.per.ip"]),
+            parse_overrides(str(config["max.connections.per.ip.overrides"])),
+            {s.listener.name: int(config.for_listener(s.listener.name, "max.connections"))
+             for s in self.security})
+        self.request_memory = RequestMemory(int(config["queued.max.request.bytes"]))
+        self.paused: set[Connection] = set()
+        #: listener name -> (host, port) given to clients (filled in once bound)
+        self.endpoints: dict[str, tuple[str, int]] = {}
+        self._servers: list[asyncio.Server] = []
         self.connections: set[Connection] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self.started = asyncio.Event()
 
     @property
     def port(self) -> int:
-        assert self._server is not None
-        return int(self._server.sockets[0].getsockname()[1])
+        """The port of the first listener."""
+        return int(self._servers[0].sockets[0].getsockname()[1])
+
+    def listener_port(self, name: str) -> int:
+        for sec, server in zip(self.security, self._servers, strict=True):
+            if sec.listener.name == name:
+                return int(server.sockets[0].getsockname()[1])
+        raise KeyError(name)
 
     async def start(self) -> None:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
@@ -92,21 +125,46 @@ class Broker:
         if self.authorizer is not None:
             await self.authorizer.load()
         self.topics.load(now_ms())
+        await self.credentials.refresh()
         self.groups.start()
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: Connection(self), self.config.host, self.config.port, backlog=1024
-        )
-        if self.config.port == 0:
-            # Advertise the ephemeral port we actually got.
+        handshake_s = int(self.config["connections.authentication.timeout.ms"]) / 1000
+        for sec in self.security:
+            lst = sec.listener
+            tls: dict[str, Any] = {} if sec.ssl is None else {
+                "ssl": sec.ssl, "ssl_handshake_timeout": handshake_s}
+            self._servers.append(await loop.create_server(
+                partial(Connection, self, sec), lst.host, lst.port, backlog=1024, **tls))
+        if self.config.port == 0 or self.config["listeners"]:
+            # The first listener is the broker's address (the metrics server's host too);
+            # advertise the ephemeral port we actually got.
+            object.__setattr__(self.config, "host", self.security[0].listener.host)
             object.__setattr__(self.config, "port", self.port)
+        self.endpoints = self._advertised()
         if self.engine is not None:
             assert isinstance(self.topics, PgTopicManager)
             self.cluster = ClusterNode(self, self.engine, self.topics)
             await self.cluster.start()
         self._tasks.append(asyncio.create_task(self._housekeeping()))
+        self._tasks.append(asyncio.create_task(self._watch_connections()))
         self.started.set()
-        log.info("samsa listening on %s:%d", self.config.host, self.port)
+        for sec in self.security:
+            log.info("samsa listening on %s:%d (%s, %s)", sec.listener.host,
+                     self.listener_port(sec.listener.name), sec.listener.name,
+                     sec.listener.protocol)
+
+    def _advertised(self) -> dict[str, tuple[str, int]]:
+        """Each listener's advertised address: ``advertised.listeners``, else the bound
+        address; the ``--listen`` listener honours ``advertised.host``/``.port``."""
+        config = self.config
+        listeners = [sec.listener for sec in self.security]
+        out = parse_advertised(str(config["advertised.listeners"]), listeners)
+        for lst in listeners:
+            if lst.name not in out:
+                out[lst.name] = ((config.advertised_host, config.advertised_port)
+                                 if not config["listeners"]
+                                 else (lst.host, self.listener_port(lst.name)))
+        return out
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -116,13 +174,13 @@ class Broker:
                 await task
         if self.cluster is not None:
             await self.cluster.stop()  # hands its leases over first
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for conn in list(self.connections):
             conn.close()
         await self.groups.stop()
-        if self._server is not None:
-            await self._server.wait_closed()
+        for server in self._servers:
+            await server.wait_closed()
         await asyncio.get_running_loop().run_in_executor(None, self._flush_all)
         self.topics.close()
         if self.engine is not None:
@@ -146,6 +204,35 @@ class Broker:
             await asyncio.sleep(interval)
             self.run_retention(now_ms())
             await self.run_compaction(now_ms())
+
+    async def _watch_connections(self) -> None:
+        """Close idle connections (``connections.max.idle.ms``) and those not authenticated
+        in time; re-read changed SCRAM credentials (``samsa users`` beside a running broker,
+        or another cluster node's change)."""
+        idle_s = int(self.config["connections.max.idle.ms"]) / 1000
+        auth_s = int(self.config["connections.authentication.timeout.ms"]) / 1000
+        tick = min(1.0, max(0.05, min(idle_s, auth_s) / 4))
+        while True:
+            await asyncio.sleep(tick)
+            now = time.monotonic()
+            for conn in list(self.connections):
+                conn.check_deadlines(now, idle_s, auth_s)
+            try:
+                await self.credentials.refresh()
+            except Exception:  # keep serving with the users known
+                log.exception("cannot re-read SCRAM credentials")
+
+    def memory_taken(self, conn: Connection) -> None:
+        """``queued.max.request.bytes`` reached: ``conn`` stops reading until answers go out."""
+        if self.request_memory.full:
+            conn.pause_for_memory()
+            self.paused.add(conn)
+
+    def memory_given(self) -> None:
+        if self.paused and not self.request_memory.full:
+            for conn in list(self.paused):
+                conn.resume_for_memory()
+            self.paused.clear()
 
     def run_retention(self, now: int) -> None:
         """Apply retention to every partition."""
@@ -194,48 +281,82 @@ class Broker:
         return convert(response, response_class(request.api_key, request.api_version))
 
 
+class _Closing(bytes):
+    """A response frame after which the connection closes (a failed authentication)."""
+
+
 class Connection(asyncio.BufferedProtocol):
     """One client connection: frames in, a handler task per request, answers in order.
 
     Small frames are cut from a fixed receive buffer; a frame larger than it is received
     straight into a buffer of its own (no copies of megabyte produce requests). When
-    ``MAX_IN_FLIGHT`` requests are pending, reading pauses until answers go out.
+    ``MAX_IN_FLIGHT`` requests are pending, or ``queued.max.request.bytes`` are taken
+    broker-wide, reading pauses until answers go out. On a TLS listener the connection is
+    made once the TLS handshake completed (within ``connections.authentication.timeout.ms``):
+    the connection limits count it from then on.
     """
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, security: ListenerSecurity) -> None:
         self.broker = broker
-        self.max_frame = int(broker.config["socket.request.max.bytes"])
+        self.auth = Authentication(security)
+        self.listener = security.listener.name
+        self.frame_limit = int(broker.config["socket.request.max.bytes"])
+        self.max_frame = self.auth.max_frame(self.frame_limit)
         self.transport: asyncio.Transport | None = None
         self.host = "/unknown"
+        self.ip = ""
         self._buf = bytearray(_RECV_BUFFER)
         self._view = memoryview(self._buf)
         self._len = 0
         self._big: bytearray | None = None
         self._big_pos = 0
-        self._queue: deque[asyncio.Task[Outgoing]] = deque()
+        self._queue: deque[tuple[asyncio.Task[Outgoing], int]] = deque()
         self._ready = asyncio.Event()
         self._can_write = asyncio.Event()
         self._can_write.set()
         self._closed = False
+        self._closing = False  # a closing answer is queued: read nothing more
         self._paused = False
+        self._memory_paused = False
+        self._counted = False
         self._writer: asyncio.Task[None] | None = None
+        self.opened_at = self.last_active = time.monotonic()
 
     # -- transport callbacks ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         peer = self.transport.get_extra_info("peername")
+        self.ip = str(peer[0]) if peer else ""
         self.host = f"/{peer[0]}" if peer else "/unknown"
+        refused = self.broker.limits.admit(self.listener, self.ip)
+        if refused is not None:
+            log.info("refusing connection from %s on %s: %s", self.host, self.listener, refused)
+            self._closed = True
+            self.transport.abort()
+            return
+        self._counted = True
         self.broker.connections.add(self)
+        if self.auth.security.ssl is not None:  # called once TLS is up
+            try:
+                self.auth.tls_established(self.transport.get_extra_info("peercert"))
+            except ValueError as exc:
+                self._fail(f"authentication failed: {exc}")
+                return
         self._writer = asyncio.get_running_loop().create_task(self._write_loop())
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._ready.set()
         self._can_write.set()
-        for task in self._queue:
+        for task, _ in self._queue:
             task.cancel()
+        self._release_memory()
         self._queue.clear()
+        if self._counted:
+            self._counted = False
+            self.broker.limits.release(self.listener, self.ip)
         self.broker.connections.discard(self)
+        self.broker.paused.discard(self)
 
     def pause_writing(self) -> None:
         self._can_write.clear()
@@ -249,13 +370,15 @@ class Connection(asyncio.BufferedProtocol):
         return self._view[self._len :]
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self._closed:
+        if self._closed or self._closing:
             return
+        self.last_active = time.monotonic()
         if self._big is not None:
             self._big_pos += nbytes
             if self._big_pos == len(self._big):
                 frame, self._big = self._big, None
-                self._submit(memoryview(frame).toreadonly())  # kio reads read-only buffers
+                # kio reads read-only buffers; its memory was taken when it was allocated
+                self._submit(memoryview(frame).toreadonly(), taken=True)
             return
         self._len += nbytes
         self._cut_frames()
@@ -263,10 +386,43 @@ class Connection(asyncio.BufferedProtocol):
     def eof_received(self) -> bool:
         return False  # close our side too
 
+    # -- deadlines and memory --------------------------------------------------------------
+    def check_deadlines(self, now: float, idle_s: float, auth_s: float) -> None:
+        """Close when not authenticated within ``auth_s`` or idle for ``idle_s``."""
+        if self._closed:
+            return
+        if not self.auth.authenticated and now - self.opened_at > auth_s:
+            self._fail(f"not authenticated within {auth_s * 1000:.0f} ms")
+        elif not self._queue and now - self.last_active > idle_s:
+            self._fail(f"idle for more than {idle_s * 1000:.0f} ms (connections.max.idle.ms)")
+
+    def pause_for_memory(self) -> None:
+        if not self._memory_paused and self.transport is not None:
+            self._memory_paused = True
+            self.transport.pause_reading()
+
+    def resume_for_memory(self) -> None:
+        if self._memory_paused and self.transport is not None and not self._closed:
+            self._memory_paused = False
+            if not self._paused:
+                self.transport.resume_reading()
+
+    def _take_memory(self, size: int) -> None:
+        self.broker.request_memory.take(size)
+        self.broker.memory_taken(self)
+
+    def _release_memory(self) -> None:
+        given = sum(size for _, size in self._queue)
+        if self._big is not None:
+            given += len(self._big)
+        if given:
+            self.broker.request_memory.give(given)
+            self.broker.memory_given()
+
     # -- framing ---------------------------------------------------------------------------
     def _cut_frames(self) -> None:
         buf, end, pos = self._buf, self._len, 0
-        while end - pos >= 4:
+        while end - pos >= 4 and not self._closing:
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < 0 or size > self.max_frame:
                 self._fail(f"frame size {size} outside [0, {self.max_frame}]")
@@ -278,6 +434,7 @@ class Connection(asyncio.BufferedProtocol):
             elif 4 + size > len(buf):
                 have = end - start
                 self._big = bytearray(size)
+                self._take_memory(size)
                 self._big[:have] = buf[start:end]
                 self._big_pos = have
                 pos = end
@@ -289,16 +446,18 @@ class Connection(asyncio.BufferedProtocol):
             buf[:rest] = buf[pos:end]
             self._len = rest
 
-    def _submit(self, frame: bytes | memoryview) -> None:
+    def _submit(self, frame: bytes | memoryview, taken: bool = False) -> None:
         task = asyncio.get_running_loop().create_task(self._handle(frame))
-        self._queue.append(task)
+        self._queue.append((task, len(frame)))
+        if not taken:
+            self._take_memory(len(frame))
         self._ready.set()
         if len(self._queue) >= MAX_IN_FLIGHT and not self._paused and self.transport:
             self._paused = True
             self.transport.pause_reading()
 
     def _fail(self, reason: str) -> None:
-        log.info("closing connection from %s: %s", self.host, reason)
+        log.info("closing connection from %s on %s: %s", self.host, self.listener, reason)
         self.close()
 
     def close(self) -> None:
@@ -309,6 +468,11 @@ class Connection(asyncio.BufferedProtocol):
 
     # -- requests and answers --------------------------------------------------------------
     async def _handle(self, frame: bytes | memoryview) -> Outgoing:
+        auth = self.auth
+        if not auth.authenticated:
+            early = await self._authenticate(frame)
+            if early is not None:
+                return early
         try:
             request = decode_request(frame, self.broker.supported)
         except UnsupportedApi as exc:
@@ -316,8 +480,13 @@ class Connection(asyncio.BufferedProtocol):
                 answer = unsupported_version_response(self.broker)
                 return encode_response(exc.correlation_id, answer)
             raise
+        if auth.sasl is not None:
+            reply = auth.on_request(request, now_ms())
+            if reply is not None:
+                return await self._sasl_answer(request.correlation_id, reply)
+            self.max_frame = auth.max_frame(self.frame_limit)
         started = time.perf_counter()
-        ctx = RequestContext(self.broker, request, self.host)
+        ctx = RequestContext(self.broker, request, self.host, auth.principal, self.listener)
         response = await self.broker.dispatch(ctx)
         out: Outgoing = None
         if isinstance(response, Spliced):
@@ -329,6 +498,44 @@ class Connection(asyncio.BufferedProtocol):
                                             len(frame) + 4, sent)
         return out
 
+    async def _authenticate(self, frame: bytes | memoryview) -> bytes | None:
+        """A frame before authentication: the answer to a bare SASL token, None for a
+        request that may be decoded, FrameError (closing) for any other."""
+        auth = self.auth
+        if auth.expects_raw_token:
+            reply = auth.on_raw(bytes(frame), now_ms())
+            return await self._sasl_answer(None, reply)
+        api_key, _, _ = peek_header(frame)
+        if not auth.admits(api_key):
+            raise FrameError(f"request with api key {api_key} before authentication")
+        return None
+
+    async def _sasl_answer(self, correlation_id: int | None, reply: Reply) -> bytes:
+        """Send a SASL reply; a failure waits ``connection.failed.authentication.delay.ms``
+        (KIP-306) and closes after its answer."""
+        if reply.failed:
+            log.info("authentication failed for %s on %s: %s", self.host, self.listener,
+                     reply.reason)
+            self.broker.metrics.authentication_failures += 1
+            await asyncio.sleep(int(self.broker.config[
+                "connection.failed.authentication.delay.ms"]) / 1000)
+        elif reply.close:
+            log.info("closing connection from %s on %s: %s", self.host, self.listener,
+                     reply.reason)
+        self.max_frame = self.auth.max_frame(self.frame_limit)
+        out: bytes = b""
+        if reply.response is not None:
+            assert correlation_id is not None
+            out = encode_response(correlation_id, reply.response)
+        elif reply.raw is not None:
+            out = _SIZE.pack(len(reply.raw)) + reply.raw
+        if reply.close:
+            self._closing = True
+            return _Closing(out)
+        if self.auth.authenticated:
+            self.broker.metrics.authentications += 1
+        return out
+
     async def _write_loop(self) -> None:
         while True:
             while not self._queue:
@@ -336,7 +543,7 @@ class Connection(asyncio.BufferedProtocol):
                     return
                 self._ready.clear()
                 await self._ready.wait()
-            task = self._queue[0]
+            task, size = self._queue[0]
             try:
                 out = await task
             except FrameError as exc:
@@ -351,9 +558,18 @@ class Connection(asyncio.BufferedProtocol):
             if self._closed or self.transport is None:
                 return
             self._queue.popleft()
+            self.broker.request_memory.give(size)
+            self.broker.memory_given()
             if self._paused and len(self._queue) < MAX_IN_FLIGHT // 2:
                 self._paused = False
-                self.transport.resume_reading()
+                if not self._memory_paused:
+                    self.transport.resume_reading()
+            self.last_active = time.monotonic()
+            if isinstance(out, _Closing):
+                if out:
+                    self.transport.write(out)
+                self.close()
+                return
             if out is None:
                 continue
             if isinstance(out, list):
@@ -362,3 +578,4 @@ class Connection(asyncio.BufferedProtocol):
                 self.transport.write(out)
             if not self._can_write.is_set():
                 await self._can_write.wait()
+

@@ -1,9 +1,15 @@
-"""Client options shared by every command, and connecting to the broker."""
+"""Client options shared by every command, and connecting to the broker.
+
+``--command-config FILE`` is a properties file of client settings, as Kafka's tools take:
+``security.protocol``, ``sasl.mechanism``, ``sasl.jaas.config``, ``ssl.truststore.location``,
+``ssl.keystore.location`` (PEM) ... (:func:`samsa.client.security.from_properties`).
+"""
 
 from __future__ import annotations
 
 import argparse
 import socket
+from pathlib import Path
 from typing import Any
 
 from samsa.cli.errors import CliError
@@ -18,6 +24,10 @@ def add_client_options(p: argparse.ArgumentParser) -> None:
                    help="table for people, json for scripts (default %(default)s)")
     p.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                    help="how long to wait for the broker (default %(default)s)")
+    p.add_argument("--command-config", type=Path, metavar="FILE",
+                   help="client properties (TLS, SASL) as Kafka's tools take them: "
+                        "security.protocol, sasl.mechanism, sasl.jaas.config, "
+                        "ssl.truststore.location, ...")
 
 
 def parse_servers(text: str) -> list[tuple[str, int]]:
@@ -43,10 +53,26 @@ def check_reachable(bootstrap: str, timeout: float) -> None:
     raise CliError(f"cannot reach a broker at {bootstrap}: {errors[-1]}")
 
 
+def security_config(args: argparse.Namespace) -> dict[str, Any]:
+    """TLS and SASL settings from ``--command-config`` (none without it)."""
+    from samsa.broker.config import ConfigError, read_properties
+    from samsa.client.security import client_security, from_properties
+
+    path = getattr(args, "command_config", None)
+    if path is None:
+        return {}
+    try:
+        settings = from_properties(read_properties(path))
+        client_security(settings)  # a clear error now rather than at the first connection
+    except (ConfigError, ValueError, OSError) as exc:
+        raise CliError(f"--command-config {path}: {exc}", 2) from None
+    return settings
+
+
 def client_config(args: argparse.Namespace) -> dict[str, Any]:
     """Keyword arguments common to samsa's Consumer, Producer and Admin."""
     return {"bootstrap_servers": args.bootstrap_server,
-            "request_timeout_ms": int(args.timeout * 1000)}
+            "request_timeout_ms": int(args.timeout * 1000), **security_config(args)}
 
 
 def open_admin(args: argparse.Namespace) -> Any:
@@ -55,4 +81,4 @@ def open_admin(args: argparse.Namespace) -> Any:
 
     check_reachable(args.bootstrap_server, args.timeout)
     return Admin(args.bootstrap_server, client_id="samsa-cli",
-                 request_timeout_ms=int(args.timeout * 1000))
+                 request_timeout_ms=int(args.timeout * 1000), **security_config(args))

@@ -7,7 +7,18 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from samsa.cli import acls, cluster, configs, consume, features, groups, produce, serve, topics
+from samsa.cli import (
+    acls,
+    cluster,
+    configs,
+    consume,
+    features,
+    groups,
+    produce,
+    serve,
+    topics,
+    users,
+)
 from samsa.cli.errors import CliError
 
 HINTS = {
@@ -46,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     features.add_parser(sub)
     cluster.add_parser(sub)
     acls.add_parser(sub)
+    users.add_parser(sub)
     return parser
 
 

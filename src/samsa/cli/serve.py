@@ -17,8 +17,10 @@ from samsa.broker.gc_policy import install as freeze_gc_survivors
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("serve", help="run a broker", description="Run a samsa broker node.")
-    p.add_argument("--listen", default="127.0.0.1:9092", metavar="HOST:PORT",
-                   help="address to listen on (port 0 picks a free port; default %(default)s)")
+    p.add_argument("--listen", metavar="HOST:PORT",
+                   help="the address of a PLAINTEXT listener (port 0 picks a free port; "
+                        "default 127.0.0.1:9092); for TLS and SASL use the listeners setting "
+                        "(see docs/security.md)")
     p.add_argument("--data-dir", default="./data", type=Path, metavar="DIR",
                    help="where logs and metadata live (default %(default)s)")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
@@ -50,11 +52,13 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 
 def load_config(args: argparse.Namespace) -> BrokerConfig:
-    host, port = parse_listen(args.listen)
     overrides: dict[str, str] = {}
     if args.config_file is not None:
         overrides.update(read_properties(args.config_file))
     overrides.update(parse_assignments(args.config))
+    if args.listen is not None and overrides.get("listeners"):
+        raise ConfigError("give --listen or the listeners setting, not both")
+    host, port = parse_listen(args.listen or "127.0.0.1:9092")
     return BrokerConfig.create(host=host, port=port, data_dir=args.data_dir, overrides=overrides)
 
 

@@ -17,6 +17,8 @@ from samsa.client.errors import KafkaTimeoutError, error_for
 from samsa.client.metadata import Metadata
 from samsa.client.net import ApiKey, NetworkClient
 from samsa.client.offsets import EARLIEST, LATEST, list_offsets
+from samsa.client.security import DEFAULTS as SECURITY_DEFAULTS
+from samsa.client.security import client_security
 from samsa.security.acl import (
     ANY_ACL,
     AclBinding,
@@ -98,10 +100,16 @@ class Admin:
     """Administrative operations against a cluster."""
 
     def __init__(self, bootstrap_servers: str | list[str] = "localhost:9092",
-                 client_id: str | None = None, request_timeout_ms: int = 30000) -> None:
+                 client_id: str | None = None, request_timeout_ms: int = 30000,
+                 **security: Any) -> None:
+        """``security``: TLS and SASL settings (:data:`samsa.client.security.DEFAULTS`)."""
+        unknown = set(security) - set(SECURITY_DEFAULTS)
+        if unknown:
+            raise TypeError(f"unknown admin config {sorted(unknown)}")
         self.client_id = client_id or f"samsa-admin-{next(_ids)}"
         self.timeout_ms = request_timeout_ms
-        self._net = NetworkClient(self.client_id, request_timeout_ms)
+        self._net = NetworkClient(self.client_id, request_timeout_ms,
+                                  security=client_security({**SECURITY_DEFAULTS, **security}))
         self._metadata = Metadata(self._net, bootstrap_servers)
         self._consumer_describe: int | None = None  # ConsumerGroupDescribe version, -1: none
 

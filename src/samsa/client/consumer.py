@@ -28,6 +28,8 @@ from samsa.client.metadata import Metadata
 from samsa.client.net import NetworkClient
 from samsa.client.offsets import EARLIEST, LATEST, list_offsets
 from samsa.client.records import ConsumerRecord
+from samsa.client.security import DEFAULTS as SECURITY_DEFAULTS
+from samsa.client.security import client_security
 from samsa.client.subscription import SubscriptionState, SubscriptionType
 
 __all__ = ["Consumer", "ConsumerRebalanceListener"]
@@ -37,6 +39,7 @@ _ids = itertools.count(1)
 GroupCoordinator = ConsumerCoordinator | ConsumerProtocolCoordinator
 
 DEFAULTS: dict[str, Any] = {
+    **SECURITY_DEFAULTS,
     "bootstrap_servers": "localhost:9092",
     "client_id": None,
     "group_id": None,
@@ -98,7 +101,7 @@ class Consumer:
         self.client_id = c["client_id"] or f"samsa-consumer-{next(_ids)}"
         self._clock = clock
         self._net = NetworkClient(self.client_id, c["request_timeout_ms"],
-                                  c["reconnect_backoff_ms"])
+                                  c["reconnect_backoff_ms"], client_security(c))
         self._metadata = Metadata(self._net, c["bootstrap_servers"], c["retry_backoff_ms"],
                                   clock=clock)
         self._subs = SubscriptionState(c["auto_offset_reset"])

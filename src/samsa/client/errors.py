@@ -6,6 +6,7 @@ from kio.schema.errors import ErrorCode
 
 __all__ = [
     "METADATA_ERRORS",
+    "AuthenticationError",
     "CommitFailedError",
     "FencedInstanceIdError",
     "IllegalStateError",
@@ -54,6 +55,13 @@ class KafkaConnectionError(KafkaError):
     """The connection to a broker failed or was closed; the request may be retried."""
 
     retriable = True
+
+
+class AuthenticationError(KafkaError):
+    """The broker refused the client's credentials (SASL) or TLS failed its checks: not
+    retried, as Kafka's ``AuthenticationException``."""
+
+    code = int(ErrorCode.sasl_authentication_failed)
 
 
 class KafkaTimeoutError(KafkaError):

@@ -13,7 +13,7 @@ from uuid import UUID
 
 from samsa import TopicPartition
 from samsa.client.clock import SYSTEM_CLOCK, Clock
-from samsa.client.errors import KafkaError, KafkaTimeoutError
+from samsa.client.errors import AuthenticationError, KafkaError, KafkaTimeoutError
 from samsa.client.future import Future
 from samsa.client.net import ApiKey, NetworkClient
 
@@ -175,8 +175,9 @@ class Metadata:
                     self.last_refresh = clock.now()
                     return self.cluster
                 exc = fut.exception()
-                if exc is not None and not isinstance(exc, KafkaError):
-                    raise exc  # a bug, not the node's doing
+                if exc is not None and (not isinstance(exc, KafkaError)
+                                        or isinstance(exc, AuthenticationError)):
+                    raise exc  # a bug, or credentials that no retry will fix
                 # a second past the request's own timeout: the network thread enforces that
                 if exc is not None or now >= sent + timeout + 1:
                     waiting.remove(entry)

@@ -6,6 +6,12 @@ it gets a :class:`~samsa.client.future.Future` of the decoded kio response. Each
 negotiates versions with ApiVersions first; requests use the highest version both sides
 support, capped by :data:`CLIENT_MAX_VERSIONS`. Requests on one connection are answered in
 order; a request past its deadline closes its connection, as in Kafka's clients.
+
+With a :class:`~samsa.client.security.ClientSecurity`, a connection runs its TLS handshake
+first (non-blocking, on the same selector) and, on a SASL listener, authenticates after
+ApiVersions (SaslHandshake v1, then SaslAuthenticate) before any queued request is sent;
+when the broker gives the session a lifetime (KIP-368) the connection re-authenticates
+before it ends, once its in-flight requests are answered.
 """
 
 from __future__ import annotations
@@ -13,8 +19,10 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
+import random
 import selectors
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -25,11 +33,18 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
-from samsa.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from samsa.client.errors import (
+    AuthenticationError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+)
 from samsa.client.future import Future
+from samsa.client.security import ClientSecurity
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import build
 from samsa.protocol.codec import encode_request
+from samsa.security.sasl.client import ClientAuthError, ClientMechanism
 
 __all__ = ["CLIENT_MAX_VERSIONS", "ApiKey", "NetworkClient"]
 
@@ -61,10 +76,13 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     ApiKey.DELETE_GROUPS: 2,
     ApiKey.OFFSET_DELETE: 0,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: 1,
+    ApiKey.SASL_HANDSHAKE: 1,
+    ApiKey.SASL_AUTHENTICATE: 2,
 }
 """Highest version of each API this client speaks."""
 
 _SIZE = struct.Struct(">i")
+_WOULD_BLOCK = (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 _CORR = struct.Struct(">i")
 _RECV = 256 * 1024
 
@@ -89,7 +107,8 @@ class _Connection:
         self.dest = dest
         self.address = address
         self.sock: socket.socket | None = None
-        self.state = "disconnected"  # connecting, negotiating, ready
+        self.state = "disconnected"  # connecting, handshaking (TLS), negotiating,
+        #                              authenticating (SASL), ready
         self.versions: dict[int, tuple[int, int]] = {}
         self.queued: collections.deque[_Pending] = collections.deque()
         self.in_flight: collections.deque[tuple[int, _Pending]] = collections.deque()
@@ -97,14 +116,17 @@ class _Connection:
         self.inbuf = bytearray()
         self.correlation = 0
         self.events = 0
+        #: when to re-authenticate (time.monotonic()), None: the session does not end
+        self.reauth_at: float | None = None
 
 
 class NetworkClient:
     """The network thread and its connections (see module docstring)."""
 
     def __init__(self, client_id: str, request_timeout_ms: int = 30000,
-                 reconnect_backoff_ms: int = 50) -> None:
+                 reconnect_backoff_ms: int = 50, security: ClientSecurity | None = None) -> None:
         self.client_id = client_id
+        self.security = security or ClientSecurity()
         self.request_timeout = request_timeout_ms / 1000
         self.reconnect_backoff = reconnect_backoff_ms / 1000
         self._addresses: dict[Hashable, tuple[str, int]] = {}
@@ -206,6 +228,9 @@ class NetworkClient:
                         with contextlib.suppress(BlockingIOError, OSError):
                             self._wake_r.recv(4096)
                         continue
+                    if conn.state == "handshaking":
+                        self._tls_handshake(conn)
+                        continue
                     if mask & selectors.EVENT_WRITE:
                         self._on_writable(conn)
                     if mask & selectors.EVENT_READ and conn.sock is not None:
@@ -288,8 +313,49 @@ class NetworkClient:
                 self._connect_failed(conn.dest)
                 self._close(conn, KafkaConnectionError(f"connect to {conn.address}: errno {err}"))
                 return
+            if self.security.ssl is not None:
+                self._start_tls(conn)
+                return
             conn.state = "negotiating"
             self._send_api_versions(conn)
+        self._write(conn)
+
+    def _start_tls(self, conn: _Connection) -> None:
+        assert conn.sock is not None and self.security.ssl is not None
+        self._selector.unregister(conn.sock)
+        try:
+            conn.sock = self.security.ssl.wrap_socket(
+                conn.sock, server_hostname=conn.address[0], do_handshake_on_connect=False)
+        except (OSError, ValueError) as exc:
+            conn.sock = None
+            self._close(conn, KafkaConnectionError(f"TLS to {conn.address}: {exc}"))
+            return
+        conn.state = "handshaking"
+        conn.events = selectors.EVENT_READ | selectors.EVENT_WRITE
+        self._selector.register(conn.sock, conn.events, conn)
+        self._tls_handshake(conn)
+
+    def _tls_handshake(self, conn: _Connection) -> None:
+        sock = conn.sock
+        assert isinstance(sock, ssl.SSLSocket)
+        try:
+            sock.do_handshake()
+        except ssl.SSLWantReadError:
+            self._set_events(conn, selectors.EVENT_READ)
+            return
+        except ssl.SSLWantWriteError:
+            self._set_events(conn, selectors.EVENT_WRITE)
+            return
+        except (OSError, ValueError) as exc:  # ssl.SSLError (bad certificate) is an OSError
+            self._connect_failed(conn.dest)
+            error: KafkaError = KafkaConnectionError(
+                f"TLS handshake with {conn.address} failed: {exc}")
+            if isinstance(exc, ssl.SSLCertVerificationError):
+                error = AuthenticationError(f"TLS handshake with {conn.address} failed: {exc}")
+            self._close(conn, error)
+            return
+        conn.state = "negotiating"
+        self._send_api_versions(conn)
         self._write(conn)
 
     def _send_api_versions(self, conn: _Connection) -> None:
@@ -309,10 +375,83 @@ class NetworkClient:
                 return
             conn.versions = {int(k.api_key): (int(k.min_version), int(k.max_version))
                              for k in resp.api_keys}
+            if self.security.sasl is not None:
+                self._authenticate(conn)
+                return
             conn.state = "ready"
             self._flush_queue(conn)
 
         fut.add_done_callback(done)
+
+    # ---- SASL ---------------------------------------------------------------------------
+
+    def _sasl_request(self, conn: _Connection, api_key: int, body: Mapping[str, Any],
+                      then: Any) -> None:
+        version = self._choose(conn, api_key)
+        if version is None:
+            self._close(conn, KafkaError(f"the broker at {conn.address} does not serve "
+                                         f"{ApiKey(api_key).title}", 35))
+            return
+        fut: Future[Any] = Future()
+        pending = _Pending(api_key, body, fut, time.monotonic() + self.request_timeout, True)
+        pending.version = version
+        self._enqueue_frame(conn, pending)
+        fut.add_done_callback(lambda f: None if f.failed() else then(f.value))
+        self._write(conn)
+
+    def _authenticate(self, conn: _Connection) -> None:
+        """SaslHandshake, then SaslAuthenticate until the mechanism is done."""
+        assert self.security.sasl is not None and self.security.sasl_mechanism is not None
+        conn.state = "authenticating"
+        mech = self.security.sasl()
+
+        def handshake(resp: Any) -> None:
+            if int(resp.error_code) != ErrorCode.none:
+                self._close(conn, AuthenticationError(
+                    f"the broker at {conn.address} does not enable SASL mechanism "
+                    f"{self.security.sasl_mechanism} (it has {list(resp.mechanisms)})",
+                    int(resp.error_code)))
+                return
+            self._sasl_request(conn, ApiKey.SASL_AUTHENTICATE, {"auth_bytes": mech.first()},
+                               step)
+
+        def step(resp: Any) -> None:
+            if int(resp.error_code) != ErrorCode.none:
+                self._close(conn, AuthenticationError(
+                    f"authentication with {conn.address} failed: {resp.error_message}",
+                    int(resp.error_code)))
+                return
+            try:
+                token = mech.respond(bytes(resp.auth_bytes))
+            except ClientAuthError as exc:
+                self._close(conn, AuthenticationError(
+                    f"authentication with {conn.address} failed: {exc}"))
+                return
+            if token is not None:
+                self._sasl_request(conn, ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token}, step)
+                return
+            self._authenticated(conn, mech, resp)
+
+        self._sasl_request(conn, ApiKey.SASL_HANDSHAKE,
+                           {"mechanism": self.security.sasl_mechanism}, handshake)
+
+    def _authenticated(self, conn: _Connection, mech: ClientMechanism, resp: Any) -> None:
+        lifetime = getattr(resp, "session_lifetime", None)
+        ms = lifetime.total_seconds() * 1000 if lifetime is not None else 0
+        # Kafka's clients re-authenticate at 85-95% of the session's lifetime
+        conn.reauth_at = time.monotonic() + ms / 1000 * random.uniform(0.85, 0.95) \
+            if ms > 0 else None
+        conn.state = "ready"
+        self._flush_queue(conn)
+
+    def _reauth_due(self, conn: _Connection) -> bool:
+        """A session about to end: send nothing more; re-authenticate once answered."""
+        if conn.reauth_at is None or conn.state != "ready" or time.monotonic() < conn.reauth_at:
+            return False
+        if not conn.in_flight:
+            conn.reauth_at = None
+            self._authenticate(conn)
+        return True
 
     def _choose(self, conn: _Connection, api_key: int) -> int | None:
         broker = conn.versions.get(api_key)
@@ -323,6 +462,8 @@ class NetworkClient:
         return version if version >= broker[0] else None
 
     def _flush_queue(self, conn: _Connection) -> None:
+        if self._reauth_due(conn):
+            return
         while conn.queued and conn.state == "ready":
             pending = conn.queued.popleft()
             version = pending.body.get("__version__") if pending.body else None
@@ -352,12 +493,12 @@ class NetworkClient:
             pending.future.success(None)
 
     def _write(self, conn: _Connection) -> None:
-        if conn.sock is None or conn.state == "connecting":
+        if conn.sock is None or conn.state in ("connecting", "handshaking"):
             return
         if conn.out:
             try:
                 sent = conn.sock.send(conn.out)
-            except (BlockingIOError, InterruptedError):
+            except _WOULD_BLOCK:
                 sent = 0
             except OSError as exc:
                 self._close(conn, KafkaConnectionError(f"send to {conn.address}: {exc}"))
@@ -366,10 +507,16 @@ class NetworkClient:
         self._set_events(conn, selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.out else 0))
 
     def _on_readable(self, conn: _Connection) -> None:
+        self._read_once(conn)
+        sock = conn.sock
+        while isinstance(sock, ssl.SSLSocket) and sock is conn.sock and sock.pending():
+            self._read_once(conn)  # records OpenSSL decrypted beyond what was read
+
+    def _read_once(self, conn: _Connection) -> None:
         assert conn.sock is not None
         try:
-            data = conn.sock.recv(_RECV)
-        except (BlockingIOError, InterruptedError):
+            data = self._recv(conn.sock, _RECV)
+        except _WOULD_BLOCK:
             return
         except OSError as exc:
             self._close(conn, KafkaConnectionError(f"recv from {conn.address}: {exc}"))
@@ -387,8 +534,8 @@ class NetworkClient:
                 need = size + 4 - (len(buf) - pos)
                 if need > 0:
                     try:
-                        more = conn.sock.recv(max(need, _RECV))
-                    except (BlockingIOError, InterruptedError):
+                        more = self._recv(conn.sock, max(need, _RECV))
+                    except _WOULD_BLOCK:
                         break
                     except OSError as exc:
                         self._close(conn, KafkaConnectionError(str(exc)))
@@ -404,6 +551,16 @@ class NetworkClient:
             if conn.sock is None:
                 return
         del buf[:pos]
+
+    @staticmethod
+    def _recv(sock: socket.socket, size: int) -> bytes:
+        """Up to ``size`` bytes; over TLS also what OpenSSL already decrypted (the selector
+        does not see it)."""
+        data = sock.recv(size)
+        if data and isinstance(sock, ssl.SSLSocket):
+            while len(data) < size and sock.pending():
+                data += sock.recv(min(sock.pending(), size - len(data)))
+        return data
 
     def _on_frame(self, conn: _Connection, frame: bytes) -> None:
         if not conn.in_flight:
@@ -429,11 +586,15 @@ class NetworkClient:
             pending.future.success(body)
         except Exception:  # a callback bug must not kill the network thread
             log.exception("response callback failed")
+        if conn.reauth_at is not None and not conn.in_flight:
+            self._reauth_due(conn)
 
     def _expire(self, now: float) -> float | None:
         """Fail requests past their deadline (closing their connection); next timeout."""
         nearest: float | None = None
         for conn in list(self._conns.values()):
+            if conn.reauth_at is not None and not conn.in_flight:
+                self._reauth_due(conn)
             for _, pending in conn.in_flight:
                 if pending.deadline <= now:
                     self._close(conn, KafkaTimeoutError(

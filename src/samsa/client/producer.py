@@ -28,6 +28,8 @@ from samsa.client.metadata import Metadata
 from samsa.client.net import ApiKey, NetworkClient
 from samsa.client.partitioner import StickyPartitioner, partition_for_key
 from samsa.client.records import RecordMetadata
+from samsa.client.security import DEFAULTS as SECURITY_DEFAULTS
+from samsa.client.security import client_security
 from samsa.protocol.records import COMPRESSION_CODES, ProducerRecordData, encode_batch
 
 __all__ = ["Producer", "RecordFuture", "Sequences", "init_producer_id"]
@@ -36,6 +38,7 @@ log = logging.getLogger(__name__)
 _ids = itertools.count(1)
 
 DEFAULTS: dict[str, Any] = {
+    **SECURITY_DEFAULTS,
     "bootstrap_servers": "localhost:9092",
     "client_id": None,
     "acks": -1,
@@ -215,7 +218,7 @@ class Producer:
         self.idempotent = bool(c["enable_idempotence"]) and self.acks == -1
         self.client_id = c["client_id"] or f"samsa-producer-{next(_ids)}"
         self._net = NetworkClient(self.client_id, c["request_timeout_ms"],
-                                  c["reconnect_backoff_ms"])
+                                  c["reconnect_backoff_ms"], client_security(c))
         self._metadata = Metadata(self._net, c["bootstrap_servers"], c["retry_backoff_ms"])
         self._sticky = StickyPartitioner()
         self._lock = threading.Lock()

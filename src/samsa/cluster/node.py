@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 import uuid
@@ -62,6 +63,18 @@ class NodeInfo:
     host: str
     port: int
     rack: str | None
+    #: (listener name, host, port) of each listener the node advertises
+    listeners: tuple[tuple[str, str, int], ...] = ()
+
+    def at(self, listener: str) -> NodeInfo | None:
+        """This node at ``listener``'s address; None if it has no such listener (a node
+        that registered no listeners is taken as it is)."""
+        if not self.listeners:
+            return self
+        for name, host, port in self.listeners:
+            if name == listener:
+                return NodeInfo(self.node_id, host, port, self.rack, self.listeners)
+        return None
 
 
 @dataclass(slots=True)
@@ -151,13 +164,15 @@ class ClusterNode:
         config = self.broker.config
         sent = time.monotonic()
         await self.engine.db.run(lambda pool: pool.execute(
-            "INSERT INTO samsa_nodes (id, host, port, rack, incarnation, expires_at, locked) "
-            "VALUES ($1, $2, $3, $4, $5, now() + $6 * interval '1 millisecond', $7) "
+            "INSERT INTO samsa_nodes (id, host, port, rack, incarnation, expires_at, locked, "
+            "listeners) "
+            "VALUES ($1, $2, $3, $4, $5, now() + $6 * interval '1 millisecond', $7, $8) "
             "ON CONFLICT (id) DO UPDATE SET host = $2, port = $3, rack = $4, "
             "incarnation = $5, started_at = now(), expires_at = EXCLUDED.expires_at, "
-            "locked = $7",
+            "locked = $7, listeners = $8",
             self.node_id, config.advertised_host, config.advertised_port, config.rack,
-            self.incarnation, self.ttl_ms, locked))
+            self.incarnation, self.ttl_ms, locked,
+            json.dumps({n: list(a) for n, a in self.broker.endpoints.items()})))
         self._renewed_at = sent
 
     async def stop(self) -> None:
@@ -204,8 +219,8 @@ class ClusterNode:
         async def read(pool: Any) -> tuple[Any, list[Any], list[Any]]:
             async with pool.acquire() as conn:
                 head = await conn.fetchrow(_TICK, self.node_id, self.incarnation, self.ttl_ms)
-                nodes = await conn.fetch(f"SELECT id, host, port, rack FROM samsa_nodes n "
-                                         f"WHERE {LIVE} ORDER BY id")
+                nodes = await conn.fetch(f"SELECT id, host, port, rack, listeners::text "
+                                         f"FROM samsa_nodes n WHERE {LIVE} ORDER BY id")
                 leases = await conn.fetch("SELECT pid, owner, epoch FROM samsa_partitions")
             return head, list(nodes), list(leases)
 
@@ -219,7 +234,8 @@ class ClusterNode:
         else:
             log.warning("node %d: registration lost (another incarnation?)", self.node_id)
         self._self_fence()
-        self.nodes = {r["id"]: NodeInfo(r["id"], r["host"], r["port"], r["rack"]) for r in nodes}
+        self.nodes = {r["id"]: NodeInfo(r["id"], r["host"], r["port"], r["rack"],
+                                        _listeners(r["listeners"])) for r in nodes}
         if int(head["topics_version"]) != self.topics.version:
             self.topics.apply(await self.engine.db.run(fetch_topics))
         if self.broker.authorizer is not None:  # ACLs changed on another node: reload
@@ -359,9 +375,16 @@ class ClusterNode:
         nodes = dict(self.nodes)
         if self.node_id not in nodes:
             config = self.broker.config
-            nodes[self.node_id] = NodeInfo(self.node_id, config.advertised_host,
-                                           config.advertised_port, config.rack)
+            nodes[self.node_id] = NodeInfo(
+                self.node_id, config.advertised_host, config.advertised_port, config.rack,
+                tuple((n, h, p) for n, (h, p) in self.broker.endpoints.items()))
         return [nodes[n] for n in sorted(nodes)]
+
+
+def _listeners(text: str | None) -> tuple[tuple[str, str, int], ...]:
+    """The ``listeners`` column: {name: [host, port]} as JSON."""
+    data = json.loads(text or "{}")
+    return tuple((str(n), str(h), int(p)) for n, (h, p) in sorted(data.items()))
 
 
 async def _listen(dsn: str, node_id: int, wake: Any) -> tuple[Any, bool]:

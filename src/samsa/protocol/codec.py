@@ -16,6 +16,9 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from samsa.protocol.limits import LimitExceeded
+from samsa.protocol.limits import check as check_limits
+
 _PREFIX = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
 
@@ -81,6 +84,10 @@ def decode_request(frame: bytes | memoryview, supported: dict[int, tuple[int, in
     if versions is None or not versions[0] <= api_version <= versions[1]:
         raise UnsupportedApi(api_key, api_version, correlation_id)
     read_header, read_body = _request_codec(api_key, api_version)
+    try:
+        check_limits(frame, load_request_schema(api_key, api_version))
+    except LimitExceeded as exc:
+        raise FrameError(f"malformed {api_key}v{api_version} request: {exc}") from None
     try:
         header, used = read_header(frame, 0)
         body, _ = read_body(frame, used)

@@ -9,7 +9,14 @@ from collections.abc import Iterable, Mapping
 from samsa import TopicPartition
 from samsa.client.admin import Admin
 from samsa.client.errors import KafkaError
-from samsa.spark.options import EARLIEST, LATEST, OffsetSpec, OptionError, SourceOptions
+from samsa.spark.options import (
+    EARLIEST,
+    LATEST,
+    OffsetSpec,
+    OptionError,
+    SourceOptions,
+    client_settings,
+)
 
 __all__ = ["Cluster"]
 
@@ -25,7 +32,8 @@ class Cluster:
 
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
-        self.admin = Admin(opts.bootstrap, request_timeout_ms=opts.request_timeout_ms)
+        self.admin = Admin(opts.bootstrap, request_timeout_ms=opts.request_timeout_ms,
+                           **client_settings(opts.security))
 
     def close(self) -> None:
         self.admin.close()

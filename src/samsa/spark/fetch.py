@@ -13,7 +13,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -24,6 +24,7 @@ from samsa.client.errors import METADATA_ERRORS, KafkaError, error_for
 from samsa.client.metadata import Metadata
 from samsa.client.net import ApiKey, NetworkClient
 from samsa.client.offsets import EARLIEST, list_offsets
+from samsa.client.security import DEFAULTS, client_security
 from samsa.spark.arrow import Columns, decode_into, scan_next_offset
 from samsa.spark.columnar import decode_chunk
 
@@ -52,8 +53,11 @@ class RangeReader:
     """Fetches ranges of partitions from one cluster (one per task; close it after use)."""
 
     def __init__(self, bootstrap: str, *, fetch_max_bytes: int = 8 << 20,
-                 request_timeout_ms: int = 30000) -> None:
-        self.net = NetworkClient(f"samsa-spark-{os.getpid()}-{next(_ids)}", request_timeout_ms)
+                 request_timeout_ms: int = 30000,
+                 security: Mapping[str, Any] | None = None) -> None:
+        """``security``: TLS and SASL settings (:data:`samsa.client.security.DEFAULTS`)."""
+        self.net = NetworkClient(f"samsa-spark-{os.getpid()}-{next(_ids)}", request_timeout_ms,
+                                 security=client_security({**DEFAULTS, **(security or {})}))
         self.metadata = Metadata(self.net, bootstrap)
         self.fetch_max_bytes = fetch_max_bytes
         self.timeout = request_timeout_ms / 1000

@@ -166,6 +166,27 @@ def _int(options: Mapping[str, str], name: str, minimum: int) -> int | None:
     return n
 
 
+def _security(options: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """``kafka.security.protocol``, ``kafka.sasl.*`` and ``kafka.ssl.*`` options (Spark's
+    Kafka source passes ``kafka.``-prefixed options to the client), checked on the driver."""
+    from samsa.client.security import from_properties
+
+    pairs = tuple(sorted((k[len("kafka."):], v) for k, v in options.items()
+                         if k.startswith(("kafka.security.", "kafka.sasl.", "kafka.ssl."))))
+    try:
+        from_properties(dict(pairs))
+    except ValueError as exc:
+        raise OptionError(f"option kafka.{exc}") from None
+    return pairs
+
+
+def client_settings(security: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    """samsa client settings (``security_protocol`` ...) of the ``security`` options."""
+    from samsa.client.security import from_properties
+
+    return from_properties(dict(security))
+
+
 def _bootstrap(options: Mapping[str, str]) -> str:
     servers = _get(options, "bootstrap.servers") or _get(options, "kafka.bootstrap.servers")
     if not servers:
@@ -198,6 +219,8 @@ class SourceOptions:
     """Most records per Arrow batch handed to Spark."""
     arrow: bool = True
     """Hand Spark Arrow batches (``False``: row tuples, slower; for comparison)."""
+    security: tuple[tuple[str, str], ...] = ()
+    """Kafka client properties for TLS and SASL (``kafka.security.protocol`` ...)."""
 
     def matches(self, topic: str) -> bool:
         """Does ``topic`` belong to this source's topic selection?"""
@@ -218,7 +241,7 @@ class SourceOptions:
                 raise OptionError(f"one of the options {names} is required")
             raise OptionError(f"options {names} are exclusive, but got "
                               f"{', '.join(_display(g) for g in given)}")
-        kw: dict[str, Any] = {"bootstrap": _bootstrap(opts)}
+        kw: dict[str, Any] = {"bootstrap": _bootstrap(opts), "security": _security(opts)}
         sel = given[0]
         value = opts[sel].strip()
         if sel == "subscribe":
@@ -278,11 +301,14 @@ class SinkOptions:
     topic: str | None = None
     batch_size: int = 262144
     compression: str | None = None
+    security: tuple[tuple[str, str], ...] = ()
+    """Kafka client properties for TLS and SASL (``kafka.security.protocol`` ...)."""
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> SinkOptions:
         opts = {str(k).lower(): str(v) for k, v in options.items()}
-        kw: dict[str, Any] = {"bootstrap": _bootstrap(opts), "topic": opts.get("topic") or None}
+        kw: dict[str, Any] = {"bootstrap": _bootstrap(opts), "topic": opts.get("topic") or None,
+                              "security": _security(opts)}
         size = _int(opts, "batch.size", 1)
         if size is not None:
             kw["batch_size"] = size

@@ -22,7 +22,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +34,7 @@ from samsa.client.metadata import Metadata
 from samsa.client.net import ApiKey, NetworkClient
 from samsa.client.partitioner import partition_for_key
 from samsa.client.producer import RECORD_OVERHEAD, Sequences, init_producer_id
+from samsa.client.security import DEFAULTS, client_security
 from samsa.protocol.records import COMPRESSION_CODES, RecordTuple, encode_batch
 
 __all__ = ["BulkProducer"]
@@ -66,9 +67,11 @@ class BulkProducer:
 
     def __init__(self, bootstrap: str, *, batch_size: int = 262144,
                  compression: str | None = None, request_timeout_ms: int = 30000,
-                 delivery_timeout_ms: int = 120000, max_queued_bytes: int = 32 << 20) -> None:
+                 delivery_timeout_ms: int = 120000, max_queued_bytes: int = 32 << 20,
+                 security: Mapping[str, Any] | None = None) -> None:
         self.net = NetworkClient(f"samsa-spark-writer-{os.getpid()}-{next(_ids)}",
-                                 request_timeout_ms)
+                                 request_timeout_ms,
+                                 security=client_security({**DEFAULTS, **(security or {})}))
         self.metadata = Metadata(self.net, bootstrap)
         self.batch_size = batch_size
         self.compression = COMPRESSION_CODES[compression or "none"]

@@ -26,7 +26,13 @@ from pyspark.sql.streaming.datasource import (
 from samsa import TopicPartition
 from samsa.spark.cluster import Cluster
 from samsa.spark.fetch import RangeReader, data_loss
-from samsa.spark.options import EARLIEST, SourceOptions, offsets_from_json, offsets_to_json
+from samsa.spark.options import (
+    EARLIEST,
+    SourceOptions,
+    client_settings,
+    offsets_from_json,
+    offsets_to_json,
+)
 from samsa.spark.planning import OffsetRange, plan_ranges, rate_limit
 from samsa.spark.worker import freeze_imports
 
@@ -41,7 +47,8 @@ def read_range(opts: SourceOptions, r: OffsetRange) -> Iterator[Any]:
     """Arrow batches of one planned range (executor side; same range, same rows)."""
     freeze_imports()
     with RangeReader(opts.bootstrap, fetch_max_bytes=opts.fetch_max_bytes,
-                     request_timeout_ms=opts.request_timeout_ms) as reader:
+                     request_timeout_ms=opts.request_timeout_ms,
+                     security=client_settings(opts.security)) as reader:
         yield from reader.batches(r.tp, r.start, r.until,
                                   fail_on_data_loss=opts.fail_on_data_loss,
                                   include_headers=opts.include_headers,

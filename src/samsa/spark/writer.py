@@ -30,7 +30,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from samsa.spark.options import OptionError, SinkOptions
+from samsa.spark.options import OptionError, SinkOptions, client_settings
 from samsa.spark.produce import BulkProducer
 from samsa.spark.worker import freeze_imports
 
@@ -82,7 +82,8 @@ def write_batches(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Write
     """Send every row with one idempotent producer; raise unless all were acknowledged."""
     freeze_imports()
     with BulkProducer(opts.bootstrap, batch_size=opts.batch_size,
-                      compression=opts.compression) as producer:
+                      compression=opts.compression,
+                      security=client_settings(opts.security)) as producer:
         for batch in batches:
             n = batch.num_rows
             values = _column(batch, "value")

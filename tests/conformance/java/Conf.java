@@ -4,12 +4,19 @@ import java.util.Properties;
 final class Conf {
     private Conf() {}
 
-    /** Every `key=value` argument from index `from` on; keys starting `driver.` are left out. */
+    /**
+     * Every `key=value` argument from index `from` on; keys starting `driver.` are left out.
+     * A `driver.system.NAME=value` argument sets the JVM system property NAME (e.g. the
+     * OAuth token URLs Kafka's client may read, `org.apache.kafka.sasl.oauthbearer.allowed.urls`).
+     */
     static Properties client(String[] args, int from) {
         Properties p = new Properties();
         for (int i = from; i < args.length; i++) {
             int eq = args[i].indexOf('=');
-            if (eq > 0 && !args[i].startsWith("driver.")) {
+            if (eq > 0 && args[i].startsWith("driver.system.")) {
+                System.setProperty(args[i].substring("driver.system.".length(), eq),
+                        args[i].substring(eq + 1));
+            } else if (eq > 0 && !args[i].startsWith("driver.")) {
                 p.setProperty(args[i].substring(0, eq), args[i].substring(eq + 1));
             }
         }

@@ -23,6 +23,7 @@ Handler = Callable[[RequestContext], Awaitable[Any]]
 
 API_MODULES = (
     "alter_configs",
+    "alter_user_scram_credentials",
     "api_versions",
     "consumer_group_describe",
     "consumer_group_heartbeat",
@@ -36,6 +37,7 @@ API_MODULES = (
     "describe_cluster",
     "describe_configs",
     "describe_groups",
+    "describe_user_scram_credentials",
     "fetch",
     "find_coordinator",
     "heartbeat",
@@ -50,6 +52,8 @@ API_MODULES = (
     "offset_delete",
     "offset_fetch",
     "produce",
+    "sasl_authenticate",
+    "sasl_handshake",
     "sync_group",
 )
 """The handler modules of this package, one per API."""

@@ -41,7 +41,7 @@ async def handle(ctx: RequestContext) -> DescribeClusterResponse:
         controller_id=BrokerId(leadership.controller_id(ctx.broker)),
         brokers=tuple(DescribeClusterBroker(broker_id=BrokerId(n.node_id), host=n.host,
                                             port=i32(n.port), rack=n.rack)
-                      for n in leadership.brokers(ctx.broker)),
+                      for n in leadership.brokers(ctx.broker, ctx.listener)),
         cluster_authorized_operations=_operations(ctx),
     )
 

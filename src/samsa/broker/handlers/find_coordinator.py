@@ -43,7 +43,7 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> v4.Coordinator:
     if key_type != GROUP:
         message = f"unsupported coordinator key type {key_type}"
         return _error(key, ErrorCode.invalid_request, message)
-    code, node = leadership.coordinator(ctx.broker, key)
+    code, node = leadership.coordinator(ctx.broker, key, ctx.listener)
     if code or node is None:
         return _error(key, code, None)
     return v4.Coordinator(key=key, node_id=BrokerId(node.node_id), host=node.host,

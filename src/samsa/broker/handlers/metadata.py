@@ -123,7 +123,7 @@ async def handle(ctx: RequestContext) -> MetadataResponse | MetadataResponseV10:
         throttle_time=NO_THROTTLE,
         brokers=tuple(MetadataResponseBroker(node_id=BrokerId(n.node_id), host=n.host,
                                              port=i32(n.port), rack=n.rack)
-                      for n in leadership.brokers(broker)),
+                      for n in leadership.brokers(broker, ctx.listener)),
         cluster_id=str(broker.config["cluster.id"]),
         controller_id=BrokerId(leadership.controller_id(broker)),
         topics=tuple(entries),

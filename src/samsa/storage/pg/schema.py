@@ -2,7 +2,8 @@
 
 * ``samsa_meta``: counters (``topics_version`` bumped on every topic change, so nodes know
   when to re-read topics; ``producer_id`` the next block of producer ids).
-* ``samsa_nodes``: the node registry: id, advertised address, rack, and ``expires_at``, the
+* ``samsa_nodes``: the node registry: id, advertised address (and each listener's in
+  ``listeners``, name -> [host, port]), rack, and ``expires_at``, the
   node's lease, renewed by the node. A node is live while ``expires_at > now()`` (the
   database's clock, so node clocks never matter) and, if it registered ``locked``, while
   it still holds its session advisory lock (:data:`LIVE`): a killed node's connections
@@ -11,6 +12,8 @@
 * ``samsa_partitions``: one row per partition (``__consumer_offsets`` partitions are the
   coordinator shards): log start and end offsets, and the lease: ``owner`` (a node id or
   NULL) and ``epoch``, bumped on every change of hands. It is also the leader epoch.
+* ``samsa_scram_credentials``: SCRAM users (salted, as Kafka's UserScramCredentialRecord);
+  ``samsa_meta.credentials_version`` is bumped on every change, so nodes re-read them.
 * ``samsa_batches``: the log: one row per record batch exactly as it arrived on the wire
   (base offset patched), with its base and last offsets, max timestamp and producer fields.
 * ``samsa_acls``: the ACLs (Kafka's codes), one row each; ``acls_version`` in
@@ -74,6 +77,17 @@ CREATE TABLE IF NOT EXISTS samsa_acls (
     PRIMARY KEY (resource_type, name, pattern_type, principal, host, operation, permission)
 );
 ALTER TABLE samsa_nodes ADD COLUMN IF NOT EXISTS locked boolean NOT NULL DEFAULT false;
+ALTER TABLE samsa_nodes ADD COLUMN IF NOT EXISTS listeners jsonb NOT NULL DEFAULT '{}';
+CREATE TABLE IF NOT EXISTS samsa_scram_credentials (
+    name text NOT NULL,
+    mechanism text NOT NULL,
+    salt bytea NOT NULL,
+    stored_key bytea NOT NULL,
+    server_key bytea NOT NULL,
+    iterations integer NOT NULL,
+    PRIMARY KEY (name, mechanism)
+);
+INSERT INTO samsa_meta VALUES ('credentials_version', 0) ON CONFLICT DO NOTHING;
 ALTER TABLE samsa_batches ALTER COLUMN data SET STORAGE EXTERNAL;
 CREATE INDEX IF NOT EXISTS samsa_batches_producers ON samsa_batches (pid, producer_id, base_offset)
     WHERE producer_id >= 0;

@@ -1,0 +1,70 @@
+"""Security in a cluster over PostgreSQL: SCRAM users live in the database (made offline with
+``samsa users add --storage``, or online on any node, applying on every node within a
+second), and each node registers its listeners, so Metadata answers on a SASL listener
+name every node at its SASL address."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+
+from tests.cluster.nodes import ClusterNodeProcess
+
+pytestmark = [pytest.mark.conformance, pytest.mark.slow]
+
+LISTENERS = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
+             "sasl.enabled.mechanisms": "SCRAM-SHA-256,PLAIN"}
+
+
+def _sasl(node: ClusterNodeProcess, user: str, password: str) -> dict[str, str]:
+    return {"bootstrap.servers": node.address("SASL_PLAINTEXT"),
+            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.username": user, "sasl.password": password, "log_level": "0"}
+
+
+@pytest.fixture
+def nodes(pg_dsn: str, tmp_path: Path) -> Iterator[list[ClusterNodeProcess]]:
+    done = subprocess.run([sys.executable, "-m", "samsa.cli.main", "users", "add", "--storage",
+                           pg_dsn, "--user", "admin", "--password", "admin-pw"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    started = [ClusterNodeProcess(tmp_path, i, pg_dsn, LISTENERS).start() for i in (1, 2)]
+    yield started
+    for n in started:
+        n.stop()
+
+
+def test_users_and_listeners_across_nodes(nodes: list[ClusterNodeProcess]) -> None:
+    one, two = nodes
+    admin = AdminClient(_sasl(one, "admin", "admin-pw"))  # the offline user, on node 1
+    md = admin.list_topics(timeout=15)
+    assert {b.id: f"{b.host}:{b.port}" for b in md.brokers.values()} == {
+        1: one.address("SASL_PLAINTEXT"), 2: two.address("SASL_PLAINTEXT")}
+    plain = AdminClient({"bootstrap.servers": two.address("PLAINTEXT")})
+    assert {b.port for b in plain.list_topics(timeout=15).brokers.values()} == {
+        one.ports["PLAINTEXT"], two.ports["PLAINTEXT"]}
+
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096)
+    admin.alter_user_scram_credentials([
+        UserScramCredentialUpsertion("carol", info, b"carol-pw", b"sixteen-byte-slt")]
+    )["carol"].result(15)
+    changed = time.monotonic()
+    deadline = changed + 10
+    while True:  # node 2 learns of carol from the database
+        try:
+            AdminClient(_sasl(two, "carol", "carol-pw")).list_topics(timeout=1)
+            break
+        except Exception:
+            assert time.monotonic() < deadline, "node 2 never accepted the new user"
+    assert time.monotonic() - changed < 3  # within about a second (plus login retries)
