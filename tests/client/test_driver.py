@@ -23,16 +23,16 @@ CONFIG = MembershipConfig("g", session_timeout_ms=10_000, rebalance_timeout_ms=6
 TP = TopicPartition("t", 0)
 
 
-def driver(clock: FakeClock, net: FakeNet) -> ConsumerCoordinator:
+def driver(clock: FakeClock, net: FakeNet, **kw: Any) -> ConsumerCoordinator:
     return ConsumerCoordinator(FakeMetadata(net), SubscriptionState("latest"),  # type: ignore[arg-type]
                                CONFIG, [resolve_assignor("range")], client_id="c",
                                auto_commit=False, auto_commit_interval_ms=5000, rack=None,
-                               wakeup_flag=lambda: False, clock=clock)
+                               wakeup_flag=lambda: False, clock=clock, **kw)
 
 
 def found(net: FakeNet) -> None:
     net.responders[ApiKey.FIND_COORDINATOR] = lambda body: SimpleNamespace(
-        coordinators=[SimpleNamespace(error_code=0, node_id=7, host="h", port=9)])
+        coordinators=[SimpleNamespace(key="g", error_code=0, node_id=7, host="h", port=9)])
 
 
 def stable(coord: ConsumerCoordinator, clock: FakeClock) -> None:
@@ -112,3 +112,109 @@ def test_leave_on_unsubscribe_waits_for_its_answer_on_the_clock() -> None:
     coord.unsubscribe()
     assert net.apis() == [ApiKey.LEAVE_GROUP]
     assert clock.pauses == [5.0]  # LeaveGroup unanswered: the user thread waited 5 s
+
+
+def join_answer(member_id: str = "m1", generation: int = 1, leader: str = "other",
+                code: int = 0, protocol_type: str | None = "consumer",
+                protocol: str | None = "range") -> SimpleNamespace:
+    return SimpleNamespace(error_code=code, generation_id=generation, member_id=member_id,
+                           protocol_type=protocol_type, protocol_name=protocol,
+                           leader=leader, members=[], skip_assignment=False)
+
+
+def sync_answer(partitions: list[int], code: int = 0, protocol_type: str | None = "consumer",
+                protocol: str | None = "range") -> SimpleNamespace:
+    from samsa.assignors import Assignment, encode_assignment
+
+    raw = encode_assignment(Assignment(tuple(("t", p) for p in partitions)))
+    return SimpleNamespace(error_code=code, protocol_type=protocol_type,
+                           protocol_name=protocol, assignment=raw)
+
+
+def subscribed(clock: FakeClock, net: FakeNet, **kw: Any) -> ConsumerCoordinator:
+    """A subscribed member whose ``poll`` the test calls; the test runs the heartbeat
+    rounds itself (``heartbeat.run_once``): a heartbeat thread would wait on the fake
+    clock, and so move it."""
+    found(net)
+    coord = driver(clock, net, **kw)
+    coord.member.subs.subscribe(["t"], None, None)
+    coord.heartbeat.start = lambda: None  # type: ignore[method-assign]
+    return coord
+
+
+def pending(net: FakeNet, api: int) -> list[Any]:
+    """The futures of the unanswered requests of ``api``, oldest first."""
+    return [fut for s, (_, fut) in zip(net.sent, net.futures, strict=True)
+            if s.api_key == api and not fut.done()]
+
+
+def test_poll_does_not_wait_for_a_parked_join_and_resumes_it() -> None:
+    """The coordinator parks the JoinGroup (a member has not rejoined): ``poll`` returns
+    at once, the JoinGroup stays in flight, and later polls resume it (no second one),
+    then the SyncGroup the same way."""
+    clock, net = FakeClock(), FakeNet()
+    coord = subscribed(clock, net)
+    start = clock.now()
+    assert not coord.poll(start + 5.0)
+    assert net.apis() == [ApiKey.FIND_COORDINATOR, ApiKey.JOIN_GROUP]
+    assert clock.now() == start  # it did not wait for the answer (nor for the deadline)
+    for _ in range(3):
+        clock.advance(1.0)
+        assert not coord.poll(clock.now() + 5.0)
+    assert net.apis() == [ApiKey.FIND_COORDINATOR, ApiKey.JOIN_GROUP]
+    assert coord.state == "REBALANCING" and coord.join_loop.awaiting_answer
+    (join,) = pending(net, ApiKey.JOIN_GROUP)
+    join.success(join_answer())
+    assert not coord.poll(clock.now() + 5.0)  # the SyncGroup is parked in turn
+    assert net.apis()[-1] == ApiKey.SYNC_GROUP and coord.join_loop.awaiting_answer
+    assert not coord.poll(clock.now() + 5.0)
+    assert net.apis().count(ApiKey.SYNC_GROUP) == 1
+    (sync,) = pending(net, ApiKey.SYNC_GROUP)
+    sync.success(sync_answer([0]))
+    assert coord.poll(clock.now() + 5.0)
+    assert coord.state == "STABLE" and set(coord.member.subs.assignment) == {TP}
+    assert clock.now() == start + 3.0  # no poll waited
+
+
+def test_join_answer_wakes_the_poll() -> None:
+    """The consumer's poll sleeps while the join is parked; the answer wakes it."""
+    clock, net = FakeClock(), FakeNet()
+    woken: list[int] = []
+    coord = subscribed(clock, net, on_group_answer=lambda: woken.append(1))
+    coord.poll(clock.now())
+    (join,) = pending(net, ApiKey.JOIN_GROUP)
+    assert not woken
+    join.success(join_answer())
+    assert woken == [1]
+
+
+def test_a_parked_join_the_member_left_is_not_resumed() -> None:
+    """The user stopped polling past max_poll_interval_ms while the join was parked: the
+    member left that rebalance, so the next poll joins anew instead of waiting for the old
+    answer."""
+    clock, net = FakeClock(), FakeNet()
+    coord = subscribed(clock, net)
+    coord.poll(clock.now())
+    clock.advance(CONFIG.rebalance_timeout_ms / 1000 + 1)
+    coord.heartbeat.run_once()
+    assert coord.state == "UNJOINED"
+    coord.poll(clock.now())
+    assert net.apis().count(ApiKey.JOIN_GROUP) == 2 and len(pending(net, ApiKey.JOIN_GROUP)) == 2
+    first, second = pending(net, ApiKey.JOIN_GROUP)
+    first.success(join_answer(member_id="old"))  # ignored: no longer awaited
+    second.success(join_answer())
+    coord.poll(clock.now())
+    assert net.apis()[-1] == ApiKey.SYNC_GROUP and coord.member_id == "m1"
+
+
+@pytest.mark.parametrize(("request_timeout_ms", "expected"), [(30_000, 65_000),
+                                                              (90_000, 90_000)])
+def test_join_group_timeout_is_the_rebalance_timeout_plus_five_seconds(
+        request_timeout_ms: int, expected: int) -> None:
+    """Kafka's JoinGroup timeout: max(request timeout, rebalance timeout + 5 s)."""
+    clock, net = FakeClock(), FakeNet(request_timeout_ms)
+    coord = subscribed(clock, net)
+    coord.poll(clock.now())
+    (join,) = [s for s in net.sent if s.api_key == ApiKey.JOIN_GROUP]
+    assert join.timeout_ms == expected
+    assert join.body["rebalance_timeout"] == CONFIG.rebalance_timeout_ms

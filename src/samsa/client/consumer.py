@@ -143,7 +143,7 @@ class Consumer:
                 auto_commit=bool(c["enable_auto_commit"]),
                 auto_commit_interval_ms=c["auto_commit_interval_ms"], rack=c["client_rack"],
                 wakeup_flag=self._take_wakeup, on_assignment_changed=self._fetcher.clear,
-                clock=clock)
+                on_group_answer=self._notify, clock=clock)
         self._next_metadata = 0.0
         if topics:
             self.subscribe(topics)
@@ -197,6 +197,9 @@ class Consumer:
              ) -> list[ConsumerRecord]:
         """Records from assigned partitions; waits up to ``timeout_ms`` when none are buffered.
 
+        It returns by its deadline also while a rebalance is under way: a JoinGroup or
+        SyncGroup parked on the coordinator stays in flight and later polls go on with it
+        (a cooperative member meanwhile returns records of the partitions it keeps).
         Raises :class:`WakeupError` if :meth:`wakeup` was called.
         """
         self._ensure_open()

@@ -214,6 +214,17 @@ class Membership:
             return None
         return self.generation, self.member_id
 
+    def awaits(self, request: SendJoinGroup | SendSyncGroup) -> bool:
+        """True while the answer to ``request`` (sent earlier, not answered yet) still
+        decides what comes next: the join loop then resumes waiting for it instead of
+        asking for a new step. False once the member left that rebalance (poll timeout,
+        leave, an error from another request)."""
+        if self.state != MemberState.REBALANCING:
+            return False
+        if isinstance(request, SendJoinGroup):
+            return self.awaiting == "join" and request.member_id == self.member_id
+        return self.awaiting == "sync" and request.generation == self.generation
+
     def heartbeating(self) -> bool:
         """True while the member heartbeats: stable, or leading the group and computing the
         assignment (which may take longer than the session timeout).
@@ -300,7 +311,7 @@ class Membership:
         self._log(f"coordinator lookup failed: {reason or code}")
         self.coordinator = None
         self.retry_at = now + self.config.retry_backoff_ms
-        return self._fatal_if(code)
+        return self._fatal_if(code, reason or "FindCoordinator failed")
 
     def coordinator_dead(self, reason: str, now: float) -> None:
         """Mark the coordinator unknown (disconnect, NOT_COORDINATOR, session expiry)."""
