@@ -95,6 +95,20 @@ class Consumer:
         c = self.config
         if c["auto_offset_reset"] not in ("earliest", "latest", "none"):
             raise ValueError("auto_offset_reset must be earliest, latest or none")
+        # Everything that can refuse the configuration comes before the network thread.
+        self._assignors: list[Assignor] = [resolve_assignor(a)
+                                           for a in c["partition_assignment_strategy"]]
+        cooperative = all(RebalanceProtocol.COOPERATIVE in a.supported_protocols
+                          for a in self._assignors)
+        membership: MembershipConfig | None = None
+        if c["group_id"] is not None and protocol == "classic":
+            membership = MembershipConfig(
+                group_id=c["group_id"], group_instance_id=c["group_instance_id"],
+                session_timeout_ms=c["session_timeout_ms"],
+                rebalance_timeout_ms=c["max_poll_interval_ms"],
+                heartbeat_interval_ms=c["heartbeat_interval_ms"],
+                retry_backoff_ms=c["retry_backoff_ms"], cooperative=cooperative,
+                assignors=tuple(a.name for a in self._assignors))
         self.client_id = c["client_id"] or f"samsa-consumer-{next(_ids)}"
         self._clock = clock
         self._net = NetworkClient(self.client_id, c["request_timeout_ms"],
@@ -114,10 +128,6 @@ class Consumer:
             max_poll_records=c["max_poll_records"], check_crcs=c["check_crcs"],
             client_rack=c["client_rack"], auto_offset_reset=c["auto_offset_reset"]),
             self._notify)
-        self._assignors: list[Assignor] = [resolve_assignor(a)
-                                           for a in c["partition_assignment_strategy"]]
-        cooperative = all(RebalanceProtocol.COOPERATIVE in a.supported_protocols
-                          for a in self._assignors)
         self._coordinator: GroupCoordinator | None = None
         if c["group_id"] is not None and protocol == "consumer":
             self._coordinator = ConsumerProtocolCoordinator(
@@ -130,17 +140,10 @@ class Consumer:
                 auto_commit_interval_ms=c["auto_commit_interval_ms"],
                 wakeup_flag=self._take_wakeup, on_assignment_changed=self._fetcher.clear,
                 clock=clock)
-        elif c["group_id"] is not None:
+        elif membership is not None:
             self._coordinator = ConsumerCoordinator(
-                self._metadata, self._subs,
-                MembershipConfig(
-                    group_id=c["group_id"], group_instance_id=c["group_instance_id"],
-                    session_timeout_ms=c["session_timeout_ms"],
-                    rebalance_timeout_ms=c["max_poll_interval_ms"],
-                    heartbeat_interval_ms=c["heartbeat_interval_ms"],
-                    retry_backoff_ms=c["retry_backoff_ms"], cooperative=cooperative),
-                self._assignors, client_id=self.client_id,
-                auto_commit=bool(c["enable_auto_commit"]),
+                self._metadata, self._subs, membership, self._assignors,
+                client_id=self.client_id, auto_commit=bool(c["enable_auto_commit"]),
                 auto_commit_interval_ms=c["auto_commit_interval_ms"], rack=c["client_rack"],
                 wakeup_flag=self._take_wakeup, on_assignment_changed=self._fetcher.clear,
                 on_group_answer=self._notify, clock=clock)

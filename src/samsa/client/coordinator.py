@@ -20,6 +20,7 @@ running user callbacks.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -56,6 +57,8 @@ class ConsumerCoordinator:
                  clock: Clock = SYSTEM_CLOCK) -> None:
         """``on_group_answer`` runs on the network thread when a JoinGroup or SyncGroup
         answer arrives (the consumer wakes its poll)."""
+        if not config.assignors:  # the coordinator must choose one of these
+            config = dataclasses.replace(config, assignors=tuple(a.name for a in assignors))
         self.member = MemberContext(metadata, subs, config, client_id=client_id,
                                     auto_commit=auto_commit, clock=clock,
                                     wakeup_flag=wakeup_flag)

@@ -62,9 +62,6 @@ GROUP_REQUEST_GRACE_MS = 5000
 """JoinGroup and SyncGroup may be parked for the rebalance timeout; they get this much more
 (the JoinGroup at least the request timeout, as Kafka's ``JOIN_GROUP_TIMEOUT_LAPSE``)."""
 
-UNKNOWN_ASSIGNOR = -1
-"""The code of the fatal error raised when the coordinator chose an unknown assignor."""
-
 
 class _NotAnswered(Exception):
     """The JoinGroup/SyncGroup answer did not come by the deadline (it stays in flight)."""
@@ -111,7 +108,7 @@ class JoinLoop:
             actions = self._take_resume()
             if not actions:
                 with m.lock:
-                    actions = m.machine.next_step(m.now_ms())
+                    actions = m.machine.next_step(m.now_ms(), self._unsubscribed())
                     stable = not m.machine.needs_rejoin()
                 if stable:
                     return True
@@ -150,6 +147,11 @@ class JoinLoop:
             return actions
         self._in_flight.pop(head, None)  # its answer no longer matters
         return []
+
+    def _unsubscribed(self) -> frozenset[TopicPartition]:
+        """Owned partitions of topics the member no longer subscribes to."""
+        subs = self.member.subs
+        return frozenset(tp for tp in self.member.machine.owned if not subs.matches(tp.topic))
 
     def reset(self) -> None:
         """Forget a request being resumed (the member left the group)."""
@@ -240,7 +242,8 @@ class JoinLoop:
                 int(resp.error_code), now, generation=int(resp.generation_id),
                 member_id=resp.member_id, protocol=resp.protocol_name,
                 leader_id=resp.leader, members=members,
-                skip_assignment=bool(getattr(resp, "skip_assignment", False)))
+                skip_assignment=bool(getattr(resp, "skip_assignment", False)),
+                protocol_type=getattr(resp, "protocol_type", None))
 
     def _send_group_request(self, action: Action, api: ApiKey, body: dict[str, Any],
                             deadline: float) -> Any:
@@ -274,12 +277,7 @@ class JoinLoop:
     def _perform_assignment(self, action: PerformAssignment) -> list[Action]:
         m = self.member
         assignor = self._assignor(action.protocol)
-        if assignor is None:
-            with m.lock:
-                m.machine.fail(UNKNOWN_ASSIGNOR,
-                               f"coordinator chose unknown assignor {action.protocol!r}")
-            m.raise_fatal()
-        assert assignor is not None
+        assert assignor is not None, "the machine accepts only the member's assignors"
         subscriptions = {j.member_id: decode_subscription(j.metadata, j.group_instance_id)
                          for j in action.members}
         all_topics = {t for s in subscriptions.values() for t in s.topics}
@@ -318,18 +316,23 @@ class JoinLoop:
                                                   action.generation)
             code = int(resp.error_code)
             partitions: frozenset[TopicPartition] = frozenset()
+            assignment = None
             if code == ErrorCode.none:
                 assignment = decode_assignment(bytes(resp.assignment or b""))
                 partitions = frozenset(TopicPartition(*tp) for tp in assignment.partitions)
-                assignor = self._assignor(action.protocol)
-                if assignor is not None:
-                    assignor.on_assignment(assignment, action.generation)
-            return m.machine.on_sync_response(code, now, action.generation, partitions)
+            actions = m.machine.on_sync_response(
+                code, now, action.generation, partitions,
+                protocol_type=getattr(resp, "protocol_type", None),
+                protocol=getattr(resp, "protocol_name", None),
+                subscribed=all(m.subs.matches(tp.topic) for tp in partitions))
+            assignor = self._assignor(action.protocol)
+            if assignor is not None and assignment is not None and \
+                    any(isinstance(a, AssignPartitions) for a in actions):
+                assignor.on_assignment(assignment, action.generation)
+            return actions
 
     def _assign(self, action: AssignPartitions) -> None:
-        if not self.changes.assign(action.assignment):
-            with self.member.lock:
-                self.member.machine.request_rejoin("assignment does not match the subscription")
+        self.changes.assign(action.assignment)
         self.committer.restart_auto_commit_timer()
         self.changes.call(ASSIGNED, action.added)
 
