@@ -398,3 +398,24 @@ def test_lookup_answer_without_our_group_is_an_error(
     with pytest.raises(KafkaError, match="no coordinator for group 'g'"):
         coord.ensure_coordinator(clock.now() + 5.0)
     assert coord.member.machine.coordinator is None
+
+
+def test_poll_leaves_a_slow_offset_fetch_in_flight_and_takes_its_answer_later() -> None:
+    """Kafka's pendingCommittedOffsetRequest: the poll's committed-offset lookup waits
+    until the poll's deadline only; the next poll for the same partitions takes the
+    answer of the same request."""
+    clock, net = FakeClock(), FakeNet()
+    found(net)
+    coord = driver(clock, net)
+    start = clock.now()
+    assert coord.poll_committed([TP], start + 0.2) is None
+    assert clock.now() == start + 0.2
+    assert coord.poll_committed([TP], clock.now() + 0.2) is None
+    assert net.apis() == [ApiKey.FIND_COORDINATOR, ApiKey.OFFSET_FETCH]
+    (fetch,) = pending(net, ApiKey.OFFSET_FETCH)
+    fetch.success(offset_fetch_answer())
+    assert coord.poll_committed([TP], clock.now()) == {TP: (7, "m")}
+    assert net.apis().count(ApiKey.OFFSET_FETCH) == 1
+    # Other partitions: a request of their own (the old one's answer is not for them).
+    assert coord.poll_committed([TP, TopicPartition("t", 1)], clock.now()) is None
+    assert net.apis().count(ApiKey.OFFSET_FETCH) == 2

@@ -21,7 +21,7 @@ from samsa.protocol.build import build
 from samsa.protocol.codec import Request, response_class
 from tests.brokerproc import BrokerProcess
 from tests.client.groups import all_tps, make
-from tests.client.proxy import Answer, Close, FaultProxy
+from tests.client.proxy import Answer, Close, Delay, FaultProxy
 
 pytestmark = pytest.mark.slow
 
@@ -307,3 +307,33 @@ def test_next_fetch_is_in_flight_while_records_are_returned(
             time.sleep(0.02)
         time.sleep(0.2)
         assert proxy.seen[ApiKey.FETCH] == 2  # the next one, sent before poll returned
+
+
+def test_poll_keeps_its_deadline_while_the_offset_fetch_is_slow(
+        proxied: tuple[BrokerProcess, FaultProxy]) -> None:
+    """The OffsetFetch for new partitions shares the coordinator connection, behind a
+    JoinGroup the coordinator may park: poll(200) does not wait for it, and a later poll
+    takes its answer (the committed offset) without asking again."""
+    proc, proxy = proxied
+    with Admin(bootstrap_servers=proc.bootstrap) as admin:
+        admin.create_topics({"t": 1})
+    with Producer(bootstrap_servers=proc.bootstrap) as p:
+        for i in range(5):
+            p.send("t", value=b"%d" % i, partition=0)
+    tp = TopicPartition("t", 0)
+    with make(proc, "g-slow", bootstrap_servers=proc.bootstrap) as first:
+        first.assign([tp])
+        first.commit({tp: 3})
+    proxy.inject(ApiKey.OFFSET_FETCH, Delay(3.0))
+    with make(proc, "g-slow", bootstrap_servers=proxy.address) as c:
+        c.assign([tp])
+        slowest, got = 0.0, []
+        for _ in range(100):
+            start = time.monotonic()
+            got = c.poll(200)
+            slowest = max(slowest, time.monotonic() - start)
+            if got:
+                break
+        assert slowest < 0.2 + 1.0, f"poll(200) took {slowest:.1f}s"
+        assert [r.offset for r in got] == [3, 4]
+        assert proxy.seen[ApiKey.OFFSET_FETCH] == 1

@@ -18,6 +18,7 @@ from samsa.client.coordinator import ConsumerCoordinator, MemberStatus, OffsetAn
 from samsa.client.errors import (
     IllegalStateError,
     KafkaError,
+    KafkaTimeoutError,
     NoOffsetForPartitionError,
     WakeupError,
 )
@@ -293,13 +294,19 @@ class Consumer:
             self._coordinator.check_metadata()
 
     def _update_positions(self, deadline: float) -> None:
-        """Committed offsets, then ``auto_offset_reset``, for partitions without a position."""
+        """Committed offsets, then ``auto_offset_reset``, for partitions without a position.
+
+        The committed offsets are waited for until ``deadline`` only: an OffsetFetch not
+        answered by then stays in flight for the next call (it may be queued behind a
+        JoinGroup parked on the coordinator).
+        """
         missing = [tp for tp in self._subs.missing_positions()
                    if self._subs.assignment[tp].reset is None]
         timeout = max(1.0, deadline - self._clock.now())
         if missing and self._coordinator is not None:
-            committed = self._coordinator.fetch_committed(
-                missing, max(timeout, self.config["default_api_timeout_ms"] / 1000))
+            committed = self._coordinator.poll_committed(missing, deadline)
+            if committed is None:
+                return
             for tp in missing:
                 st = self._subs.assignment.get(tp)
                 c = committed.get(tp)
@@ -339,7 +346,9 @@ class Consumer:
         if st.position is None:
             self._update_positions(self._clock.now() +
                                    self.config["default_api_timeout_ms"] / 1000)
-        assert st.position is not None
+        if st.position is None:
+            raise KafkaTimeoutError(f"no position for {partition} within "
+                                    f"default_api_timeout_ms")
         return st.position
 
     def seek(self, partition: TopicPartition, offset: int) -> None:

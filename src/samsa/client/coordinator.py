@@ -132,6 +132,10 @@ class ConsumerCoordinator:
                         ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         return self.commits.fetch_committed(partitions, timeout_s)
 
+    def poll_committed(self, partitions: Sequence[TopicPartition], deadline: float
+                       ) -> dict[TopicPartition, OffsetAndMetadata | None] | None:
+        return self.commits.poll_committed(partitions, deadline)
+
     # ---- queries ----------------------------------------------------------------------------
 
     @property
