@@ -319,17 +319,23 @@ def offset_fetch_answer(code: int = 0, partition_code: int = 0,
                         metadata="m")])])
 
 
+def fetching(*answers: SimpleNamespace) -> tuple[FakeClock, FakeNet, ConsumerCoordinator]:
+    """A member whose OffsetFetch requests get ``answers`` in turn (the last one again)."""
+    clock, net = FakeClock(), FakeNet()
+    found(net)
+    queue = list(answers)
+    net.responders[ApiKey.OFFSET_FETCH] = lambda body: queue.pop(0) if len(queue) > 1 \
+        else queue[0]
+    return clock, net, driver(clock, net)
+
+
 def test_offset_fetch_retries_retriable_errors_then_answers() -> None:
     """OffsetFetch: COORDINATOR_LOAD_IN_PROGRESS waits a backoff, NOT_COORDINATOR finds the
     coordinator again, UNSTABLE_OFFSET_COMMIT (a transaction in flight) waits too."""
-    clock, net = FakeClock(), FakeNet()
-    found(net)
-    coord = driver(clock, net)
-    answers = [offset_fetch_answer(E.coordinator_load_in_progress),
-               offset_fetch_answer(E.not_coordinator),
-               offset_fetch_answer(partition_code=E.unstable_offset_commit),
-               offset_fetch_answer()]
-    net.responders[ApiKey.OFFSET_FETCH] = lambda body: answers.pop(0)
+    clock, net, coord = fetching(offset_fetch_answer(E.coordinator_load_in_progress),
+                                 offset_fetch_answer(E.not_coordinator),
+                                 offset_fetch_answer(partition_code=E.unstable_offset_commit),
+                                 offset_fetch_answer())
     got = coord.fetch_committed([TP], 10.0)
     assert got == {TP: (7, "m")}
     assert net.apis() == [ApiKey.FIND_COORDINATOR, ApiKey.OFFSET_FETCH, ApiKey.OFFSET_FETCH,
@@ -338,11 +344,7 @@ def test_offset_fetch_retries_retriable_errors_then_answers() -> None:
 
 
 def test_offset_fetch_gives_up_at_its_deadline() -> None:
-    clock, net = FakeClock(), FakeNet()
-    found(net)
-    coord = driver(clock, net)
-    net.responders[ApiKey.OFFSET_FETCH] = lambda body: offset_fetch_answer(
-        E.coordinator_load_in_progress)
+    clock, net, coord = fetching(offset_fetch_answer(E.coordinator_load_in_progress))
     start = clock.now()
     with pytest.raises(KafkaError, match="did not complete"):
         coord.fetch_committed([TP], 1.0)
@@ -351,11 +353,7 @@ def test_offset_fetch_gives_up_at_its_deadline() -> None:
 
 
 def test_offset_fetch_error_that_is_not_retriable_is_raised() -> None:
-    clock, net = FakeClock(), FakeNet()
-    found(net)
-    coord = driver(clock, net)
-    net.responders[ApiKey.OFFSET_FETCH] = lambda body: offset_fetch_answer(
-        E.group_authorization_failed)
+    _, net, coord = fetching(offset_fetch_answer(E.group_authorization_failed))
     with pytest.raises(KafkaError) as info:
         coord.fetch_committed([TP], 10.0)
     assert info.value.code == E.group_authorization_failed

@@ -287,19 +287,25 @@ def test_assign_and_subscribe_exclude_each_other(broker: BrokerProcess,
         assert c.subscription() == {t}
 
 
-def test_next_fetch_is_in_flight_while_records_are_returned(
-        proxied: tuple[BrokerProcess, FaultProxy]) -> None:
-    """Kafka's pipelining: before ``poll`` returns records it sends the next Fetch, so
-    the broker works on it while the application processes the batch."""
-    proc, proxy = proxied
+def five_records(proc: BrokerProcess) -> TopicPartition:
+    """Topic ``t`` with one partition holding records 0-4."""
     with Admin(bootstrap_servers=proc.bootstrap) as admin:
         admin.create_topics({"t": 1})
     with Producer(bootstrap_servers=proc.bootstrap) as p:
         for i in range(5):
             p.send("t", value=b"%d" % i, partition=0)
+    return TopicPartition("t", 0)
+
+
+def test_next_fetch_is_in_flight_while_records_are_returned(
+        proxied: tuple[BrokerProcess, FaultProxy]) -> None:
+    """Kafka's pipelining: before ``poll`` returns records it sends the next Fetch, so
+    the broker works on it while the application processes the batch."""
+    proc, proxy = proxied
+    tp = five_records(proc)
     with Consumer(bootstrap_servers=proxy.address, auto_offset_reset="earliest",
                   fetch_max_wait_ms=5000) as c:
-        c.assign([TopicPartition("t", 0)])
+        c.assign([tp])
         got = c.poll(10_000)  # the first Fetch carries the records
         assert [r.offset for r in got] == [0, 1, 2, 3, 4]
         deadline = time.monotonic() + 2
@@ -315,12 +321,7 @@ def test_poll_keeps_its_deadline_while_the_offset_fetch_is_slow(
     JoinGroup the coordinator may park: poll(200) does not wait for it, and a later poll
     takes its answer (the committed offset) without asking again."""
     proc, proxy = proxied
-    with Admin(bootstrap_servers=proc.bootstrap) as admin:
-        admin.create_topics({"t": 1})
-    with Producer(bootstrap_servers=proc.bootstrap) as p:
-        for i in range(5):
-            p.send("t", value=b"%d" % i, partition=0)
-    tp = TopicPartition("t", 0)
+    tp = five_records(proc)
     with make(proc, "g-slow", bootstrap_servers=proc.bootstrap) as first:
         first.assign([tp])
         first.commit({tp: 3})
