@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer as CkConsumer
 from confluent_kafka import KafkaException
+from kio.schema.errors import ErrorCode
 
 from samsa import TopicPartition
-from samsa.client import Producer
+from samsa.client import KafkaError, Producer
 from tests.brokerproc import BrokerProcess
 from tests.client.conftest import wait_until
 from tests.client.runner import Runner
@@ -195,6 +196,7 @@ def test_poll_keeps_its_deadline_while_the_join_is_parked(broker: BrokerProcess,
         slowest = 0.0
         parked: list[tuple[set[TopicPartition], set[TopicPartition]]] = []
         """(assignment, partitions of the records returned) of each poll while parked."""
+        refused: list[int] = []
         deadline = time.monotonic() + 40
         while time.monotonic() < deadline:
             start = time.monotonic()
@@ -203,6 +205,13 @@ def test_poll_keeps_its_deadline_while_the_join_is_parked(broker: BrokerProcess,
             if ours.member_state == "REBALANCING":
                 parked.append((ours.assignment(),
                                {TopicPartition(r.topic, r.partition) for r in got}))
+                if got and not refused:
+                    # A commit now would wait behind the parked JoinGroup: it fails at
+                    # once, as Kafka's RebalanceInProgressException.
+                    with pytest.raises(KafkaError) as info:
+                        ours.commit()
+                    refused.append(info.value.code)
+                    slowest = max(slowest, time.monotonic() - start)
             if third.stable() and ours.member_state == "STABLE" and \
                     not ours.rejoin_pending and parked:
                 break
@@ -215,6 +224,7 @@ def test_poll_keeps_its_deadline_while_the_join_is_parked(broker: BrokerProcess,
             # application to revoke before the second) and returns their records only.
             assert all(owned and got <= owned for owned, got in parked), parked
             assert any(got for _, got in parked), "no records during the rebalance"
+            assert refused == [ErrorCode.rebalance_in_progress]
         else:
             assert all(not owned and not got for owned, got in parked), parked
         def settled() -> bool:  # librdkafka left: the two samsa members share the topic

@@ -214,14 +214,15 @@ class Membership:
         """(generation, member id) for OffsetCommit; (NO_GENERATION, NO_MEMBER_ID) without a
         generation.
 
-        The last generation stays valid until the JoinGroup response replaces it (the
-        coordinator accepts its commits while it prepares the rebalance), as in Kafka's
-        client, where the commits of ``onJoinPrepare`` carry it. None between the JoinGroup
-        and the SyncGroup response: the new generation takes no commits yet.
+        The generation stays valid until the JoinGroup is sent: the commits before a join
+        (Kafka's ``onJoinPrepare``) carry it. None from then until the SyncGroup answer
+        (Kafka's ``generationIfStable``: RebalanceInProgressException): a commit would
+        queue behind the JoinGroup the coordinator parks on the same connection, then find
+        the generation gone; the new generation takes no commits before its SyncGroup.
         """
         if self.generation < 0:
             return NO_GENERATION, NO_MEMBER_ID
-        if self.state == MemberState.REBALANCING and self.awaiting in ("assignment", "sync"):
+        if self.state == MemberState.REBALANCING:
             return None
         return self.generation, self.member_id
 
