@@ -216,7 +216,7 @@ class JoinLoop:
     def _join(self, action: SendJoinGroup, deadline: float) -> list[Action]:
         m = self.member
         body: dict[str, Any] = {}
-        if action not in self._in_flight:  # not resuming after a wakeup
+        if action not in self._in_flight:  # a new request, not one being resumed
             if m.subs.type.name == "PATTERN":
                 self._match_pattern()
             body = {
