@@ -96,26 +96,73 @@ def test_sticky_heterogeneous_and_c0_leaves(strategy: str) -> None:
     }
 
 
+FOUR_TOPICS = {f"t{i}": 2 for i in range(4)}
+THREE_ON_FOUR_TOPICS = {c: list(FOUR_TOPICS) for c in ("C0", "C1", "C2")}
+FIRST_OF_THREE = {
+    "C0": tps("t0p0 t1p1 t3p0"),
+    "C1": tps("t0p1 t2p0 t3p1"),
+    "C2": tps("t1p0 t2p1"),
+}
+"""The document's first assignment of the sticky example, which it notes is also
+RoundRobin's (Kafka's constrained sticky path deals round-robin too)."""
+
+
+def test_roundrobin_four_topics_then_c1_leaves() -> None:
+    assert plan("roundrobin", FOUR_TOPICS, THREE_ON_FOUR_TOPICS) == FIRST_OF_THREE
+    subs = {m: t for m, t in THREE_ON_FOUR_TOPICS.items() if m != "C1"}
+    # RoundRobin deals again from scratch, keeping only what falls where it was.
+    assert plan("roundrobin", FOUR_TOPICS, subs, owned={m: FIRST_OF_THREE[m] for m in subs}) == {
+        "C0": tps("t0p0 t1p0 t2p0 t3p0"),
+        "C2": tps("t0p1 t1p1 t2p1 t3p1"),
+    }
+
+
 @pytest.mark.parametrize("strategy", ["sticky", "cooperative-sticky"])
 def test_sticky_four_topics_then_c1_leaves(strategy: str) -> None:
-    counts = {f"t{i}": 2 for i in range(4)}
-    subs = {c: list(counts) for c in ("C0", "C1", "C2")}
-    first = plan(strategy, counts, subs)
-    assert sorted(len(v) for v in first.values()) == [2, 3, 3]
-    # Kafka's constrained path deals round-robin: the document's exact first assignment.
-    assert first == {
-        "C0": tps("t0p0 t1p1 t3p0"),
-        "C1": tps("t0p1 t2p0 t3p1"),
-        "C2": tps("t1p0 t2p1"),
+    first = plan(strategy, FOUR_TOPICS, THREE_ON_FOUR_TOPICS)
+    assert first == FIRST_OF_THREE
+    subs = {m: t for m, t in THREE_ON_FOUR_TOPICS.items() if m != "C1"}
+    second = plan(strategy, FOUR_TOPICS, subs, owned={m: first[m] for m in subs})
+    # Every owned partition stays and C1's three are shared out. The document gives
+    # C0 t2p0 and C2 t0p1 t3p1 (the 0.11 algorithm); Kafka since 2.8 (KAFKA-9987,
+    # AbstractStickyAssignor.constrainedAssign) deals the unassigned partitions, sorted,
+    # round-robin to the members under quota, sorted: C0 t0p1, C2 t2p0, C2 t3p1.
+    assert second == {
+        "C0": tps("t0p0 t0p1 t1p1 t3p0"),
+        "C2": tps("t1p0 t2p0 t2p1 t3p1"),
     }
-    del subs["C1"]
-    second = plan(strategy, counts, subs, owned={m: first[m] for m in subs})
-    for member in subs:
-        assert set(first[member]) <= set(second[member])
-        assert len(second[member]) == 4
-    assert sorted(second["C0"] + second["C2"]) == tps(
-        "t0p0 t0p1 t1p0 t1p1 t2p0 t2p1 t3p0 t3p1"
-    )
+
+
+SEVEN = {"t": 7}
+
+
+def members(n: int) -> dict[str, list[str]]:
+    return {f"C{i}": ["t"] for i in range(n)}
+
+
+@pytest.mark.parametrize("strategy", ["range", "roundrobin", "sticky", "cooperative-sticky",
+                                      "optimal"])
+def test_eight_consumers_on_seven_partitions(strategy: str) -> None:
+    """The document's figure: one partition each for C0..C6, nothing for C7."""
+    expected = {f"C{i}": [TopicPartition("t", i)] for i in range(7)} | {"C7": []}
+    assert plan(strategy, SEVEN, members(8)) == expected
+
+
+def test_range_from_one_consumer_to_three_on_seven_partitions() -> None:
+    """The document's figures (1)-(3) with the default RangeAssignor: the first
+    ``7 % n`` consumers get one partition more."""
+    assert plan("range", SEVEN, members(1)) == {"C0": tps(" ".join(f"tp{p}" for p in range(7)))}
+    assert plan("range", SEVEN, members(2)) == {"C0": tps("tp0 tp1 tp2 tp3"),
+                                                "C1": tps("tp4 tp5 tp6")}
+    assert plan("range", SEVEN, members(3)) == {"C0": tps("tp0 tp1 tp2"), "C1": tps("tp3 tp4"),
+                                                "C2": tps("tp5 tp6")}
+
+
+@pytest.mark.parametrize("strategy", ["sticky", "cooperative-sticky"])
+def test_an_eighth_consumer_takes_nothing_and_moves_nothing(strategy: str) -> None:
+    before = plan(strategy, SEVEN, members(7))
+    after = plan(strategy, SEVEN, members(8), owned=before)
+    assert after == before | {"C7": []}
 
 
 def test_static_members_ordered_by_instance_id() -> None:

@@ -20,14 +20,26 @@ Subs = dict[str, list[str]]
 Owned = dict[str, list[TopicPartition]]
 
 
+MEMBER_NAMES = [f"m{i}" for i in range(12)]
+
+
 @st.composite
-def groups(draw: st.DrawFn, uniform: bool | None = None) -> tuple[dict[str, int], Subs]:
-    ntopics = draw(st.integers(1, 4))
-    counts = {f"t{i}": draw(st.integers(1, 7)) for i in range(ntopics)}
+def groups(draw: st.DrawFn, uniform: bool | None = None,
+           crowded: bool | None = None) -> tuple[dict[str, int], Subs]:
+    """Topics with partition counts, and members with subscriptions. ``crowded``: more
+    members than partitions (the document's 8 consumers on 7 partitions), drawn half the
+    time by default."""
+    crowd = draw(st.booleans()) if crowded is None else crowded
+    ntopics = draw(st.integers(1, 3 if crowd else 4))
+    counts = {f"t{i}": draw(st.integers(1, 2 if crowd else 7)) for i in range(ntopics)}
     topics = sorted(counts)
     same = draw(st.booleans()) if uniform is None else uniform
-    members = draw(st.lists(st.sampled_from([f"m{i}" for i in range(8)]), min_size=1,
-                            max_size=7, unique=True))
+    if crowd:
+        size = sum(counts.values()) + draw(st.integers(1, 4))
+        members = draw(st.permutations(MEMBER_NAMES))[:size]
+    else:
+        members = draw(st.lists(st.sampled_from(MEMBER_NAMES[:8]), min_size=1, max_size=7,
+                                unique=True))
     subs = {
         m: topics if same else sorted(draw(st.lists(st.sampled_from(topics), min_size=1,
                                                      unique=True)))
@@ -58,12 +70,33 @@ def carried(result: Mapping[str, Sequence[TopicPartition]], subs: Subs) -> Owned
     return {m: list(result[m]) for m in subs if m in result}
 
 
+ALL_STRATEGIES = ["range", "roundrobin", "sticky", "cooperative-sticky", "optimal"]
+
+
 @PROPS
-@given(groups(), st.sampled_from(["range", "roundrobin", "sticky", "cooperative-sticky",
-                                  "optimal"]))
+@given(groups(), st.sampled_from(ALL_STRATEGIES))
 def test_validity(group: tuple[dict[str, int], Subs], strategy: str) -> None:
     counts, subs = group
     check_valid(plan(strategy, counts, subs), counts, subs)
+
+
+@PROPS
+@given(groups(uniform=True, crowded=True), st.sampled_from(ALL_STRATEGIES))
+def test_more_members_than_partitions(group: tuple[dict[str, int], Subs],
+                                      strategy: str) -> None:
+    """Every partition to one member and nobody gets two (range: two of one topic; it
+    deals each topic alone, from the first member), so some members get nothing."""
+    counts, subs = group
+    result = plan(strategy, counts, subs)
+    check_valid(result, counts, subs)
+    total = sum(counts.values())
+    if strategy == "range":
+        for t, n in counts.items():
+            assert sorted(sum(tp.topic == t for tp in ps) for ps in result.values()) == \
+                [0] * (len(subs) - n) + [1] * n
+    else:
+        assert sorted(len(ps) for ps in result.values()) == \
+            [0] * (len(subs) - total) + [1] * total
 
 
 @PROPS

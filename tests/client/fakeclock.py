@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from samsa.client.clock import Waitable
 from samsa.client.future import Future
+from samsa.client.metadata import Cluster
 
 
 class FakeClock:
@@ -89,10 +90,19 @@ class FakeNet:
 
 
 class FakeMetadata:
-    """Just enough of :class:`~samsa.client.metadata.Metadata` for the driver's lookups."""
+    """Just enough of :class:`~samsa.client.metadata.Metadata` for the driver: one topic
+    ``t`` with ``partitions`` partitions; ``refreshes`` records each refresh's topics."""
 
-    def __init__(self, net: FakeNet) -> None:
+    def __init__(self, net: FakeNet, partitions: int = 3) -> None:
         self.net = net
+        self.cluster = Cluster(brokers={0: ("h", 9)},
+                               partitions={"t": dict.fromkeys(range(partitions), 0)})
+        self.refreshes: list[frozenset[str] | None] = []
 
     def any_node(self) -> object:
         return ("bootstrap", 0)
+
+    def refresh(self, topics: Collection[str] | None, timeout_s: float = 30.0,
+                allow_auto_create: bool = True) -> Cluster:
+        self.refreshes.append(None if topics is None else frozenset(topics))
+        return self.cluster

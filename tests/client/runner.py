@@ -5,8 +5,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from samsa import TopicPartition
-from samsa.client import Consumer, KafkaError, WakeupError
+from samsa.client import CommitFailedError, Consumer, KafkaError, WakeupError
 
 
 class Recorder:
@@ -44,6 +46,7 @@ class Runner(threading.Thread):
         self.listener = listener or Recorder()
         self.records: list[Any] = []
         self.commit = commit
+        self.commit_failures = 0
         self.error: BaseException | None = None
         self.assignment: frozenset[TopicPartition] = frozenset()
         self.stopped = threading.Event()
@@ -59,12 +62,25 @@ class Runner(threading.Thread):
                 got = self.consumer.poll(100)
                 self.records.extend(got)
                 if got and self.commit:
-                    self.consumer.commit()
+                    self._commit()
                 self.assignment = frozenset(self.consumer.assignment())
         except WakeupError:
             pass
         except KafkaError as exc:
             self.error = exc
+
+    def _commit(self) -> None:
+        """Commit the positions; a commit refused because the group is rebalancing is
+        counted, as applications catch Kafka's CommitFailedException and
+        RebalanceInProgressException: the next batch's commit covers these records."""
+        try:
+            self.consumer.commit()
+        except CommitFailedError:
+            self.commit_failures += 1
+        except KafkaError as exc:
+            if exc.code != ErrorCode.rebalance_in_progress:
+                raise
+            self.commit_failures += 1
 
     def stable(self) -> bool:
         return self.consumer.member_state == "STABLE" and not self.consumer.rejoin_pending

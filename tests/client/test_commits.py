@@ -193,3 +193,28 @@ def test_commit_async_reports_a_retriable_error_to_its_callback(
         assert not isinstance(exc, CommitFailedError)
         # The coordinator was marked unknown and is found again; the next commit lands.
         c.commit()
+
+
+def test_commits_and_auto_commit_with_assign_and_a_group_id(broker: BrokerProcess,
+                                                            admin: Admin,
+                                                            topic: Callable[[int], str],
+                                                            group: str) -> None:
+    """A consumer with ``assign()`` and a ``group_id`` joins no group but commits as a
+    "simple" member (generation -1, no member id): auto-commit, ``commit()`` and
+    ``commit(offsets)`` all land, and the group stays Empty with no members."""
+    t = topic(2)
+    produce(broker.bootstrap, t, 0, 10)
+    tp0, tp1 = TopicPartition(t, 0), TopicPartition(t, 1)
+    with consumer(broker.bootstrap, group, enable_auto_commit=True,
+                  auto_commit_interval_ms=100) as c:
+        c.assign([tp0, tp1])
+        consume(c, 10)
+        poll_until(c, lambda: committed(admin, group) == {tp0: 5, tp1: 5})
+        assert c.member_state == "UNJOINED" and c.generation == -1
+        c.commit({tp0: (2, "two")})
+        assert committed(admin, group)[tp0] == 2
+        assert c.committed_metadata(tp0) == (2, "two")
+        c.commit()
+        assert committed(admin, group) == {tp0: 5, tp1: 5}
+    description = admin.describe_groups([group])[group]
+    assert admin.list_groups().get(group) == "Empty" and not description.members

@@ -45,7 +45,7 @@ def setup() -> tuple[ConsumerProtocolCoordinator, FakeNet, FakeClock, Subscripti
                      Recorder, list[Any]]:
     clock, net = FakeClock(), FakeNet()
     net.responders[ApiKey.FIND_COORDINATOR] = lambda body: SimpleNamespace(
-        coordinators=[SimpleNamespace(error_code=0, node_id=7, host="h", port=9)])
+        coordinators=[SimpleNamespace(key="g", error_code=0, node_id=7, host="h", port=9)])
     answers: list[Any] = []
     net.responders[ApiKey.CONSUMER_GROUP_HEARTBEAT] = lambda body: answers.pop(0)
     subs = SubscriptionState("latest")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from samsa import TopicPartition
-from samsa.assignors import PartitionAssignor, Subscription
+from samsa.assignors import Assignment, Assignor, ClusterView, PartitionAssignor, Subscription
 from samsa.client import Admin, FencedInstanceIdError, Producer
 from samsa.protocol.api_keys import ApiKey
 from tests.brokerproc import BrokerProcess
@@ -279,3 +279,87 @@ def test_wakeup_during_a_parked_join_resumes_it(broker: BrokerProcess,
         assert settled(), describe([slow])
     finally:
         c.close()
+
+
+class Weighted(Assignor):
+    """The design document's custom strategy with user data, through the plug-in
+    interface: each member sends its weight as its subscription's user data; the leader
+    deals the partitions, in member id order, in proportion to the weights, and tells each
+    member its share in its assignment's user data."""
+
+    name = "weighted"
+
+    def __init__(self, weight: int) -> None:
+        self.weight = weight
+        self.told: list[tuple[bytes | None, int]] = []
+
+    def user_data(self, topics: Sequence[str]) -> bytes | None:
+        return b"weight=%d" % self.weight
+
+    def assign(self, cluster: ClusterView, subscriptions: Mapping[str, Subscription]
+               ) -> dict[str, Assignment]:
+        weights = {m: int((s.user_data or b"weight=1").split(b"=")[1])
+                   for m, s in subscriptions.items()}
+        parts = sorted(TopicPartition(t, p) for t, n in cluster.partitions_per_topic.items()
+                       for p in range(n))
+        out: dict[str, Assignment] = {}
+        start, members = 0, sorted(subscriptions)
+        for k, member in enumerate(members):
+            share = len(parts) - start if k == len(members) - 1 else \
+                len(parts) * weights[member] // sum(weights.values())
+            out[member] = Assignment(tuple(parts[start:start + share]),
+                                     user_data=b"%d/%d" % (share, len(parts)))
+            start += share
+        return out
+
+    def on_assignment(self, assignment: Assignment, generation: int) -> None:
+        self.told.append((assignment.user_data, len(assignment.partitions)))
+
+
+def test_custom_assignor_with_its_own_user_data(broker: BrokerProcess,
+                                                topic: Callable[[int], str], group: str,
+                                                runners: list[Runner]) -> None:
+    """User data goes both ways over a real group: the members' weights reach the leader's
+    ``assign``, the leader's shares reach each member's ``on_assignment``."""
+    t = topic(8)
+    light, heavy = Weighted(1), Weighted(3)
+    for assignor in (light, heavy):
+        r = Runner(make(broker, group, partition_assignment_strategy=[assignor]), [t])
+        r.start()
+        runners.append(r)
+        wait_until(lambda: split_ok(runners, all_tps(t, 8)) and all(x.assignment
+                                                                   for x in runners))
+    first, second = sorted(runners, key=lambda r: r.consumer.member_id)
+    first_share = 2 if first is runners[0] else 6  # runners[0] is the light one
+    assert first.assignment == {TopicPartition(t, p) for p in range(first_share)}
+    assert second.assignment == {TopicPartition(t, p) for p in range(first_share, 8)}
+    wait_until(lambda: light.told[-1:] == [(b"2/8", 2)] and heavy.told[-1:] == [(b"6/8", 6)],
+               describe=lambda: (light.told, heavy.told))
+
+
+def test_eight_consumers_on_seven_partitions(broker: BrokerProcess,
+                                             topic: Callable[[int], str], group: str) -> None:
+    """The design document's figure over a real group: with the default range strategy
+    the members, in member id order, get partitions 0..6; the last one gets nothing.
+    One thread polls all eight (no poll waits for the others' joins)."""
+    t = topic(7)
+    consumers = [make(broker, group) for _ in range(8)]
+    try:
+        for c in consumers:
+            c.subscribe([t])
+
+        def settled() -> bool:
+            for c in consumers:
+                c.poll(10)
+            return all(c.member_state == "STABLE" and not c.rejoin_pending
+                       for c in consumers) and \
+                sum(len(c.assignment()) for c in consumers) == 7 and \
+                len({c.generation for c in consumers}) == 1
+
+        wait_until(settled, timeout=60)
+        ordered = sorted(consumers, key=lambda c: c.member_id)
+        assert [c.assignment() for c in ordered] == \
+            [{TopicPartition(t, p)} for p in range(7)] + [set()]
+    finally:
+        for c in consumers:
+            c.close()

@@ -107,7 +107,9 @@ def test_eager_rebalance_commits_and_revokes_everything_first() -> None:
     assert m.state == MemberState.STABLE and m.commit_identity() == (1, "m1")
     assert m.heartbeat_tick(2000) == [SendHeartbeat(1, "m1")]
     assert m.next_step(1003) == [SendJoinGroup("m1", "group is rebalancing")]
-    assert m.commit_identity() == (1, "m1")  # kept until the JoinGroup answer
+    # From the JoinGroup on, commits fail fast (Kafka's generationIfStable): they would
+    # queue behind a JoinGroup the coordinator parks, then find generation 1 gone.
+    assert m.commit_identity() is None
     assert m.on_heartbeat_response(REBALANCE_IN_PROGRESS, 1003, 1) == []
     m.on_join_response(NONE, 1003, generation=2, member_id="m1", protocol="range",
                        leader_id="x")
@@ -486,3 +488,139 @@ def test_static_member_keeps_its_identity_for_the_commit_before_rejoining() -> N
     m.on_heartbeat_response(REBALANCE_IN_PROGRESS, 1001, 4)
     assert m.next_step(1002)[0] == CommitOffsets(4, "m1")
     assert m.commit_identity() == (4, "m1")
+
+
+# ---- a JoinGroup/SyncGroup left in flight by a poll, resumed by a later one ---------------
+
+
+def test_a_join_in_flight_is_awaited_until_its_answer_or_the_member_leaves() -> None:
+    m = machine()
+    m.coordinator_found(0, 0)
+    (join,) = m.next_step(0)
+    assert isinstance(join, SendJoinGroup) and m.awaits(join)
+    # Polls come and go while the coordinator parks the JoinGroup: nothing new to send.
+    for now in range(100, 5000, 100):
+        m.poll(now)
+        assert m.next_step(now) == [] and m.awaits(join)
+        assert m.heartbeat_tick(now) == []  # no heartbeat behind a parked JoinGroup
+    (sync,) = m.on_join_response(NONE, 5000, generation=1, member_id="m1", protocol="range",
+                                 leader_id="x")
+    assert isinstance(sync, SendSyncGroup)
+    assert not m.awaits(join) and m.awaits(sync)
+    m.on_sync_response(NONE, 5100, 1, frozenset({A0}))
+    assert not m.awaits(sync)
+
+
+def test_a_parked_join_is_no_longer_awaited_after_the_poll_timeout() -> None:
+    """The user stopped polling for max_poll_interval_ms with a JoinGroup parked: the
+    member left that rebalance; its next join is a new request."""
+    m = machine()
+    stable(m, frozenset({A0}))
+    m.request_rejoin("new member")
+    m.next_step(10)
+    (join,) = m.next_step(10)
+    assert m.awaits(join)
+    m.heartbeat_tick(10 + 60_001)
+    assert m.state == MemberState.UNJOINED and not m.awaits(join)
+    assert m.next_step(60_100) == [SendJoinGroup("", "poll timeout expired")]
+    assert not m.awaits(join)  # the old answer would be for another member id
+
+
+def test_a_sync_of_an_older_generation_is_not_awaited() -> None:
+    m = _in_state("syncing")
+    sync = SendSyncGroup(m.generation, m.member_id, "range", ())
+    assert m.awaits(sync)
+    assert not m.awaits(SendSyncGroup(m.generation - 1, m.member_id, "range", ()))
+
+
+# ---- answers checked against what the member asked for (Java's ConsumerCoordinator) -------
+
+
+def _joining(m: Membership) -> None:
+    m.coordinator_found(0, 0)
+    m.next_step(0)
+
+
+def test_join_answer_with_another_protocol_type_is_inconsistent() -> None:
+    m = machine()
+    _joining(m)
+    (err,) = m.on_join_response(NONE, 1, generation=1, member_id="m1", protocol="range",
+                                leader_id="x", protocol_type="connect")
+    assert isinstance(err, RaiseError) and err.code == INCONSISTENT_PROTOCOL
+    assert "'connect'" in err.message and m.next_step(2) == [err]
+    # Older versions carry no protocol type: not checked.
+    m = machine()
+    _joining(m)
+    assert m.on_join_response(NONE, 1, generation=1, member_id="m1", protocol="range",
+                              leader_id="x", protocol_type=None) == [
+        SendSyncGroup(1, "m1", "range", ())]
+
+
+@pytest.mark.parametrize("leader", [True, False])
+def test_join_answer_choosing_an_assignor_the_member_lacks_is_fatal(leader: bool) -> None:
+    """Kafka's consumer: "Coordinator selected invalid assignment protocol"."""
+    cfg = MembershipConfig("g", assignors=("range", "cooperative-sticky"))
+    m = Membership(cfg)
+    _joining(m)
+    (err,) = m.on_join_response(NONE, 1, generation=1, member_id="m1", protocol="custom",
+                                leader_id="m1" if leader else "x", protocol_type="consumer")
+    assert isinstance(err, RaiseError) and err.code == INCONSISTENT_PROTOCOL
+    assert "'custom'" in err.message and m.state == MemberState.UNJOINED
+
+
+@pytest.mark.parametrize(("ptype", "pname"), [("connect", "range"), ("consumer", "roundrobin")])
+def test_sync_answer_for_another_protocol_is_inconsistent(ptype: str, pname: str) -> None:
+    m = machine()
+    _joining(m)
+    m.on_join_response(NONE, 1, generation=1, member_id="m1", protocol="range", leader_id="x")
+    (err,) = m.on_sync_response(NONE, 2, 1, frozenset({A0}), protocol_type=ptype,
+                                protocol=pname)
+    assert isinstance(err, RaiseError) and err.code == INCONSISTENT_PROTOCOL
+    assert m.owned == frozenset() and m.next_step(3) == [err]
+
+
+def test_sync_answer_naming_the_join_protocol_is_taken() -> None:
+    m = machine()
+    _joining(m)
+    m.on_join_response(NONE, 1, generation=1, member_id="m1", protocol="range", leader_id="x")
+    assert m.on_sync_response(NONE, 2, 1, frozenset({A0}), protocol_type="consumer",
+                              protocol="range") == [
+        AssignPartitions(frozenset({A0}), frozenset({A0}))]
+
+
+@pytest.mark.parametrize("cooperative", [False, True])
+def test_assignment_outside_the_subscription_is_not_taken(cooperative: bool) -> None:
+    """The subscription changed while the member joined: it stays in the generation with
+    what it owned, takes nothing, and rejoins (commit first) with its subscription."""
+    m = machine(cooperative=cooperative)
+    stable(m, frozenset({A0}))
+    m.request_rejoin("subscription changed")
+    m.next_step(10)
+    m.next_step(10)
+    m.on_join_response(NONE, 11, generation=2, member_id="m1", protocol="range",
+                       leader_id="x")
+    owned = frozenset({A0}) if cooperative else frozenset()
+    assert m.on_sync_response(NONE, 12, 2, frozenset({A0, A1}), subscribed=False) == []
+    assert m.state == MemberState.STABLE and m.generation == 2 and m.owned == owned
+    assert m.needs_rejoin() and m.heartbeating()
+    assert m.next_step(13) == [CommitOffsets(2, "m1")]
+    assert m.next_step(13) == [SendJoinGroup("m1", "the assignment does not match the "
+                                                   "subscription")]
+
+
+def test_cooperative_member_revokes_unsubscribed_partitions_before_it_joins() -> None:
+    """Kafka's onJoinPrepare: a cooperative member keeps what it owns while it rejoins,
+    except the partitions of topics it no longer subscribes to."""
+    m = machine(cooperative=True)
+    u0 = TopicPartition("u", 0)
+    stable(m, frozenset({A0, u0}))
+    m.request_rejoin("subscription changed")
+    assert m.next_step(10, unsubscribed=frozenset({u0, TopicPartition("u", 9)})) == [
+        CommitOffsets(1, "m1"), RevokePartitions(frozenset({u0}))]
+    assert m.owned == frozenset({A0})
+
+
+def test_heartbeat_interval_must_be_below_the_session_timeout() -> None:
+    with pytest.raises(ValueError, match="heartbeat_interval_ms"):
+        MembershipConfig("g", session_timeout_ms=3000, heartbeat_interval_ms=3000)
+    MembershipConfig("g", session_timeout_ms=3000, heartbeat_interval_ms=2999)

@@ -67,6 +67,8 @@ class OffsetCommitter:
         self.auto_commit = auto_commit
         self.auto_commit_interval = auto_commit_interval_ms
         self.next_auto_commit = member.now_ms() + auto_commit_interval_ms
+        self._pending: tuple[Any, Future[Any]] | None = None
+        """The OffsetFetch a poll left in flight, and what it asked (see poll_committed)."""
 
     def _commit_body(self, offsets: Mapping[TopicPartition, Any],
                      identity: tuple[int, str]) -> dict[str, Any]:
@@ -192,25 +194,53 @@ class OffsetCommitter:
 
     def fetch_committed(self, partitions: Sequence[TopicPartition], timeout_s: float
                         ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        """Committed offsets of ``partitions`` for this group (None: nothing committed)."""
+        """Committed offsets of ``partitions`` for this group (None: nothing committed);
+        retriable errors are retried until ``timeout_s``, then KafkaTimeoutError."""
+        got = self._fetch(partitions, self.member.clock.now() + timeout_s, keep=False)
+        assert got is not None
+        return got
+
+    def poll_committed(self, partitions: Sequence[TopicPartition], deadline: float
+                       ) -> dict[TopicPartition, OffsetAndMetadata | None] | None:
+        """:meth:`fetch_committed` for ``Consumer.poll``: None when the answer has not come
+        by ``deadline`` (seconds on the clock). The OffsetFetch stays in flight and the
+        next call for the same partitions, in the same generation, takes its answer
+        (Kafka's ``pendingCommittedOffsetRequest``): it may be queued on the coordinator
+        connection behind a parked JoinGroup."""
+        return self._fetch(partitions, deadline, keep=True)
+
+    def _fetch(self, partitions: Sequence[TopicPartition], deadline: float, *, keep: bool
+               ) -> dict[TopicPartition, OffsetAndMetadata | None] | None:
         m = self.member
-        deadline = m.clock.now() + timeout_s
         topics: dict[str, list[int]] = defaultdict(list)
         for tp in partitions:
             topics[tp.topic].append(tp.partition)
         body = {"group_id": m.group_id, "require_stable": True,
                 "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}
+        key = (frozenset(partitions), m.machine.commit_identity())
         while True:
             m.check_wakeup()
-            if not self.discovery.ensure(deadline):
-                raise KafkaTimeoutError("OffsetFetch: coordinator not available")
-            fut = m.net.send(m.coordinator_dest(), ApiKey.OFFSET_FETCH, body,
-                             timeout_ms=max(100, (deadline - m.clock.now()) * 1000))
+            pending, self._pending = self._pending, None
+            if pending is not None and pending[0] == key:
+                fut = pending[1]
+            else:
+                if not self.discovery.ensure(deadline):
+                    if keep:
+                        return None
+                    raise KafkaTimeoutError("OffsetFetch: coordinator not available")
+                fut = m.net.send(m.coordinator_dest(), ApiKey.OFFSET_FETCH, body,
+                                 timeout_ms=None if keep else
+                                 max(100, (deadline - m.clock.now()) * 1000))
+            if keep and not m.clock.wait(fut, max(0.0, deadline - m.clock.now())):
+                self._pending = (key, fut)
+                return None
             try:
                 resp = m.result(fut, max(0.1, deadline - m.clock.now()) + 1)
             except KafkaError:
                 m.coordinator_dead("OffsetFetch failed")
                 if m.clock.now() >= deadline:
+                    if keep:
+                        return None
                     raise
                 continue
             code = int(resp.error_code)
@@ -232,9 +262,13 @@ class OffsetCommitter:
                 return out
             if code in (ErrorCode.coordinator_not_available, ErrorCode.not_coordinator):
                 m.coordinator_dead(f"OffsetFetch error {code}")
-            if m.clock.now() >= deadline:
+            now = m.clock.now()
+            if now >= deadline:
+                if keep:
+                    return None
                 raise KafkaTimeoutError("OffsetFetch did not complete")
-            m.clock.sleep(m.config.retry_backoff_ms / 1000)
+            backoff = m.config.retry_backoff_ms / 1000
+            m.clock.sleep(min(backoff, deadline - now) if keep else backoff)
 
 
 def _log_auto_commit(f: Future[None]) -> None:

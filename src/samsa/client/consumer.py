@@ -18,6 +18,7 @@ from samsa.client.coordinator import ConsumerCoordinator, MemberStatus, OffsetAn
 from samsa.client.errors import (
     IllegalStateError,
     KafkaError,
+    KafkaTimeoutError,
     NoOffsetForPartitionError,
     WakeupError,
 )
@@ -98,6 +99,20 @@ class Consumer:
         c = self.config
         if c["auto_offset_reset"] not in ("earliest", "latest", "none"):
             raise ValueError("auto_offset_reset must be earliest, latest or none")
+        # Everything that can refuse the configuration comes before the network thread.
+        self._assignors: list[Assignor] = [resolve_assignor(a)
+                                           for a in c["partition_assignment_strategy"]]
+        cooperative = all(RebalanceProtocol.COOPERATIVE in a.supported_protocols
+                          for a in self._assignors)
+        membership: MembershipConfig | None = None
+        if c["group_id"] is not None and protocol == "classic":
+            membership = MembershipConfig(
+                group_id=c["group_id"], group_instance_id=c["group_instance_id"],
+                session_timeout_ms=c["session_timeout_ms"],
+                rebalance_timeout_ms=c["max_poll_interval_ms"],
+                heartbeat_interval_ms=c["heartbeat_interval_ms"],
+                retry_backoff_ms=c["retry_backoff_ms"], cooperative=cooperative,
+                assignors=tuple(a.name for a in self._assignors))
         self.client_id = c["client_id"] or f"samsa-consumer-{next(_ids)}"
         self._clock = clock
         self._net = NetworkClient(self.client_id, c["request_timeout_ms"],
@@ -117,10 +132,6 @@ class Consumer:
             max_poll_records=c["max_poll_records"], check_crcs=c["check_crcs"],
             client_rack=c["client_rack"], auto_offset_reset=c["auto_offset_reset"]),
             self._notify)
-        self._assignors: list[Assignor] = [resolve_assignor(a)
-                                           for a in c["partition_assignment_strategy"]]
-        cooperative = all(RebalanceProtocol.COOPERATIVE in a.supported_protocols
-                          for a in self._assignors)
         self._coordinator: GroupCoordinator | None = None
         if c["group_id"] is not None and protocol == "consumer":
             self._coordinator = ConsumerProtocolCoordinator(
@@ -133,20 +144,13 @@ class Consumer:
                 auto_commit_interval_ms=c["auto_commit_interval_ms"],
                 wakeup_flag=self._take_wakeup, on_assignment_changed=self._fetcher.clear,
                 clock=clock)
-        elif c["group_id"] is not None:
+        elif membership is not None:
             self._coordinator = ConsumerCoordinator(
-                self._metadata, self._subs,
-                MembershipConfig(
-                    group_id=c["group_id"], group_instance_id=c["group_instance_id"],
-                    session_timeout_ms=c["session_timeout_ms"],
-                    rebalance_timeout_ms=c["max_poll_interval_ms"],
-                    heartbeat_interval_ms=c["heartbeat_interval_ms"],
-                    retry_backoff_ms=c["retry_backoff_ms"], cooperative=cooperative),
-                self._assignors, client_id=self.client_id,
-                auto_commit=bool(c["enable_auto_commit"]),
+                self._metadata, self._subs, membership, self._assignors,
+                client_id=self.client_id, auto_commit=bool(c["enable_auto_commit"]),
                 auto_commit_interval_ms=c["auto_commit_interval_ms"], rack=c["client_rack"],
                 wakeup_flag=self._take_wakeup, on_assignment_changed=self._fetcher.clear,
-                clock=clock)
+                on_group_answer=self._notify, clock=clock)
         self._next_metadata = 0.0
         if topics:
             self.subscribe(topics)
@@ -200,6 +204,9 @@ class Consumer:
              ) -> list[ConsumerRecord]:
         """Records from assigned partitions; waits up to ``timeout_ms`` when none are buffered.
 
+        It returns by its deadline also while a rebalance is under way: a JoinGroup or
+        SyncGroup parked on the coordinator stays in flight and later polls go on with it
+        (a cooperative member meanwhile returns records of the partitions it keeps).
         Raises :class:`WakeupError` if :meth:`wakeup` was called.
         """
         self._ensure_open()
@@ -290,13 +297,19 @@ class Consumer:
             self._coordinator.check_metadata()
 
     def _update_positions(self, deadline: float) -> None:
-        """Committed offsets, then ``auto_offset_reset``, for partitions without a position."""
+        """Committed offsets, then ``auto_offset_reset``, for partitions without a position.
+
+        The committed offsets are waited for until ``deadline`` only: an OffsetFetch not
+        answered by then stays in flight for the next call (it may be queued behind a
+        JoinGroup parked on the coordinator).
+        """
         missing = [tp for tp in self._subs.missing_positions()
                    if self._subs.assignment[tp].reset is None]
         timeout = max(1.0, deadline - self._clock.now())
         if missing and self._coordinator is not None:
-            committed = self._coordinator.fetch_committed(
-                missing, max(timeout, self.config["default_api_timeout_ms"] / 1000))
+            committed = self._coordinator.poll_committed(missing, deadline)
+            if committed is None:
+                return
             for tp in missing:
                 st = self._subs.assignment.get(tp)
                 c = committed.get(tp)
@@ -336,7 +349,9 @@ class Consumer:
         if st.position is None:
             self._update_positions(self._clock.now() +
                                    self.config["default_api_timeout_ms"] / 1000)
-        assert st.position is not None
+        if st.position is None:
+            raise KafkaTimeoutError(f"no position for {partition} within "
+                                    f"default_api_timeout_ms")
         return st.position
 
     def seek(self, partition: TopicPartition, offset: int) -> None:

@@ -428,6 +428,10 @@ class ConsumerProtocolCoordinator:
                         ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         return self.commits.fetch_committed(partitions, timeout_s)
 
+    def poll_committed(self, partitions: Sequence[TopicPartition], deadline: float
+                       ) -> dict[TopicPartition, OffsetAndMetadata | None] | None:
+        return self.commits.poll_committed(partitions, deadline)
+
     # ---- queries ----------------------------------------------------------------------------
 
     @property

@@ -12,12 +12,15 @@ network):
 * :mod:`~samsa.client.commits`: OffsetCommit, OffsetFetch and auto-commit.
 
 ``Consumer.poll`` calls :meth:`ConsumerCoordinator.poll` (find the coordinator, join, run
-listener callbacks, auto-commit); every part takes the lock only around the state machine,
-never while waiting on the network or running user callbacks.
+listener callbacks, auto-commit); it never waits for a rebalance: a JoinGroup or SyncGroup
+parked on the coordinator stays in flight and the next poll goes on with it. Every part
+takes the lock only around the state machine, never while waiting on the network or
+running user callbacks.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -50,7 +53,12 @@ class ConsumerCoordinator:
                  auto_commit_interval_ms: int, rack: str | None,
                  wakeup_flag: Callable[[], bool],
                  on_assignment_changed: Callable[[set[TopicPartition]], None] = lambda _: None,
+                 on_group_answer: Callable[[], None] = lambda: None,
                  clock: Clock = SYSTEM_CLOCK) -> None:
+        """``on_group_answer`` runs on the network thread when a JoinGroup or SyncGroup
+        answer arrives (the consumer wakes its poll)."""
+        if not config.assignors:  # the coordinator must choose one of these
+            config = dataclasses.replace(config, assignors=tuple(a.name for a in assignors))
         self.member = MemberContext(metadata, subs, config, client_id=client_id,
                                     auto_commit=auto_commit, clock=clock,
                                     wakeup_flag=wakeup_flag)
@@ -61,7 +69,7 @@ class ConsumerCoordinator:
         self.changes = PartitionChanges(subs, cooperative=config.cooperative,
                                         on_removed=on_assignment_changed)
         self.join_loop = JoinLoop(self.member, self.discovery, self.commits, self.changes,
-                                  assignors, rack)
+                                  assignors, rack, on_answer=on_group_answer)
 
     def _on_found(self) -> None:
         self.heartbeat.wake()  # heartbeat at once if one is due
@@ -73,9 +81,12 @@ class ConsumerCoordinator:
     # ---- the user's poll ------------------------------------------------------------------
 
     def poll(self, deadline: float) -> bool:
-        """Once per ``Consumer.poll``: keep membership alive; True when stable.
+        """Once per ``Consumer.poll`` round: keep membership alive; True when stable.
 
-        ``deadline``: seconds on the member's clock.
+        ``deadline`` (seconds on the member's clock) bounds the coordinator lookup. The
+        rebalance is never waited for (Kafka's ``poll(Duration)``, KIP-266): what needs no
+        waiting runs now, a JoinGroup or SyncGroup whose answer has not come stays in flight
+        and the next call resumes it; meanwhile a cooperative member fetches what it keeps.
         """
         m = self.member
         now = m.now_ms()
@@ -89,7 +100,8 @@ class ConsumerCoordinator:
         if m.machine.coordinator is None and m.machine.fatal is None and \
                 not self.discovery.ensure(deadline):
             return False  # heartbeats need it too, also while stable
-        if m.machine.needs_rejoin() and not self.join_loop.ensure_active_group(deadline):
+        if m.machine.needs_rejoin() and \
+                not self.join_loop.ensure_active_group(m.clock.now()):
             return False
         self.commits.maybe_auto_commit(m.now_ms())
         return True
@@ -119,6 +131,10 @@ class ConsumerCoordinator:
     def fetch_committed(self, partitions: Sequence[TopicPartition], timeout_s: float
                         ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         return self.commits.fetch_committed(partitions, timeout_s)
+
+    def poll_committed(self, partitions: Sequence[TopicPartition], deadline: float
+                       ) -> dict[TopicPartition, OffsetAndMetadata | None] | None:
+        return self.commits.poll_committed(partitions, deadline)
 
     # ---- queries ----------------------------------------------------------------------------
 
@@ -166,6 +182,7 @@ class ConsumerCoordinator:
             self.changes.call(REVOKED, owned)
         with m.lock:
             actions = m.machine.leave("the consumer unsubscribed")
+        self.join_loop.reset()
         for action in actions:
             if isinstance(action, SendLeaveGroup):
                 m.send_leave(action, wait=True)

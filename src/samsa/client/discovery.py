@@ -13,6 +13,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from samsa.client.errors import KafkaError
 from samsa.client.future import Future
 from samsa.client.member import GroupContext
 from samsa.client.net import ApiKey
@@ -32,24 +33,46 @@ class CoordinatorDiscovery:
         self.member = member
         self.on_found = on_found
         self._future: Future[Any] | None = None
+        self._failed = False
+        """The last lookup failed retriably: refresh the broker list before the next."""
 
     def ensure(self, deadline: float) -> bool:
         """Find the coordinator, blocking until ``deadline`` (seconds on the member's clock).
 
-        False if it is still unknown at the deadline; raises a fatal lookup error.
+        A lookup is sent (unless one is in flight, or the last failed less than
+        ``retry_backoff_ms`` ago) even when the deadline has passed, so that ``poll(0)``
+        in a loop finds the coordinator too. After a retriable failure the broker list is
+        refreshed first (Kafka's ``awaitMetadataUpdate``): the node asked may be gone.
+        False if the coordinator is still unknown at the deadline; raises a fatal lookup
+        error.
         """
         m = self.member
         while m.machine.coordinator is None:
             m.check_wakeup()
             m.raise_fatal()
-            if m.clock.now() >= deadline:
+            if m.now_ms() >= m.machine.retry_at:
+                self._refresh_if_failed(deadline)
+                self.lookup(deadline)
+                if m.machine.coordinator is not None:
+                    return True
+                m.raise_fatal()
+            now = m.clock.now()
+            if now >= deadline:
                 return False
-            now = m.now_ms()
-            if now < m.machine.retry_at:
-                m.clock.sleep(min((m.machine.retry_at - now) / 1000, 0.1))
-                continue
-            self.lookup(deadline)
+            wait = (m.machine.retry_at - m.now_ms()) / 1000
+            m.clock.sleep(max(0.0, min(wait, 0.1, deadline - now)))
         return True
+
+    def _refresh_if_failed(self, deadline: float) -> None:
+        """Refresh the broker list (no topics) after a failed lookup, within ``deadline``."""
+        if not self._failed or self._future is not None:
+            return
+        m = self.member
+        try:
+            m.metadata.refresh((), max(0.1, deadline - m.clock.now()))
+            self._failed = False
+        except KafkaError as exc:
+            log.debug("metadata refresh after a failed FindCoordinator: %s", exc)
 
     def lookup(self, deadline: float) -> None:
         """Send FindCoordinator (or keep waiting for the one in flight) until ``deadline``.
@@ -59,7 +82,7 @@ class CoordinatorDiscovery:
         """
         m = self.member
         fut = self.start()
-        while not m.clock.wait(fut, 0.05):
+        while not m.clock.wait(fut, max(0.0, min(0.05, deadline - m.clock.now()))):
             m.check_wakeup()
             if m.clock.now() >= deadline:
                 return
@@ -92,18 +115,26 @@ class CoordinatorDiscovery:
             now = m.now_ms()
             if fut.failed():
                 log.debug("FindCoordinator failed: %s", fut.exception())
+                self._failed = True
                 return bool(m.machine.coordinator_lookup_failed(
                     ErrorCode.network_exception, now, f"FindCoordinator: {fut.exception()}"))
             resp = fut.value
             if hasattr(resp, "coordinators"):  # v4+: one entry per key
-                c = resp.coordinators[0]
+                c = next((c for c in resp.coordinators if c.key == m.group_id), None)
+                if c is None:  # Kafka's consumer: IllegalStateException, not retried
+                    return bool(m.machine.coordinator_lookup_failed(
+                        ErrorCode.unknown_server_error, now,
+                        f"FindCoordinator answered no coordinator for group {m.group_id!r} "
+                        f"({len(resp.coordinators)} entries)"))
                 code, node, host, port = int(c.error_code), int(c.node_id), c.host, int(c.port)
             else:
                 code, node, host, port = (int(resp.error_code), int(resp.node_id), resp.host,
                                           int(resp.port))
             if code != ErrorCode.none:
-                return bool(m.machine.coordinator_lookup_failed(
-                    code, now, f"FindCoordinator error {code}"))
+                fatal = bool(m.machine.coordinator_lookup_failed(
+                    code, now, "FindCoordinator failed"))
+                self._failed = not fatal
+                return fatal
             m.net.set_address(("coordinator", node), host, port)
             m.machine.coordinator_found(node, now)
             self.on_found()  # heartbeat at once if one is due

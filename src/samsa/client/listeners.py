@@ -52,10 +52,9 @@ class PartitionChanges:
         self.on_removed(set(partitions))
         self.call(LOST, partitions)
 
-    def assign(self, assignment: Set[TopicPartition]) -> bool:
-        """Take ``assignment``; False if it has topics outside the subscription."""
+    def assign(self, assignment: Set[TopicPartition]) -> None:
+        """Take ``assignment`` (the state machine checked it against the subscription)."""
         self.subs.set_assignment(assignment)
-        return all(tp.topic in self.subs.topics for tp in assignment)
 
     def call(self, name: str, partitions: Set[TopicPartition]) -> None:
         """Call listener method ``name`` (lost falls back to revoked); an empty revocation

@@ -30,6 +30,7 @@ from samsa import TopicPartition
 __all__ = [
     "NO_GENERATION",
     "NO_MEMBER_ID",
+    "PROTOCOL_TYPE",
     "Action",
     "AssignPartitions",
     "CommitOffsets",
@@ -52,6 +53,8 @@ NO_MEMBER_ID = ""
 """The member id of a member the coordinator has not named yet (not an error code)."""
 NO_GENERATION = -1
 """The generation of a member outside any generation."""
+PROTOCOL_TYPE = "consumer"
+"""The protocol type of consumer groups in JoinGroup and SyncGroup."""
 
 COORDINATOR_ERRORS = frozenset({ErrorCode.request_timed_out, ErrorCode.network_exception,
                                 ErrorCode.coordinator_not_available, ErrorCode.not_coordinator})
@@ -74,6 +77,14 @@ class MembershipConfig:
     heartbeat_interval_ms: int = 3000
     retry_backoff_ms: int = 100
     cooperative: bool = False
+    assignors: tuple[str, ...] = ()
+    """The protocol names the member offers in JoinGroup (its assignors); the coordinator
+    must choose one of them (empty: not checked)."""
+
+    def __post_init__(self) -> None:
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ValueError(f"heartbeat_interval_ms ({self.heartbeat_interval_ms}) must be "
+                             f"lower than session_timeout_ms ({self.session_timeout_ms})")
 
 
 @dataclass(frozen=True)
@@ -203,16 +214,28 @@ class Membership:
         """(generation, member id) for OffsetCommit; (NO_GENERATION, NO_MEMBER_ID) without a
         generation.
 
-        The last generation stays valid until the JoinGroup response replaces it (the
-        coordinator accepts its commits while it prepares the rebalance), as in Kafka's
-        client, where the commits of ``onJoinPrepare`` carry it. None between the JoinGroup
-        and the SyncGroup response: the new generation takes no commits yet.
+        The generation stays valid until the JoinGroup is sent: the commits before a join
+        (Kafka's ``onJoinPrepare``) carry it. None from then until the SyncGroup answer
+        (Kafka's ``generationIfStable``: RebalanceInProgressException): a commit would
+        queue behind the JoinGroup the coordinator parks on the same connection, then find
+        the generation gone; the new generation takes no commits before its SyncGroup.
         """
         if self.generation < 0:
             return NO_GENERATION, NO_MEMBER_ID
-        if self.state == MemberState.REBALANCING and self.awaiting in ("assignment", "sync"):
+        if self.state == MemberState.REBALANCING:
             return None
         return self.generation, self.member_id
+
+    def awaits(self, request: SendJoinGroup | SendSyncGroup) -> bool:
+        """True while the answer to ``request`` (sent earlier, not answered yet) still
+        decides what comes next: the join loop then resumes waiting for it instead of
+        asking for a new step. False once the member left that rebalance (poll timeout,
+        leave, an error from another request)."""
+        if self.state != MemberState.REBALANCING:
+            return False
+        if isinstance(request, SendJoinGroup):
+            return self.awaiting == "join" and request.member_id == self.member_id
+        return self.awaiting == "sync" and request.generation == self.generation
 
     def heartbeating(self) -> bool:
         """True while the member heartbeats: stable, or leading the group and computing the
@@ -236,11 +259,14 @@ class Membership:
         self.rejoin_needed = True
         self.rejoin_reason = reason
 
-    def next_step(self, now: float) -> list[Action]:
+    def next_step(self, now: float,
+                  unsubscribed: frozenset[TopicPartition] = frozenset()) -> list[Action]:
         """What the join loop does next (empty: wait for a response or the backoff).
 
         Before a join, the commit and revocation actions come alone, while the member is
         still in its generation (and heartbeating); the next call sends the JoinGroup.
+        ``unsubscribed``: owned partitions of topics the member no longer subscribes to (a
+        cooperative member revokes those before it joins; an eager one revokes all).
         """
         if self.fatal is not None:
             return [self.fatal]
@@ -252,7 +278,7 @@ class Membership:
             return [FindCoordinator()]
         if self.needs_join_prepare:
             self.needs_join_prepare = False
-            prepare = self._prepare_join()
+            prepare = self._prepare_join(unsubscribed & self.owned)
             if prepare:
                 return prepare
         self.state = MemberState.REBALANCING
@@ -262,7 +288,7 @@ class Membership:
         self._log(f"join as {self.member_id or '<new>'}: {self.rejoin_reason}")
         return [SendJoinGroup(self.member_id, self.rejoin_reason)]
 
-    def _prepare_join(self) -> list[Action]:
+    def _prepare_join(self, unsubscribed: frozenset[TopicPartition]) -> list[Action]:
         actions: list[Action] = []
         if self.generation < 0:
             # Generation lost (poll timeout, unknown member, illegal generation): the
@@ -276,7 +302,19 @@ class Membership:
         if not self.config.cooperative and self.owned:
             actions.append(RevokePartitions(self.owned))
             self.owned = frozenset()
+        elif unsubscribed:
+            actions.append(RevokePartitions(unsubscribed))
+            self.owned -= unsubscribed
         return actions
+
+    def _inconsistent(self, what: str, detail: str) -> list[Action]:
+        """A JoinGroup/SyncGroup answer for another protocol: fatal."""
+        self.state = MemberState.UNJOINED
+        self.awaiting = ""
+        self.rejoin_needed = True
+        self._log(f"{what} answered {detail}")
+        return self.fail(ErrorCode.inconsistent_group_protocol,
+                         f"the coordinator's {what} answer names {detail}")
 
     def fail(self, code: int, message: str) -> list[Action]:
         """A fatal error found by the driver (e.g. the coordinator chose an assignor this
@@ -300,7 +338,7 @@ class Membership:
         self._log(f"coordinator lookup failed: {reason or code}")
         self.coordinator = None
         self.retry_at = now + self.config.retry_backoff_ms
-        return self._fatal_if(code)
+        return self._fatal_if(code, reason or "FindCoordinator failed")
 
     def coordinator_dead(self, reason: str, now: float) -> None:
         """Mark the coordinator unknown (disconnect, NOT_COORDINATOR, session expiry)."""
@@ -313,11 +351,25 @@ class Membership:
     def on_join_response(self, code: int, now: float, *, generation: int = NO_GENERATION,
                          member_id: str = NO_MEMBER_ID, protocol: str | None = None,
                          leader_id: str = "", members: tuple[JoinedMember, ...] = (),
-                         skip_assignment: bool = False) -> list[Action]:
+                         skip_assignment: bool = False,
+                         protocol_type: str | None = None) -> list[Action]:
         """JoinGroup answered. ``skip_assignment`` (v9+): a static leader rejoined a stable
-        group without changes, so it sends an empty SyncGroup instead of assigning."""
+        group without changes, so it sends an empty SyncGroup instead of assigning.
+
+        A successful answer naming another protocol type (v7+; None: not given) or a
+        protocol the member did not offer is INCONSISTENT_GROUP_PROTOCOL, raised to the
+        user (Kafka's consumer checks both: the second as "invalid assignment protocol").
+        """
         if self.state != MemberState.REBALANCING or self.awaiting != "join":
             return []
+        if code == ErrorCode.none and protocol_type not in (None, PROTOCOL_TYPE):
+            return self._inconsistent("JoinGroup", f"protocol type {protocol_type!r}, not "
+                                                   f"{PROTOCOL_TYPE!r}")
+        if code == ErrorCode.none and self.config.assignors and \
+                protocol not in self.config.assignors:
+            return self._inconsistent("JoinGroup", f"assignor {protocol!r}, which this "
+                                                   f"member does not have "
+                                                   f"{list(self.config.assignors)}")
         if code == ErrorCode.none:
             self.generation = generation
             self.member_id = member_id
@@ -353,10 +405,26 @@ class Membership:
                               tuple(sorted(assignments.items())))]
 
     def on_sync_response(self, code: int, now: float, generation: int,
-                         assignment: frozenset[TopicPartition] = frozenset()) -> list[Action]:
+                         assignment: frozenset[TopicPartition] = frozenset(), *,
+                         protocol_type: str | None = None, protocol: str | None = None,
+                         subscribed: bool = True) -> list[Action]:
+        """SyncGroup answered with this member's ``assignment``.
+
+        A successful answer naming another protocol type or protocol than the join's (v5+;
+        None: not given) is INCONSISTENT_GROUP_PROTOCOL, raised to the user. An assignment
+        with partitions outside the subscription (``subscribed`` False: the subscription
+        changed since the join) is not taken: the member stays in the generation with what
+        it owned and rejoins with its current subscription, as Kafka's consumer does.
+        """
         if self.state != MemberState.REBALANCING or self.awaiting != "sync" or \
                 generation != self.generation:
             return []
+        if code == ErrorCode.none and protocol_type not in (None, PROTOCOL_TYPE):
+            return self._inconsistent("SyncGroup", f"protocol type {protocol_type!r}, not "
+                                                   f"{PROTOCOL_TYPE!r}")
+        if code == ErrorCode.none and protocol not in (None, self.protocol):
+            return self._inconsistent("SyncGroup", f"protocol {protocol!r}, but the "
+                                                   f"JoinGroup chose {self.protocol!r}")
         self.awaiting = ""
         if code != ErrorCode.none:
             self.state = MemberState.UNJOINED
@@ -367,6 +435,11 @@ class Membership:
         self.last_heartbeat_ok = now
         self.next_heartbeat = now + self.config.heartbeat_interval_ms
         self.heartbeat_in_flight = False
+        if not subscribed:
+            self.request_rejoin("the assignment does not match the subscription")
+            self._log(f"generation {generation}: assignment {sorted(assignment)} does not "
+                      "match the subscription; rejoining")
+            return []
         actions: list[Action] = []
         revoked = self.owned - assignment
         added = assignment - self.owned

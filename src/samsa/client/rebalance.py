@@ -1,17 +1,23 @@
 """The join loop: JoinGroup, the leader's assignment, SyncGroup, on the user's thread.
 
 :meth:`JoinLoop.ensure_active_group` asks the state machine for its next step and performs
-the actions it returns, in order, until the member is stable or the deadline passes: look
-the coordinator up, commit and call listeners before a join, JoinGroup, run the assignor
-(leader), SyncGroup, then apply the new assignment. A ``wakeup()`` while JoinGroup or
-SyncGroup is in flight raises WakeupError but keeps the request: the next call resumes
-waiting for the same response, as Kafka does.
+the actions it returns, in order, until the member is stable or it would have to wait past
+its deadline: look the coordinator up, commit and call listeners before a join, JoinGroup,
+run the assignor (leader), SyncGroup, then apply the new assignment.
+
+A JoinGroup or SyncGroup may be parked on the coordinator for up to the rebalance timeout
+(a member that does not rejoin holds the whole group). When its answer has not come by the
+deadline, or a ``wakeup()`` interrupts the wait, the request stays in flight and the next
+call resumes waiting for the same answer (as long as the machine still
+:meth:`~samsa.client.membership.Membership.awaits` it), as Kafka's consumer does since
+KIP-266: ``Consumer.poll`` passes a deadline of now, so it never waits for a rebalance and
+a cooperative member goes on fetching the partitions it keeps.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -53,49 +59,69 @@ __all__ = ["JoinLoop"]
 log = logging.getLogger(__name__)
 
 GROUP_REQUEST_GRACE_MS = 5000
-"""JoinGroup and SyncGroup may be parked for the rebalance timeout; this much more."""
+"""JoinGroup and SyncGroup may be parked for the rebalance timeout; they get this much more
+(the JoinGroup at least the request timeout, as Kafka's ``JOIN_GROUP_TIMEOUT_LAPSE``)."""
 
-UNKNOWN_ASSIGNOR = -1
-"""The code of the fatal error raised when the coordinator chose an unknown assignor."""
+
+class _NotAnswered(Exception):
+    """The JoinGroup/SyncGroup answer did not come by the deadline (it stays in flight)."""
 
 
 class JoinLoop:
-    """(Re)joins the group with the member's subscription and assignors."""
+    """(Re)joins the group with the member's subscription and assignors.
+
+    ``on_answer`` runs (on the network thread) when a JoinGroup or SyncGroup answer comes:
+    the consumer wakes its ``poll`` to go on with the rebalance.
+    """
 
     def __init__(self, member: MemberContext, discovery: CoordinatorDiscovery,
                  committer: OffsetCommitter, changes: PartitionChanges,
-                 assignors: Sequence[Assignor], rack: str | None) -> None:
+                 assignors: Sequence[Assignor], rack: str | None,
+                 on_answer: Callable[[], None] = lambda: None) -> None:
         self.member = member
         self.discovery = discovery
         self.committer = committer
         self.changes = changes
         self.assignors = list(assignors)
         self.rack = rack
+        self.on_answer = on_answer
         self._in_flight: dict[Action, Future[Any]] = {}
         self._resume: list[Action] = []
+        """The request whose answer is awaited, then the rest of its batch of actions."""
         self.joined_snapshot: dict[str, int] = {}
         """Partition counts of the subscribed topics when the member last joined."""
 
+    @property
+    def awaiting_answer(self) -> bool:
+        """True while a JoinGroup or SyncGroup sent by an earlier call is being resumed."""
+        return bool(self._resume)
+
     def ensure_active_group(self, deadline: float) -> bool:
-        """Run the join loop until the member is stable (True) or ``deadline`` passes."""
+        """Run the join loop until the member is stable (True), or until going on would
+        mean waiting past ``deadline`` (False): for a JoinGroup/SyncGroup answer (the
+        request stays in flight; the next call resumes it), for the coordinator, or for
+        a retry backoff. Actions that need no waiting (the commit and revocation before a
+        join, sending it) run even when the deadline has passed."""
         m = self.member
         while True:
             m.check_wakeup()
-            if self._resume:
-                actions, self._resume = self._resume, []
-            else:
+            actions = self._take_resume()
+            if not actions:
                 with m.lock:
-                    actions = m.machine.next_step(m.now_ms())
+                    actions = m.machine.next_step(m.now_ms(), self._unsubscribed())
                     stable = not m.machine.needs_rejoin()
                 if stable:
                     return True
             if not actions:
-                if m.clock.now() >= deadline:
+                now = m.clock.now()
+                if now >= deadline:
                     return False
-                m.clock.sleep(0.01)
+                m.clock.sleep(min(0.01, deadline - now))
                 continue
             try:
                 self._run(actions, deadline)
+            except _NotAnswered:
+                return False
             except WakeupError:
                 if not self._resume:
                     with m.lock:
@@ -105,8 +131,32 @@ class JoinLoop:
                 with m.lock:
                     m.machine.abort_rebalance()
                 raise
-            if m.clock.now() >= deadline and m.machine.needs_rejoin():
-                return False
+            if m.machine.coordinator is None and m.clock.now() >= deadline:
+                return False  # still looking it up: the lookup stays in flight
+
+    def _take_resume(self) -> list[Action]:
+        """The interrupted batch, if the machine still awaits the answer it waits for."""
+        actions, self._resume = self._resume, []
+        if not actions:
+            return []
+        head = actions[0]
+        with self.member.lock:
+            wanted = isinstance(head, SendJoinGroup | SendSyncGroup) and \
+                self.member.machine.awaits(head)
+        if wanted:
+            return actions
+        self._in_flight.pop(head, None)  # its answer no longer matters
+        return []
+
+    def _unsubscribed(self) -> frozenset[TopicPartition]:
+        """Owned partitions of topics the member no longer subscribes to."""
+        subs = self.member.subs
+        return frozenset(tp for tp in self.member.machine.owned if not subs.matches(tp.topic))
+
+    def reset(self) -> None:
+        """Forget a request being resumed (the member left the group)."""
+        self._resume = []
+        self._in_flight.clear()
 
     def _run(self, actions: list[Action], deadline: float) -> None:
         queue = list(actions)
@@ -114,7 +164,7 @@ class JoinLoop:
             action = queue.pop(0)
             try:
                 more = self._perform(action, deadline)
-            except WakeupError:
+            except (WakeupError, _NotAnswered):
                 if action in self._in_flight:  # a join/sync response is still coming
                     self._resume = [action, *queue]
                 raise
@@ -140,11 +190,11 @@ class JoinLoop:
             self._assign(action)
             return []
         if isinstance(action, SendJoinGroup):
-            return self._join(action)
+            return self._join(action, deadline)
         if isinstance(action, PerformAssignment):
             return self._perform_assignment(action)
         if isinstance(action, SendSyncGroup):
-            return self._sync(action)
+            return self._sync(action, deadline)
         if isinstance(action, SendLeaveGroup):
             self.member.send_leave(action, wait=True)
             return []
@@ -163,10 +213,10 @@ class JoinLoop:
                                                             rack=self.rack))}
                 for a in self.assignors]
 
-    def _join(self, action: SendJoinGroup) -> list[Action]:
+    def _join(self, action: SendJoinGroup, deadline: float) -> list[Action]:
         m = self.member
         body: dict[str, Any] = {}
-        if action not in self._in_flight:  # not resuming after a wakeup
+        if action not in self._in_flight:  # a new request, not one being resumed
             if m.subs.type.name == "PATTERN":
                 self._match_pattern()
             body = {
@@ -180,7 +230,7 @@ class JoinLoop:
                 "reason": action.reason,
             }
             self.joined_snapshot = self._snapshot()
-        resp = self._send_group_request(action, ApiKey.JOIN_GROUP, body)
+        resp = self._send_group_request(action, ApiKey.JOIN_GROUP, body, deadline)
         now = m.now_ms()
         with m.lock:
             if resp is None:
@@ -192,19 +242,27 @@ class JoinLoop:
                 int(resp.error_code), now, generation=int(resp.generation_id),
                 member_id=resp.member_id, protocol=resp.protocol_name,
                 leader_id=resp.leader, members=members,
-                skip_assignment=bool(getattr(resp, "skip_assignment", False)))
+                skip_assignment=bool(getattr(resp, "skip_assignment", False)),
+                protocol_type=getattr(resp, "protocol_type", None))
 
-    def _send_group_request(self, action: Action, api: ApiKey, body: dict[str, Any]) -> Any:
+    def _send_group_request(self, action: Action, api: ApiKey, body: dict[str, Any],
+                            deadline: float) -> Any:
         """Send (or resume waiting for) the JoinGroup/SyncGroup of ``action``; its response,
-        or None on a network failure."""
+        or None on a network failure. Raises :class:`_NotAnswered` at ``deadline`` (and
+        WakeupError on ``wakeup()``) with the request still in flight."""
         m = self.member
         fut = self._in_flight.get(action)
         if fut is None:
-            fut = self._in_flight[action] = m.net.send(
-                m.coordinator_dest(), api, body,
-                timeout_ms=m.config.rebalance_timeout_ms + GROUP_REQUEST_GRACE_MS)
-        while not m.clock.wait(fut, 0.05):
+            timeout_ms: float = m.config.rebalance_timeout_ms + GROUP_REQUEST_GRACE_MS
+            if api == ApiKey.JOIN_GROUP:
+                timeout_ms = max(timeout_ms, m.net.request_timeout * 1000)
+            fut = self._in_flight[action] = m.net.send(m.coordinator_dest(), api, body,
+                                                       timeout_ms=timeout_ms)
+            fut.add_done_callback(lambda _: self.on_answer())
+        while not m.clock.wait(fut, max(0.0, min(0.05, deadline - m.clock.now()))):
             m.check_wakeup()
+            if m.clock.now() >= deadline:
+                raise _NotAnswered
         del self._in_flight[action]
         if fut.failed():
             log.debug("group request failed: %s", fut.exception())
@@ -219,12 +277,7 @@ class JoinLoop:
     def _perform_assignment(self, action: PerformAssignment) -> list[Action]:
         m = self.member
         assignor = self._assignor(action.protocol)
-        if assignor is None:
-            with m.lock:
-                m.machine.fail(UNKNOWN_ASSIGNOR,
-                               f"coordinator chose unknown assignor {action.protocol!r}")
-            m.raise_fatal()
-        assert assignor is not None
+        assert assignor is not None, "the machine accepts only the member's assignors"
         subscriptions = {j.member_id: decode_subscription(j.metadata, j.group_instance_id)
                          for j in action.members}
         all_topics = {t for s in subscriptions.values() for t in s.topics}
@@ -242,7 +295,7 @@ class JoinLoop:
 
     # ---- SyncGroup and the new assignment ---------------------------------------------------
 
-    def _sync(self, action: SendSyncGroup) -> list[Action]:
+    def _sync(self, action: SendSyncGroup, deadline: float) -> list[Action]:
         m = self.member
         body = {
             "group_id": m.group_id,
@@ -254,7 +307,7 @@ class JoinLoop:
             "assignments": [{"member_id": mid, "assignment": a}
                             for mid, a in action.assignments],
         }
-        resp = self._send_group_request(action, ApiKey.SYNC_GROUP, body)
+        resp = self._send_group_request(action, ApiKey.SYNC_GROUP, body, deadline)
         now = m.now_ms()
         with m.lock:
             if resp is None:
@@ -263,18 +316,23 @@ class JoinLoop:
                                                   action.generation)
             code = int(resp.error_code)
             partitions: frozenset[TopicPartition] = frozenset()
+            assignment = None
             if code == ErrorCode.none:
                 assignment = decode_assignment(bytes(resp.assignment or b""))
                 partitions = frozenset(TopicPartition(*tp) for tp in assignment.partitions)
-                assignor = self._assignor(action.protocol)
-                if assignor is not None:
-                    assignor.on_assignment(assignment, action.generation)
-            return m.machine.on_sync_response(code, now, action.generation, partitions)
+            actions = m.machine.on_sync_response(
+                code, now, action.generation, partitions,
+                protocol_type=getattr(resp, "protocol_type", None),
+                protocol=getattr(resp, "protocol_name", None),
+                subscribed=all(m.subs.matches(tp.topic) for tp in partitions))
+            assignor = self._assignor(action.protocol)
+            if assignor is not None and assignment is not None and \
+                    any(isinstance(a, AssignPartitions) for a in actions):
+                assignor.on_assignment(assignment, action.generation)
+            return actions
 
     def _assign(self, action: AssignPartitions) -> None:
-        if not self.changes.assign(action.assignment):
-            with self.member.lock:
-                self.member.machine.request_rejoin("assignment does not match the subscription")
+        self.changes.assign(action.assignment)
         self.committer.restart_auto_commit_timer()
         self.changes.call(ASSIGNED, action.added)
 

@@ -79,6 +79,12 @@ class SubscriptionState:
         self.topics = new
         return changed
 
+    def matches(self, topic: str) -> bool:
+        """True if ``topic`` belongs to the subscription (its topics, or its pattern)."""
+        if self.type == SubscriptionType.PATTERN:
+            return self.pattern is not None and self.pattern.fullmatch(topic) is not None
+        return topic in self.topics
+
     def assign_from_user(self, partitions: Iterable[TopicPartition]) -> None:
         if self.auto_assigned:
             raise IllegalStateError("assign() after subscribe(): call unsubscribe() first")
