@@ -87,6 +87,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("group.consumer.migration.policy", str, "bidirectional",
             "Online classic <-> consumer group conversion: disabled, upgrade, downgrade, "
             "bidirectional."),
+    Setting("group.history.max.events", int, 100,
+            "samsa: rebalance history events kept per group (0: no history)."),
 )
 
 _BY_NAME = {s.name: s for s in SETTINGS}

@@ -29,6 +29,7 @@ from samsa.coordinator.events import (
     OffsetFetch,
 )
 from samsa.coordinator.hashing import partition_for
+from samsa.coordinator.history.model import HistoryEvent, LoadInfo
 from samsa.coordinator.records import RecordKey, RecordValue
 from samsa.coordinator.responses import (
     ConsumerDescribedGroup,
@@ -101,14 +102,14 @@ class Coordinator:
         self.shards[partition] = shard
         return shard
 
-    def finish_load(self, partition: int, now_ms: int) -> Result:
-        return self.shards[partition].finish_load(now_ms)
+    def finish_load(self, partition: int, now_ms: int, info: LoadInfo | None = None) -> Result:
+        return self.shards[partition].finish_load(now_ms, info)
 
     def load(
         self, partition: int, records: Iterable[tuple[RecordKey, RecordValue | None]],
-        now_ms: int
+        now_ms: int, info: LoadInfo | None = None
     ) -> Result:
-        return self.begin_load(partition).load(records, now_ms)
+        return self.begin_load(partition).load(records, now_ms, info)
 
     def unload(self, partition: int) -> Result:
         shard = self.shards.pop(partition, None)
@@ -185,6 +186,11 @@ class Coordinator:
     def describe(self, group_id: str) -> queries.GroupDescription | None:
         shard = self.shard_for(group_id)
         return None if shard is None else queries.describe(shard, group_id)
+
+    def history(self, group_id: str) -> list[HistoryEvent]:
+        """``group_id``'s rebalance history, oldest first (empty if not loaded here)."""
+        shard = self.shard_for(group_id)
+        return [] if shard is None else shard.hard.history.events(group_id)
 
     def committed_offsets(self, group_id: str) -> tuple[queries.CommittedOffset, ...]:
         shard = self.shard_for(group_id)
