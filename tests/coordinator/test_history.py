@@ -7,8 +7,7 @@ from dataclasses import replace
 
 from samsa.coordinator import CoordinatorConfig, LeaveGroup, LeavingMember, TopicInfo
 from samsa.coordinator.events import DeleteGroups
-from samsa.coordinator.history import Cause, HistoryEvent, HistoryKey, LoadInfo, Outcome
-from samsa.coordinator.history import codec
+from samsa.coordinator.history import Cause, HistoryEvent, HistoryKey, LoadInfo, Outcome, codec
 from samsa.coordinator.history.model import Phase
 from samsa.coordinator.records import deserialize, serialize
 
@@ -59,7 +58,7 @@ def test_a_session_expiry_names_the_member_and_the_time_to_stable() -> None:
 
 def test_a_leave_keeps_the_clients_reason_and_an_admin_removal_is_told_apart() -> None:
     ctx = history_ctx()
-    (a, b, c), _ = ctx.stable_group(3)
+    (_, b, c), _ = ctx.stable_group(3)
     ctx.call(LeaveGroup("g", (LeavingMember(b, reason="the consumer is being closed"),)))
     event = ctx.coord.history("g")[-1]
     assert (event.cause, event.member_id, event.reason) == (
@@ -156,7 +155,7 @@ def test_no_history_records_when_it_is_off() -> None:
 
 def test_an_admin_offset_reset_of_an_empty_group_is_noted() -> None:
     ctx = history_ctx()
-    (a,), gen = ctx.stable_group(1)
+    (a,), _ = ctx.stable_group(1)
     ctx.leave(a)
     ctx.commit({("t", 0): 5, ("t", 1): 7})
     event = ctx.coord.history("g")[-1]

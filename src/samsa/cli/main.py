@@ -7,7 +7,17 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from samsa.cli import cluster, configs, consume, features, groups, produce, serve, topics
+from samsa.cli import (
+    cluster,
+    configs,
+    console,
+    consume,
+    features,
+    groups,
+    produce,
+    serve,
+    topics,
+)
 from samsa.cli.errors import CliError
 
 HINTS = {
@@ -41,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     configs.add_parser(sub)
     features.add_parser(sub)
     cluster.add_parser(sub)
+    console.add_parser(sub)
     return parser
 
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from kio.schema.errors import ErrorCode
 
-from samsa.coordinator import queries
+from samsa.coordinator import detail, queries
 from samsa.coordinator.answers import error_response, status_error_response
 from samsa.coordinator.config import CoordinatorConfig
 from samsa.coordinator.consumer.topics import EMPTY_TOPICS, TopicsSnapshot
@@ -186,6 +186,12 @@ class Coordinator:
     def describe(self, group_id: str) -> queries.GroupDescription | None:
         shard = self.shard_for(group_id)
         return None if shard is None else queries.describe(shard, group_id)
+
+    def group_detail(self, group_id: str, now_ms: int) -> detail.GroupDetail | None:
+        """``group_id`` in full (members, epochs, assignments, liveness clocks at
+        ``now_ms``); None if no loaded shard here has it."""
+        shard = self.shard_for(group_id)
+        return None if shard is None else detail.group_detail(shard, group_id, now_ms)
 
     def history(self, group_id: str) -> list[HistoryEvent]:
         """``group_id``'s rebalance history, oldest first (empty if not loaded here)."""

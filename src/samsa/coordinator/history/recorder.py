@@ -180,7 +180,7 @@ class HistoryRecorder:
             return
         trigger = self.trigger
         if type(trigger) is JoinGroup:
-            self._note_join_arrival(trigger)  # type: ignore[arg-type]
+            self._note_join_arrival(trigger)
         for gid, facts in self._facts.items():
             self._settle(gid, facts)
         for gid, events in self._pending.items():
@@ -391,11 +391,11 @@ class HistoryRecorder:
                         and not any(p.name == m.TARGET_COMPUTED for p in event.phases):
                     self._put(gid, replace(event, phases=(
                         *event.phases, m.Phase(m.TARGET_COMPUTED, self.core.now_ms))))
-        elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
-            if isinstance(value, ConsumerGroupCurrentMemberAssignmentValue) and group is not None \
-                    and value.state == MemberState.STABLE \
-                    and value.member_epoch == group.assignment_epoch:
-                self._arrivals.setdefault(gid, deque(maxlen=3)).append(key.member_id)
+        elif (isinstance(key, ConsumerGroupCurrentMemberAssignmentKey)
+              and isinstance(value, ConsumerGroupCurrentMemberAssignmentValue)
+              and group is not None and value.state == MemberState.STABLE
+              and value.member_epoch == group.assignment_epoch):
+            self._arrivals.setdefault(gid, deque(maxlen=3)).append(key.member_id)
 
     def _consumer_bump(self, gid: str, before: int, after: int, facts: _Facts) -> None:
         event = self._open(gid)
