@@ -29,7 +29,7 @@ class RemoteSource(Source):
         self.bootstrap = bootstrap
         self.timeout_ms = timeout_ms
         self._admin: Any = None
-        self._consumer: Any = None
+        self._fetcher = TimestampFetcher(bootstrap, timeout_ms)
         self._listing: list[dict[str, Any]] = []
         self._coordinators: dict[str, int] = {}
 
@@ -43,9 +43,9 @@ class RemoteSource(Source):
         return self._admin
 
     def close(self) -> None:
-        for client in (self._admin, self._consumer):
-            if client is not None:
-                client.close()
+        if self._admin is not None:
+            self._admin.close()
+        self._fetcher.close()
         super().close()
 
     # ------------------------------------------------------------------ groups
@@ -122,37 +122,56 @@ class RemoteSource(Source):
                 "epoch": desc.group_epoch if desc.group_type == "consumer" else None,
                 "coordinator": {"node_id": g.coordinator, "partition": None},
                 "last_rebalance": None})
-        tps = sorted({tp for c in committed_of.values() for tp in c})
-        existing = admin.list_topics()
-        tps = [tp for tp in tps if tp.partition < existing.get(tp.topic, 0)]
-        starts = {tp: o for tp, (o, _) in admin.list_offsets(
-            dict.fromkeys(tps, "earliest")).items()} if tps else {}
-        ends = {tp: o for tp, (o, _) in admin.list_offsets(
-            dict.fromkeys(tps, "latest")).items()} if tps else {}
-        wanted = {tp: max(off, starts[tp]) for c in committed_of.values()
-                  for tp, off in c.items() if tp in ends and max(off, starts[tp]) < ends[tp]}
-        stamps = self._timestamps(wanted)
-        now = now_ms()
-        samples: dict[str, list[LagSample]] = {}
-        for gid, committed in committed_of.items():
-            out = []
-            for tp, off in sorted(committed.items()):
-                if tp not in ends:
-                    continue
-                start, end = starts[tp], ends[tp]
-                first = max(off, start)
-                ts = stamps.get((tp, first))
-                seconds = 0.0 if first >= end else (
-                    None if ts is None else max(now - ts, 0) / 1000)
-                phantom = max(start - off, 0)
-                out.append(LagSample(tp.topic, tp.partition, off, start, end, seconds, phantom,
-                                     "retention" if phantom else None, None))
-            samples[gid] = out
+        samples = lag_samples(admin, self._fetcher, committed_of)
         return listing, samples
 
-    def _timestamps(self, wanted: dict[TopicPartition, int]) -> dict[tuple[TopicPartition, int],
-                                                                        int]:
-        """The timestamp of the record at each (partition, offset), by fetching it."""
+
+def lag_samples(admin: Any, fetcher: TimestampFetcher,
+                committed_of: dict[str, dict[TopicPartition, int]]) -> dict[str, list[LagSample]]:
+    """Each group's lag per committed partition, from ListOffsets and the timestamps of
+    the first unconsumed records."""
+    tps = sorted({tp for c in committed_of.values() for tp in c})
+    existing = admin.list_topics()
+    tps = [tp for tp in tps if tp.partition < existing.get(tp.topic, 0)]
+    starts = {tp: o for tp, (o, _) in admin.list_offsets(
+        dict.fromkeys(tps, "earliest")).items()} if tps else {}
+    ends = {tp: o for tp, (o, _) in admin.list_offsets(
+        dict.fromkeys(tps, "latest")).items()} if tps else {}
+    wanted = {tp: max(off, starts[tp]) for c in committed_of.values()
+              for tp, off in c.items() if tp in ends and max(off, starts[tp]) < ends[tp]}
+    stamps = fetcher.timestamps(wanted)
+    now = now_ms()
+    samples: dict[str, list[LagSample]] = {}
+    for gid, committed in committed_of.items():
+        out = []
+        for tp, off in sorted(committed.items()):
+            if tp not in ends:
+                continue
+            start, end = starts[tp], ends[tp]
+            first = max(off, start)
+            ts = stamps.get((tp, first))
+            seconds = 0.0 if first >= end else (None if ts is None else max(now - ts, 0) / 1000)
+            phantom = max(start - off, 0)
+            out.append(LagSample(tp.topic, tp.partition, off, start, end, seconds, phantom,
+                                 "retention" if phantom else None, None))
+        samples[gid] = out
+    return samples
+
+
+class TimestampFetcher:
+    """Reads the timestamp of the record at given offsets (a consumer without a group)."""
+
+    def __init__(self, bootstrap: str, timeout_ms: int) -> None:
+        self.bootstrap = bootstrap
+        self.timeout_ms = timeout_ms
+        self._consumer: Any = None
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+
+    def timestamps(self, wanted: dict[TopicPartition, int]
+                   ) -> dict[tuple[TopicPartition, int], int]:
         if not wanted:
             return {}
         from samsa.client import Consumer
