@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.brokerproc import BrokerProcess
+from tests.cluster.conftest import pg_dsn  # noqa: F401 - the cluster tests' database fixture
 from tests.conftest import FAST_GROUPS
 
 CHROMIUM = Path("/usr/bin/chromium")

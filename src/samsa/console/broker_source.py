@@ -116,7 +116,8 @@ class BrokerSource(Source):
                     "groups": counts.get(index, 0),
                     "loaded_at_ms": done,
                     "load_ms": None if info is None or done is None else done - info.started_ms,
-                    "previous_node": None if info is None else info.previous_node,
+                    "previous_node": None if info is None or info.previous_node == info.node_id
+                    else info.previous_node,
                     "lease_epoch": None if info is None else info.lease_epoch})
         takeovers = [runtime.loaded_at[i] for i, info in runtime.loads.items()
                      if info.previous_node is not None and info.previous_node != info.node_id

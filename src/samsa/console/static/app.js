@@ -53,7 +53,8 @@ function diff(current, target) {
   const add = target.filter(tp => !cur.has(key(tp)));
   const drop = (current || []).filter(tp => !tgt.has(key(tp)));
   if (!keep.length && !add.length && !drop.length) return '<span class="muted">none</span>';
-  return tps(keep) + (add.length ? tps(add, "add") : "") + (drop.length ? tps(drop, "revoke") : "");
+  return (keep.length ? tps(keep) : "") + (add.length ? tps(add, "add") : "") +
+    (drop.length ? tps(drop, "revoke") : "");
 }
 function countdown(value, dir) {
   // a clock that keeps running between updates (dir "down": a deadline, "up": an age)
@@ -221,6 +222,8 @@ function groupView(gid) {
       <td>${esc(e.message || "")}</td></tr>`).join("") || `<tr><td colspan="6" class="muted">No actions yet.</td></tr>`;
   };
   $("#r-preview").onclick = async () => {
+    $("#r-result").innerHTML = '<span class="muted">Planning…</span>';
+    $("#r-execute").disabled = true;
     try {
       preview = request();
       const data = await postJSON(`/groups/${encodeURIComponent(gid)}/offsets/preview`, preview);
