@@ -16,6 +16,7 @@ big-endian. A reader ignores bytes after the fields it knows (later versions app
 from __future__ import annotations
 
 import struct
+import sys
 
 from samsa.coordinator.history.model import Cause, HistoryEvent, HistoryKey, Outcome, Phase
 
@@ -102,7 +103,8 @@ class _R:
         return n
 
     def strings(self) -> tuple[str, ...]:
-        return tuple(self.string() for _ in range(self.count()))
+        """Member ids: interned, as the same ids recur in every event of a group."""
+        return tuple(sys.intern(self.string()) for _ in range(self.count()))
 
 
 def encode_key(key: HistoryKey) -> bytes:
@@ -155,10 +157,11 @@ def decode_value(data: bytes) -> HistoryEvent:
         raise HistoryDecodeError(f"bad history value version {version}")
     seq, group_type, cause, at_ms = r.int64(), r.string(), Cause.of(r.string()), r.int64()
     member_id, reason, members = r.nullable(), r.nullable(), r.strings()
+    member_id = None if member_id is None else sys.intern(member_id)
     before, after = r.int32(), r.int32()
-    phases = tuple(Phase(r.string(), r.int64(), r.strings(), r.string())
+    phases = tuple(Phase(sys.intern(r.string()), r.int64(), r.strings(), r.string())
                    for _ in range(r.count()))
     outcome, count = Outcome.of(r.string()), r.int32()
-    detail = tuple((r.string(), r.string()) for _ in range(r.count()))
-    return HistoryEvent(seq, group_type, cause, at_ms, member_id, reason, members, before,
-                        after, phases, outcome, count, detail)
+    detail = tuple((sys.intern(r.string()), r.string()) for _ in range(r.count()))
+    return HistoryEvent(seq, sys.intern(group_type), cause, at_ms, member_id, reason, members,
+                        before, after, phases, outcome, count, detail)

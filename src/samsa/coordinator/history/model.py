@@ -81,7 +81,7 @@ EMPTY, SUPERSEDED, INTERRUPTED, ENDED, LOADED = (
     "Empty", "Superseded", "Interrupted", "Ended", "Loaded")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Phase:
     """A phase reached at ``at_ms``; ``held_by`` the members it waited for last (the last
     to join, the leader's sync, the last to reconcile), the latest first."""
@@ -100,7 +100,7 @@ class HistoryKey:
     slot: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HistoryEvent:
     """One event of a group's history (the value of a history record)."""
 
