@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 
-from samsa.client import Admin
 from samsa import TopicPartition
+from samsa.client import Admin
 from tests.brokerproc import BrokerProcess
 from tests.conformance.groupkit import create_topic, produce
 

@@ -23,7 +23,7 @@ from tests.cluster.nodes import ClusterNodeProcess, all_owned, wait_until
 from tests.conformance.consumer_protocol_kit import BROKER_CONFIG, CpMember
 from tests.conformance.groupkit import create_topic, produce
 
-from .conftest import CONSOLE, api, console_broker, http_url, wait_for
+from .conftest import CONSOLE, api, http_url, wait_for
 
 pytestmark = [pytest.mark.conformance, pytest.mark.slow]
 

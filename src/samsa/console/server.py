@@ -16,7 +16,8 @@ One :class:`HttpServer` per process, on the event loop it is started from (the b
 ``GET /api/v1/audit``                      the audit log (``?group=`` filters)
 ``GET /api/v1/health``                     coordinator shards, leases (samsa brokers)
 ``GET /api/v1/stream``                     server-sent events: ``groups`` every interval,
-                                           ``group`` too with ``?group=``
+                                           ``group`` too with ``?group=``; ``failure``
+                                           when the data could not be read
 =========================================  =============================================
 """
 
@@ -224,14 +225,19 @@ class HttpServer:
         await resp.prepare(request)
         try:
             while not self._closing.is_set():
-                await self._send(resp, "groups", {"at_ms": now_ms(),
-                                                  "groups": await self.source.groups()})
-                if gid is not None:
-                    await self._send(resp, "group", {
+                try:
+                    groups = await self.source.groups()
+                    group = None if gid is None else {
                         "at_ms": now_ms(), "group_id": gid,
-                        "group": await self.source.group(gid),
-                        "lag": self.source.lag(gid),
-                        "history": await self.source.history(gid)})
+                        "group": await self.source.group(gid), "lag": self.source.lag(gid),
+                        "history": await self.source.history(gid)}
+                except Exception as exc:  # the cluster is unreachable: say so, keep trying
+                    log.warning("console stream: %s", exc)
+                    await self._send(resp, "failure", {"at_ms": now_ms(), "error": str(exc)})
+                else:
+                    await self._send(resp, "groups", {"at_ms": now_ms(), "groups": groups})
+                    if group is not None:
+                        await self._send(resp, "group", group)
                 await self._pause(self.interval)
         except (ConnectionResetError, asyncio.CancelledError):
             pass

@@ -92,7 +92,15 @@ function subscribe(group) {
   app.es = es;
   es.onopen = () => $("#live").classList.add("on");
   es.onerror = () => $("#live").classList.remove("on");
-  es.addEventListener("groups", e => app.view && app.view.groups && app.view.groups(JSON.parse(e.data)));
+  es.addEventListener("groups", e => {
+    $("#live").classList.add("on");
+    $("#live").title = "live updates";
+    if (app.view && app.view.groups) app.view.groups(JSON.parse(e.data));
+  });
+  es.addEventListener("failure", e => {
+    $("#live").classList.remove("on");
+    $("#live").title = JSON.parse(e.data).error;
+  });
   es.addEventListener("group", e => app.view && app.view.group && app.view.group(JSON.parse(e.data)));
 }
 
