@@ -94,6 +94,8 @@ class HistoryRecorder:
         self._facts: dict[str, _Facts] = {}
         self._pending: dict[str, dict[int, HistoryEvent]] = {}
         self._arrivals: dict[str, deque[str]] = {}
+        #: consumer groups: members that had partitions to revoke in the current rebalance
+        self._revoking: dict[str, dict[str, None]] = {}
         self._join_pre = ""
         self._waited: tuple[str, ...] = ()
         self._admin_commit = False
@@ -393,9 +395,12 @@ class HistoryRecorder:
                         *event.phases, m.Phase(m.TARGET_COMPUTED, self.core.now_ms))))
         elif (isinstance(key, ConsumerGroupCurrentMemberAssignmentKey)
               and isinstance(value, ConsumerGroupCurrentMemberAssignmentValue)
-              and group is not None and value.state == MemberState.STABLE
-              and value.member_epoch == group.assignment_epoch):
-            self._arrivals.setdefault(gid, deque(maxlen=3)).append(key.member_id)
+              and group is not None):
+            if value.state == MemberState.UNREVOKED_PARTITIONS:
+                self._revoking.setdefault(gid, {})[key.member_id] = None
+            elif value.state == MemberState.STABLE \
+                    and value.member_epoch == group.assignment_epoch:
+                self._arrivals.setdefault(gid, deque(maxlen=3)).append(key.member_id)
 
     def _consumer_bump(self, gid: str, before: int, after: int, facts: _Facts) -> None:
         event = self._open(gid)
@@ -404,6 +409,7 @@ class HistoryRecorder:
         cause, member, reason, named = self._consumer_cause(facts)
         group = self.core.hard.consumer.groups.get(gid)
         self._arrivals[gid] = deque(maxlen=3)
+        self._revoking.pop(gid, None)
         self._new(gid, HistoryEvent(
             0, CONSUMER, cause, self.core.now_ms, member, reason, named, before, after,
             (m.Phase(m.ASSIGNING, self.core.now_ms),),
@@ -465,10 +471,13 @@ class HistoryRecorder:
                         x.is_reconciled_to(consumer.assignment_epoch)
                         for x in consumer.members.values()):
                     held = tuple(reversed(self._arrivals.get(gid, ())))
+                    revoked = list(self._revoking.pop(gid, {}))[:MAX_NAMED]
+                    note = "the last members to reconcile" + (
+                        f"; waited for {', '.join(revoked)} to revoke partitions"
+                        if revoked else "")
                     self._put(gid, replace(event, member_count=len(
                         consumer.members), outcome=Outcome.STABLE, phases=(
-                        *event.phases, m.Phase(m.RECONCILED, core.now_ms, held,
-                                               "the last members to reconcile"))))
+                        *event.phases, m.Phase(m.RECONCILED, core.now_ms, held, note))))
         gone = classic is None and consumer is None and gid not in core.hard.offsets
         if gone and (facts.classic_tombstone or facts.consumer_tombstone):
             self._pending.pop(gid, None)
