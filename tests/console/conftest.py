@@ -29,12 +29,13 @@ CONSOLE = {**FAST_GROUPS, "console.lag.sample.interval.ms": "300",
 _HTTP = re.compile(r"samsa console on http://[\d.]+:(\d+)/console/")
 
 
-def http_url(proc: BrokerProcess, timeout: float = 15.0) -> str:
-    """The base URL of a broker's HTTP port (from its log)."""
+def http_url(proc: BrokerProcess, timeout: float = 15.0, starts: int = 1) -> str:
+    """The base URL of a broker's HTTP port (from its log; after a restart, ``starts``
+    names how many times it has started)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = _HTTP.findall(proc.log_path.read_text(errors="replace"))
-        if found:
+        if len(found) >= starts:
             return f"http://127.0.0.1:{found[-1]}"
         time.sleep(0.1)
     raise TimeoutError(f"no console URL in {proc.log_path}")

@@ -218,3 +218,26 @@ def _tp(topic: str) -> Any:
     from confluent_kafka import TopicPartition as CkTp
 
     return CkTp(topic, 0)
+
+
+def test_the_history_survives_a_broker_restart(tmp_path: Path) -> None:
+    proc = console_broker(tmp_path / "data")
+    try:
+        create_topic(proc.bootstrap, "h", 1)
+        c = member(proc.bootstrap, "hg", "h")
+        wait_for(lambda: (r := group_row(http_url(proc), "hg")) and r["state"] == "Stable",
+                 what="a Stable group")
+        c.close()
+        before = wait_for(lambda: len(e := api(http_url(proc), "/groups/hg/history")[1][
+            "events"]) == 2 and e, what="two events")
+        assert proc.stop() == 0
+        proc.start()
+        base = http_url(proc, starts=2)
+        events = api(base, "/groups/hg/history")[1]["events"]
+        assert events[:2] == before
+        loaded = events[2]
+        assert loaded["cause"] == "coordinator-loaded" and not loaded["bump"]
+        assert loaded["reason"] == "shard loaded from its log"
+        assert int(loaded["detail"]["load_ms"]) >= 0
+    finally:
+        proc.stop()
