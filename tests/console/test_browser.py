@@ -94,21 +94,27 @@ def test_a_killed_member_shows_its_session_expiry_and_the_time_to_stable(
                     for _ in range(3)]) as procs:
         wait_for(lambda: group_state(base, "billing") == "Stable"
                  and len(members_of(base, "billing")) == 3, 40, "three Stable members")
+        with Admin(proc.bootstrap) as admin:  # two groups behind, for the list
+            for gid, offset in (("reports", 12), ("archive", 3)):
+                admin.alter_consumer_group_offsets(
+                    gid, {TopicPartition("orders", p): offset for p in range(3)})
         page.goto(f"{base}/console/#/groups")
         page.wait_for_selector("tr[data-group=billing] .badge.Stable")
+        page.wait_for_selector("tr[data-group=archive] .badge.OK")
+        page.set_viewport_size({"width": 1400, "height": 330})
         page.screenshot(path=str(screenshots / "groups.png"))
+        page.set_viewport_size({"width": 1400, "height": 1100})
         page.goto(f"{base}/console/#/group/billing")
         page.wait_for_selector("[data-testid=event][data-cause=member-joined]")
         before = set(members_of(base, "billing"))
         procs[0].send_signal(signal.SIGKILL)
-        event = page.wait_for_selector("[data-testid=event][data-cause=session-expired]",
-                                       timeout=30_000)
         page.wait_for_selector(
             "[data-testid=event][data-cause=session-expired] [data-testid=time-to-stable]",
             timeout=30_000)
         after = set(members_of(base, "billing"))
         [gone] = before - after
-        text = event.inner_text()
+        # (the page re-renders on each update: query the element again, keep no handle)
+        text = page.locator("[data-testid=event][data-cause=session-expired]").first.inner_text()
         assert gone in text and "Session expired" in text and "stable after" in text
         assert page.locator("#g-members tr").count() == 2
         page.screenshot(path=str(screenshots / "classic-session-expired.png"), full_page=True)
@@ -225,8 +231,9 @@ def test_the_history_continues_on_the_new_coordinator_after_a_failover(
             second = wait_for(lambda: (c := coordinator()) in live and c, 30,
                               "another node to coordinate the group")
             page.goto(f"{urls[second]}/console/#/group/audit")
-            loaded = page.wait_for_selector(
-                "[data-testid=event][data-cause=coordinator-loaded]", timeout=30_000)
+            page.wait_for_selector("[data-testid=event][data-cause=coordinator-loaded]",
+                                   timeout=30_000)
+            loaded = page.locator("[data-testid=event][data-cause=coordinator-loaded]").first
             assert f"taken over from node {first}" in loaded.inner_text()
             assert page.locator("[data-testid=event][data-cause=member-joined]").count() >= 1
             page.wait_for_selector("#g-members tr[data-member]", timeout=30_000)
