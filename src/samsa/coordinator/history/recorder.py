@@ -53,6 +53,7 @@ from samsa.coordinator.state import GroupState
 from samsa.coordinator.timers import TimerKey, TimerKind
 
 if TYPE_CHECKING:
+    from samsa.coordinator.consumer.group import ConsumerGroup
     from samsa.coordinator.core import ShardCore
     from samsa.coordinator.group import Group
 
@@ -96,6 +97,9 @@ class HistoryRecorder:
         self._arrivals: dict[str, deque[str]] = {}
         #: consumer groups: members that had partitions to revoke in the current rebalance
         self._revoking: dict[str, dict[str, None]] = {}
+        #: consumer groups: (event seq, assignment epoch, member ids, how many of them are
+        #: known reconciled): a rebalance's members are scanned once, not once per call
+        self._scans: dict[str, tuple[int, int, list[str], int]] = {}
         self._join_pre = ""
         self._waited: tuple[str, ...] = ()
         self._admin_commit = False
@@ -467,9 +471,8 @@ class HistoryRecorder:
                     self._close(gid, event, Outcome.ENDED, m.ENDED)
                 elif not consumer.members:
                     self._close(gid, event, Outcome.EMPTY, m.EMPTY)
-                elif consumer.assignment_epoch >= event.epoch_after and all(
-                        x.is_reconciled_to(consumer.assignment_epoch)
-                        for x in consumer.members.values()):
+                elif consumer.assignment_epoch >= event.epoch_after and self._reconciled(
+                        gid, event.seq, consumer):
                     held = tuple(reversed(self._arrivals.get(gid, ())))
                     revoked = list(self._revoking.pop(gid, {}))[:MAX_NAMED]
                     note = "the last members to reconcile" + (
@@ -481,8 +484,33 @@ class HistoryRecorder:
         gone = classic is None and consumer is None and gid not in core.hard.offsets
         if gone and (facts.classic_tombstone or facts.consumer_tombstone):
             self._pending.pop(gid, None)
+            for soft in (self._arrivals, self._revoking, self._scans):
+                soft.pop(gid, None)
             for slot in list(core.hard.history.groups.get(gid, {})):
                 core.write(HistoryKey(gid, slot), None)
+
+    def _reconciled(self, gid: str, seq: int, consumer: ConsumerGroup) -> bool:
+        """Whether every member is at the target. A member reconciled to an assignment
+        epoch stays so until the next epoch (a new event), so the scan resumes where it
+        stopped; members that join bump the epoch, which starts a new scan."""
+        epoch, members = consumer.assignment_epoch, consumer.members
+        scan = self._scans.get(gid)
+        if scan is None or scan[0] != seq or scan[1] != epoch:
+            scan = (seq, epoch, list(members), 0)
+        order, done = scan[2], scan[3]
+        while done < len(order):
+            member = members.get(order[done])
+            if member is not None and not member.is_reconciled_to(epoch):
+                break
+            done += 1
+        if done < len(order):
+            self._scans[gid] = (seq, epoch, order, done)
+            return False
+        self._scans.pop(gid, None)
+        if len(members) <= len(order):
+            return True
+        known = set(order)
+        return all(x.is_reconciled_to(epoch) for mid, x in members.items() if mid not in known)
 
     def _static_replaced(self, gid: str, facts: _Facts, classic: Group | None) -> None:
         """A static member rejoined under a new id without a rebalance."""
