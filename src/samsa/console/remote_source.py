@@ -109,19 +109,21 @@ class RemoteSource(Source):
         listing, committed_of = [], {}
         for g in admin.list_group_listings():
             self._coordinators[g.group_id] = g.coordinator
+            row = {"group_id": g.group_id, "group_type": g.group_type, "state": g.state,
+                   "protocol_type": g.protocol_type, "protocol": "", "members": None,
+                   "epoch": None, "coordinator": {"node_id": g.coordinator, "partition": None},
+                   "last_rebalance": None}
             try:
                 committed = admin.list_consumer_group_offsets(g.group_id)
-                desc = admin.describe_groups([g.group_id])[g.group_id]
+                if g.group_type in ("classic", "consumer"):  # share, streams: as listed
+                    desc = admin.describe_groups([g.group_id])[g.group_id]
+                    row.update(state=desc.state or g.state, protocol=desc.protocol,
+                               members=len(desc.members), epoch=desc.group_epoch
+                               if desc.group_type == "consumer" else None)
             except Exception:  # gone meanwhile, or not a group this client can read
                 continue
             committed_of[g.group_id] = committed
-            listing.append({
-                "group_id": g.group_id, "group_type": g.group_type,
-                "state": desc.state or g.state, "protocol_type": g.protocol_type,
-                "protocol": desc.protocol, "members": len(desc.members),
-                "epoch": desc.group_epoch if desc.group_type == "consumer" else None,
-                "coordinator": {"node_id": g.coordinator, "partition": None},
-                "last_rebalance": None})
+            listing.append(row)
         samples = lag_samples(admin, self._fetcher, committed_of)
         return listing, samples
 

@@ -137,7 +137,7 @@ function groupsView() {
       return `<tr class="clickable" data-group="${esc(g.group_id)}">
         <td><a href="#/group/${encodeURIComponent(g.group_id)}">${esc(g.group_id)}</a></td>
         <td>${esc(g.group_type)}</td><td>${badge(g.state)}</td>
-        <td class="num">${g.members}</td><td class="num">${g.epoch ?? "–"}</td>
+        <td class="num">${g.members ?? "–"}</td><td class="num">${g.epoch ?? "–"}</td>
         <td>${c.node_id ?? "–"}${c.partition != null ? ` <span class="muted">(shard ${c.partition})</span>` : ""}</td>
         <td class="num">${g.lag.records}</td><td class="num">${secs(g.lag.seconds)}</td>
         <td>${g.lag.verdict ? badge(g.lag.verdict) : ""}</td>
