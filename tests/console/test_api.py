@@ -224,9 +224,12 @@ def test_the_history_survives_a_broker_restart(tmp_path: Path) -> None:
     proc = console_broker(tmp_path / "data")
     try:
         create_topic(proc.bootstrap, "h", 1)
-        c = member(proc.bootstrap, "hg", "h")
-        wait_for(lambda: (r := group_row(http_url(proc), "hg")) and r["state"] == "Stable",
-                 what="a Stable group")
+        from samsa.client import Consumer as SamsaConsumer  # it sends KIP-800 join reasons
+
+        c = SamsaConsumer("h", bootstrap_servers=proc.bootstrap, group_id="hg",
+                          session_timeout_ms=6000)
+        wait_for(lambda: c.poll(100) is not None and (r := group_row(http_url(proc), "hg"))
+                 and r["state"] == "Stable", what="a Stable group")
         c.close()
         before = wait_for(lambda: len(e := api(http_url(proc), "/groups/hg/history")[1][
             "events"]) == 2 and e, what="two events")
@@ -235,6 +238,7 @@ def test_the_history_survives_a_broker_restart(tmp_path: Path) -> None:
         base = http_url(proc, starts=2)
         events = api(base, "/groups/hg/history")[1]["events"]
         assert events[:2] == before
+        assert events[0]["reason"] == "member id required"  # the client's JoinGroup reason
         loaded = events[2]
         assert loaded["cause"] == "coordinator-loaded" and not loaded["bump"]
         assert loaded["reason"] == "shard loaded from its log"
