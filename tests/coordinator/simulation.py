@@ -151,6 +151,9 @@ class SimMember:
 
 
 class Simulation:
+    #: group.history.max.events of the simulated coordinator (0: no history)
+    HISTORY_MAX_EVENTS = 0
+
     def __init__(self, seed: int, steps: int = 300) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
@@ -163,6 +166,7 @@ class Simulation:
             offsets_retention_minutes=rng.choice([1, 10080]),
             offsets_retention_check_interval_ms=rng.choice([5000, 600_000]),
             max_size=rng.choice([2**31 - 1, 2**31 - 1, 3]),
+            history_max_events=self.HISTORY_MAX_EVENTS,
         )
         self.timer = FakeTimer()
         self.timer.on_fire = self._on_fire
@@ -646,6 +650,9 @@ class ConsumerSimulation:
     legal. At the end, after a quiet period with every member heartbeating, the group is
     Stable and each subscribed partition assigned once."""
 
+    #: group.history.max.events of the simulated coordinator (0: no history)
+    HISTORY_MAX_EVENTS = 0
+
     def __init__(self, seed: int, steps: int = 250) -> None:
         self.seed = seed
         self.rng = rng = random.Random(seed)
@@ -659,6 +666,7 @@ class ConsumerSimulation:
             consumer_max_size=rng.choice([2**31 - 1, 2**31 - 1, 4]),
             offsets_retention_minutes=rng.choice([1, 10080]),
             offsets_retention_check_interval_ms=rng.choice([5000, 600_000]),
+            history_max_events=self.HISTORY_MAX_EVENTS,
         )
         self.timer = FakeTimer()
         self.timer.on_fire = self._on_fire

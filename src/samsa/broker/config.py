@@ -154,6 +154,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("queued.max.request.bytes", int, -1,
             "Most request bytes in flight on one connection before it stops reading "
             "(-1: 128 requests)."),
+    Setting("group.history.max.events", int, 100,
+            "samsa: rebalance history events kept per group (0: no history)."),
+    Setting("console.actions.enable", bool, False,
+            "samsa: the web console may execute changing actions (offset resets)."),
+    Setting("console.principal", str, "User:ANONYMOUS",
+            "samsa: the principal the web console acts as (audit log; its ACLs apply)."),
+    Setting("console.lag.sample.interval.ms", int, 5000,
+            "samsa: how often the console samples lag and pushes live pages."),
 )
 
 _BY_NAME = {s.name: s for s in SETTINGS}

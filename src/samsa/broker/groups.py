@@ -47,6 +47,7 @@ from samsa.coordinator import (
 )
 from samsa.coordinator.consumer.topics import TopicInfo, TopicsSnapshot
 from samsa.coordinator.events import ConsumerGroupDescribe, ConsumerGroupHeartbeat
+from samsa.coordinator.history import LoadInfo
 from samsa.coordinator.records import deserialize, serialize
 from samsa.coordinator.responses import Response
 from samsa.protocol.records import ProducerRecordData, decode_batches, encode_batch
@@ -136,6 +137,9 @@ class GroupRuntime:
         self.topic: Topic | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._topics_seen: tuple[tuple[object, int], ...] | None = None
+        #: shard -> its last load and when it finished (the console's coordinator health)
+        self.loads: dict[int, LoadInfo] = {}
+        self.loaded_at: dict[int, int] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
@@ -177,12 +181,15 @@ class GroupRuntime:
 
     def _load(self, part: Partition) -> None:
         coord = self._coord()
+        started = now_ms()
         shard = coord.begin_load(part.index)
         for key, value in _records_of(part):
             record = deserialize(key, value)
             if record is not None:
                 shard.replay(*record)
-        self._apply(coord.finish_load(part.index, now_ms()))
+        info = LoadInfo(started, self.broker.config.node_id)
+        self._apply(coord.finish_load(part.index, now_ms(), info))
+        self.loads[part.index], self.loaded_at[part.index] = info, now_ms()
 
     # -- requests and timers --------------------------------------------------------------
     def _coord(self) -> Coordinator:
@@ -277,11 +284,14 @@ class GroupRuntime:
             for t in topics))
 
     # -- shards moving between cluster nodes ---------------------------------------------
-    async def take_shard(self, index: int, plog: PgPartitionLog) -> None:
-        """Load shard ``index`` by replaying its records (this node now holds its lease);
-        its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
+    async def take_shard(self, index: int, plog: PgPartitionLog,
+                         previous_node: int | None = None) -> None:
+        """Load shard ``index`` by replaying its records (this node now holds its lease,
+        taken from ``previous_node`` if another node held it); its groups answer
+        COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
         coord = self._coord()
         epoch = plog.epoch
+        started = now_ms()
         loading = time.perf_counter()
         shard = coord.begin_load(index)
         try:
@@ -296,7 +306,9 @@ class GroupRuntime:
             record = deserialize(key, value)
             if record is not None:
                 shard.replay(*record)
-        self._apply(coord.finish_load(index, now_ms()))
+        info = LoadInfo(started, self.broker.config.node_id, previous_node, epoch)
+        self._apply(coord.finish_load(index, now_ms(), info))
+        self.loads[index], self.loaded_at[index] = info, now_ms()
         self.broker.metrics.shard_loaded(index, time.perf_counter() - loading)
         log.info("loaded coordinator shard %d (%d records) in %.0f ms", index, len(records),
                  (time.perf_counter() - loading) * 1000)

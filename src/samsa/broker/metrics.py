@@ -7,21 +7,19 @@ state when Prometheus scrapes. Rebalances are counted by
 :meth:`BrokerMetrics.observe_group`, which the group runtime calls after each group request
 or timer: it compares the group's state with the last one seen.
 
-The HTTP endpoint runs on the broker's event loop (so a scrape never races the loop's
-mutations of broker state) and answers ``GET /metrics``.
+The HTTP server (:mod:`samsa.console.server`, beside the web console) runs on the broker's
+event loop, so a scrape never races the loop's mutations of broker state.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from bisect import bisect_left
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -37,7 +35,7 @@ if TYPE_CHECKING:
     from samsa.broker.server import Broker
     from samsa.coordinator import Coordinator
 
-__all__ = ["API_NAMES", "BrokerMetrics", "MetricsServer"]
+__all__ = ["API_NAMES", "BrokerMetrics"]
 
 log = logging.getLogger("samsa.metrics")
 
@@ -280,65 +278,3 @@ class BrokerMetrics:
         registry = CollectorRegistry(auto_describe=False)
         registry.register(self)
         return registry
-
-
-class MetricsServer:
-    """``GET /metrics`` over HTTP/1.0 on the broker's event loop."""
-
-    def __init__(self, broker: Broker, host: str, port: int) -> None:
-        self.broker = broker
-        self.host = host
-        self.requested_port = port
-        self.registry = broker.metrics.registry()
-        broker.metrics.broker = broker
-        self._server: asyncio.Server | None = None
-
-    @property
-    def port(self) -> int:
-        assert self._server is not None
-        return int(self._server.sockets[0].getsockname()[1])
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.host, self.requested_port)
-        log.info("samsa metrics on http://%s:%d/metrics", self.host, self.port)
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-
-    async def run(self, stop: asyncio.Event) -> None:
-        """Start once the broker has started, serve until ``stop`` is set."""
-        await self.broker.started.wait()
-        try:
-            await self.start()
-        except OSError:
-            stop.set()  # the operator asked for metrics: do not run without them
-            raise
-        try:
-            await stop.wait()
-        finally:
-            await self.stop()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-            parts = head.split(b"\r\n", 1)[0].split()
-            path = parts[1].split(b"?", 1)[0] if len(parts) >= 2 else b""
-            if parts[:1] != [b"GET"] or path not in (b"/", b"/metrics"):
-                body, status, ctype = b"not found\n", "404 Not Found", "text/plain"
-            else:
-                body, status, ctype = generate_latest(self.registry), "200 OK", \
-                    CONTENT_TYPE_LATEST
-            writer.write(f"HTTP/1.0 {status}\r\nContent-Type: {ctype}\r\n"
-                         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
-                         + body)
-            await writer.drain()
-        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
-                TimeoutError):
-            pass
-        finally:
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
-

@@ -1,6 +1,7 @@
 """``samsa groups``: list, describe, delete, delete-offsets and watch consumer groups.
 
-``reset-offsets`` lives in :mod:`samsa.cli.offsets` and ``plan`` in :mod:`samsa.cli.plan`.
+``reset-offsets`` lives in :mod:`samsa.cli.offsets`, ``plan`` in :mod:`samsa.cli.plan`,
+``history`` in :mod:`samsa.cli.history` and ``lag`` in :mod:`samsa.cli.lag`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from samsa.cli import offsets, plan
+from samsa.cli import history, lag, offsets, plan
 from samsa.cli.connect import add_client_options, open_admin
 from samsa.cli.errors import CliError
 from samsa.cli.output import Output, console
@@ -81,6 +82,8 @@ def add_parser(sub: Any) -> None:
 
     offsets.add_parser(cmds)
     plan.add_parser(cmds)
+    history.add_parser(cmds)
+    lag.add_parser(cmds)
 
 
 def canonical_state(text: str) -> str:

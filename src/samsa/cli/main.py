@@ -11,6 +11,7 @@ from samsa.cli import (
     acls,
     cluster,
     configs,
+    console,
     consume,
     features,
     groups,
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_parser(sub)
     acls.add_parser(sub)
     users.add_parser(sub)
+    console.add_parser(sub)
     return parser
 
 

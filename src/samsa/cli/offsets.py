@@ -3,6 +3,7 @@
 As ``kafka-consumer-groups.sh --reset-offsets``: the default is a dry run that prints the
 plan; ``--execute`` commits it. A group with active members is refused (their commits
 would overwrite the reset). Offsets are clamped to each partition's [earliest, latest].
+The planning is :mod:`samsa.client.offset_reset`'s, shared with the console.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from samsa.cli.connect import add_client_options, open_admin
 from samsa.cli.errors import CliError
 from samsa.cli.output import Output
 from samsa.cli.partitions import resolve_partitions
+from samsa.client.offset_reset import ResetError, ResetSpec, plan_reset, refusal
 
 _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$",
                        re.IGNORECASE)
@@ -84,34 +86,29 @@ def target_time(args: argparse.Namespace) -> int | None:
     return None
 
 
+def spec_of(args: argparse.Namespace) -> ResetSpec:
+    """The reset the options ask for."""
+    when = target_time(args)  # parse before any lookups
+    if args.to_earliest:
+        return ResetSpec("earliest")
+    if args.to_latest:
+        return ResetSpec("latest")
+    if args.to_current:
+        return ResetSpec("current")
+    if args.to_offset is not None:
+        return ResetSpec("offset", args.to_offset)
+    if args.shift_by is not None:
+        return ResetSpec("shift", args.shift_by)
+    return ResetSpec("timestamp", when)
+
+
 def new_offsets(args: argparse.Namespace, admin: Any, tps: list[TopicPartition],
                 committed: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
     """The offset each partition is reset to (clamped to the log's range)."""
-    when = target_time(args)  # parse before any lookups
-    earliest = {tp: o for tp, (o, _) in admin.list_offsets(dict.fromkeys(tps, "earliest")).items()}
-    latest = {tp: o for tp, (o, _) in admin.list_offsets(dict.fromkeys(tps, "latest")).items()}
-
-    def clamp(tp: TopicPartition, offset: int) -> int:
-        return int(max(earliest[tp], min(latest[tp], offset)))
-
-    if args.to_earliest:
-        return dict(earliest)
-    if args.to_latest:
-        return dict(latest)
-    if args.to_current:
-        return {tp: committed.get(tp, latest[tp]) for tp in tps}
-    if args.to_offset is not None:
-        return {tp: clamp(tp, args.to_offset) for tp in tps}
-    if args.shift_by is not None:
-        missing = [tp for tp in tps if tp not in committed]
-        if missing:
-            tp = missing[0]
-            raise CliError(f"cannot shift {tp.topic}:{tp.partition}: "
-                           "the group has no committed offset there")
-        return {tp: clamp(tp, committed[tp] + args.shift_by) for tp in tps}
-    assert when is not None
-    found = admin.list_offsets(dict.fromkeys(tps, when))
-    return {tp: (found[tp][0] if found[tp][0] >= 0 else latest[tp]) for tp in tps}
+    try:
+        return plan_reset(admin, spec_of(args), tps, committed)
+    except ResetError as exc:
+        raise CliError(str(exc)) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -119,10 +116,9 @@ def run(args: argparse.Namespace) -> int:
     target_time(args)  # bad times fail before connecting
     with open_admin(args) as admin:
         desc = admin.describe_groups([args.group])[args.group]
-        if desc.members or desc.state not in ("Empty", "Dead"):
-            raise CliError(
-                f"cannot reset offsets of group {args.group}: it has {len(desc.members)} "
-                f"active member(s) (state {desc.state}); stop its consumers first")
+        refused = refusal(args.group, desc.state, len(desc.members))
+        if refused:
+            raise CliError(refused)
         committed = admin.list_consumer_group_offsets(args.group)
         if args.all_topics:
             tps = sorted(committed)

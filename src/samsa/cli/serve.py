@@ -33,7 +33,8 @@ def add_parser(sub: Any) -> None:
                         "same database; default: local segment files in --data-dir)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.add_argument("--metrics-port", type=int, metavar="PORT",
-                   help="serve Prometheus metrics at http://LISTEN-HOST:PORT/metrics "
+                   help="the HTTP port: Prometheus metrics at http://LISTEN-HOST:PORT/metrics, "
+                        "the web console at /console/ and its JSON API at /api/v1 "
                         "(0 picks a free port)")
     p.set_defaults(run=run)
 
@@ -91,19 +92,35 @@ def run(args: argparse.Namespace) -> int:
 
 async def _serve(config: BrokerConfig, metrics_port: int | None = None,
                  storage: str | None = None) -> None:
-    from samsa.broker.metrics import MetricsServer
     from samsa.broker.server import Broker
-    from samsa.cluster.metrics import ClusterCollector
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     broker = Broker(config, storage)
+    http = None
     if metrics_port is not None:
-        server = MetricsServer(broker, config.host, metrics_port)
-        server.registry.register(ClusterCollector(broker))
-        metrics = asyncio.create_task(server.run(stop))
+        http = asyncio.create_task(http_server(broker, metrics_port).run(stop, broker.started))
     await broker.serve_forever(stop)
-    if metrics_port is not None:
-        await metrics
+    if http is not None:
+        await http
+
+
+def http_server(broker: Any, port: int) -> Any:
+    """The broker's HTTP port: metrics, the console and its API."""
+    from samsa.cluster.metrics import ClusterCollector
+    from samsa.console.broker_source import BrokerSource
+    from samsa.console.server import HttpServer
+    from samsa.console.source import ConsoleOptions
+
+    config = broker.config
+    registry = broker.metrics.registry()
+    broker.metrics.broker = broker
+    registry.register(ClusterCollector(broker))
+    options = ConsoleOptions(
+        actions_enabled=bool(config["console.actions.enable"]),
+        principal=str(config["console.principal"]),
+        sample_interval_ms=int(config["console.lag.sample.interval.ms"]),
+        audit_path=config.data_dir / "console-audit.log")
+    return HttpServer(config.host, port, BrokerSource(broker, options), registry)

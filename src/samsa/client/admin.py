@@ -29,7 +29,8 @@ from samsa.security.acl import (
     ResourceType,
 )
 
-__all__ = ["Admin", "ConfigEntry", "FeatureMetadata", "GroupDescription", "MemberDescription"]
+__all__ = ["Admin", "ConfigEntry", "FeatureMetadata", "GroupDescription", "GroupListing",
+           "MemberDescription"]
 
 _ids = itertools.count(1)
 _COORDINATOR_RETRY = frozenset({ErrorCode.coordinator_load_in_progress,
@@ -81,6 +82,19 @@ class GroupDescription:
     #: consumer groups only: the group epoch and the target assignment's epoch
     group_epoch: int = -1
     assignment_epoch: int = -1
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    """One group as ListGroups names it."""
+
+    group_id: str
+    state: str
+    group_type: str
+    """classic, consumer, share, streams (from ListGroups v5; older brokers: classic)."""
+    protocol_type: str
+    coordinator: int
+    """The node that listed it (its coordinator)."""
 
 
 @dataclass(frozen=True)
@@ -347,6 +361,26 @@ class Admin:
         if int(resp.error_code):
             raise error_for(int(resp.error_code), "ListGroups")
         return {g.group_id: getattr(g, "group_state", "") for g in resp.groups}
+
+    def list_group_listings(self) -> list[GroupListing]:
+        """Every group of the cluster with its state and type: ListGroups goes to every
+        broker, each listing the groups it coordinates (as Kafka's ``listGroups``)."""
+        self._metadata.refresh([], allow_auto_create=False)
+        nodes: list[object] = [*sorted(self._metadata.cluster.brokers)] or [
+            self._metadata.any_node()]
+        found: dict[str, GroupListing] = {}
+        for node in nodes:
+            resp = self._net.call(node, ApiKey.LIST_GROUPS,
+                                  {"states_filter": [], "types_filter": []},
+                                  timeout_ms=self.timeout_ms)
+            if int(resp.error_code):
+                raise error_for(int(resp.error_code), "ListGroups")
+            for g in resp.groups:
+                found[g.group_id] = GroupListing(
+                    g.group_id, getattr(g, "group_state", "") or "",
+                    getattr(g, "group_type", "") or "classic", g.protocol_type,
+                    node if isinstance(node, int) else -1)
+        return sorted(found.values(), key=lambda g: g.group_id)
 
     def _api_versions(self) -> Any:
         """One broker's ApiVersions answer (v4 where served; v3 lists fewer features)."""

@@ -313,7 +313,7 @@ class ClusterNode:
         log.info("leading %s-%d at epoch %d (offsets %d..%d)", part.topic, part.index,
                  epoch, start, end)
         if part.topic == OFFSETS_TOPIC:
-            await self.broker.groups.take_shard(part.index, plog)
+            await self.broker.groups.take_shard(part.index, plog, previous)
 
     async def _hand_off(self, pid: int, target: int | None) -> None:
         part = self.topics.by_pid.get(pid)

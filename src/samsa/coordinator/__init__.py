@@ -19,7 +19,8 @@ How the broker edge drives it (one asyncio task per shard keeps calls serialised
 * Timer expiries (``coord.fire``), loads and unloads return results handled the same way.
 * FindCoordinator: ``coord.partition_for(key)`` and ``coord.coordinator_error(key)``.
 * Read-only views (metrics, tests): ``coord.group_summaries()``, ``coord.describe(group)``,
-  ``coord.committed_offsets(group)`` (:mod:`.queries`).
+  ``coord.committed_offsets(group)`` (:mod:`.queries`); ``coord.history(group)``, the
+  group's rebalance history (:mod:`.history`, on when ``history_max_events`` > 0).
 
 Where things are: the group states, their transitions and how each state answers each
 request are tables in :mod:`.state`; one module per API (``join``, ``sync``, ``heartbeat``,

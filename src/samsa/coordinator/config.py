@@ -28,6 +28,7 @@ _NAMES = {
     "group.consumer.min.session.timeout.ms": "consumer_min_session_timeout_ms",
     "group.consumer.max.session.timeout.ms": "consumer_max_session_timeout_ms",
     "group.consumer.max.size": "consumer_max_size",
+    "group.history.max.events": "history_max_events",
 }
 
 #: list-valued settings (comma-separated, as Kafka's LIST type)
@@ -85,6 +86,9 @@ class CoordinatorConfig:
     consumer_max_size: int = INT32_MAX
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     consumer_migration_policy: str = "bidirectional"
+    #: samsa: the rebalance history events kept per group (0: no history). The broker's
+    #: default (``group.history.max.events``) is 100; a bare core writes only Kafka's records
+    history_max_events: int = 0
     #: per-group overrides, asked on every use so AlterConfigs applies at once (the broker
     #: injects its dynamic group configs; the coordinator imports nothing of the broker)
     group_configs: GroupConfigs = field(default=_no_group_configs, compare=False, repr=False)
@@ -132,6 +136,7 @@ class CoordinatorConfig:
         _require(hb < session, f"group.consumer.heartbeat.interval.ms ({hb}) must be less than "
                                f"group.consumer.session.timeout.ms ({session})")
         _require(self.consumer_max_size >= 1, "group.consumer.max.size must be at least 1")
+        _require(self.history_max_events >= 0, "group.history.max.events must be at least 0")
         _require(self.consumer_migration_policy in MIGRATION_POLICIES,
                  f"group.consumer.migration.policy: invalid value "
                  f"{self.consumer_migration_policy!r}, expected one of "

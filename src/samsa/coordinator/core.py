@@ -10,6 +10,11 @@ which appends the typed record to the call's result and immediately replays it i
 state. The edge appends ``Result.records`` to the log and only then delivers
 ``Result.replies``. If the append fails, the edge reloads the shard from its log and answers
 every request of the failed result with an error.
+
+Each call also feeds the shard's :class:`~.history.recorder.HistoryRecorder` (its trigger,
+every record written, every classic state change); before the result is built the recorder
+writes the history events the call produced, through :meth:`ShardCore.write` like any
+record.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from samsa.coordinator.consumer.group import ConsumerGroups
 from samsa.coordinator.consumer.records import CONSUMER_KEY_TYPES
 from samsa.coordinator.consumer.topics import EMPTY_TOPICS, TopicsSnapshot
 from samsa.coordinator.group import Group
+from samsa.coordinator.history.model import GroupHistories, HistoryEvent, HistoryKey
+from samsa.coordinator.history.recorder import HistoryRecorder
 from samsa.coordinator.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -53,12 +60,17 @@ class HardState:
     offsets: dict[str, dict[TopicPartition, OffsetCommitValue]] = field(default_factory=dict)
     #: the consumer (KIP-848) groups, live: they change only by replaying their records
     consumer: ConsumerGroups = field(default_factory=ConsumerGroups)
+    #: each group's recent rebalance history (samsa's own record type)
+    history: GroupHistories = field(default_factory=GroupHistories)
 
     def replay(self, key: RecordKey, value: RecordValue | None) -> None:
         """Apply one record (``value is None``: a tombstone)."""
         if isinstance(key, CONSUMER_KEY_TYPES):
-            assert not isinstance(value, OffsetCommitValue | GroupMetadataValue)
+            assert not isinstance(value, OffsetCommitValue | GroupMetadataValue | HistoryEvent)
             self.consumer.replay(key, value)
+        elif isinstance(key, HistoryKey):
+            assert value is None or isinstance(value, HistoryEvent)
+            self.history.replay(key, value)
         elif isinstance(key, OffsetCommitKey):
             tp = (key.topic, key.partition)
             if value is None:
@@ -104,15 +116,19 @@ class ShardCore:
         self.now_ms = 0
         self._records: list[Record] = []
         self._replies: list[Reply] = []
+        self.history = HistoryRecorder(self)
 
     # ------------------------------------------------------------------ call framing
 
-    def _begin(self, now_ms: int) -> None:
+    def _begin(self, now_ms: int, trigger: object = None) -> None:
+        """Start a call; ``trigger`` is what caused it (an event, a timer key, a load)."""
         self.now_ms = now_ms
         self._records = []
         self._replies = []
+        self.history.begin(trigger)
 
     def _end(self) -> Result:
+        self.history.flush()
         result = Result(tuple(self._records), tuple(self._replies))
         self._records = []
         self._replies = []
@@ -122,6 +138,7 @@ class ShardCore:
 
     def write(self, key: RecordKey, value: RecordValue | None) -> None:
         self._records.append(Record(key, value, self.partition))
+        self.history.observe(key, value)
         self.hard.replay(key, value)
 
     def write_group(self, group: Group, assignments: dict[str, bytes]) -> None:
@@ -176,7 +193,9 @@ class ShardCore:
         return group
 
     def transition(self, group: Group, target: GroupState) -> None:
+        before = group.state
         group.transition(target, self.now_ms)
+        self.history.transitioned(group, before)
 
     def remove_group(self, group: Group) -> None:
         """Mark ``group`` Dead and forget its soft state and timers."""

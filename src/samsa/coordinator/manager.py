@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from kio.schema.errors import ErrorCode
 
-from samsa.coordinator import queries
+from samsa.coordinator import detail, queries
 from samsa.coordinator.answers import error_response, status_error_response
 from samsa.coordinator.config import CoordinatorConfig
 from samsa.coordinator.consumer.topics import EMPTY_TOPICS, TopicsSnapshot
@@ -29,6 +29,7 @@ from samsa.coordinator.events import (
     OffsetFetch,
 )
 from samsa.coordinator.hashing import partition_for
+from samsa.coordinator.history.model import HistoryEvent, LoadInfo
 from samsa.coordinator.records import RecordKey, RecordValue
 from samsa.coordinator.responses import (
     ConsumerDescribedGroup,
@@ -101,14 +102,14 @@ class Coordinator:
         self.shards[partition] = shard
         return shard
 
-    def finish_load(self, partition: int, now_ms: int) -> Result:
-        return self.shards[partition].finish_load(now_ms)
+    def finish_load(self, partition: int, now_ms: int, info: LoadInfo | None = None) -> Result:
+        return self.shards[partition].finish_load(now_ms, info)
 
     def load(
         self, partition: int, records: Iterable[tuple[RecordKey, RecordValue | None]],
-        now_ms: int
+        now_ms: int, info: LoadInfo | None = None
     ) -> Result:
-        return self.begin_load(partition).load(records, now_ms)
+        return self.begin_load(partition).load(records, now_ms, info)
 
     def unload(self, partition: int) -> Result:
         shard = self.shards.pop(partition, None)
@@ -185,6 +186,17 @@ class Coordinator:
     def describe(self, group_id: str) -> queries.GroupDescription | None:
         shard = self.shard_for(group_id)
         return None if shard is None else queries.describe(shard, group_id)
+
+    def group_detail(self, group_id: str, now_ms: int) -> detail.GroupDetail | None:
+        """``group_id`` in full (members, epochs, assignments, liveness clocks at
+        ``now_ms``); None if no loaded shard here has it."""
+        shard = self.shard_for(group_id)
+        return None if shard is None else detail.group_detail(shard, group_id, now_ms)
+
+    def history(self, group_id: str) -> list[HistoryEvent]:
+        """``group_id``'s rebalance history, oldest first (empty if not loaded here)."""
+        shard = self.shard_for(group_id)
+        return [] if shard is None else shard.hard.history.events(group_id)
 
     def committed_offsets(self, group_id: str) -> tuple[queries.CommittedOffset, ...]:
         shard = self.shard_for(group_id)

@@ -9,6 +9,7 @@ that names the record type:
 * versions 0 and 1: offset commit key ``{group string, topic string, partition int32}``;
 * version 2: group metadata key ``{group string}``;
 * 3, 5-8, 16: consumer-group (KIP-848) records, typed in :mod:`.consumer.records`;
+* 0x7A5A: samsa's group history (:mod:`.history.codec`), a type Kafka's tools skip;
 * anything else: records of other coordinators (share, streams groups), which callers skip.
 
 Values written here are offset commit value v3 (v1 when an explicit retention time gives an
@@ -28,6 +29,8 @@ from samsa.coordinator.consumer.records import (
     ConsumerRecordKey,
     ConsumerRecordValue,
 )
+from samsa.coordinator.history import codec as history_codec
+from samsa.coordinator.history.model import HistoryEvent, HistoryKey
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -85,8 +88,8 @@ class GroupMetadataValue:
     members: tuple[MemberMetadataValue, ...]
 
 
-RecordKey = OffsetCommitKey | GroupMetadataKey | ConsumerRecordKey
-RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerRecordValue
+RecordKey = OffsetCommitKey | GroupMetadataKey | ConsumerRecordKey | HistoryKey
+RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerRecordValue | HistoryEvent
 
 
 # --------------------------------------------------------------------------- serde
@@ -95,8 +98,12 @@ RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerRecordValue
 def serialize(key: RecordKey, value: RecordValue | None) -> tuple[bytes, bytes | None]:
     """Key and value bytes of one record, in Kafka's formats."""
     if isinstance(key, CONSUMER_KEY_TYPES):
-        assert not isinstance(value, OffsetCommitValue | GroupMetadataValue)
+        assert not isinstance(value, OffsetCommitValue | GroupMetadataValue | HistoryEvent)
         return consumer_records.serialize(key, value)
+    if isinstance(key, HistoryKey):
+        assert value is None or isinstance(value, HistoryEvent)
+        return (history_codec.encode_key(key),
+                None if value is None else history_codec.encode_value(value))
     if isinstance(key, OffsetCommitKey):
         assert value is None or isinstance(value, OffsetCommitValue)
         raw_key = encode_offset_commit_key(key.group, key.topic, key.partition)
@@ -111,6 +118,9 @@ def deserialize(key: bytes, value: bytes | None) -> tuple[RecordKey, RecordValue
     own (share and streams groups, Kafka < 4.1 partition metadata), which loading skips."""
     decoded = decode_key(key)
     if decoded is None:
+        history = history_codec.decode_key(key)
+        if history is not None:
+            return history, None if value is None else history_codec.decode_value(value)
         return consumer_records.deserialize(key, value)
     if value is None:
         return decoded, None

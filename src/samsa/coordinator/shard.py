@@ -44,6 +44,8 @@ from samsa.coordinator.events import (
     SyncGroup,
 )
 from samsa.coordinator.group import Group
+from samsa.coordinator.history.model import LoadInfo
+from samsa.coordinator.history.recorder import UNLOAD
 from samsa.coordinator.records import (
     RecordKey,
     RecordValue,
@@ -99,21 +101,24 @@ class CoordinatorShard(ShardCore):
         self.hard.replay(key, value)
 
     def load(self, records: Iterable[tuple[RecordKey, RecordValue | None]],
-             now_ms: int) -> Result:
+             now_ms: int, info: LoadInfo | None = None) -> Result:
         for key, value in records:
             self.replay(key, value)
-        return self.finish_load(now_ms)
+        return self.finish_load(now_ms, info)
 
-    def finish_load(self, now_ms: int) -> Result:
+    def finish_load(self, now_ms: int, info: LoadInfo | None = None) -> Result:
         """Build live groups from hard state (Stable with members, else Empty), start their
-        session timers and the offsets-expiry timer."""
+        session timers and the offsets-expiry timer; note the load in the groups' history
+        (``info``: when the edge began loading, the node and lease)."""
         if self.status is not ShardStatus.LOADING:
             raise RuntimeError(f"shard {self.partition} is {self.status.value}, not loading")
-        self._begin(now_ms)
+        info = info or LoadInfo(now_ms)
+        self._begin(now_ms, info)
         self.groups = {
             gid: Group.from_record(gid, self.hard.groups.get(gid)) for gid in self.hard.group_ids()
         }
         self.status = ShardStatus.ACTIVE
+        self.history.loaded(info)
         for group in self.groups.values():
             if len(group.members) > self.config.max_size:
                 rb.prepare_rebalance(self, group)
@@ -125,7 +130,7 @@ class CoordinatorShard(ShardCore):
 
     def unload(self) -> Result:
         """Give the shard up: parked requests get NOT_COORDINATOR, groups become Dead."""
-        self._begin(self.now_ms)
+        self._begin(self.now_ms, UNLOAD)
         for group in self.groups.values():
             for member in group.members.values():
                 rb.answer_join(
@@ -148,7 +153,7 @@ class CoordinatorShard(ShardCore):
 
     def handle(self, event: Event, now_ms: int, reply_to: object = None) -> Result:
         """Handle one request; its reply is in the result now, or later if it is parked."""
-        self._begin(now_ms)
+        self._begin(now_ms, event)
         error = self._status_error(event)
         if error is not None:
             self.reply(reply_to, status_error_response(event, error))
@@ -176,7 +181,7 @@ class CoordinatorShard(ShardCore):
             self.timer.schedule(key, deadline)
             return EMPTY_RESULT
         del self.deadlines[key]
-        self._begin(now_ms)
+        self._begin(now_ms, key)
         if key.kind is TimerKind.OFFSETS_EXPIRY:
             offsets.expire_offsets(self)
             consumer.expire_offsets(self)

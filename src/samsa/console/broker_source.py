@@ -1,0 +1,236 @@
+"""The console inside a samsa broker: the coordinator's views, read on the broker's loop.
+
+It knows the groups of the coordinator shards this node leads (on a single node: all of
+them; in a cluster, each node's console shows its own shards' groups, and the health panel
+names every shard's owner). Lag in seconds is the age of the first unconsumed record, read
+from the partition's log; phantom lag is told apart: offsets below the log start (removed
+by retention before the group read them) and, on compacted topics, offsets compaction
+removed (counted from the batches' record counts, up to a bound).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING, Any
+
+from samsa.console import views
+from samsa.console.lag import LagSample
+from samsa.console.source import ConsoleOptions, Source, now_ms
+from samsa.coordinator.shard import ShardStatus
+from samsa.protocol.records import decode_batches
+
+if TYPE_CHECKING:
+    from samsa.broker.partition import Partition
+    from samsa.broker.server import Broker
+
+#: bytes read to find the record at a committed offset
+_READ_BYTES = 64 * 1024
+#: batches scanned to count the records compaction left in a lag
+_COUNT_BATCHES = 256
+_HEADER = struct.Struct(">qi")  # base offset, batch length
+_COUNT_AT = 57  # the record count's offset in a v2 batch header
+_TS_CACHE = 20_000
+
+
+class BrokerSource(Source):
+    kind = "broker"
+
+    def __init__(self, broker: Broker, options: ConsoleOptions) -> None:
+        super().__init__(options)
+        self.broker = broker
+        self._admin: Any = None
+        self._timestamps: dict[tuple[str, int, int], int] = {}
+
+    @property
+    def features(self) -> dict[str, bool]:
+        return {**super().features, "history": self._history_on(), "liveness": True,
+                "health": True}
+
+    def _history_on(self) -> bool:
+        coordinator = self.broker.groups.coordinator
+        return coordinator is not None and coordinator.config.history_max_events > 0
+
+    def admin(self) -> Any:
+        if self._admin is None:
+            from samsa.client import Admin
+
+            config = self.broker.config
+            self._admin = Admin(f"{config.host}:{self.broker.port}", client_id="samsa-console",
+                                **dict(self.options.client_config))
+        return self._admin
+
+    def close(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
+        super().close()
+
+    # ------------------------------------------------------------------ groups
+
+    async def groups(self) -> list[dict[str, Any]]:
+        coordinator = self.broker.groups.coordinator
+        if coordinator is None:
+            return []
+        now, node = now_ms(), self.broker.config.node_id
+        rows = []
+        for s in coordinator.group_summaries():
+            last = next((e for e in reversed(coordinator.history(s.group_id)) if e.bumps), None)
+            rows.append({
+                "group_id": s.group_id, "group_type": s.group_type, "state": s.state.value,
+                "protocol_type": s.protocol_type, "protocol": s.protocol, "members": s.members,
+                "epoch": s.generation, "coordinator": {"node_id": node, "partition": s.partition},
+                "lag": views.totals(s.group_id, self.tracker, now),
+                "last_rebalance": None if last is None else {
+                    "at_ms": last.at_ms, "cause": last.cause.value, "member_id": last.member_id,
+                    "outcome": last.outcome.value, "ended_ms": last.ended_ms},
+            })
+        return rows
+
+    async def group(self, group_id: str) -> dict[str, Any] | None:
+        coordinator = self.broker.groups.coordinator
+        detail = None if coordinator is None else coordinator.group_detail(group_id, now_ms())
+        if detail is None:
+            return None
+        return views.detail_json(detail, self.broker.config.node_id)
+
+    async def history(self, group_id: str) -> list[dict[str, Any]] | None:
+        coordinator = self.broker.groups.coordinator
+        if coordinator is None or not self._history_on():
+            return None
+        return [views.event_json(e) for e in coordinator.history(group_id)]
+
+    async def health(self) -> dict[str, Any] | None:
+        runtime = self.broker.groups
+        coordinator = runtime.coordinator
+        cluster = self.broker.cluster
+        now = now_ms()
+        shards = []
+        if coordinator is not None:
+            counts: dict[int, int] = {}
+            for s in coordinator.group_summaries():
+                counts[s.partition] = counts.get(s.partition, 0) + 1
+            for index, shard in sorted(coordinator.shards.items()):
+                info = runtime.loads.get(index)
+                done = runtime.loaded_at.get(index)
+                shards.append({
+                    "partition": index, "status": shard.status.value,
+                    "groups": counts.get(index, 0),
+                    "loaded_at_ms": done,
+                    "load_ms": None if info is None or done is None else done - info.started_ms,
+                    "previous_node": None if info is None or info.previous_node == info.node_id
+                    else info.previous_node,
+                    "lease_epoch": None if info is None else info.lease_epoch})
+        takeovers = [runtime.loaded_at[i] for i, info in runtime.loads.items()
+                     if info.previous_node is not None and info.previous_node != info.node_id
+                     and i in runtime.loaded_at]
+        out: dict[str, Any] = {
+            "node_id": self.broker.config.node_id, "at_ms": now,
+            "shards": shards,
+            "loading": sum(1 for s in shards if s["status"] == ShardStatus.LOADING.value),
+            "active": sum(1 for s in shards if s["status"] == ShardStatus.ACTIVE.value),
+            "last_failover_ms": max(takeovers, default=None),
+            "since_failover_ms": None if not takeovers else now - max(takeovers),
+            "cluster": None,
+        }
+        if cluster is not None:
+            by_pid = cluster.topics.by_pid
+            leases = []
+            for pid, (owner, epoch) in sorted(cluster.leases.items()):
+                part = by_pid.get(pid)
+                if part is not None and part.topic == "__consumer_offsets":
+                    leases.append({"partition": part.index, "owner": owner, "epoch": epoch})
+            out["cluster"] = {
+                "live_nodes": [n.node_id for n in cluster.live_nodes()],
+                "coordinator_leases": sorted(leases, key=lambda x: x["partition"]),
+                "takeovers": cluster.stats.takeovers, "handoffs": cluster.stats.handoffs,
+                "lost": cluster.stats.lost}
+        return out
+
+    # ------------------------------------------------------------------ lag
+
+    async def sample(self) -> None:
+        coordinator = self.broker.groups.coordinator
+        if coordinator is None:
+            return
+        now = now_ms()
+        seen = set()
+        for s in coordinator.group_summaries():
+            gid = s.group_id
+            seen.add(gid)
+            keys = set()
+            for c in coordinator.committed_offsets(gid):
+                part = self.broker.topics.partition(c.topic, c.partition)
+                if part is None:
+                    continue
+                keys.add((c.topic, c.partition))
+                self.tracker.observe(gid, self._sample(part, c.topic, c.partition, c.offset,
+                                                       c.commit_timestamp, now), now)
+            self.tracker.retain(gid, keys)
+        self.tracker.forget_others(seen)
+        if len(self._timestamps) > _TS_CACHE:
+            self._timestamps.clear()
+
+    def _sample(self, part: Partition, topic: str, index: int, committed: int,
+                commit_ms: int, now: int) -> LagSample:
+        log = part.log
+        start, end = log.log_start_offset, log.log_end_offset
+        phantom, cause = 0, None
+        seconds: float | None = 0.0
+        if committed < start:
+            phantom, cause = start - committed, "retention"
+        first = max(committed, start)
+        if first < end:
+            ts = self._timestamp_at(part, topic, index, first)
+            seconds = None if ts is None else max(now - ts, 0) / 1000
+            if getattr(log.config, "compact", False):
+                remaining = self._records_from(part, first, end)
+                if remaining is not None and remaining < end - first:
+                    phantom += end - first - remaining
+                    cause = "compaction" if cause is None else "retention+compaction"
+        return LagSample(topic, index, committed, start, end, seconds, phantom, cause,
+                         commit_ms if commit_ms >= 0 else None)
+
+    def _timestamp_at(self, part: Partition, topic: str, index: int, offset: int) -> int | None:
+        key = (topic, index, offset)
+        found = self._timestamps.get(key)
+        if found is not None:
+            return found
+        try:
+            data = bytes(part.log.read(offset, _READ_BYTES))
+            for batch in decode_batches(data, check_crc=False):
+                for off, ts, *_ in batch.records:
+                    if off >= offset:
+                        self._timestamps[key] = ts
+                        return ts
+        except Exception:  # out of range meanwhile, or not cached yet (cluster): unknown
+            return None
+        return None
+
+    def _records_from(self, part: Partition, offset: int, end: int) -> int | None:
+        """Records left in [offset, end) (compaction leaves gaps); None past the bound."""
+        count, batches, at = 0, 0, offset
+        try:
+            while at < end and batches < _COUNT_BATCHES:
+                data = bytes(part.log.read(at, 1 << 20))
+                if not data:
+                    return None
+                pos = 0
+                while pos + _COUNT_AT + 4 <= len(data):
+                    base, length = _HEADER.unpack_from(data, pos)
+                    if pos + 12 + length > len(data):
+                        break
+                    last_delta = struct.unpack_from(">i", data, pos + 23)[0]
+                    records = struct.unpack_from(">i", data, pos + _COUNT_AT)[0]
+                    if base >= offset:
+                        count += records
+                    elif base + last_delta >= offset:  # the batch holding offset: decode it
+                        decoded = next(decode_batches(data[pos:pos + 12 + length],
+                                                      check_crc=False))
+                        count += sum(1 for off, *_ in decoded.records if off >= offset)
+                    at = base + last_delta + 1
+                    pos += 12 + length
+                    batches += 1
+                if pos == 0:
+                    return None
+        except Exception:
+            return None
+        return count if at >= end else None
