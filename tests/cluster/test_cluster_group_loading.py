@@ -21,6 +21,7 @@ from kio.schema.errors import ErrorCode
 
 from samsa.broker.config import BrokerConfig
 from samsa.broker.server import Broker
+from samsa.cluster.node import ClusterNode
 from samsa.coordinator import ShardStatus, partition_for
 from samsa.coordinator.events import ConsumerGroupDescribe, ConsumerGroupHeartbeat
 from samsa.coordinator.responses import (
@@ -249,3 +250,30 @@ def test_a_loading_shard_never_answers_group_id_not_found(tmp_path: Path, pg_dsn
             assert codes[-1] == E.none and E.group_id_not_found not in codes, codes
 
     asyncio.run(main())
+
+
+def test_a_node_that_lost_the_lease_never_says_a_group_is_gone(
+        tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shard's lease moved behind the node's back (another node took it over while this
+    one was paused; it has not ticked since) and a member of a group created on the new
+    owner heartbeats here: this node has never seen the group, but before it answers
+    GROUP_ID_NOT_FOUND (fatal for the member) it asks the database, finds its lease gone,
+    gives the shard up and answers NOT_COORDINATOR. While it does hold the lease, a group
+    it does not know is gone: GROUP_ID_NOT_FOUND, as Kafka."""
+
+    async def body(broker: Broker) -> None:
+        assert (await call(broker, "z", 5)).error_code == E.group_id_not_found
+
+        async def no_tick(self: ClusterNode) -> None:
+            return None
+
+        monkeypatch.setattr(ClusterNode, "tick", no_tick)  # the node notices nothing alone
+        pid = offsets_log(broker).pid
+        assert broker.engine is not None
+        await broker.engine.db.run(lambda pool: pool.execute(
+            "UPDATE samsa_partitions SET epoch = epoch + 1, owner = NULL WHERE pid = $1", pid))
+        assert (await call(broker, "z", 5)).error_code == E.not_coordinator
+        coord = broker.groups.coordinator
+        assert coord is not None and coord.shard_for(GROUP) is None
+
+    run(tmp_path, pg_dsn, body)

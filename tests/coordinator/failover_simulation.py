@@ -81,6 +81,7 @@ from samsa.coordinator.events import Event
 from samsa.coordinator.group import Group
 from samsa.coordinator.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey
 from samsa.coordinator.responses import (
+    ConsumerGroupHeartbeatResponse,
     HeartbeatResponse,
     JoinGroupResponse,
     LeaveGroupResponse,
@@ -91,6 +92,7 @@ from samsa.coordinator.responses import (
 from tests.coordinator.fake_timer import FakeTimer
 
 NONE, NOT_AVAILABLE, LOADING, NOT_COORDINATOR = 0, 15, 14, 16
+GROUP_NOT_FOUND = 69
 ILLEGAL_GEN, UNKNOWN_MEMBER, REBALANCING, MEMBER_ID_REQUIRED = 22, 25, 27, 79
 FENCED_INSTANCE = 82
 DISCONNECT = -1  # not a Kafka code: the connection to the runtime broke
@@ -183,6 +185,7 @@ class Runtime:
         timer = self.timer
         self.timer.on_fire = lambda key, now_ms: self.sim.on_fire(self, timer, key, now_ms)
         self.coord = Coordinator(self.sim.config, self.timer, self.sim.new_member_id)
+        self.sim.booted(self)
 
     def restart(self) -> None:
         self.incarnation += 1
@@ -253,11 +256,11 @@ class FailoverSimulation:
         self.rng = rng = random.Random(seed)
         self.steps = steps
         self.churn = churn
-        self.config = CoordinatorConfig(
+        self.config = self.configure(CoordinatorConfig(
             offsets_topic_num_partitions=SHARDS,
             initial_rebalance_delay_ms=rng.choice([0, 500, 3000]),
             min_session_timeout_ms=1000,
-        )
+        ))
         assert [partition_for(g, SHARDS) for g in GROUPS] == [0, 1]
         self.now = 0
         self._ids = itertools.count(1)
@@ -295,6 +298,13 @@ class FailoverSimulation:
             self.acquire(p, rng.randrange(RUNTIMES), load_ms=0)
         for c in self.clients:
             self.start(c)
+
+    def configure(self, config: CoordinatorConfig) -> CoordinatorConfig:
+        """The coordinators' configuration (a subclass adds its own settings)."""
+        return config
+
+    def booted(self, r: Runtime) -> None:
+        """``r`` (re)started with a fresh coordinator (a subclass hands it topics)."""
 
     def _new_client(self, name: str, group: str, cooperative: bool) -> Client:
         rng = self.rng
@@ -485,9 +495,25 @@ class FailoverSimulation:
                 hook[1]()
             assert isinstance(reply.token, int)
             if reply.token not in self.answered:  # a crash answered it already
-                self.respond(r, reply.token, reply.response)
+                self.respond(r, reply.token, self._confirmed(r, reply.token, reply.response))
         if hook is not None and hook[0] >= len(result.replies):
             hook[1]()
+
+    def _confirmed(self, r: Runtime, token: int, response: Response) -> Response:
+        """As the broker's edge, a runtime confirms its lease (the database's row here: the
+        log's owner and epoch) before it tells a member its group is gone; one that lost
+        it gives the shard up and answers NOT_COORDINATOR."""
+        event = self.sent[token].event
+        if not isinstance(response, ConsumerGroupHeartbeatResponse) \
+                or response.error_code != GROUP_NOT_FOUND or event is None:
+            return response
+        p = partition_for(event.group_id, SHARDS)
+        log = self.logs[p]
+        if log.owner == r.index and log.epoch == r.held.get(p):
+            return response
+        self.note(f"r{r.index} finds it lost shard {p}")
+        self.give_up(r, p)
+        return error_response(event, NOT_COORDINATOR)
 
     def _failed_append(self, r: Runtime, p: int, lost: Result, fenced: bool) -> None:
         self.note(f"r{r.index} append to shard {p} {'fenced' if fenced else 'failed'}")
@@ -931,13 +957,13 @@ class FailoverSimulation:
         return None
 
     def check(self) -> None:
+        shard_of = {gid: partition_for(gid, SHARDS) for gid in {k[0] for k in self.acked}}
         for p, log in enumerate(self.logs):
             owner = self.owner_runtime(p)
             if owner is not None and owner.coord.shards[p].hard != log.shadow:
                 raise InvariantViolation(f"r{owner.index}'s shard {p} is not the log's replay")
             for gid, topic, part in self.acked:
-                if partition_for(gid, SHARDS) == p and \
-                        (topic, part) not in log.shadow.offsets.get(gid, {}):
+                if shard_of[gid] == p and (topic, part) not in log.shadow.offsets.get(gid, {}):
                     raise InvariantViolation(f"acknowledged commit {gid}/{topic}-{part} lost")
         for r in self.runtimes:
             if not r.alive:

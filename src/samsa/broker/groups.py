@@ -15,7 +15,10 @@ replies:
   the only recovery story: nothing is snapshotted or reverted. A cluster node reloads from
   the database, after the appends it made before have committed, while it holds the lease
   (it loads shards it is given the same way, retrying a failed read); meanwhile the shard
-  answers COORDINATOR_LOAD_IN_PROGRESS, never "group not found".
+  answers COORDINATOR_LOAD_IN_PROGRESS, never "group not found";
+* before a ConsumerGroupHeartbeat is answered GROUP_ID_NOT_FOUND (fatal for the member), a
+  cluster node confirms its lease with the database: a node that lost it (paused past its
+  TTL, not ticked since) answers NOT_COORDINATOR and drops the shard.
 
 Offsets expiry is the coordinator's own keyed timer (``offsets.retention.check.interval.ms``).
 
@@ -51,7 +54,7 @@ from samsa.coordinator import (
 from samsa.coordinator.consumer.topics import TopicInfo, TopicsSnapshot
 from samsa.coordinator.events import ConsumerGroupDescribe, ConsumerGroupHeartbeat
 from samsa.coordinator.records import deserialize, serialize
-from samsa.coordinator.responses import Response
+from samsa.coordinator.responses import ConsumerGroupHeartbeatResponse, Response
 from samsa.coordinator.shard import CoordinatorShard
 from samsa.protocol.records import ProducerRecordData, decode_batches, encode_batch
 from samsa.storage.pg.log import LeaseLost, PgPartitionLog, records_of
@@ -205,9 +208,25 @@ class GroupRuntime:
         self.broker.metrics.observe_group(self._coord(), getattr(event, "group_id", None))
         self._apply(result)
         try:
-            return await fut
+            response = await fut
         except StorageFailure:
             return error_response(event, int(ErrorCode.coordinator_not_available))
+        if (isinstance(event, ConsumerGroupHeartbeat)
+                and isinstance(response, ConsumerGroupHeartbeatResponse)
+                and response.error_code == ErrorCode.group_id_not_found
+                and not await self._still_coordinator(event.group_id)):
+            return error_response(event, int(ErrorCode.not_coordinator))
+        return response
+
+    async def _still_coordinator(self, group_id: str) -> bool:
+        """A cluster node asks the database whether it still holds the group's shard before
+        telling a member its group is gone (fatal for librdkafka and Java): a node paused
+        past its lease answers from what it held until it notices."""
+        cluster = self.broker.cluster
+        if cluster is None or self.topic is None:
+            return True
+        plog = self.topic.partitions[self.partition_for(group_id)].log
+        return not isinstance(plog, PgPartitionLog) or await cluster.confirm(plog.pid)
 
     def fire(self, key: TimerKey) -> None:
         self._apply(self._coord().fire(key, now_ms()))
