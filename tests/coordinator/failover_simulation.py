@@ -15,14 +15,17 @@ it moves between runtimes at random moments (and at chosen ones in the named sce
   it owns the shard and keeps answering until it notices. Its appends are refused by the
   log (stale epoch), and the edge handles that as a failed append: unload, answer the lost
   result's requests COORDINATOR_NOT_AVAILABLE, and (it has learned it lost the lease) do
-  not reload.
+  not reload. Before it tells a KIP-848 member that its group is gone, the edge confirms the
+  lease (as the broker's does with the database) and, finding it lost, gives the shard up
+  and answers NOT_COORDINATOR.
 
 A runtime that takes a shard answers COORDINATOR_LOAD_IN_PROGRESS while it loads (loading
 takes simulated time), then replays the shared log. Random transient append failures are
 handled by the edge as :mod:`samsa.coordinator` documents (unload, reload from the log).
 
-Clients are classic consumers of two groups on two shards (``eager``: eager rebalancing,
-some members static (KIP-345); ``coop``: cooperative, KIP-429): they find the coordinator
+Clients are classic consumers (:mod:`tests.coordinator.failover_consumers` adds KIP-848
+members) of two groups on two shards (``eager``: eager rebalancing, some members static
+(KIP-345); ``coop``: cooperative, KIP-429): they find the coordinator
 (FindCoordinator answers the lease owner as a possibly stale metadata view sees it, or
 COORDINATOR_NOT_AVAILABLE), and handle every error as Kafka's Java client does
 (``AbstractCoordinator`` / ``ConsumerCoordinator``): see :meth:`FailoverSimulation.on_response`.
