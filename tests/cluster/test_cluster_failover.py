@@ -1,7 +1,8 @@
 """The node coordinating a group SIGKILLed on three samsa nodes over PostgreSQL, for every
 client library (confluent-kafka, Apache Kafka's Java client 4.3, ``samsa.Consumer``) and
 both group protocols (``classic``, KIP-848 ``consumer``), in a stable group and while a
-third member's join rebalances it (see :mod:`tests.cluster.failover`).
+third member's join rebalances it; then the node is restarted and handed the group's shard
+back under the same members (see :mod:`tests.cluster.failover`).
 
 Each run: every acknowledged record is consumed, the commits reach the end offsets through
 the new coordinator, no partition is held by two members at once (the members' own rebalance
@@ -51,3 +52,4 @@ def test_group_survives_the_coordinator_node(failover_cluster: Cluster, kind: tu
     assert not outcome.missing, f"{len(outcome.missing)} acknowledged records not consumed"
     assert outcome.double_owned == []
     assert outcome.fatal == {}
+    assert outcome.handed_back
