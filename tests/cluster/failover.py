@@ -51,7 +51,7 @@ from tests.cluster.test_cluster_clients import (
 )
 from tests.conformance.consumer_protocol_kit import JavaCpMember, double_owners
 from tests.conformance.javakit import Event, JavaKit, JavaMember
-from tests.wire import WireClient
+from tests.wire import call_once
 
 CLIENTS = ("librdkafka", "java", "samsa")
 PROTOCOLS = ("classic", "consumer")
@@ -365,12 +365,8 @@ def member(kind: tuple[str, str], bootstrap: str, group: str, name: str,
 def consumer_group_state(bootstrap: str, group: str) -> tuple[str, int, bool]:
     """A consumer-protocol group as one node describes it (ConsumerGroupDescribe v0): its
     state, its member count, and whether every member has reached its target assignment."""
-    client = WireClient(bootstrap)
-    try:
-        g = client.call(69, 0, ConsumerGroupDescribeRequest(
-            group_ids=(GroupId(group),), include_authorized_operations=False)).groups[0]
-    finally:
-        client.close()
+    g = call_once(bootstrap, 69, 0, ConsumerGroupDescribeRequest(
+        group_ids=(GroupId(group),), include_authorized_operations=False)).groups[0]
     reached = all(
         {(t.topic_id, tuple(t.partitions)) for t in m.assignment.topic_partitions}
         == {(t.topic_id, tuple(t.partitions)) for t in m.target_assignment.topic_partitions}

@@ -27,7 +27,7 @@ from samsa.protocol.codec import decode_response, encode_request
 from samsa.protocol.records import decode_batches
 from tests.cluster.nodes import ClusterNodeProcess, all_owned, leases, query, wait_until
 from tests.records import make_batch
-from tests.wire import WireClient
+from tests.wire import WireClient, call_once
 
 pytestmark = [pytest.mark.conformance, pytest.mark.slow]
 
@@ -105,24 +105,16 @@ def cluster(tmp_path: Path, pg_dsn: str) -> Iterator[Cluster]:
 
 def leaders(bootstrap: str) -> dict[tuple[str, int], tuple[int, int]]:
     """(topic, partition) -> (leader id, leader epoch), as one node's Metadata v12 says."""
-    client = WireClient(bootstrap)
-    try:
-        md = client.call(3, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False,
-                                                include_topic_authorized_operations=False))
-    finally:
-        client.close()
+    md = call_once(bootstrap, 3, 12, MetadataRequest(
+        topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False))
     return {(t.name, p.partition_index): (int(p.leader_id), int(p.leader_epoch))
             for t in md.topics for p in t.partitions}
 
 
 def group_state(bootstrap: str, group: str) -> str:
     """The group's state as one node describes it (DescribeGroups v5)."""
-    client = WireClient(bootstrap)
-    try:
-        found = client.call(15, 5, DescribeGroupsRequest(
-            groups=(GroupId(group),), include_authorized_operations=False)).groups[0]
-    finally:
-        client.close()
+    found = call_once(bootstrap, 15, 5, DescribeGroupsRequest(
+        groups=(GroupId(group),), include_authorized_operations=False)).groups[0]
     return str(found.group_state)
 
 

@@ -66,7 +66,6 @@ from samsa.coordinator.consumer.records import (
 from samsa.coordinator.responses import ConsumerGroupHeartbeatResponse, Response
 from tests.coordinator.failover_simulation import (
     COORDINATOR_LOST,
-    FIND_BACKOFF_MS,
     GROUP_NOT_FOUND,
     LOADING,
     NONE,
@@ -80,7 +79,9 @@ from tests.coordinator.failover_simulation import (
     Runtime,
     Sent,
     error_of,
+    run_failover_seed,
 )
+from tests.coordinator.simulation import check_consumer_group
 
 FENCED_EPOCH, STALE_EPOCH = 110, 113
 TOPIC_IDS = {name: uuid.UUID(int=i + 1) for i, name in enumerate(sorted(TOPICS))}
@@ -201,15 +202,8 @@ class ConsumerFailoverSimulation(FailoverSimulation):
         m.full = True
 
     def on_member_response(self, m: Member, token: int, response: object) -> None:
-        sent = self.sent[token]
-        if sent.kind == "find":
-            if token != m.find:
-                return
-            m.find = None
-            if isinstance(response, tuple) and response[1] is not None:
-                m.coordinator, m.coordinator_incarnation = response[1], response[2]
-            else:
-                m.retry_at = self.now + FIND_BACKOFF_MS
+        if self.sent[token].kind == "find":
+            self.found(m, token, response)
             return
         assert isinstance(response, Response | Disconnected)
         code = error_of(response)
@@ -248,33 +242,12 @@ class ConsumerFailoverSimulation(FailoverSimulation):
                     m.next_hb_at = self.now
 
     def act_member(self, m: Member) -> None:
-        rng = self.rng
-        if m.status == "fatal":
-            return
-        if m.status == "down":
-            if (self.churn and rng.random() < 0.03) or self.calm:
-                self.note(f"{m.name} starts")
-                self.start_member(m)
-            return
-        if self.now < m.stalled_until:
-            return
-        inbox, m.inbox = m.inbox, []
-        for token, response in inbox:
-            self.on_member_response(m, token, response)
-        if m.status not in ("joining", "member"):
-            return
-        if self.churn and not self.calm and self._churn_member(m):
-            return
-        if m.coordinator is None:
-            if m.find is None and self.now >= m.retry_at:
-                alive = [r.index for r in self.runtimes if r.alive]
-                if alive:
-                    m.find = self.send(m, "find", None,  # type: ignore[arg-type]
-                                       runtime=rng.choice(alive))
+        if m.status == "fatal" or not self.turn(m, self.start_member, self.on_member_response,
+                                                self._churn_member):
             return
         if m.hb is None and self.now >= max(m.next_hb_at, m.retry_at):
             self.heartbeat(m)
-        if m.status == "member" and m.owned and m.commit is None and rng.random() < 0.1:
+        if m.status == "member" and m.owned and m.commit is None and self.rng.random() < 0.1:
             self.commit_owned(m)
 
     def _churn_member(self, m: Member) -> bool:
@@ -394,18 +367,7 @@ class ConsumerFailoverSimulation(FailoverSimulation):
         if group.epoch < self.live_epochs.get(key, 0):
             raise InvariantViolation(f"r{r.index}: {gid} epoch went back")
         self.live_epochs[key] = group.epoch
-        held: dict[tuple[uuid.UUID, int], str] = {}
-        for mid, member in group.members.items():
-            if member.member_epoch > group.epoch:
-                raise InvariantViolation(f"{gid}: member {mid} epoch {member.member_epoch} "
-                                         f"> group epoch {group.epoch}")
-            for assignment in (member.assigned, member.pending_revocation):
-                for t, ps in assignment.items():
-                    for part in ps:
-                        if (t, part) in held:
-                            raise InvariantViolation(f"r{r.index}: {gid} {t}-{part} held by "
-                                                     f"{held[(t, part)]} and {mid}")
-                        held[(t, part)] = mid
+        check_consumer_group(group, f"r{r.index}: {gid}: ")
 
     def check_quiet(self) -> None:
         super().check_quiet()
@@ -431,12 +393,6 @@ class ConsumerFailoverSimulation(FailoverSimulation):
 
 
 def run_consumer_failover_seed(seed: int, steps: int = 250) -> ConsumerFailoverSimulation:
-    sim = ConsumerFailoverSimulation(seed, steps)
-    try:
-        sim.run()
-    except Exception as exc:
-        tail = "\n".join(sim.log[-20:])
-        raise AssertionError(f"consumer failover simulation seed {seed} failed: {exc}\n"
-                             f"{tail}") from exc
+    sim = run_failover_seed(seed, steps, ConsumerFailoverSimulation)
+    assert isinstance(sim, ConsumerFailoverSimulation)
     return sim
-

@@ -759,14 +759,8 @@ class FailoverSimulation:
         keeping the generation; ILLEGAL_GENERATION: partitions lost, rejoin with the member
         id; UNKNOWN_MEMBER_ID: lost, rejoin without it; a commit is refused unless Stable."""
         sent = self.sent[token]
-        if sent.kind == "find":  # FindCoordinator: the owner, or retry after a back-off
-            if token != c.find:
-                return
-            c.find = None
-            if isinstance(response, tuple) and response[1] is not None:
-                c.coordinator, c.coordinator_incarnation = response[1], response[2]
-            else:
-                c.retry_at = self.now + FIND_BACKOFF_MS
+        if sent.kind == "find":
+            self.found(c, token, response)
             return
         assert isinstance(response, Response | Disconnected)
         code = error_of(response)
@@ -799,6 +793,24 @@ class FailoverSimulation:
             self.reset(c, member_id=False)
         elif code == UNKNOWN_MEMBER and c.member_id == getattr(sent.event, "member_id", None):
             self.reset(c, member_id=True)
+
+    def find_coordinator(self, c: Any) -> None:
+        """Ask a live runtime which one coordinates ``c``'s group (any kind of client),
+        unless a question is out or ``c`` backs off."""
+        if c.find is None and self.now >= c.retry_at:
+            alive = [r.index for r in self.runtimes if r.alive]
+            if alive:
+                c.find = self.send(c, "find", None, runtime=self.rng.choice(alive))
+
+    def found(self, c: Any, token: int, response: object) -> None:
+        """A FindCoordinator answer: the owner, or retry after a back-off."""
+        if token != c.find:
+            return
+        c.find = None
+        if isinstance(response, tuple) and response[1] is not None:
+            c.coordinator, c.coordinator_incarnation = response[1], response[2]
+        else:
+            c.retry_at = self.now + FIND_BACKOFF_MS
 
     def _on_join(self, c: Client, r: JoinGroupResponse) -> None:
         code = r.error_code
@@ -858,25 +870,33 @@ class FailoverSimulation:
         c.find = c.rpc = c.hb = c.commit = None
         c.inbox.clear()
 
-    def act(self, c: Client) -> None:
-        rng = self.rng
+    def turn(self, c: Any, start: Callable[[Any], None],
+             handle: Callable[[Any, int, Any], None], churn: Callable[[Any], bool]) -> bool:
+        """What every client (classic or not) does first in its turn: start when down (now
+        and then; always once quiet), nothing while stalled, ``handle`` its answers, maybe
+        ``churn``, find its coordinator. False when its turn ends there."""
         if c.status == "down":
-            if (self.churn and rng.random() < 0.03) or self.calm:
+            if (self.churn and self.rng.random() < 0.03) or self.calm:
                 self.note(f"{c.name} starts")
-                self.start(c)
-            return
+                start(c)
+            return False
         if self.now < c.stalled_until:
-            return
+            return False
         inbox, c.inbox = c.inbox, []
         for token, response in inbox:
-            self.on_response(c, token, response)
-        if self.churn and not self.calm and self._churn_client(c):
-            return
+            handle(c, token, response)
+        if c.status in ("down", "fatal"):  # stopped by an answer
+            return False
+        if self.churn and not self.calm and churn(c):
+            return False
         if c.coordinator is None:
-            if c.find is None and self.now >= c.retry_at:
-                alive = [r.index for r in self.runtimes if r.alive]
-                if alive:
-                    c.find = self.send(c, "find", None, runtime=rng.choice(alive))
+            self.find_coordinator(c)
+            return False
+        return True
+
+    def act(self, c: Client) -> None:
+        rng = self.rng
+        if not self.turn(c, self.start, self.on_response, self._churn_client):
             return
         if c.need_join and c.rpc is None and self.now >= c.retry_at:
             self.join(c)
@@ -1098,13 +1118,16 @@ class FailoverSimulation:
         self.drain()
 
 
-def run_failover_seed(seed: int, steps: int = 250) -> FailoverSimulation:
-    sim = FailoverSimulation(seed, steps)
+def run_failover_seed(seed: int, steps: int = 250,
+                      kind: type[FailoverSimulation] | None = None) -> FailoverSimulation:
+    """Run seed ``seed`` of ``kind`` (this simulation, or one extending it) to the end."""
+    sim = (kind or FailoverSimulation)(seed, steps)
     try:
         sim.run()
     except Exception as exc:
         tail = "\n".join(sim.log[-20:])
-        raise AssertionError(f"failover simulation seed {seed} failed: {exc}\n{tail}") from exc
+        raise AssertionError(f"{type(sim).__name__} seed {seed} failed: {exc}\n{tail}") \
+            from exc
     return sim
 
 

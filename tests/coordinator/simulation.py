@@ -48,6 +48,7 @@ from samsa.coordinator import (
     TopicsSnapshot,
     error_response,
 )
+from samsa.coordinator.consumer.group import ConsumerGroup
 from samsa.coordinator.events import Event
 from samsa.coordinator.group import Group
 from samsa.coordinator.records import GroupMetadataKey
@@ -887,19 +888,8 @@ class ConsumerSimulation:
         if mirrored != self.timer.deadlines:
             raise InvariantViolation("timer service and shard deadlines disagree")
         group = self.group()
-        if group is None:
-            return
-        held: dict[tuple[uuid.UUID, int], str] = {}
-        for mid, member in group.members.items():
-            if member.member_epoch > group.epoch:
-                raise InvariantViolation(f"member {mid} epoch {member.member_epoch} > group "
-                                         f"epoch {group.epoch}")
-            for assignment in (member.assigned, member.pending_revocation):
-                for t, ps in assignment.items():
-                    for p in ps:
-                        if (t, p) in held:
-                            raise InvariantViolation(f"{t}-{p} held by {held[(t, p)]} and {mid}")
-                        held[(t, p)] = mid
+        if group is not None:
+            check_consumer_group(group)
 
     def check_quiet(self) -> None:
         """Once quiet, the group is Stable and each subscribed partition assigned once."""
@@ -967,6 +957,23 @@ class ConsumerSimulation:
                     pass
         check_replay(self.coord, self.records)
         self.check_quiet()
+
+
+def check_consumer_group(group: ConsumerGroup, where: str = "") -> None:
+    """A consumer group's live state: no member epoch above the group epoch, no partition
+    held (assigned or pending revocation) by two members."""
+    held: dict[tuple[uuid.UUID, int], str] = {}
+    for mid, member in group.members.items():
+        if member.member_epoch > group.epoch:
+            raise InvariantViolation(f"{where}member {mid} epoch {member.member_epoch} > "
+                                     f"group epoch {group.epoch}")
+        for assignment in (member.assigned, member.pending_revocation):
+            for t, ps in assignment.items():
+                for p in ps:
+                    if (t, p) in held:
+                        raise InvariantViolation(f"{where}{t}-{p} held by {held[(t, p)]} "
+                                                 f"and {mid}")
+                    held[(t, p)] = mid
 
 
 def run_consumer_seed(seed: int, steps: int = 250) -> ConsumerSimulation:
