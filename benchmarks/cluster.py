@@ -97,6 +97,16 @@ class _TempDirs:
         return path
 
 
+def _figure(outs: list[failover.Outcome]) -> str:
+    """Median seconds to both (range over the runs), then the medians of each: the group
+    Stable with every partition assigned, every partition delivering records again."""
+    total = [o.seconds for o in outs]
+    stable = statistics.median(o.stable_after for o in outs)
+    resumed = statistics.median(o.resumed_after for o in outs)
+    spread = f" ({min(total):.1f}-{max(total):.1f})" if len(outs) > 1 else ""
+    return f"{statistics.median(total):.1f}{spread} = {stable:.1f} / {resumed:.1f}"
+
+
 def failover_rows(root: Path, pg: PostgresServer, runs: int) -> list[str]:
     """Seconds from the SIGKILL of the node coordinating a group until the group is Stable
     again with every partition assigned and every partition delivers records produced after
@@ -117,21 +127,18 @@ def failover_rows(root: Path, pg: PostgresServer, runs: int) -> list[str]:
             for kind in [(c, p) for c in failover.CLIENTS for p in failover.PROTOCOLS]:
                 figures = []
                 for moment in failover.MOMENTS:
-                    secs = []
+                    outs = []
                     for i in range(runs):
                         try:
-                            out = failover.run(cluster, kind, moment,
-                                               f"bench-{'-'.join(kind)}-{moment}-{i}", java)
+                            outs.append(failover.run(cluster, kind, moment,
+                                                     f"bench-{'-'.join(kind)}-{moment}-{i}",
+                                                     java))
                         except pytest.skip.Exception as exc:  # no Java here
-                            secs = []
+                            outs = []
                             print(f"{kind}: skipped ({exc})")
                             break
-                        secs.append(out.seconds)
-                    figures.append("-" if not secs else
-                                   f"{statistics.median(secs):.1f} s" + (
-                                       f" ({min(secs):.1f}-{max(secs):.1f})" if runs > 1
-                                       else ""))
-                rows.append(f"{kind[0]:<11} {kind[1]:<9} {figures[0]:>18} {figures[1]:>22}")
+                    figures.append("-" if not outs else _figure(outs))
+                rows.append(f"{kind[0]:<11} {kind[1]:<9} {figures[0]:>30} {figures[1]:>30}")
     finally:
         for kit in kits:
             kit.stop_all()
@@ -150,9 +157,10 @@ def main() -> None:
     try:
         if not args.failover_only:
             throughput(root, pg, args.records)
-        print("failover: SIGKILL of the node coordinating the group -> the group Stable again "
-              "with every partition assigned and records flowing from every partition")
-        print(f"{'client':<11} {'protocol':<9} {'settled group':>18} {'mid-rebalance':>22}")
+        print("failover, s: SIGKILL of the node coordinating the group -> the group Stable "
+              "again with every partition assigned / records flowing from every partition "
+              "(produced after the kill: includes the partition leaders' fail-over)")
+        print(f"{'client':<11} {'protocol':<9} {'settled group':>30} {'mid-rebalance':>30}")
         for row in failover_rows(root, pg, args.failover_runs):
             print(row)
     finally:
