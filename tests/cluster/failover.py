@@ -29,11 +29,15 @@ from typing import Any, Protocol
 
 from confluent_kafka import Consumer as RdConsumer
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
 from kio.schema.consumer_group_describe.v0.request import ConsumerGroupDescribeRequest
+from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
+from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.types import GroupId
+from kio.static.primitive import i8
 
 from samsa import TopicPartition as SamsaTp
+from samsa.assignors.codec import decode_assignment
 from samsa.broker.topics import OFFSETS_TOPIC
 from samsa.client import Consumer as SamsaConsumer
 from samsa.client import KafkaError as SamsaError
@@ -374,20 +378,30 @@ def consumer_group_state(bootstrap: str, group: str) -> tuple[str, int, bool]:
     return str(g.group_state), len(g.members), reached
 
 
-def stable_and_assigned(bootstrap: str, group: str) -> bool:
-    """The group is Stable and its members' assignments split every partition exactly.
-
-    A new admin client each time: librdkafka's caches the coordinator it found and keeps
-    asking it while the group's describe answers NOT_COORDINATOR (after a hand-off the old
-    coordinator lives on), where a broken connection would have cleared it."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def stable_and_assigned(cluster: Cluster, group: str, protocol: str) -> bool:
+    """The coordinator (as a live node's FindCoordinator names it) describes the group as
+    Stable, its members' assignments splitting every partition exactly."""
+    live = [n for n in cluster.nodes.values() if n.alive()]
     try:
-        d = admin.describe_consumer_groups([group], request_timeout=5)[group].result(5)
-    except Exception:  # the coordinator is moving
+        found = call_once(live[0].bootstrap, 10, 4, FindCoordinatorRequest(
+            key_type=i8(0), coordinator_keys=(group,))).coordinators[0]
+        node = cluster.nodes.get(int(found.node_id))
+        if found.error_code != ErrorCode.none or node is None or not node.alive():
+            return False
+        if protocol == "consumer":
+            g = call_once(node.bootstrap, 69, 0, ConsumerGroupDescribeRequest(
+                group_ids=(GroupId(group),), include_authorized_operations=False)).groups[0]
+            held = [int(p) for m in g.members for t in m.assignment.topic_partitions
+                    for p in t.partitions]
+        else:
+            g = call_once(node.bootstrap, 15, 5, DescribeGroupsRequest(
+                groups=(GroupId(group),), include_authorized_operations=False)).groups[0]
+            held = [tp.partition for m in g.members if m.member_assignment
+                    for tp in decode_assignment(m.member_assignment).partitions]
+    except OSError:  # the coordinator is moving
         return False
-    held = [(tp.topic, tp.partition) for m in d.members for tp in m.assignment.topic_partitions]
-    return (d.state.name == "STABLE" and len(held) == len(set(held))
-            and set(held) == {(TOPIC, p) for p in range(PARTITIONS)})
+    return (g.error_code == ErrorCode.none and g.group_state == "Stable"
+            and sorted(held) == list(range(PARTITIONS)))
 
 
 def wait_mid_rebalance(bootstrap: str, group: str, protocol: str, members: int,
@@ -457,7 +471,8 @@ def run(cluster: Cluster, kind: tuple[str, str], moment: str, group: str,
             return out
 
         wait_until(lambda: len(consumed()) >= records // 2
-                   and stable_and_assigned(bootstrap, group), 90, "a settled, consuming group")
+                   and stable_and_assigned(cluster, group, kind[1]), 90,
+                   "a settled, consuming group")
         coordinator = cluster.owner(OFFSETS_TOPIC, partition_for(group, 6))
         state = "Stable"
         if moment == "reconcile":
@@ -466,13 +481,12 @@ def run(cluster: Cluster, kind: tuple[str, str], moment: str, group: str,
         killed = now_ms()
         cluster.nodes[coordinator].kill()
 
-        survivors = ",".join(n.bootstrap for n in cluster.nodes.values() if n.alive())
         stable_at: list[int] = []
         watching = threading.Event()
 
         def watch() -> None:
             while watching.is_set() and not stable_at:
-                if stable_and_assigned(survivors, group):
+                if stable_and_assigned(cluster, group, kind[1]):
                     stable_at.append(now_ms())
                 time.sleep(0.1)
 
@@ -504,7 +518,7 @@ def run(cluster: Cluster, kind: tuple[str, str], moment: str, group: str,
         acked = {v.decode() for v in acked_b}
         wait_until(lambda: acked <= consumed().keys(), 120,
                    "every record acknowledged after the hand-back consumed")
-        wait_until(lambda: stable_and_assigned(bootstrap, group), 60,
+        wait_until(lambda: stable_and_assigned(cluster, group, kind[1]), 60,
                    "the group Stable after the hand-back")
 
         checker = consumer(bootstrap, group)  # never subscribes: reads the group's commits
