@@ -3,32 +3,37 @@
 * produce MB/s of 1 KiB records with confluent-kafka, acks=1 and acks=all (idempotent);
 * fetch MB/s of the same records with a confluent-kafka consumer (assign, no group);
 * failover: seconds from the SIGKILL of the node coordinating a group until the group is
-  Stable again and records flow to its consumer, with the default lease TTL and a short one.
+  Stable again with every partition assigned and records flow from every partition, for
+  confluent-kafka, Apache Kafka's Java client 4.3 and ``samsa.Consumer``, each with the
+  classic and the KIP-848 consumer protocol, in a settled group and mid-rebalance (the
+  scenario of tests/cluster/test_cluster_failover.py, tests/cluster/failover.py).
 
 PostgreSQL runs as in the tests (tests/pg.py: a throwaway server, fsync on for this run, so
 acks=all waits for a durable commit). Run as root (PostgreSQL is started as the postgres
-user through runuser): ``.venv/bin/python benchmarks/cluster.py [--records N]``.
+user through runuser): ``.venv/bin/python benchmarks/cluster.py [--records N]
+[--failover-runs N] [--failover-only]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.brokerproc import BrokerProcess
-from tests.cluster.nodes import ClusterNodeProcess, all_owned, leases, wait_until
+from tests.cluster import failover
+from tests.cluster.nodes import ClusterNodeProcess, all_owned, wait_until
+from tests.cluster.test_cluster_clients import three_nodes
+from tests.conformance.javakit import JavaKit, compiled
 from tests.pg import PostgresServer
-
-from samsa.coordinator.hashing import partition_for
 
 RECORD = b"x" * 1024
 PARTITIONS = 6
@@ -81,110 +86,117 @@ def fetch_mb_s(bootstrap: str, topic: str, n: int) -> float:
     return got * len(RECORD) / elapsed / 1e6
 
 
-def failover_seconds(root: Path, pg: PostgresServer, ttl_ms: int) -> float:
+class _TempDirs:
+    """``mktemp`` as pytest's TempPathFactory gives it (the Java kit compiles into one)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def mktemp(self, name: str) -> Path:
+        path = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.root))
+        return path
+
+
+def _figure(outs: list[failover.Outcome]) -> str:
+    """Median seconds to both (range over the runs), then the medians of each: the group
+    Stable with every partition assigned, every partition delivering records again."""
+    total = [o.seconds for o in outs]
+    stable = statistics.median(o.stable_after for o in outs)
+    resumed = statistics.median(o.resumed_after for o in outs)
+    spread = f" ({min(total):.1f}-{max(total):.1f})" if len(outs) > 1 else ""
+    return f"{statistics.median(total):.1f}{spread} = {stable:.1f} / {resumed:.1f}"
+
+
+def failover_rows(root: Path, pg: PostgresServer, runs: int) -> list[str]:
+    """Seconds from the SIGKILL of the node coordinating a group until the group is Stable
+    again with every partition assigned and every partition delivers records produced after
+    the kill, per client and group protocol, in a settled group and right after a third
+    member joined (mid-rebalance): the runs of tests/cluster/test_cluster_failover.py."""
     dsn = pg.create_database("failover")
-    config = {**GROUP_CONFIG, "cluster.lease.ttl.ms": str(ttl_ms),
-              "offsets.topic.num.partitions": "6"}
-    (root / f"ttl{ttl_ms}").mkdir(parents=True, exist_ok=True)
-    nodes = {i: ClusterNodeProcess(root / f"ttl{ttl_ms}", i, dsn, config).start()
-             for i in (1, 2, 3)}
+    (root / "failover").mkdir(parents=True, exist_ok=True)
+    kits: list[JavaKit] = []
+
+    def java() -> JavaKit:
+        if not kits:
+            kits.append(compiled(_TempDirs(root)))  # type: ignore[arg-type]
+        return kits[0]
+
+    rows = []
     try:
-        bootstrap = ",".join(n.bootstrap for n in nodes.values())
-        create(bootstrap, "f")
-        wait_until(lambda: all_owned(dsn, {1, 2, 3}), 30, "leases")
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "g",
-                      "auto.offset.reset": "latest", "session.timeout.ms": 6000,
-                      "heartbeat.interval.ms": 500, "enable.auto.commit": False})
-        c.subscribe(["f"])
-        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 1})
-        stop = threading.Event()
-
-        def feed() -> None:
-            i = 0
-            while not stop.is_set():
-                p.produce("f", b"tick", partition=i % PARTITIONS)
-                i += 1
-                p.poll(0.005)
-            p.flush(30)
-
-        feeder = threading.Thread(target=feed)
-        feeder.start()
-        try:
-            deadline = time.monotonic() + 60
-            while c.poll(0.2) is None and time.monotonic() < deadline:
-                pass
-            owner, _ = leases(dsn)[("__consumer_offsets", partition_for("g", 6))]
-            assert owner is not None
-            killed = time.monotonic()
-            nodes[owner].kill()
-            # Recovered once a commit succeeds through the new coordinator (the group is
-            # Stable there) and every partition delivered records again.
-            seen: set[int] = set()
-            committed = False
-            last_try = 0.0
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                m = c.poll(0.05)
-                if m is not None and not m.error() and time.monotonic() - killed > 0.5:
-                    seen.add(m.partition())
-                if not committed and time.monotonic() - last_try > 0.1:
-                    last_try = time.monotonic()
-                    with contextlib.suppress(Exception):  # coordinator moving
-                        c.commit(asynchronous=False)
-                        committed = True
-                if committed and len(seen) == PARTITIONS:
-                    return time.monotonic() - killed
-            raise TimeoutError("records did not flow again")
-        finally:
-            stop.set()
-            feeder.join(30)
-            c.close()
+        with three_nodes(root / "failover", dsn, failover.CLUSTER_CONFIG) as cluster:
+            for kind in [(c, p) for c in failover.CLIENTS for p in failover.PROTOCOLS]:
+                figures = []
+                for moment in failover.MOMENTS:
+                    outs = []
+                    for i in range(runs):
+                        try:
+                            outs.append(failover.run(cluster, kind, moment,
+                                                     f"bench-{'-'.join(kind)}-{moment}-{i}",
+                                                     java))
+                        except pytest.skip.Exception as exc:  # no Java here
+                            outs = []
+                            print(f"{kind}: skipped ({exc})")
+                            break
+                    figures.append("-" if not outs else _figure(outs))
+                rows.append(f"{kind[0]:<11} {kind[1]:<9} {figures[0]:>30} {figures[1]:>30}")
     finally:
-        for n in nodes.values():
-            n.kill()
+        for kit in kits:
+            kit.stop_all()
+    return rows
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--records", type=int, default=100_000)
+    ap.add_argument("--failover-runs", type=int, default=3,
+                    help="runs per client, protocol and moment (the median is printed)")
+    ap.add_argument("--failover-only", action="store_true", help="skip produce and fetch")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="samsa-bench-cluster-"))
     pg = PostgresServer(fsync=True).start()
     try:
-        single = BrokerProcess(root / "single", GROUP_CONFIG).start()
-        dsn = pg.create_database("bench")
-        nodes = [ClusterNodeProcess(root, i, dsn, GROUP_CONFIG).start() for i in (1, 2, 3)]
-        cluster = ",".join(n.bootstrap for n in nodes)
-        try:
-            create(single.bootstrap, "b1")
-            create(single.bootstrap, "ball")
-            create(cluster, "b1")
-            create(cluster, "ball")
-            wait_until(lambda: all_owned(dsn, {1, 2, 3}), 30, "leases")
-            rows = []
-            details = []
-            for name, boot in (("single local node", single.bootstrap),
-                               ("3 nodes + PostgreSQL", cluster)):
-                a1, d1 = produce_mb_s(boot, "b1", args.records, "1")
-                aall, dall = produce_mb_s(boot, "ball", args.records, "all")
-                details.append(f"{name}: {d1}; {dall}")
-                fetch = fetch_mb_s(boot, "ball", args.records)
-                rows.append((name, a1, aall, fetch))
-        finally:
-            single.stop()
-            for n in nodes:
-                n.stop()
-        print(f"{'':<22} {'produce acks=1':>15} {'produce acks=all':>17} {'fetch':>10}  (MB/s)")
-        for name, a1, aall, fetch in rows:
-            print(f"{name:<22} {a1:>15.1f} {aall:>17.1f} {fetch:>10.1f}")
-        for line in details:
-            print(line)
-        for ttl in (10_000, 2_000):
-            secs = failover_seconds(root, pg, ttl)
-            print(f"failover (SIGKILL of the coordinator node -> records flow to the group), "
-                  f"lease ttl {ttl} ms: {secs:.1f} s")
+        if not args.failover_only:
+            throughput(root, pg, args.records)
+        print("failover, s: SIGKILL of the node coordinating the group -> the group Stable "
+              "again with every partition assigned / records flowing from every partition "
+              "(produced after the kill: includes the partition leaders' fail-over)")
+        print(f"{'client':<11} {'protocol':<9} {'settled group':>30} {'mid-rebalance':>30}")
+        for row in failover_rows(root, pg, args.failover_runs):
+            print(row)
     finally:
         pg.stop()
+
+
+def throughput(root: Path, pg: PostgresServer, records: int) -> None:
+    """Produce and fetch MB/s, a single local node beside three nodes over PostgreSQL."""
+    single = BrokerProcess(root / "single", GROUP_CONFIG).start()
+    dsn = pg.create_database("bench")
+    nodes = [ClusterNodeProcess(root, i, dsn, GROUP_CONFIG).start() for i in (1, 2, 3)]
+    cluster = ",".join(n.bootstrap for n in nodes)
+    try:
+        create(single.bootstrap, "b1")
+        create(single.bootstrap, "ball")
+        create(cluster, "b1")
+        create(cluster, "ball")
+        wait_until(lambda: all_owned(dsn, {1, 2, 3}), 30, "leases")
+        rows = []
+        details = []
+        for name, boot in (("single local node", single.bootstrap),
+                           ("3 nodes + PostgreSQL", cluster)):
+            a1, d1 = produce_mb_s(boot, "b1", records, "1")
+            aall, dall = produce_mb_s(boot, "ball", records, "all")
+            details.append(f"{name}: {d1}; {dall}")
+            fetch = fetch_mb_s(boot, "ball", records)
+            rows.append((name, a1, aall, fetch))
+    finally:
+        single.stop()
+        for n in nodes:
+            n.stop()
+    print(f"{'':<22} {'produce acks=1':>15} {'produce acks=all':>17} {'fetch':>10}  (MB/s)")
+    for name, a1, aall, fetch in rows:
+        print(f"{name:<22} {a1:>15.1f} {aall:>17.1f} {fetch:>10.1f}")
+    for line in details:
+        print(line)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.brokerproc import BrokerProcess
+from tests.conformance.javakit import JavaKit, compiled
 from tests.pg import PostgresServer, unavailable_reason
 
 FAST_GROUPS = {
@@ -53,3 +54,12 @@ def postgres() -> Iterator[PostgresServer]:
     server = PostgresServer().start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def java(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaKit]:
+    """Apache Kafka's Java client drivers (compiled once per session); every JVM a test
+    started is gone when it ends. Skips the test when Java cannot be had."""
+    kit = compiled(tmp_path_factory)
+    yield kit
+    kit.stop_all()

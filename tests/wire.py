@@ -57,3 +57,12 @@ class WireClient:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def call_once(bootstrap: str, api_key: int, version: int, body: Any) -> Any:
+    """One request on a connection of its own; its decoded answer."""
+    client = WireClient(bootstrap)
+    try:
+        return client.call(api_key, version, body)
+    finally:
+        client.close()

@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
@@ -143,7 +144,16 @@ class JavaCpMember:
         self.driver.kill()
 
 
-def double_owners(members: Sequence[JavaCpMember]) -> list[str]:
+class Reporting(Protocol):
+    """A member whose rebalance callbacks are events with ``ts`` (wall-clock ms)."""
+
+    name: str
+    killed_at: int | None
+
+    def rebalances(self) -> list[Event]: ...
+
+
+def double_owners(members: Sequence[Reporting]) -> list[str]:
     """Times a partition was assigned to a member while another live member still held it.
 
     The members' callbacks are replayed in wall-clock order (``ts``, one machine); on a tie

@@ -42,7 +42,8 @@ Event = dict[str, Any]
 
 
 class Driver:
-    """One running driver JVM; ``events`` is every JSON line it printed so far."""
+    """One running driver JVM; ``events`` is every JSON line it printed so far, each with a
+    ``ts`` (wall-clock ms: the driver's own, else when the line was read)."""
 
     def __init__(self, name: str, cmd: list[str], stderr_path: Path) -> None:
         self.name = name
@@ -65,6 +66,8 @@ class Driver:
                 event: Event = json.loads(line)
             except ValueError:
                 event = {"event": "text", "text": line}
+            if isinstance(event, dict):  # the driver's own clock, else when the line was read
+                event.setdefault("ts", int(time.time() * 1000))
             with self._cond:
                 self.events.append(event)
                 self._cond.notify_all()

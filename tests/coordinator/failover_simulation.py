@@ -15,14 +15,17 @@ it moves between runtimes at random moments (and at chosen ones in the named sce
   it owns the shard and keeps answering until it notices. Its appends are refused by the
   log (stale epoch), and the edge handles that as a failed append: unload, answer the lost
   result's requests COORDINATOR_NOT_AVAILABLE, and (it has learned it lost the lease) do
-  not reload.
+  not reload. Before it tells a KIP-848 member that its group is gone, the edge confirms the
+  lease (as the broker's does with the database) and, finding it lost, gives the shard up
+  and answers NOT_COORDINATOR.
 
 A runtime that takes a shard answers COORDINATOR_LOAD_IN_PROGRESS while it loads (loading
 takes simulated time), then replays the shared log. Random transient append failures are
 handled by the edge as :mod:`samsa.coordinator` documents (unload, reload from the log).
 
-Clients are classic consumers of two groups on two shards (``eager``: eager rebalancing,
-some members static (KIP-345); ``coop``: cooperative, KIP-429): they find the coordinator
+Clients are classic consumers (:mod:`tests.coordinator.failover_consumers` adds KIP-848
+members) of two groups on two shards (``eager``: eager rebalancing, some members static
+(KIP-345); ``coop``: cooperative, KIP-429): they find the coordinator
 (FindCoordinator answers the lease owner as a possibly stale metadata view sees it, or
 COORDINATOR_NOT_AVAILABLE), and handle every error as Kafka's Java client does
 (``AbstractCoordinator`` / ``ConsumerCoordinator``): see :meth:`FailoverSimulation.on_response`.
@@ -81,6 +84,7 @@ from samsa.coordinator.events import Event
 from samsa.coordinator.group import Group
 from samsa.coordinator.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey
 from samsa.coordinator.responses import (
+    ConsumerGroupHeartbeatResponse,
     HeartbeatResponse,
     JoinGroupResponse,
     LeaveGroupResponse,
@@ -91,6 +95,7 @@ from samsa.coordinator.responses import (
 from tests.coordinator.fake_timer import FakeTimer
 
 NONE, NOT_AVAILABLE, LOADING, NOT_COORDINATOR = 0, 15, 14, 16
+GROUP_NOT_FOUND = 69
 ILLEGAL_GEN, UNKNOWN_MEMBER, REBALANCING, MEMBER_ID_REQUIRED = 22, 25, 27, 79
 FENCED_INSTANCE = 82
 DISCONNECT = -1  # not a Kafka code: the connection to the runtime broke
@@ -183,6 +188,7 @@ class Runtime:
         timer = self.timer
         self.timer.on_fire = lambda key, now_ms: self.sim.on_fire(self, timer, key, now_ms)
         self.coord = Coordinator(self.sim.config, self.timer, self.sim.new_member_id)
+        self.sim.booted(self)
 
     def restart(self) -> None:
         self.incarnation += 1
@@ -253,11 +259,11 @@ class FailoverSimulation:
         self.rng = rng = random.Random(seed)
         self.steps = steps
         self.churn = churn
-        self.config = CoordinatorConfig(
+        self.config = self.configure(CoordinatorConfig(
             offsets_topic_num_partitions=SHARDS,
             initial_rebalance_delay_ms=rng.choice([0, 500, 3000]),
             min_session_timeout_ms=1000,
-        )
+        ))
         assert [partition_for(g, SHARDS) for g in GROUPS] == [0, 1]
         self.now = 0
         self._ids = itertools.count(1)
@@ -295,6 +301,13 @@ class FailoverSimulation:
             self.acquire(p, rng.randrange(RUNTIMES), load_ms=0)
         for c in self.clients:
             self.start(c)
+
+    def configure(self, config: CoordinatorConfig) -> CoordinatorConfig:
+        """The coordinators' configuration (a subclass adds its own settings)."""
+        return config
+
+    def booted(self, r: Runtime) -> None:
+        """``r`` (re)started with a fresh coordinator (a subclass hands it topics)."""
 
     def _new_client(self, name: str, group: str, cooperative: bool) -> Client:
         rng = self.rng
@@ -485,9 +498,25 @@ class FailoverSimulation:
                 hook[1]()
             assert isinstance(reply.token, int)
             if reply.token not in self.answered:  # a crash answered it already
-                self.respond(r, reply.token, reply.response)
+                self.respond(r, reply.token, self._confirmed(r, reply.token, reply.response))
         if hook is not None and hook[0] >= len(result.replies):
             hook[1]()
+
+    def _confirmed(self, r: Runtime, token: int, response: Response) -> Response:
+        """As the broker's edge, a runtime confirms its lease (the database's row here: the
+        log's owner and epoch) before it tells a member its group is gone; one that lost
+        it gives the shard up and answers NOT_COORDINATOR."""
+        event = self.sent[token].event
+        if not isinstance(response, ConsumerGroupHeartbeatResponse) \
+                or response.error_code != GROUP_NOT_FOUND or event is None:
+            return response
+        p = partition_for(event.group_id, SHARDS)
+        log = self.logs[p]
+        if log.owner == r.index and log.epoch == r.held.get(p):
+            return response
+        self.note(f"r{r.index} finds it lost shard {p}")
+        self.give_up(r, p)
+        return error_response(event, NOT_COORDINATOR)
 
     def _failed_append(self, r: Runtime, p: int, lost: Result, fenced: bool) -> None:
         self.note(f"r{r.index} append to shard {p} {'fenced' if fenced else 'failed'}")
@@ -730,14 +759,8 @@ class FailoverSimulation:
         keeping the generation; ILLEGAL_GENERATION: partitions lost, rejoin with the member
         id; UNKNOWN_MEMBER_ID: lost, rejoin without it; a commit is refused unless Stable."""
         sent = self.sent[token]
-        if sent.kind == "find":  # FindCoordinator: the owner, or retry after a back-off
-            if token != c.find:
-                return
-            c.find = None
-            if isinstance(response, tuple) and response[1] is not None:
-                c.coordinator, c.coordinator_incarnation = response[1], response[2]
-            else:
-                c.retry_at = self.now + FIND_BACKOFF_MS
+        if sent.kind == "find":
+            self.found(c, token, response)
             return
         assert isinstance(response, Response | Disconnected)
         code = error_of(response)
@@ -770,6 +793,24 @@ class FailoverSimulation:
             self.reset(c, member_id=False)
         elif code == UNKNOWN_MEMBER and c.member_id == getattr(sent.event, "member_id", None):
             self.reset(c, member_id=True)
+
+    def find_coordinator(self, c: Any) -> None:
+        """Ask a live runtime which one coordinates ``c``'s group (any kind of client),
+        unless a question is out or ``c`` backs off."""
+        if c.find is None and self.now >= c.retry_at:
+            alive = [r.index for r in self.runtimes if r.alive]
+            if alive:
+                c.find = self.send(c, "find", None, runtime=self.rng.choice(alive))
+
+    def found(self, c: Any, token: int, response: object) -> None:
+        """A FindCoordinator answer: the owner, or retry after a back-off."""
+        if token != c.find:
+            return
+        c.find = None
+        if isinstance(response, tuple) and response[1] is not None:
+            c.coordinator, c.coordinator_incarnation = response[1], response[2]
+        else:
+            c.retry_at = self.now + FIND_BACKOFF_MS
 
     def _on_join(self, c: Client, r: JoinGroupResponse) -> None:
         code = r.error_code
@@ -829,25 +870,33 @@ class FailoverSimulation:
         c.find = c.rpc = c.hb = c.commit = None
         c.inbox.clear()
 
-    def act(self, c: Client) -> None:
-        rng = self.rng
+    def turn(self, c: Any, start: Callable[[Any], None],
+             handle: Callable[[Any, int, Any], None], churn: Callable[[Any], bool]) -> bool:
+        """What every client (classic or not) does first in its turn: start when down (now
+        and then; always once quiet), nothing while stalled, ``handle`` its answers, maybe
+        ``churn``, find its coordinator. False when its turn ends there."""
         if c.status == "down":
-            if (self.churn and rng.random() < 0.03) or self.calm:
+            if (self.churn and self.rng.random() < 0.03) or self.calm:
                 self.note(f"{c.name} starts")
-                self.start(c)
-            return
+                start(c)
+            return False
         if self.now < c.stalled_until:
-            return
+            return False
         inbox, c.inbox = c.inbox, []
         for token, response in inbox:
-            self.on_response(c, token, response)
-        if self.churn and not self.calm and self._churn_client(c):
-            return
+            handle(c, token, response)
+        if c.status in ("down", "fatal"):  # stopped by an answer
+            return False
+        if self.churn and not self.calm and churn(c):
+            return False
         if c.coordinator is None:
-            if c.find is None and self.now >= c.retry_at:
-                alive = [r.index for r in self.runtimes if r.alive]
-                if alive:
-                    c.find = self.send(c, "find", None, runtime=rng.choice(alive))
+            self.find_coordinator(c)
+            return False
+        return True
+
+    def act(self, c: Client) -> None:
+        rng = self.rng
+        if not self.turn(c, self.start, self.on_response, self._churn_client):
             return
         if c.need_join and c.rpc is None and self.now >= c.retry_at:
             self.join(c)
@@ -931,13 +980,13 @@ class FailoverSimulation:
         return None
 
     def check(self) -> None:
+        shard_of = {gid: partition_for(gid, SHARDS) for gid in {k[0] for k in self.acked}}
         for p, log in enumerate(self.logs):
             owner = self.owner_runtime(p)
             if owner is not None and owner.coord.shards[p].hard != log.shadow:
                 raise InvariantViolation(f"r{owner.index}'s shard {p} is not the log's replay")
             for gid, topic, part in self.acked:
-                if partition_for(gid, SHARDS) == p and \
-                        (topic, part) not in log.shadow.offsets.get(gid, {}):
+                if shard_of[gid] == p and (topic, part) not in log.shadow.offsets.get(gid, {}):
                     raise InvariantViolation(f"acknowledged commit {gid}/{topic}-{part} lost")
         for r in self.runtimes:
             if not r.alive:
@@ -1069,13 +1118,16 @@ class FailoverSimulation:
         self.drain()
 
 
-def run_failover_seed(seed: int, steps: int = 250) -> FailoverSimulation:
-    sim = FailoverSimulation(seed, steps)
+def run_failover_seed(seed: int, steps: int = 250,
+                      kind: type[FailoverSimulation] | None = None) -> FailoverSimulation:
+    """Run seed ``seed`` of ``kind`` (this simulation, or one extending it) to the end."""
+    sim = (kind or FailoverSimulation)(seed, steps)
     try:
         sim.run()
     except Exception as exc:
         tail = "\n".join(sim.log[-20:])
-        raise AssertionError(f"failover simulation seed {seed} failed: {exc}\n{tail}") from exc
+        raise AssertionError(f"{type(sim).__name__} seed {seed} failed: {exc}\n{tail}") \
+            from exc
     return sim
 
 

@@ -48,6 +48,7 @@ from samsa.coordinator import (
     TopicsSnapshot,
     error_response,
 )
+from samsa.coordinator.consumer.group import ConsumerGroup
 from samsa.coordinator.events import Event
 from samsa.coordinator.group import Group
 from samsa.coordinator.records import GroupMetadataKey
@@ -930,26 +931,8 @@ class ConsumerSimulation:
         if mirrored != self.timer.deadlines:
             raise InvariantViolation("timer service and shard deadlines disagree")
         group = self.group()
-        if group is None:
-            return
-        held: dict[tuple[uuid.UUID, int], str] = {}
-        for mid, member in group.members.items():
-            if member.member_epoch > group.epoch:
-                raise InvariantViolation(f"member {mid} epoch {member.member_epoch} > group "
-                                         f"epoch {group.epoch}")
-            holds = {(t, p) for a in (member.assigned, member.pending_revocation)
-                     for t, ps in a.items() for p in ps}
-            given = member.assignment_epochs
-            if set(given) != holds or not all(
-                    0 <= e <= max(member.member_epoch, 0) for e in given.values()):
-                raise InvariantViolation(f"member {mid} assignment epochs {dict(given)} for "
-                                         f"{sorted(holds)} at epoch {member.member_epoch}")
-            for assignment in (member.assigned, member.pending_revocation):
-                for t, ps in assignment.items():
-                    for p in ps:
-                        if (t, p) in held:
-                            raise InvariantViolation(f"{t}-{p} held by {held[(t, p)]} and {mid}")
-                        held[(t, p)] = mid
+        if group is not None:
+            check_consumer_group(group)
 
     def check_quiet(self) -> None:
         """Once quiet, the group is Stable and each subscribed partition assigned once."""
@@ -1017,6 +1000,31 @@ class ConsumerSimulation:
                     pass
         check_replay(self.coord, self.records)
         self.check_quiet()
+
+
+def check_consumer_group(group: ConsumerGroup, where: str = "") -> None:
+    """A consumer group's live state: no member epoch above the group epoch, an assignment
+    epoch (KIP-1251) for exactly the partitions a member holds, none above its epoch, and no
+    partition held (assigned or pending revocation) by two members."""
+    held: dict[tuple[uuid.UUID, int], str] = {}
+    for mid, member in group.members.items():
+        if member.member_epoch > group.epoch:
+            raise InvariantViolation(f"{where}member {mid} epoch {member.member_epoch} > "
+                                     f"group epoch {group.epoch}")
+        holds = {(t, p) for a in (member.assigned, member.pending_revocation)
+                 for t, ps in a.items() for p in ps}
+        given = member.assignment_epochs
+        if set(given) != holds or not all(
+                0 <= e <= max(member.member_epoch, 0) for e in given.values()):
+            raise InvariantViolation(f"{where}member {mid} assignment epochs {dict(given)} "
+                                     f"for {sorted(holds)} at epoch {member.member_epoch}")
+        for assignment in (member.assigned, member.pending_revocation):
+            for t, ps in assignment.items():
+                for p in ps:
+                    if (t, p) in held:
+                        raise InvariantViolation(f"{where}{t}-{p} held by {held[(t, p)]} "
+                                                 f"and {mid}")
+                    held[(t, p)] = mid
 
 
 def run_consumer_seed(seed: int, steps: int = 250) -> ConsumerSimulation:

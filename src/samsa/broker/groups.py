@@ -12,7 +12,13 @@ replies:
 * if an append or its fsync fails (a storage error), the touched shards are reloaded from
   their logs (requests still parked there get NOT_COORDINATOR) and every request the lost
   result answered gets COORDINATOR_NOT_AVAILABLE; clients rediscover and rejoin. That is
-  the only recovery story: nothing is snapshotted or reverted.
+  the only recovery story: nothing is snapshotted or reverted. A cluster node reloads from
+  the database, after the appends it made before have committed, while it holds the lease
+  (it loads shards it is given the same way, retrying a failed read); meanwhile the shard
+  answers COORDINATOR_LOAD_IN_PROGRESS, never "group not found";
+* before a ConsumerGroupHeartbeat is answered GROUP_ID_NOT_FOUND (fatal for the member), a
+  cluster node confirms its lease with the database: a node that lost it (paused past its
+  TTL, not ticked since) answers NOT_COORDINATOR and drops the shard.
 
 Offsets expiry is the coordinator's own keyed timer (``offsets.retention.check.interval.ms``).
 
@@ -49,9 +55,10 @@ from samsa.coordinator.consumer.topics import TopicInfo, TopicsSnapshot
 from samsa.coordinator.events import ConsumerGroupDescribe, ConsumerGroupHeartbeat
 from samsa.coordinator.history import LoadInfo
 from samsa.coordinator.records import deserialize, serialize
-from samsa.coordinator.responses import Response
+from samsa.coordinator.responses import ConsumerGroupHeartbeatResponse, Response
+from samsa.coordinator.shard import CoordinatorShard
 from samsa.protocol.records import ProducerRecordData, decode_batches, encode_batch
-from samsa.storage.pg.log import PgPartitionLog, records_of
+from samsa.storage.pg.log import LeaseLost, PgPartitionLog, records_of
 
 if TYPE_CHECKING:
     from samsa.broker.server import Broker
@@ -136,6 +143,7 @@ class GroupRuntime:
         self.coordinator: Coordinator | None = None
         self.topic: Topic | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._loads: set[asyncio.Task[None]] = set()
         self._topics_seen: tuple[tuple[object, int], ...] | None = None
         #: shard -> its last load and when it finished (the console's coordinator health)
         self.loads: dict[int, LoadInfo] = {}
@@ -176,6 +184,8 @@ class GroupRuntime:
 
     async def stop(self) -> None:
         self.timer.close()
+        for task in self._loads:
+            task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
@@ -205,9 +215,25 @@ class GroupRuntime:
         self.broker.metrics.observe_group(self._coord(), getattr(event, "group_id", None))
         self._apply(result)
         try:
-            return await fut
+            response = await fut
         except StorageFailure:
             return error_response(event, int(ErrorCode.coordinator_not_available))
+        if (isinstance(event, ConsumerGroupHeartbeat)
+                and isinstance(response, ConsumerGroupHeartbeatResponse)
+                and response.error_code == ErrorCode.group_id_not_found
+                and not await self._still_coordinator(event.group_id)):
+            return error_response(event, int(ErrorCode.not_coordinator))
+        return response
+
+    async def _still_coordinator(self, group_id: str) -> bool:
+        """A cluster node asks the database whether it still holds the group's shard before
+        telling a member its group is gone (fatal for librdkafka and Java): a node paused
+        past its lease answers from what it held until it notices."""
+        cluster = self.broker.cluster
+        if cluster is None or self.topic is None:
+            return True
+        plog = self.topic.partitions[self.partition_for(group_id)].log
+        return not isinstance(plog, PgPartitionLog) or await cluster.confirm(plog.pid)
 
     def fire(self, key: TimerKey) -> None:
         self._apply(self._coord().fire(key, now_ms()))
@@ -261,13 +287,16 @@ class GroupRuntime:
     def _reload(self, partitions: set[int]) -> None:
         assert self.topic is not None
         coord = self._coord()
-        if self.broker.engine is not None:  # the cluster reclaims and reloads the lease
-            for index in partitions:
-                self.drop_shard(index)
-            return
         for index in partitions:
             _deliver(coord.unload(index))
-            self._load(self.topic.partitions[index])
+            part = self.topic.partitions[index]
+            plog = part.log
+            if not isinstance(plog, PgPartitionLog):
+                self._load(part)
+            elif plog.is_leader:  # else the lease is gone: the cluster claims it again
+                task = asyncio.create_task(self._replay(coord.begin_load(index), plog))
+                self._loads.add(task)
+                task.add_done_callback(self._loads.discard)
 
     def sync_topics(self) -> None:
         """Hand the coordinator a new :class:`TopicsSnapshot` if topics were created, deleted
@@ -289,17 +318,35 @@ class GroupRuntime:
         """Load shard ``index`` by replaying its records (this node now holds its lease,
         taken from ``previous_node`` if another node held it); its groups answer
         COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
+        await self._replay(self._coord().begin_load(index), plog, previous_node)
+
+    async def _replay(self, shard: CoordinatorShard, plog: PgPartitionLog,
+                      previous_node: int | None = None) -> None:
+        """Fill the LOADING ``shard`` from the database once every append this node made
+        to it has committed (a reload after a failed append: an earlier result may still be
+        on its way, and its answers promise its records). A failed read is retried while
+        the node holds the lease and nobody replaced the shard."""
         coord = self._coord()
+        index = shard.partition
         epoch = plog.epoch
         started = now_ms()
         loading = time.perf_counter()
-        shard = coord.begin_load(index)
-        try:
-            records = records_of(await plog.read_all())
-        except Exception:
-            log.exception("loading coordinator shard %d failed", index)
-            self.drop_shard(index)
-            raise
+        backoff = 0.05
+        while True:
+            if plog.epoch != epoch or coord.shards.get(index) is not shard:
+                return  # lost or reloaded meanwhile
+            try:
+                await plog.wait_appended()
+                records = records_of(await plog.read_all())
+                break
+            except LeaseLost:
+                if coord.shards.get(index) is shard:
+                    self.drop_shard(index)
+                return
+            except Exception:
+                log.exception("loading coordinator shard %d failed; retrying", index)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
         if plog.epoch != epoch or coord.shards.get(index) is not shard:
             return  # lost or reloaded meanwhile
         for key, value in records:

@@ -361,6 +361,28 @@ class ClusterNode:
         self._wake.set()
 
     # -- queries (handlers) ---------------------------------------------------------------
+    async def confirm(self, pid: int) -> bool:
+        """Whether this node still holds ``pid``'s lease, as the database says now: for an
+        answer a stale holder must not give (a paused node serves what it held until its
+        next tick). A lease found gone is dropped at once; False too when the database
+        cannot say."""
+        epoch = self.owned.get(pid)
+        if epoch is None:
+            return False
+        try:
+            row = await self.engine.db.run(lambda pool: pool.fetchrow(
+                "SELECT owner, epoch FROM samsa_partitions WHERE pid = $1", pid))
+        except Exception:
+            log.exception("node %d: could not confirm the lease of partition %d",
+                          self.node_id, pid)
+            return False
+        if row is not None and row["owner"] == self.node_id and row["epoch"] == epoch:
+            return True
+        if self.owned.get(pid) == epoch:
+            self._drop(pid)
+            self._wake.set()
+        return False
+
     def leader(self, pid: int) -> tuple[int, int]:
         """(leader node id or -1, leader epoch) of a partition, as last read."""
         epoch = self.owned.get(pid)

@@ -29,8 +29,8 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  * inside onPartitionsRevoked), driver.records=false (print counts instead of records).
  *
  * Events on stdout (one JSON object per line): started, assigned / revoked / lost (with the
- * partitions, the whole assignment, generation and member id), committed, records, error,
- * reply (to a command), closed. Commands on stdin, one per line: "commit" (commitSync of the
+ * partitions, the whole assignment, generation, member id and wall clock), committed, records,
+ * error, reply (to a command), closed. Commands on stdin, one per line: "commit" (commitSync of the
  * positions), "assignment", "close" (close() and exit). End of stdin closes too.
  */
 public final class Member {
@@ -63,7 +63,8 @@ public final class Member {
         return Json.obj("event", event, "partitions", tps == null ? null : Json.tps(tps),
                 "assignment", Json.tps(consumer.assignment()),
                 "generation", consumer.groupMetadata().generationId(),
-                "member", consumer.groupMetadata().memberId());
+                "member", consumer.groupMetadata().memberId(),
+                "ts", System.currentTimeMillis());
     }
 
     private Map<TopicPartition, OffsetAndMetadata> positions(Collection<TopicPartition> tps) {

@@ -152,6 +152,11 @@ class PgPartitionLog:
     async def drain(self) -> None:
         """Refuse new appends and wait until every accepted one is committed (hand-off)."""
         self.accepting = False
+        await self.wait_appended()
+
+    async def wait_appended(self) -> None:
+        """Return once every append accepted so far is committed; LeaseLost if it never
+        will be."""
         await self.wait_durable(self._next)
 
     # -- the store interface ----------------------------------------------------------
