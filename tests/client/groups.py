@@ -7,7 +7,7 @@ from typing import Any
 
 from samsa import TopicPartition
 from samsa.client import Admin, Consumer
-from samsa.client.member import MemberStatus
+from samsa.client.group.context import MemberStatus
 from tests.brokerproc import BrokerProcess
 from tests.client.runner import Runner
 

@@ -11,7 +11,7 @@ from uuid import UUID
 from kio.schema.errors import ErrorCode
 
 from samsa import TopicPartition
-from samsa.client.consumer_group import ConsumerProtocolCoordinator
+from samsa.client.group.consumer_driver import ConsumerProtocolCoordinator
 from samsa.client.subscription import SubscriptionState
 from samsa.protocol.api_keys import ApiKey
 from tests.client.fakeclock import FakeClock, FakeMetadata, FakeNet

@@ -11,7 +11,8 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from samsa import TopicPartition
-from samsa.client.consumer_membership import (
+from samsa.client.group.actions import FindCoordinator, LosePartitions, RaiseError, RevokePartitions
+from samsa.client.group.consumer_machine import (
     CgState,
     ConsumerMembership,
     ConsumerMembershipConfig,
@@ -19,7 +20,6 @@ from samsa.client.consumer_membership import (
     Reconcile,
     SendConsumerHeartbeat,
 )
-from samsa.client.membership import FindCoordinator, LosePartitions, RaiseError, RevokePartitions
 
 E = ErrorCode
 T = UUID(int=1)

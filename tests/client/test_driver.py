@@ -12,9 +12,9 @@ from kio.schema.errors import ErrorCode as E
 
 from samsa import TopicPartition
 from samsa.assignors import resolve_assignor
-from samsa.client.coordinator import ConsumerCoordinator
 from samsa.client.errors import KafkaConnectionError, KafkaError
-from samsa.client.membership import MembershipConfig, MemberState
+from samsa.client.group.classic_driver import ConsumerCoordinator
+from samsa.client.group.classic_machine import MembershipConfig, MemberState
 from samsa.client.subscription import SubscriptionState
 from samsa.protocol.api_keys import ApiKey
 from tests.client.fakeclock import FakeClock, FakeMetadata, FakeNet

@@ -8,18 +8,20 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from samsa import TopicPartition
-from samsa.client.membership import (
+from samsa.client.group.actions import (
+    FindCoordinator,
+    LosePartitions,
+    RaiseError,
+    RevokePartitions,
+)
+from samsa.client.group.classic_machine import (
     AssignPartitions,
     CommitOffsets,
-    FindCoordinator,
     JoinedMember,
-    LosePartitions,
     Membership,
     MembershipConfig,
     MemberState,
     PerformAssignment,
-    RaiseError,
-    RevokePartitions,
     SendHeartbeat,
     SendJoinGroup,
     SendLeaveGroup,

@@ -1,7 +1,6 @@
 """samsa's Python client: Consumer, Producer and Admin (see ``docs/client.md``)."""
 
 from samsa.client.admin import Admin
-from samsa.client.commits import OffsetAndMetadata
 from samsa.client.consumer import Consumer, ConsumerRebalanceListener
 from samsa.client.errors import (
     CommitFailedError,
@@ -13,6 +12,7 @@ from samsa.client.errors import (
     OffsetOutOfRangeError,
     WakeupError,
 )
+from samsa.client.group.commits import OffsetAndMetadata
 from samsa.client.producer import Producer
 from samsa.client.records import ConsumerRecord, RecordMetadata
 

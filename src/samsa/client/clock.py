@@ -1,9 +1,10 @@
 """The one clock of the consumer's driver: read it, sleep on it, wait on it.
 
-Every deadline and every pause of :mod:`samsa.client.coordinator` and its parts, and of
-:class:`~samsa.client.consumer.Consumer`, goes through a :class:`Clock`, so a test can run
-them on a fake one (``tests/client/fakeclock.py``). The network thread keeps its own
-monotonic time: request deadlines are enforced by the socket loop, not by the driver.
+Every deadline and every pause of the group drivers (:mod:`samsa.client.group`), of
+:class:`~samsa.client.consumer.Consumer`, :class:`~samsa.client.producer.Producer` and
+:class:`~samsa.client.admin.Admin` goes through a :class:`Clock`, so a test can run them on
+a fake one (``tests/client/fakeclock.py``). The network thread keeps its own monotonic time:
+request deadlines are enforced by the socket loop, not by the driver.
 """
 
 from __future__ import annotations

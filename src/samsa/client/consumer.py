@@ -13,8 +13,6 @@ from typing import Any
 from samsa import TopicPartition
 from samsa.assignors import Assignor, RebalanceProtocol, resolve_assignor
 from samsa.client.clock import SYSTEM_CLOCK, Clock
-from samsa.client.consumer_group import ConsumerProtocolCoordinator, check_group_protocol
-from samsa.client.coordinator import ConsumerCoordinator, MemberStatus, OffsetAndMetadata
 from samsa.client.errors import (
     IllegalStateError,
     KafkaError,
@@ -24,7 +22,13 @@ from samsa.client.errors import (
 )
 from samsa.client.fetcher import FetchConfig, Fetcher
 from samsa.client.future import Future
-from samsa.client.membership import NO_GENERATION, NO_MEMBER_ID, MembershipConfig
+from samsa.client.group.actions import NO_GENERATION, NO_MEMBER_ID
+from samsa.client.group.classic_driver import ConsumerCoordinator
+from samsa.client.group.classic_machine import MembershipConfig
+from samsa.client.group.commits import OffsetAndMetadata
+from samsa.client.group.consumer_driver import ConsumerProtocolCoordinator, check_group_protocol
+from samsa.client.group.context import MemberStatus
+from samsa.client.group.driver import GroupDriver
 from samsa.client.metadata import Metadata
 from samsa.client.net import NetworkClient
 from samsa.client.offsets import EARLIEST, LATEST, list_offsets
@@ -36,8 +40,6 @@ from samsa.client.subscription import SubscriptionState, SubscriptionType
 __all__ = ["Consumer", "ConsumerRebalanceListener"]
 
 _ids = itertools.count(1)
-
-GroupCoordinator = ConsumerCoordinator | ConsumerProtocolCoordinator
 
 DEFAULTS: dict[str, Any] = {
     **SECURITY_DEFAULTS,
@@ -132,7 +134,7 @@ class Consumer:
             max_poll_records=c["max_poll_records"], check_crcs=c["check_crcs"],
             client_rack=c["client_rack"], auto_offset_reset=c["auto_offset_reset"]),
             self._notify)
-        self._coordinator: GroupCoordinator | None = None
+        self._coordinator: GroupDriver[Any] | None = None
         if c["group_id"] is not None and protocol == "consumer":
             self._coordinator = ConsumerProtocolCoordinator(
                 self._metadata, self._subs, group_id=c["group_id"],
@@ -416,7 +418,7 @@ class Consumer:
 
     # ---- commits ------------------------------------------------------------------------
 
-    def _group(self) -> GroupCoordinator:
+    def _group(self) -> GroupDriver[Any]:
         if self._coordinator is None:
             raise IllegalStateError("offset commits need a group_id")
         return self._coordinator

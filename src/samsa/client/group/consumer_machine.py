@@ -1,21 +1,21 @@
 """A member of a KIP-848 ``consumer`` group as a pure state machine (no sockets, no clock).
 
-The classic protocol's machine is :mod:`samsa.client.membership`; this one speaks
-ConsumerGroupHeartbeat, following Kafka's Java client (``AbstractMembershipManager``,
-``ConsumerMembershipManager``, ``ConsumerHeartbeatRequestManager``). Every event carries
-``now`` in milliseconds; the driver (:mod:`samsa.client.consumer_group`) performs the
-actions it gets back:
+A :class:`~samsa.client.group.machine.MemberMachine`; the classic protocol's sibling is
+:mod:`~samsa.client.group.classic_machine`. This one speaks ConsumerGroupHeartbeat,
+following Kafka's Java client (``AbstractMembershipManager``, ``ConsumerMembershipManager``,
+``ConsumerHeartbeatRequestManager``). Every event carries ``now`` in milliseconds; the
+driver (:mod:`~samsa.client.group.consumer_driver`) performs the actions it gets back:
 
 * :class:`SendConsumerHeartbeat`: a ConsumerGroupHeartbeat; its answer comes back through
   :meth:`ConsumerMembership.on_heartbeat_response` (or ``on_heartbeat_failed``);
-* :class:`~samsa.client.membership.FindCoordinator`: look the coordinator up;
+* :class:`~samsa.client.group.actions.FindCoordinator`: look the coordinator up;
 * :class:`Reconcile`: on the user's thread, auto-commit (when ``commit``), call
   ``on_partitions_revoked`` for ``revoked``, take ``assignment`` and call
   ``on_partitions_assigned`` for ``added``, then :meth:`ConsumerMembership.reconciled`;
-* :class:`~samsa.client.membership.RevokePartitions` /
-  :class:`~samsa.client.membership.LosePartitions`: release the assignment (leaving,
+* :class:`~samsa.client.group.actions.RevokePartitions` /
+  :class:`~samsa.client.group.actions.LosePartitions`: release the assignment (leaving,
   fenced, stale, fatal), then :meth:`ConsumerMembership.released`;
-* :class:`~samsa.client.membership.RaiseError`: a fatal error for the user.
+* :class:`~samsa.client.group.actions.RaiseError`: a fatal error for the user.
 
 Member states (Kafka's ``MemberState``): UNSUBSCRIBED -> JOINING (epoch 0) -> RECONCILING
 (a new target assignment) -> ACKNOWLEDGING (reconciled: the next heartbeat sends the owned
@@ -38,7 +38,7 @@ from uuid import UUID
 from kio.schema.errors import ErrorCode
 
 from samsa import TopicPartition
-from samsa.client.membership import (
+from samsa.client.group.actions import (
     NO_GENERATION,
     NO_MEMBER_ID,
     FindCoordinator,
@@ -46,6 +46,7 @@ from samsa.client.membership import (
     RaiseError,
     RevokePartitions,
 )
+from samsa.client.group.machine import MemberMachine
 
 __all__ = [
     "JOIN_EPOCH",
@@ -72,9 +73,6 @@ session timeout, for the same ``group_instance_id`` to take back."""
 RETRIABLE = frozenset({ErrorCode.coordinator_load_in_progress})
 COORDINATOR_MOVED = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_available})
 FENCING = frozenset({ErrorCode.fenced_member_epoch, ErrorCode.unknown_member_id})
-LOOKUP_RETRIABLE = frozenset({ErrorCode.none, ErrorCode.coordinator_load_in_progress,
-                              ErrorCode.coordinator_not_available, ErrorCode.not_coordinator,
-                              ErrorCode.request_timed_out, ErrorCode.network_exception})
 
 FATAL_HINTS = {
     int(ErrorCode.unsupported_version):
@@ -192,18 +190,11 @@ class _SentFields:
 
 
 @dataclass
-class ConsumerMembership:
+class ConsumerMembership(MemberMachine[ConsumerMembershipConfig]):
     """State of one consumer-protocol member; all times are milliseconds from the caller."""
 
-    config: ConsumerMembershipConfig
-    auto_commit: bool = False
     state: CgState = CgState.UNSUBSCRIBED
     member_epoch: int = JOIN_EPOCH
-    member_id: str = ""
-    coordinator: int | None = None
-    retry_at: float = 0.0
-    """No FindCoordinator before this time (after a failed lookup)."""
-    fatal: RaiseError | None = None
     topics: tuple[str, ...] = ()
     regex: str | None = None
     subscription_updated: bool = False
@@ -212,29 +203,26 @@ class ConsumerMembership:
     topic_names: dict[UUID, str] = field(default_factory=dict)
     """Names of the topics of the current assignment (they may leave the metadata first)."""
     heartbeat_interval_ms: float = 0.0
-    next_heartbeat: float = 0.0
     backoff_until: float = 0.0
     failures: int = 0
-    heartbeat_in_flight: bool = False
-    last_poll: float = 0.0
-    last_heartbeat_ok: float = 0.0
     reconciling: int | None = None
     """The attempt of the reconciliation the user thread runs, if any."""
     attempts: int = 0
     release_pending: bool = False
     """FENCED, STALE or FATAL: the user thread must report the partitions lost."""
     leave_on_release: bool = False
-    history: list[str] = field(default_factory=list)
     sent: _SentFields = field(default_factory=_SentFields)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         self.member_id = self.member_id or self.config.member_id
 
     # ---- queries -----------------------------------------------------------------------
 
     @property
-    def is_static(self) -> bool:
-        return self.config.group_instance_id is not None
+    def generation(self) -> int:
+        """The member epoch (what commits carry)."""
+        return self.member_epoch
 
     @property
     def leave_epoch(self) -> int:
@@ -272,7 +260,7 @@ class ConsumerMembership:
 
     def poll(self, now: float) -> None:
         """The user called ``poll``: resets the poll timer; joins after ``subscribe``."""
-        self.last_poll = now
+        super().poll(now)
         if self.subscription_updated and self.state == CgState.UNSUBSCRIBED:
             self.subscription_updated = False
             self._to_joining("subscribed")
@@ -460,7 +448,7 @@ class ConsumerMembership:
             self._fenced(what)
             self.backoff_until = now
             return []
-        return self._fail(code, message)
+        return [self._fail(code, message)]
 
     def on_heartbeat_failed(self, request: HeartbeatRequest, reason: str, now: float) -> None:
         """No answer (disconnect, timeout): find the coordinator again, then a full
@@ -530,7 +518,8 @@ class ConsumerMembership:
         self._log(f"join as {self.member_id}: {why}")
         self._to(CgState.JOINING)
 
-    def _fail(self, code: int, message: str | None) -> list[CgAction]:
+    def _fail(self, code: int, message: str | None) -> RaiseError:
+        """FATAL with ``code``: the error every later ``poll`` raises."""
         previous = self.state
         hint = FATAL_HINTS.get(int(code), "")
         text = "; ".join(s for s in (f"ConsumerGroupHeartbeat failed with error {code}",
@@ -540,7 +529,7 @@ class ConsumerMembership:
         self.reconciling = None
         self.release_pending = previous not in (CgState.UNSUBSCRIBED, CgState.LEAVING,
                                                 CgState.PREPARE_LEAVING)
-        return [self.fatal]
+        return self.fatal
 
     def _clear_subscription(self) -> None:
         self.topics = ()
@@ -584,35 +573,12 @@ class ConsumerMembership:
             rebalance_timeout_ms=timeout, subscribed_topic_names=names,
             subscribed_topic_regex=regex, server_assignor=assignor, topic_partitions=owned)
 
-    # ---- coordinator ---------------------------------------------------------------------
+    # ---- coordinator and commits -------------------------------------------------------------
 
-    def coordinator_found(self, node: int, now: float) -> None:
-        self.coordinator = node
-        self.last_heartbeat_ok = now
-        self._log(f"coordinator {node}")
-
-    def coordinator_lookup_failed(self, code: int, now: float,
-                                  reason: str = "") -> list[CgAction]:
-        self._log(f"coordinator lookup failed: {reason or code}")
-        self.coordinator = None
-        self.retry_at = now + self.config.retry_backoff_ms
-        if code in LOOKUP_RETRIABLE:
-            return []
+    def _lookup_fatal(self, code: int, reason: str) -> RaiseError:
         return self._fail(code, f"FindCoordinator: {reason}")
-
-    def coordinator_dead(self, reason: str, now: float) -> None:
-        if self.coordinator is not None:
-            self._log(f"coordinator lost: {reason}")
-        self.coordinator = None
-        self.heartbeat_in_flight = False
-        self.retry_at = now + self.config.retry_backoff_ms
 
     def on_commit_error(self, code: int, now: float, generation: int) -> list[CgAction]:
         """Commit errors change nothing here: the heartbeat finds out about fencing."""
         self._log(f"OffsetCommit error {code} at epoch {generation}")
         return []
-
-    def _log(self, message: str) -> None:
-        self.history.append(message)
-        if len(self.history) > 100:
-            del self.history[:50]

@@ -1,16 +1,20 @@
-"""The consumer's group membership as a pure state machine (no sockets, no clock).
+"""A member of a classic group (JoinGroup/SyncGroup/Heartbeat) as a pure state machine.
 
-The driver (:mod:`samsa.client.coordinator`) feeds it events with the current time in
+A :class:`~samsa.client.group.machine.MemberMachine`; the consumer protocol's sibling is
+:mod:`~samsa.client.group.consumer_machine`. The driver
+(:mod:`~samsa.client.group.classic_driver`) feeds it events with the current time in
 milliseconds and performs the actions it returns, in order:
 
-* :class:`FindCoordinator`, :class:`SendJoinGroup`, :class:`SendSyncGroup`,
-  :class:`SendHeartbeat`, :class:`SendLeaveGroup`: requests to send; their responses come
-  back as ``on_*`` events.
+* :class:`~samsa.client.group.actions.FindCoordinator`, :class:`SendJoinGroup`,
+  :class:`SendSyncGroup`, :class:`SendHeartbeat`, :class:`SendLeaveGroup`: requests to
+  send; their responses come back as ``on_*`` events.
 * :class:`PerformAssignment`: this member leads the generation; run the voted assignor and
   call :meth:`Membership.on_assignment_computed`.
-* :class:`CommitOffsets`, :class:`RevokePartitions`, :class:`AssignPartitions`,
-  :class:`LosePartitions`: auto-commit and rebalance listener calls on the user's thread.
-* :class:`RaiseError`: a fatal error for the user (fenced static member, bad config).
+* :class:`CommitOffsets`, :class:`~samsa.client.group.actions.RevokePartitions`,
+  :class:`AssignPartitions`, :class:`~samsa.client.group.actions.LosePartitions`:
+  auto-commit and rebalance listener calls on the user's thread.
+* :class:`~samsa.client.group.actions.RaiseError`: a fatal error for the user (fenced static
+  member, bad config).
 
 Member states follow Kafka's client: UNJOINED -> REBALANCING (JoinGroup/SyncGroup in
 flight) -> STABLE (heartbeating); any failure goes back to UNJOINED with a rejoin pending.
@@ -21,38 +25,37 @@ new assignment takes away, then rejoin (KIP-429).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
 from samsa import TopicPartition
+from samsa.client.group.actions import (
+    NO_GENERATION,
+    NO_MEMBER_ID,
+    FindCoordinator,
+    LosePartitions,
+    RaiseError,
+    RevokePartitions,
+)
+from samsa.client.group.machine import MemberMachine
 
 __all__ = [
-    "NO_GENERATION",
-    "NO_MEMBER_ID",
     "PROTOCOL_TYPE",
     "Action",
     "AssignPartitions",
     "CommitOffsets",
-    "FindCoordinator",
     "JoinedMember",
-    "LosePartitions",
     "MemberState",
     "Membership",
     "MembershipConfig",
     "PerformAssignment",
-    "RaiseError",
-    "RevokePartitions",
     "SendHeartbeat",
     "SendJoinGroup",
     "SendLeaveGroup",
     "SendSyncGroup",
 ]
 
-NO_MEMBER_ID = ""
-"""The member id of a member the coordinator has not named yet (not an error code)."""
-NO_GENERATION = -1
-"""The generation of a member outside any generation."""
 PROTOCOL_TYPE = "consumer"
 """The protocol type of consumer groups in JoinGroup and SyncGroup."""
 
@@ -100,11 +103,6 @@ class JoinedMember:
 
 
 @dataclass(frozen=True)
-class FindCoordinator:
-    pass
-
-
-@dataclass(frozen=True)
 class SendJoinGroup:
     member_id: str
     reason: str
@@ -147,25 +145,9 @@ class CommitOffsets:
 
 
 @dataclass(frozen=True)
-class RevokePartitions:
-    partitions: frozenset[TopicPartition]
-
-
-@dataclass(frozen=True)
 class AssignPartitions:
     added: frozenset[TopicPartition]
     assignment: frozenset[TopicPartition]
-
-
-@dataclass(frozen=True)
-class LosePartitions:
-    partitions: frozenset[TopicPartition]
-
-
-@dataclass(frozen=True)
-class RaiseError:
-    code: int
-    message: str
 
 
 Action = (FindCoordinator | SendJoinGroup | PerformAssignment | SendSyncGroup | SendHeartbeat
@@ -174,37 +156,23 @@ Action = (FindCoordinator | SendJoinGroup | PerformAssignment | SendSyncGroup | 
 
 
 @dataclass
-class Membership:
-    """State of one consumer in its group; all times are milliseconds from the caller."""
+class Membership(MemberMachine[MembershipConfig]):
+    """State of one consumer in its classic group; all times are milliseconds from the
+    caller."""
 
-    config: MembershipConfig
-    auto_commit: bool = False
     state: MemberState = MemberState.UNJOINED
-    member_id: str = NO_MEMBER_ID
     generation: int = NO_GENERATION
     protocol: str | None = None
     leader_id: str | None = None
-    coordinator: int | None = None
     owned: frozenset[TopicPartition] = frozenset()
     rejoin_needed: bool = True
     rejoin_reason: str = "initial join"
     needs_join_prepare: bool = True
-    fatal: RaiseError | None = None
-    retry_at: float = 0.0
-    last_poll: float = 0.0
-    last_heartbeat_ok: float = 0.0
-    next_heartbeat: float = 0.0
-    heartbeat_in_flight: bool = False
     awaiting: str = ""
     """While REBALANCING: "join" (JoinGroup in flight), "assignment" (the leader computes
     it) or "sync" (SyncGroup in flight)."""
-    history: list[str] = field(default_factory=list)
 
     # ---- queries ---------------------------------------------------------------------
-
-    @property
-    def is_static(self) -> bool:
-        return self.config.group_instance_id is not None
 
     def needs_rejoin(self) -> bool:
         """True while the member must (re)join before it may fetch with its assignment."""
@@ -249,10 +217,6 @@ class Membership:
             self.state == MemberState.REBALANCING and self.awaiting == "assignment")
 
     # ---- user thread: poll and join ----------------------------------------------------
-
-    def poll(self, now: float) -> None:
-        """The user called ``poll``: resets the max-poll-interval clock."""
-        self.last_poll = now
 
     def request_rejoin(self, reason: str) -> None:
         """Metadata or subscription changed, or a cooperative revocation finished."""
@@ -328,25 +292,6 @@ class Membership:
             self.state = MemberState.UNJOINED
             self.awaiting = ""
             self.rejoin_needed = True
-
-    def coordinator_found(self, node: int, now: float) -> None:
-        self.coordinator = node
-        self.last_heartbeat_ok = now
-        self._log(f"coordinator {node}")
-
-    def coordinator_lookup_failed(self, code: int, now: float, reason: str = "") -> list[Action]:
-        self._log(f"coordinator lookup failed: {reason or code}")
-        self.coordinator = None
-        self.retry_at = now + self.config.retry_backoff_ms
-        return self._fatal_if(code, reason or "FindCoordinator failed")
-
-    def coordinator_dead(self, reason: str, now: float) -> None:
-        """Mark the coordinator unknown (disconnect, NOT_COORDINATOR, session expiry)."""
-        if self.coordinator is not None:
-            self._log(f"coordinator lost: {reason}")
-        self.coordinator = None
-        self.heartbeat_in_flight = False
-        self.retry_at = now + self.config.retry_backoff_ms
 
     def on_join_response(self, code: int, now: float, *, generation: int = NO_GENERATION,
                          member_id: str = NO_MEMBER_ID, protocol: str | None = None,
@@ -559,16 +504,20 @@ class Membership:
             self.coordinator_dead(f"{what} error {code}", now)
             return []
         if code == ErrorCode.coordinator_load_in_progress:
-            self.retry_at = now + self.config.retry_backoff_ms
+            self.tracker.back_off(now)
             return []
         return self._fatal_if(code, f"{what} failed")
 
-    def _fatal_if(self, code: int, message: str = "FindCoordinator failed") -> list[Action]:
+    def _fatal_if(self, code: int, message: str) -> list[Action]:
         if code in (ErrorCode.none, ErrorCode.coordinator_load_in_progress) or \
                 code in COORDINATOR_ERRORS:
             return []
         self.fatal = RaiseError(code, f"{message} with error {code}")
         return [self.fatal]
+
+    def _lookup_fatal(self, code: int, reason: str) -> RaiseError:
+        self.fatal = RaiseError(code, f"{reason or 'FindCoordinator failed'} with error {code}")
+        return self.fatal
 
     def _reset_generation(self, *, reset_member: bool) -> None:
         self.generation = NO_GENERATION
@@ -579,8 +528,3 @@ class Membership:
         self.state = MemberState.UNJOINED
         self.awaiting = ""
         self.heartbeat_in_flight = False
-
-    def _log(self, message: str) -> None:
-        self.history.append(message)
-        if len(self.history) > 100:
-            del self.history[:50]

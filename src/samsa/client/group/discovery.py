@@ -15,7 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from samsa.client.errors import KafkaError
 from samsa.client.future import Future
-from samsa.client.member import GroupContext
+from samsa.client.group.context import MemberContext
 from samsa.client.net import ApiKey
 
 __all__ = ["CoordinatorDiscovery"]
@@ -29,7 +29,7 @@ COORDINATOR_KEY_GROUP = 0
 class CoordinatorDiscovery:
     """Looks the coordinator up; ``on_found`` runs (under the lock) once it is known."""
 
-    def __init__(self, member: GroupContext, on_found: Callable[[], None]) -> None:
+    def __init__(self, member: MemberContext[Any], on_found: Callable[[], None]) -> None:
         self.member = member
         self.on_found = on_found
         self._future: Future[Any] | None = None

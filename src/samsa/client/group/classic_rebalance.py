@@ -1,4 +1,7 @@
-"""The join loop: JoinGroup, the leader's assignment, SyncGroup, on the user's thread.
+"""The classic rebalance: JoinGroup, the leader's assignment, SyncGroup, on the user's thread.
+
+The rebalance step of :mod:`~samsa.client.group.classic_driver`'s ``poll``; the consumer
+protocol's sibling is :mod:`~samsa.client.group.consumer_rebalance`.
 
 :meth:`JoinLoop.ensure_active_group` asks the state machine for its next step and performs
 the actions it returns, in order, until the member is stable or it would have to wait past
@@ -9,7 +12,7 @@ A JoinGroup or SyncGroup may be parked on the coordinator for up to the rebalanc
 (a member that does not rejoin holds the whole group). When its answer has not come by the
 deadline, or a ``wakeup()`` interrupts the wait, the request stays in flight and the next
 call resumes waiting for the same answer (as long as the machine still
-:meth:`~samsa.client.membership.Membership.awaits` it), as Kafka's consumer does since
+:meth:`~samsa.client.group.classic_machine.Membership.awaits` it), as Kafka's consumer does since
 KIP-266: ``Consumer.poll`` passes a deadline of now, so it never waits for a rebalance and
 a cooperative member goes on fetching the partitions it keeps.
 """
@@ -32,26 +35,30 @@ from samsa.assignors import (
     encode_assignment,
     encode_subscription,
 )
-from samsa.client.commits import OffsetCommitter
-from samsa.client.discovery import CoordinatorDiscovery
 from samsa.client.errors import WakeupError
 from samsa.client.future import Future
-from samsa.client.listeners import ASSIGNED, PartitionChanges
-from samsa.client.member import MemberContext
-from samsa.client.membership import (
+from samsa.client.group.actions import (
+    FindCoordinator,
+    LosePartitions,
+    RaiseError,
+    RevokePartitions,
+)
+from samsa.client.group.classic_machine import (
+    PROTOCOL_TYPE,
     Action,
     AssignPartitions,
     CommitOffsets,
-    FindCoordinator,
     JoinedMember,
-    LosePartitions,
+    Membership,
     PerformAssignment,
-    RaiseError,
-    RevokePartitions,
     SendJoinGroup,
     SendLeaveGroup,
     SendSyncGroup,
 )
+from samsa.client.group.commits import OffsetCommitter
+from samsa.client.group.context import MemberContext
+from samsa.client.group.discovery import CoordinatorDiscovery
+from samsa.client.group.listeners import ASSIGNED, PartitionChanges
 from samsa.client.net import ApiKey
 
 __all__ = ["JoinLoop"]
@@ -71,20 +78,24 @@ class JoinLoop:
     """(Re)joins the group with the member's subscription and assignors.
 
     ``on_answer`` runs (on the network thread) when a JoinGroup or SyncGroup answer comes:
-    the consumer wakes its ``poll`` to go on with the rebalance.
+    the consumer wakes its ``poll`` to go on with the rebalance. ``leave`` sends a
+    LeaveGroup and waits for its answer.
     """
 
-    def __init__(self, member: MemberContext, discovery: CoordinatorDiscovery,
+    def __init__(self, member: MemberContext[Membership], discovery: CoordinatorDiscovery,
                  committer: OffsetCommitter, changes: PartitionChanges,
-                 assignors: Sequence[Assignor], rack: str | None,
-                 on_answer: Callable[[], None] = lambda: None) -> None:
+                 assignors: Sequence[Assignor], rack: str | None, *,
+                 on_answer: Callable[[], None], leave: Callable[[SendLeaveGroup], None]
+                 ) -> None:
         self.member = member
+        self.config = member.machine.config
         self.discovery = discovery
         self.committer = committer
         self.changes = changes
         self.assignors = list(assignors)
         self.rack = rack
         self.on_answer = on_answer
+        self.leave = leave
         self._in_flight: dict[Action, Future[Any]] = {}
         self._resume: list[Action] = []
         """The request whose answer is awaited, then the rest of its batch of actions."""
@@ -196,7 +207,7 @@ class JoinLoop:
         if isinstance(action, SendSyncGroup):
             return self._sync(action, deadline)
         if isinstance(action, SendLeaveGroup):
-            self.member.send_leave(action, wait=True)
+            self.leave(action)
             return []
         raise AssertionError(f"unexpected action in the join loop: {action!r}")
 
@@ -205,7 +216,7 @@ class JoinLoop:
     def _protocols(self) -> list[dict[str, Any]]:
         m = self.member
         topics = sorted(m.subs.topics)
-        owned = list(m.subs.assignment) if m.config.cooperative else []
+        owned = list(m.subs.assignment) if self.config.cooperative else []
         generation = m.machine.generation
         return [{"name": a.name,
                  "metadata": encode_subscription(a.metadata(topics, owned=owned,
@@ -221,11 +232,11 @@ class JoinLoop:
                 self._match_pattern()
             body = {
                 "group_id": m.group_id,
-                "session_timeout": m.config.session_timeout_ms,
-                "rebalance_timeout": m.config.rebalance_timeout_ms,
+                "session_timeout": self.config.session_timeout_ms,
+                "rebalance_timeout": self.config.rebalance_timeout_ms,
                 "member_id": action.member_id,
                 "group_instance_id": m.config.group_instance_id,
-                "protocol_type": "consumer",
+                "protocol_type": PROTOCOL_TYPE,
                 "protocols": self._protocols(),
                 "reason": action.reason,
             }
@@ -253,7 +264,7 @@ class JoinLoop:
         m = self.member
         fut = self._in_flight.get(action)
         if fut is None:
-            timeout_ms: float = m.config.rebalance_timeout_ms + GROUP_REQUEST_GRACE_MS
+            timeout_ms: float = self.config.rebalance_timeout_ms + GROUP_REQUEST_GRACE_MS
             if api == ApiKey.JOIN_GROUP:
                 timeout_ms = max(timeout_ms, m.net.request_timeout * 1000)
             fut = self._in_flight[action] = m.net.send(m.coordinator_dest(), api, body,
@@ -302,7 +313,7 @@ class JoinLoop:
             "generation_id": action.generation,
             "member_id": action.member_id,
             "group_instance_id": m.config.group_instance_id,
-            "protocol_type": "consumer",
+            "protocol_type": PROTOCOL_TYPE,
             "protocol_name": action.protocol,
             "assignments": [{"member_id": mid, "assignment": a}
                             for mid, a in action.assignments],

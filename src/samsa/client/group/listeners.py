@@ -1,8 +1,9 @@
 """The partition changes of a rebalance: applied to the subscription, then told to the user.
 
-The state machine decides *what* moves (:class:`~samsa.client.membership.RevokePartitions`,
-:class:`~samsa.client.membership.LosePartitions`,
-:class:`~samsa.client.membership.AssignPartitions`); :class:`PartitionChanges` applies it to
+The state machine decides *what* moves (:class:`~samsa.client.group.actions.RevokePartitions`,
+:class:`~samsa.client.group.actions.LosePartitions`, the classic
+:class:`~samsa.client.group.classic_machine.AssignPartitions`, the consumer protocol's
+:class:`~samsa.client.group.consumer_machine.Reconcile`); :class:`PartitionChanges` applies it to
 the :class:`~samsa.client.subscription.SubscriptionState`, drops buffered fetches of the
 partitions that left, and calls the user's rebalance listener on the user's thread.
 """

@@ -1,7 +1,7 @@
 """Offset commits and fetches of a group member: OffsetCommit, OffsetFetch, auto-commit.
 
-A member commits with its generation and member id
-(:meth:`~samsa.client.membership.Membership.commit_identity`); a consumer with a manual
+A member commits with its generation (or member epoch) and member id
+(:meth:`~samsa.client.group.machine.MemberMachine.commit_identity`); a consumer with a manual
 assignment commits with neither. Errors that end the member's generation fail a commit with
 :class:`~samsa.client.errors.CommitFailedError`; retriable ones (coordinator moved or
 loading) are retried by :meth:`OffsetCommitter.commit_sync` until its timeout.
@@ -17,11 +17,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from samsa import TopicPartition
-from samsa.client.discovery import CoordinatorDiscovery
 from samsa.client.errors import CommitFailedError, KafkaError, KafkaTimeoutError, error_for
 from samsa.client.future import Future
-from samsa.client.member import GroupContext
-from samsa.client.membership import NO_GENERATION, NO_MEMBER_ID
+from samsa.client.group.actions import NO_GENERATION, NO_MEMBER_ID
+from samsa.client.group.context import MemberContext
+from samsa.client.group.discovery import CoordinatorDiscovery
 from samsa.client.net import ApiKey
 
 __all__ = ["OffsetAndMetadata", "OffsetCommitter"]
@@ -60,7 +60,7 @@ class OffsetAndMetadata(tuple[int, str]):
 class OffsetCommitter:
     """Commits and fetches offsets for the member's group."""
 
-    def __init__(self, member: GroupContext, discovery: CoordinatorDiscovery, *,
+    def __init__(self, member: MemberContext[Any], discovery: CoordinatorDiscovery, *,
                  auto_commit: bool, auto_commit_interval_ms: int) -> None:
         self.member = member
         self.discovery = discovery
