@@ -95,6 +95,11 @@ Rule = Fault | Callable[[Request], "Fault | None"] | None
 """A fault, a function of the decoded request choosing one (None: pass through), or None."""
 
 
+def answer(**data: Any) -> Callable[[Request], Fault]:
+    """A rule answering any request with ``data`` (at the request's version)."""
+    return lambda req: Answer(build(response_class(req.api_key, req.api_version), data))
+
+
 def error_answer(code: int) -> Callable[[Request], Fault]:
     """A rule answering OffsetCommit with ``code`` for every partition, or any API whose
     response has a top-level ``error_code`` (Heartbeat, JoinGroup, SyncGroup, ...)."""

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from samsa import TopicPartition
 from samsa.client import Admin, KafkaError, Producer
+from samsa.protocol.api_keys import ApiKey
 from tests.brokerproc import BrokerProcess
+from tests.client.fakeclock import FakeClock
+from tests.client.proxy import FaultProxy, answer
 
 
 def test_create_grow_delete_topics(admin: Admin) -> None:
@@ -41,3 +45,23 @@ def test_list_offsets_of_an_unknown_topic_fails_without_creating_it(admin: Admin
         admin.list_offsets({TopicPartition("adm-never-created", 0): "latest"})
     assert info.value.code == 3  # UNKNOWN_TOPIC_OR_PARTITION
     assert "adm-never-created" not in admin.list_topics()
+
+
+def test_group_calls_retry_a_loading_coordinator_on_the_injected_clock(
+        proxied: tuple[BrokerProcess, FaultProxy]) -> None:
+    """The admin client's waits and deadlines are on its clock: on a fake one it retries
+    COORDINATOR_LOAD_IN_PROGRESS every 100 ms of fake time and gives up at the fake
+    deadline (request_timeout_ms), never sleeping for real."""
+    _, proxy = proxied
+    proxy.always(ApiKey.FIND_COORDINATOR, answer(coordinators=[{
+        "key": "g-loading", "node_id": -1, "host": "", "port": -1,
+        "error_code": ErrorCode.coordinator_load_in_progress}]))
+    clock = FakeClock()
+    with Admin(bootstrap_servers=proxy.address, request_timeout_ms=1000, clock=clock) as a:
+        start = clock.now()
+        with pytest.raises(KafkaError) as info:
+            a.find_coordinator("g-loading")
+    assert info.value.code == ErrorCode.coordinator_load_in_progress
+    assert clock.pauses and set(clock.pauses) == {0.1}
+    assert 1.0 <= clock.now() - start <= 1.2
+    assert proxy.seen[ApiKey.FIND_COORDINATOR] == len(clock.pauses) + 1

@@ -13,13 +13,13 @@ from kio.schema.errors import ErrorCode
 from samsa import TopicPartition
 from samsa.client.group.actions import FindCoordinator, LosePartitions, RaiseError, RevokePartitions
 from samsa.client.group.consumer_machine import (
-    CgState,
     ConsumerMembership,
     ConsumerMembershipConfig,
     HeartbeatRequest,
-    Reconcile,
     SendConsumerHeartbeat,
 )
+from samsa.client.group.epoch_machine import EpochState as CgState
+from samsa.client.group.epoch_machine import Reconcile
 
 E = ErrorCode
 T = UUID(int=1)

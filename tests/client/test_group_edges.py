@@ -8,7 +8,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -17,20 +16,14 @@ from samsa import TopicPartition
 from samsa.assignors import PartitionAssignor, Subscription
 from samsa.client import Admin, Consumer, IllegalStateError, KafkaError, Producer
 from samsa.protocol.api_keys import ApiKey
-from samsa.protocol.build import build
-from samsa.protocol.codec import Request, response_class
+from samsa.protocol.codec import Request
 from tests.brokerproc import BrokerProcess
 from tests.client.groups import all_tps, make
-from tests.client.proxy import Answer, Close, Delay, FaultProxy
+from tests.client.proxy import Close, Delay, FaultProxy, answer
 
 pytestmark = pytest.mark.slow
 
 INCONSISTENT = ErrorCode.inconsistent_group_protocol
-
-
-def answer(**data: Any) -> Callable[[Request], Answer]:
-    """A proxy rule answering any request with ``data`` (at the request's version)."""
-    return lambda req: Answer(build(response_class(req.api_key, req.api_version), data))
 
 
 def net_threads() -> int:

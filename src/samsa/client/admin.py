@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from samsa import TopicPartition
 from samsa.assignors import decode_assignment, decode_subscription
+from samsa.client.clock import SYSTEM_CLOCK, Clock
 from samsa.client.errors import KafkaTimeoutError, error_for
 from samsa.client.metadata import Metadata
 from samsa.client.net import ApiKey, NetworkClient
@@ -115,8 +115,9 @@ class Admin:
 
     def __init__(self, bootstrap_servers: str | list[str] = "localhost:9092",
                  client_id: str | None = None, request_timeout_ms: int = 30000,
-                 **security: Any) -> None:
-        """``security``: TLS and SASL settings (:data:`samsa.client.security.DEFAULTS`)."""
+                 clock: Clock = SYSTEM_CLOCK, **security: Any) -> None:
+        """``security``: TLS and SASL settings (:data:`samsa.client.security.DEFAULTS`);
+        ``clock``: every deadline and pause of the admin client (tests pass a fake one)."""
         unknown = set(security) - set(SECURITY_DEFAULTS)
         if unknown:
             raise TypeError(f"unknown admin config {sorted(unknown)}")
@@ -124,7 +125,8 @@ class Admin:
         self.timeout_ms = request_timeout_ms
         self._net = NetworkClient(self.client_id, request_timeout_ms,
                                   security=client_security({**SECURITY_DEFAULTS, **security}))
-        self._metadata = Metadata(self._net, bootstrap_servers)
+        self._clock = clock
+        self._metadata = Metadata(self._net, bootstrap_servers, clock=clock)
         self._consumer_describe: int | None = None  # ConsumerGroupDescribe version, -1: none
 
     def close(self) -> None:
@@ -292,13 +294,13 @@ class Admin:
         return sorted(set(removed))
 
     def _wait_for(self, topics: set[str], present: bool, timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        deadline = self._clock.now() + timeout
+        while self._clock.now() < deadline:
             cluster = self._metadata.refresh(topics, allow_auto_create=False)
             there = [(cluster.partition_count(t) or 0) > 0 for t in topics]
             if all(there) if present else not any(there):
                 return
-            time.sleep(0.05)
+            self._clock.sleep(0.05)
 
     # ---- offsets --------------------------------------------------------------------------
 
@@ -318,7 +320,7 @@ class Admin:
     # ---- groups -------------------------------------------------------------------------
 
     def _coordinator(self, group_id: str) -> Any:
-        deadline = time.monotonic() + self.timeout_ms / 1000
+        deadline = self._clock.now() + self.timeout_ms / 1000
         while True:
             resp = self._any(ApiKey.FIND_COORDINATOR, {"key": group_id, "key_type": 0,
                                                        "coordinator_keys": [group_id]})
@@ -332,22 +334,22 @@ class Admin:
                 dest = ("coordinator", node)
                 self._net.set_address(dest, host, port)
                 return dest
-            if code not in _COORDINATOR_RETRY or time.monotonic() > deadline:
+            if code not in _COORDINATOR_RETRY or self._clock.now() > deadline:
                 raise error_for(code, f"FindCoordinator {group_id}")
-            time.sleep(0.1)
+            self._clock.sleep(0.1)
 
     def _group_call(self, group_id: str, api: int, body: Mapping[str, Any],
                     error_of: Any = lambda r: int(r.error_code)) -> Any:
-        deadline = time.monotonic() + self.timeout_ms / 1000
+        deadline = self._clock.now() + self.timeout_ms / 1000
         while True:
             resp = self._net.call(self._coordinator(group_id), api, body,
                                   timeout_ms=self.timeout_ms)
             code = error_of(resp)
             if code not in _COORDINATOR_RETRY:
                 return resp
-            if time.monotonic() > deadline:
+            if self._clock.now() > deadline:
                 raise KafkaTimeoutError(f"group {group_id}: coordinator not available")
-            time.sleep(0.1)
+            self._clock.sleep(0.1)
 
     def find_coordinator(self, group_id: str) -> tuple[int, str, int]:
         """The group's coordinator: (node id, host, port)."""

@@ -2,17 +2,25 @@
 
 Every protocol is a pure state machine (no sockets, no clock: events carry ``now`` in
 milliseconds, actions come back) and a thin driver that performs its actions over the
-network from the user's thread and a heartbeat thread. What all protocols share is written
-once; a protocol's files come in pairs, classic beside consumer (KIP-848):
+network from the user's thread and a heartbeat thread. What protocols share is written
+once; a protocol's own files come in pairs, classic beside consumer (KIP-848):
 
-============================  ==========================  ==========================
-part                          classic (JoinGroup/Sync)    consumer (KIP-848)
-============================  ==========================  ==========================
-pure machine                  ``classic_machine``         ``consumer_machine``
-driver (``Consumer`` uses)    ``classic_driver``          ``consumer_driver``
-rebalance step of ``poll``    ``classic_rebalance``       ``consumer_rebalance``
-                              (join loop, assignors)      (reconciliation)
-============================  ==========================  ==========================
+==========================  ========================  ===================================
+part                        classic (JoinGroup/Sync)  consumer (ConsumerGroupHeartbeat)
+==========================  ========================  ===================================
+pure machine                ``classic_machine``       ``consumer_machine``, on
+                                                      ``epoch_machine``
+driver (what ``Consumer``   ``classic_driver``        ``consumer_driver``, on
+drives)                                               ``epoch_driver``
+rebalance step of ``poll``  ``classic_rebalance``     ``epoch_rebalance``
+                            (join loop, assignors)    (reconciliation)
+==========================  ========================  ===================================
+
+``epoch_machine``, ``epoch_driver`` and ``epoch_rebalance`` hold what every protocol with
+member epochs and server-side assignment shares (Kafka's ``AbstractMembershipManager``):
+the lifecycle (JOINING, RECONCILING, ACKNOWLEDGING, STABLE, FENCED, LEAVING, STALE),
+reconciliation, fencing and leaving. The consumer protocol adds its request fields, its
+commits and static members.
 
 Shared by every protocol:
 
@@ -30,7 +38,7 @@ Shared by every protocol:
   OffsetCommit, OffsetFetch, auto-commit; ``listeners``: partition changes and the user's
   rebalance listener.
 
-A new protocol is one more machine (a ``MemberMachine`` subclass: its states, requests and
-answers) and one more driver (a ``GroupDriver`` subclass: how its heartbeat-thread requests
-are sent, its rebalance step, how it leaves); it reuses everything in the second list.
+A share-group member (KIP-932) would be ``share_machine`` (an ``EpochMembership``: its
+heartbeat request) and ``share_driver`` (an ``EpochDriver``: its API and request body),
+reusing everything else.
 """

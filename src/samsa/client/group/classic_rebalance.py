@@ -1,7 +1,7 @@
 """The classic rebalance: JoinGroup, the leader's assignment, SyncGroup, on the user's thread.
 
 The rebalance step of :mod:`~samsa.client.group.classic_driver`'s ``poll``; the consumer
-protocol's sibling is :mod:`~samsa.client.group.consumer_rebalance`.
+protocol's sibling is :mod:`~samsa.client.group.epoch_rebalance`.
 
 :meth:`JoinLoop.ensure_active_group` asks the state machine for its next step and performs
 the actions it returns, in order, until the member is stable or it would have to wait past

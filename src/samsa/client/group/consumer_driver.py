@@ -1,17 +1,13 @@
 """The driver of a KIP-848 ``consumer`` group member: ``Consumer(group_protocol="consumer")``.
 
-A :class:`~samsa.client.group.driver.GroupDriver` running
+An :class:`~samsa.client.group.epoch_driver.EpochDriver` (heartbeat thread,
+reconciliation, leaving) running
 :class:`~samsa.client.group.consumer_machine.ConsumerMembership`; the classic protocol's
 sibling is :mod:`~samsa.client.group.classic_driver`. What is the consumer protocol's here:
-
-* the heartbeat thread sends ConsumerGroupHeartbeat whenever the machine says so (the
-  interval comes from the coordinator; at once when joining or acknowledging), and the
-  network thread applies the answers;
-* the rebalance step of ``poll`` is the reconciliation
-  (:mod:`~samsa.client.group.consumer_rebalance`: resolve topic ids, commit, revoke,
-  assign);
-* commits use OffsetCommit v9 with the member id and epoch (:class:`CgCommitter`);
-* ``unsubscribe`` and ``close`` leave with epoch -1 (static members -2), a heartbeat too.
+the ConsumerGroupHeartbeat body (:func:`heartbeat_body`), commits with OffsetCommit v9 and
+the member epoch (:class:`CgCommitter`), a static member's leave on
+``close(leave_group=False)``, and the configuration check of ``group_protocol``
+(:func:`check_group_protocol`).
 """
 
 from __future__ import annotations
@@ -26,21 +22,17 @@ from kio.schema.errors import ErrorCode
 from samsa import TopicPartition
 from samsa.client.clock import SYSTEM_CLOCK, Clock
 from samsa.client.errors import KafkaError
-from samsa.client.future import Future
-from samsa.client.group.actions import LosePartitions, RevokePartitions
 from samsa.client.group.commits import OffsetCommitter
 from samsa.client.group.consumer_machine import (
     ConsumerMembership,
     ConsumerMembershipConfig,
     HeartbeatRequest,
-    SendConsumerHeartbeat,
 )
-from samsa.client.group.consumer_rebalance import Reconciler
-from samsa.client.group.context import LEAVE_TIMEOUT_S, MemberContext
-from samsa.client.group.driver import GroupDriver
+from samsa.client.group.context import MemberContext
+from samsa.client.group.epoch_driver import EpochDriver
 from samsa.client.metadata import Metadata
 from samsa.client.net import ApiKey
-from samsa.client.subscription import SubscriptionState, SubscriptionType
+from samsa.client.subscription import SubscriptionState
 
 __all__ = [
     "GROUP_PROTOCOLS",
@@ -108,12 +100,6 @@ def heartbeat_body(group_id: str, req: HeartbeatRequest) -> dict[str, Any]:
     }
 
 
-def _millis(value: Any) -> int:
-    if hasattr(value, "total_seconds"):
-        return round(float(value.total_seconds()) * 1000)
-    return int(value)
-
-
 class CgCommitter(OffsetCommitter):
     """Commits with OffsetCommit v9 (member id and epoch); ``commit_sync`` retries
     STALE_MEMBER_EPOCH with the member's latest epoch while it stays in the group."""
@@ -139,10 +125,11 @@ class CgCommitter(OffsetCommitter):
                 m.clock.sleep(m.config.retry_backoff_ms / 1000)
 
 
-class ConsumerProtocolCoordinator(GroupDriver[ConsumerMembership]):
+class ConsumerProtocolCoordinator(EpochDriver[ConsumerMembership]):
     """Group membership, heartbeats and offset commits of a ``consumer`` group member."""
 
     committer = CgCommitter
+    heartbeat_api = ApiKey.CONSUMER_GROUP_HEARTBEAT
 
     def __init__(self, metadata: Metadata, subs: SubscriptionState, *, group_id: str,
                  group_instance_id: str | None, rebalance_timeout_ms: int,
@@ -159,95 +146,11 @@ class ConsumerProtocolCoordinator(GroupDriver[ConsumerMembership]):
         member = MemberContext(ConsumerMembership(config, auto_commit=auto_commit), metadata,
                                subs, client_id=client_id, clock=clock, wakeup_flag=wakeup_flag)
         super().__init__(member, auto_commit=auto_commit,
-                         auto_commit_interval_ms=auto_commit_interval_ms, cooperative=True,
+                         auto_commit_interval_ms=auto_commit_interval_ms,
                          on_assignment_changed=on_assignment_changed)
-        self.reconciler = Reconciler(member, self.commits, self.changes, self.heartbeat.wake)
 
-    # ---- the user's poll ------------------------------------------------------------------
-
-    def _polled(self) -> None:
-        self.heartbeat.wake()
-
-    def _needs_coordinator(self) -> bool:
-        return self.member.machine.in_group()
-
-    def _rebalance(self, deadline: float) -> bool:
-        self.user_steps()
-        return True
-
-    def user_steps(self) -> None:
-        """The user thread's part of the protocol: release lost partitions, raise a fatal
-        error, reconcile a new assignment (``poll`` runs it)."""
-        self.reconciler.run()
-
-    def request_rejoin(self, reason: str) -> None:
-        """The subscription changed: join with it, or send it with the next heartbeat."""
-        m = self.member
-        pattern = m.subs.pattern.pattern if m.subs.type == SubscriptionType.PATTERN and \
-            m.subs.pattern is not None else None
-        with m.lock:
-            m.machine.subscribe(m.subs.topics, pattern)
-        self.heartbeat.wake()
-
-    # ---- heartbeats -------------------------------------------------------------------------
-
-    def _heartbeat_action(self, action: object) -> None:
-        if isinstance(action, SendConsumerHeartbeat) and \
-                self.member.machine.coordinator is not None:
-            self._send_heartbeat(action.request, self.heartbeat.wake)
-
-    def _send_heartbeat(self, req: HeartbeatRequest,
-                        on_done: Callable[[], None] = lambda: None) -> Future[Any]:
-        """Send ``req``; the network thread applies its answer to the machine."""
-        m = self.member
-        fut = m.net.send(m.coordinator_dest(), ApiKey.CONSUMER_GROUP_HEARTBEAT,
-                         heartbeat_body(m.group_id, req))
-
-        def done(f: Future[Any]) -> None:
-            with m.lock:
-                now = m.now_ms()
-                if f.failed():
-                    m.machine.on_heartbeat_failed(req, str(f.exception()), now)
-                else:
-                    r = f.value
-                    assignment = None
-                    if r.assignment is not None:
-                        assignment = {t.topic_id: set(t.partitions)
-                                      for t in r.assignment.topic_partitions}
-                    m.machine.on_heartbeat_response(
-                        req, now, int(r.error_code), message=r.error_message,
-                        member_id=r.member_id, member_epoch=int(r.member_epoch),
-                        heartbeat_interval_ms=_millis(r.heartbeat_interval),
-                        assignment=assignment)
-            on_done()
-
-        fut.add_done_callback(done)
-        return fut
-
-    def _send_leave(self, req: HeartbeatRequest | None) -> None:
-        """Send the leave heartbeat from the user thread and wait (briefly) for it."""
-        m = self.member
-        if req is None or m.machine.coordinator is None:
-            return
-        m.clock.wait(self._send_heartbeat(req), LEAVE_TIMEOUT_S)
-
-    # ---- leaving ----------------------------------------------------------------------------
-
-    def unsubscribe(self) -> None:
-        """Revoke (lost, if fenced) the partitions, then leave with epoch -1 (static: -2)."""
-        m = self.member
-        with m.lock:
-            actions = m.machine.prepare_leave(frozenset(m.subs.assignment))
-        try:
-            for action in actions:
-                if isinstance(action, RevokePartitions):
-                    self.changes.revoke(action.partitions)
-                elif isinstance(action, LosePartitions):
-                    self.changes.lose(action.partitions)
-        finally:
-            with m.lock:
-                request = m.machine.leave_request(m.now_ms())
-            self._send_leave(request)
+    def _heartbeat_body(self, request: HeartbeatRequest) -> dict[str, Any]:
+        return heartbeat_body(self.member.group_id, request)
 
     def _remain(self) -> None:
         """``close(leave_group=False)``: a static member still leaves with epoch -2 (the

@@ -1,10 +1,11 @@
 """The partition changes of a rebalance: applied to the subscription, then told to the user.
 
-The state machine decides *what* moves (:class:`~samsa.client.group.actions.RevokePartitions`,
+The state machine decides *what* moves
+(:class:`~samsa.client.group.actions.RevokePartitions`,
 :class:`~samsa.client.group.actions.LosePartitions`, the classic
 :class:`~samsa.client.group.classic_machine.AssignPartitions`, the consumer protocol's
-:class:`~samsa.client.group.consumer_machine.Reconcile`); :class:`PartitionChanges` applies it to
-the :class:`~samsa.client.subscription.SubscriptionState`, drops buffered fetches of the
+:class:`~samsa.client.group.epoch_machine.Reconcile`); :class:`PartitionChanges` applies it
+to the :class:`~samsa.client.subscription.SubscriptionState`, drops buffered fetches of the
 partitions that left, and calls the user's rebalance listener on the user's thread.
 """
 

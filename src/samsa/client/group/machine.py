@@ -7,9 +7,9 @@ driver ask of it (:mod:`~samsa.client.group.context`, :mod:`~samsa.client.group.
 :mod:`~samsa.client.group.discovery`, :mod:`~samsa.client.group.commits`,
 :mod:`~samsa.client.group.driver`). A protocol is a subclass that adds its states, its
 requests and its answers: :class:`~samsa.client.group.classic_machine.Membership`
-(JoinGroup/SyncGroup/Heartbeat) and
-:class:`~samsa.client.group.consumer_machine.ConsumerMembership` (ConsumerGroupHeartbeat),
-as Kafka's membership managers share ``AbstractMembershipManager``.
+(JoinGroup/SyncGroup/Heartbeat) and, through
+:class:`~samsa.client.group.epoch_machine.EpochMembership` (the member-epoch lifecycle),
+:class:`~samsa.client.group.consumer_machine.ConsumerMembership` (ConsumerGroupHeartbeat).
 
 Every event carries ``now`` in milliseconds; what the member should do comes back as
 actions (:mod:`~samsa.client.group.actions` and the protocol's own).

@@ -1,26 +1,27 @@
-"""The consumer protocol's rebalance: reconciliation on the user's thread (KIP-848).
+"""The rebalance of an epoch protocol (KIP-848 ``consumer``): reconciliation, user's thread.
 
-The rebalance step of :mod:`~samsa.client.group.consumer_driver`'s ``poll``; the classic
-protocol's sibling is :mod:`~samsa.client.group.classic_rebalance`. The coordinator sends a
-target assignment by topic id in a heartbeat answer; :meth:`Reconciler.run` resolves the ids
-through metadata (a refresh when one is unknown; the known part is reconciled meanwhile) and
-performs what :meth:`~samsa.client.group.consumer_machine.ConsumerMembership.user_step`
-returns: report lost partitions, raise a fatal error, or reconcile (auto-commit, revoke,
-assign, each only while the plan still holds). The machine then acknowledges with its next
-heartbeat, which the heartbeat thread is woken to send.
+The rebalance step of :mod:`~samsa.client.group.epoch_driver`'s ``poll`` (the consumer
+protocol's); the classic protocol's sibling is :mod:`~samsa.client.group.classic_rebalance`.
+The coordinator sends a target assignment by topic id in a heartbeat answer;
+:meth:`Reconciler.run` resolves the ids through metadata (a refresh when one is unknown; the
+known part is reconciled meanwhile) and performs what
+:meth:`~samsa.client.group.epoch_machine.EpochMembership.user_step` returns: report lost
+partitions, raise a fatal error, or reconcile (auto-commit, revoke, assign, each only while
+the plan still holds). The machine then acknowledges with its next heartbeat, which the
+heartbeat thread is woken to send.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from samsa.client.errors import KafkaError
 from samsa.client.group.actions import LosePartitions, RaiseError
 from samsa.client.group.commits import OffsetCommitter
-from samsa.client.group.consumer_machine import CgAction, ConsumerMembership, Reconcile
 from samsa.client.group.context import MemberContext
+from samsa.client.group.epoch_machine import EpochAction, EpochMembership, Reconcile
 from samsa.client.group.listeners import ASSIGNED, PartitionChanges
 from samsa.client.subscription import SubscriptionType
 
@@ -28,16 +29,19 @@ __all__ = ["Reconciler"]
 
 log = logging.getLogger(__name__)
 
+EM = TypeVar("EM", bound=EpochMembership[Any, Any])
+
 MAX_STEPS = 10
 """Steps one :meth:`Reconciler.run` takes at most (each waits for nothing)."""
 
 
-class Reconciler:
+class Reconciler(Generic[EM]):
     """Moves the consumer to the machine's target assignment; ``wake`` runs the heartbeat
     thread's next round (to send the acknowledgement)."""
 
-    def __init__(self, member: MemberContext[ConsumerMembership], commits: OffsetCommitter,
-                 changes: PartitionChanges, wake: Callable[[], None]) -> None:
+    def __init__(self, member: MemberContext[EM],
+                 commits: OffsetCommitter, changes: PartitionChanges,
+                 wake: Callable[[], None]) -> None:
         self.member = member
         self.commits = commits
         self.changes = changes
@@ -76,7 +80,7 @@ class Reconciler:
                 log.debug("metadata refresh for assigned topic ids failed: %s", exc)
         return names
 
-    def _perform(self, action: CgAction) -> None:
+    def _perform(self, action: EpochAction) -> None:
         m = self.member
         if isinstance(action, RaiseError):
             m.raise_fatal()
