@@ -22,6 +22,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from samsa import TopicPartition
+from samsa.client.clock import SYSTEM_CLOCK, Clock
 from samsa.client.errors import KafkaError, KafkaTimeoutError, error_for
 from samsa.client.future import Future
 from samsa.client.metadata import Metadata
@@ -207,7 +208,8 @@ class Sequences:
 class Producer:
     """Send records to topics; thread-safe."""
 
-    def __init__(self, **configs: Any) -> None:
+    def __init__(self, *, clock: Clock = SYSTEM_CLOCK, **configs: Any) -> None:
+        """``clock``: every deadline and pause of the producer (tests pass a fake one)."""
         unknown = set(configs) - set(DEFAULTS)
         if unknown:
             raise TypeError(f"unknown producer config {sorted(unknown)}")
@@ -219,7 +221,9 @@ class Producer:
         self.client_id = c["client_id"] or f"samsa-producer-{next(_ids)}"
         self._net = NetworkClient(self.client_id, c["request_timeout_ms"],
                                   c["reconnect_backoff_ms"], client_security(c))
-        self._metadata = Metadata(self._net, c["bootstrap_servers"], c["retry_backoff_ms"])
+        self._clock = clock
+        self._metadata = Metadata(self._net, c["bootstrap_servers"], c["retry_backoff_ms"],
+                                  clock=clock)
         self._sticky = StickyPartitioner()
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -288,7 +292,7 @@ class Producer:
                 if batch is not None and not batch.full:
                     batch.full = True
                     self._cond.notify()
-                batch = _Batch(tp, time.monotonic())
+                batch = _Batch(tp, self._clock.now())
                 queue.append(batch)
                 if self._linger == 0:
                     self._cond.notify()
@@ -310,24 +314,24 @@ class Producer:
 
     def _wait_for_memory(self, size: int) -> None:
         """Block ``send`` (lock held) until queued records fit in ``buffer_memory``."""
-        deadline = time.monotonic() + self.config["max_block_ms"] / 1000
+        deadline = self._clock.now() + self.config["max_block_ms"] / 1000
         self._cond.notify_all()
         while self._buffered and self._buffered + size > self._buffer_memory:
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self._clock.now()
             if remaining <= 0:
                 raise KafkaTimeoutError(f"buffer_memory full for {self.config['max_block_ms']} ms")
-            self._cond.wait(min(remaining, 0.05))
+            self._clock.wait(self._cond, min(remaining, 0.05))
 
     def _wait_for_topic(self, topic: str) -> int:
-        deadline = time.monotonic() + self.config["max_block_ms"] / 1000
+        deadline = self._clock.now() + self.config["max_block_ms"] / 1000
         while True:
-            cluster = self._metadata.refresh({topic}, max(0.1, deadline - time.monotonic()))
+            cluster = self._metadata.refresh({topic}, max(0.1, deadline - self._clock.now()))
             count = cluster.partition_count(topic)
             if count:
                 return count
-            if time.monotonic() >= deadline:
+            if self._clock.now() >= deadline:
                 raise KafkaTimeoutError(f"topic {topic} not available")
-            time.sleep(0.1)
+            self._clock.sleep(0.1)
 
     def partitions_for(self, topic: str) -> set[int]:
         if self._metadata.cluster.partition_count(topic) is None:
@@ -343,16 +347,17 @@ class Producer:
 
     def flush(self, timeout: float | None = None) -> int:
         """Send everything queued and wait for it; returns the records still undelivered."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if timeout is None else self._clock.now() + timeout
         with self._cond:
             self._flushing += 1
             self._cond.notify_all()
             try:
                 while self._incomplete:
-                    remaining = None if deadline is None else deadline - time.monotonic()
+                    remaining = None if deadline is None else deadline - self._clock.now()
                     if remaining is not None and remaining <= 0:
                         break
-                    self._cond.wait(0.05 if remaining is None else min(remaining, 0.05))
+                    self._clock.wait(self._cond,
+                                     0.05 if remaining is None else min(remaining, 0.05))
             finally:
                 self._flushing -= 1
             return self._incomplete
@@ -394,7 +399,7 @@ class Producer:
                     self._send_produce(node, batches)
             except Exception as exc:  # keep the sender alive; fail nothing silently
                 log.warning("producer sender error: %s", exc)
-                time.sleep(self.config["retry_backoff_ms"] / 1000)
+                self._clock.sleep(self.config["retry_backoff_ms"] / 1000)
 
     def _init_producer_id(self) -> None:
         try:
@@ -402,7 +407,7 @@ class Producer:
                                    self.config["request_timeout_ms"])
         except KafkaError as exc:
             log.info("InitProducerId failed: %s", exc)
-            time.sleep(self.config["retry_backoff_ms"] / 1000)
+            self._clock.sleep(self.config["retry_backoff_ms"] / 1000)
             return
         if got is None:
             self.idempotent = False
@@ -414,7 +419,7 @@ class Producer:
         max_in_flight = self.config["max_in_flight_requests_per_connection"]
         with self._cond:
             while True:
-                now = time.monotonic()
+                now = self._clock.now()
                 flushing = self._flushing > 0 or self._closed
                 cluster = self._metadata.cluster
                 out: dict[int, list[_Batch]] = defaultdict(list)
@@ -455,7 +460,7 @@ class Producer:
                     return out
                 if self._metadata_stale or (self._closed and not self._incomplete):
                     return {}
-                self._cond.wait(max(0.001, wait))
+                self._clock.wait(self._cond, max(0.001, wait))
 
     def _encode(self, batch: _Batch) -> bytes:
         if batch.encoded is None:
@@ -511,12 +516,12 @@ class Producer:
                     continue
                 retriable = (isinstance(exc, KafkaError) and exc.retriable) or (
                     self.idempotent and code == _OUT_OF_ORDER_SEQUENCE)
-                expired = time.monotonic() - batch.created > \
+                expired = self._clock.now() - batch.created > \
                     self.config["delivery_timeout_ms"] / 1000
                 if retriable and batch.attempts <= self.config["retries"] and not expired:
                     if code in _REFRESH_METADATA:
                         self._metadata_stale = True
-                    batch.retry_at = time.monotonic() + self.config["retry_backoff_ms"] / 1000
+                    batch.retry_at = self._clock.now() + self.config["retry_backoff_ms"] / 1000
                     self._requeue(batch)
                 else:
                     finished.append((batch, exc, -1, -1))
