@@ -66,7 +66,7 @@ class ConsumerCoordinator(GroupDriver[Membership]):
     def _polled(self) -> None:
         self.member.raise_fatal()
 
-    def _rebalance(self, deadline: float) -> bool:
+    def _rebalance(self) -> bool:
         m = self.member
         return not m.machine.needs_rejoin() or self.join_loop.ensure_active_group(
             m.clock.now())

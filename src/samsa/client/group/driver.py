@@ -73,9 +73,9 @@ class GroupDriver(ABC, Generic[M]):
         """Send what the heartbeat thread's round asks for (never blocks)."""
 
     @abstractmethod
-    def _rebalance(self, deadline: float) -> bool:
-        """``poll``'s step of the protocol (join, reconcile); False: not settled by
-        ``deadline``, and ``poll`` stops there."""
+    def _rebalance(self) -> bool:
+        """``poll``'s step of the protocol (join, reconcile), which waits for no answer;
+        False: ``poll`` stops there (a request stays in flight)."""
 
     def _polled(self) -> None:
         """Right after the machine heard of the poll."""
@@ -120,7 +120,7 @@ class GroupDriver(ABC, Generic[M]):
         if m.machine.coordinator is None and m.machine.fatal is None and \
                 self._needs_coordinator() and not self.discovery.ensure(deadline):
             return False  # heartbeats need it too, also while stable
-        if not self._rebalance(deadline):
+        if not self._rebalance():
             return False
         stable = not m.machine.needs_rejoin()
         self.commits.maybe_auto_commit(m.now_ms())

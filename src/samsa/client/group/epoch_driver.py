@@ -67,7 +67,7 @@ class EpochDriver(GroupDriver[EM]):
     def _needs_coordinator(self) -> bool:
         return self.member.machine.in_group()
 
-    def _rebalance(self, deadline: float) -> bool:
+    def _rebalance(self) -> bool:
         self.user_steps()
         return True
 
