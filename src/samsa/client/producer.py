@@ -17,18 +17,18 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from samsa import TopicPartition
 from samsa.client.errors import KafkaError, KafkaTimeoutError, error_for
 from samsa.client.future import Future
-from samsa.client.metadata import Metadata
+from samsa.client.metadata import Cluster, Metadata
 from samsa.client.net import ApiKey, NetworkClient
 from samsa.client.partitioner import StickyPartitioner, partition_for_key
 from samsa.client.records import RecordMetadata
-from samsa.protocol.records import COMPRESSION_CODES, ProducerRecordData, encode_batch
+from samsa.protocol.records import COMPRESSION_CODES, BatchBuilder
 
 __all__ = ["Producer", "RecordFuture", "Sequences", "init_producer_id"]
 
@@ -71,22 +71,23 @@ _REFRESH_METADATA = frozenset({int(ErrorCode.unknown_topic_or_partition),
 RECORD_OVERHEAD = 16
 
 
-class _Batch:
-    """Records of one partition sent together; one event for all their futures."""
+class _Batch(BatchBuilder):
+    """Records of one partition sent together, encoded as they are added; one event for
+    all their futures. ``closed`` once full or taken by the sender: no record joins it."""
 
-    __slots__ = ("attempts", "base_sequence", "callbacks", "created", "encoded", "error",
-                 "event", "full", "metadata", "records", "retry_at", "size", "tp")
+    __slots__ = ("attempts", "base_sequence", "callbacks", "closed", "created", "encoded",
+                 "error", "event", "metadata", "retry_at", "size", "tp")
 
     def __init__(self, tp: TopicPartition, created: float) -> None:
+        super().__init__()
         self.tp = tp
         self.created = created
-        self.records: list[ProducerRecordData] = []
         self.size = 61
         self.attempts = 0
         self.base_sequence = -1
         self.retry_at = 0.0
         self.encoded: bytes | None = None
-        self.full = False
+        self.closed = False
         self.event = threading.Event()
         self.error: BaseException | None = None
         self.metadata: tuple[int, int] | None = None
@@ -112,19 +113,34 @@ class _Batch:
     def record_metadata(self, index: int) -> RecordMetadata:
         assert self.metadata is not None
         base, log_append_time = self.metadata
-        ts = log_append_time if log_append_time > 0 else self.records[index].timestamp
+        ts = log_append_time if log_append_time > 0 else self.timestamp(index)
         return RecordMetadata(self.tp.topic, self.tp.partition,
                               base + index if base >= 0 else -1, ts)
 
 
-class RecordFuture:
-    """Delivery future of one record (shares its batch's completion)."""
+class _PyRecordRef:
+    """``(batch, index)``: the pure-Python twin of ``samsa._speedups.RecordRef``."""
 
     __slots__ = ("_batch", "_index")
 
     def __init__(self, batch: _Batch, index: int) -> None:
         self._batch = batch
         self._index = index
+
+
+if TYPE_CHECKING:
+    _RecordRef = _PyRecordRef
+else:
+    try:  # built in C, a future costs a few hundred instructions instead of ~2,000
+        from samsa._speedups import RecordRef as _RecordRef
+    except ImportError:
+        _RecordRef = _PyRecordRef
+
+
+class RecordFuture(_RecordRef):
+    """Delivery future of one record (shares its batch's completion)."""
+
+    __slots__ = ()
 
     def done(self) -> bool:
         return self._batch.event.is_set()
@@ -218,9 +234,20 @@ class Producer:
                                   c["reconnect_backoff_ms"])
         self._metadata = Metadata(self._net, c["bootstrap_servers"], c["retry_backoff_ms"])
         self._sticky = StickyPartitioner()
+        self._sticky_current = self._sticky.current
+        self._key_serializer = c["key_serializer"]
+        self._value_serializer = c["value_serializer"]
+        self._partitioner = c["partitioner"]
+        self._serializing = self._key_serializer is not None or \
+            self._value_serializer is not None
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._batches: dict[TopicPartition, collections.deque[_Batch]] = {}
+        #: topic -> partition -> the batch records join (the last of its queue)
+        self._open: dict[str, dict[int, _Batch]] = {}
+        #: partition counts of the metadata snapshot ``_counted``
+        self._counts: dict[str, int] = {}
+        self._counted: Cluster | None = None
         self._in_flight: dict[int, int] = defaultdict(int)
         self._tp_in_flight: dict[TopicPartition, int] = defaultdict(int)
         self._incomplete = 0
@@ -248,60 +275,92 @@ class Producer:
         """Queue a record; the future resolves with its :class:`RecordMetadata`."""
         if self._closed:
             raise KafkaError("producer is closed")
-        c = self.config
-        if c["key_serializer"] is not None and key is not None:
-            key = c["key_serializer"](key)
-        if c["value_serializer"] is not None and value is not None:
-            value = c["value_serializer"](value)
-        if isinstance(key, str):
-            key = key.encode()
-        if isinstance(value, str):
-            value = value.encode()
-        count = self._metadata.cluster.partition_count(topic)
+        if key is not None or value.__class__ is not bytes or self._serializing:
+            key, value = self._serialize(key, value)
+        if self._metadata.cluster is not self._counted:
+            self._counted, self._counts = self._metadata.cluster, {}
+        count = self._counts.get(topic)
         if count is None:
-            count = self._wait_for_topic(topic)
+            count = self._partition_count(topic)
         if partition is None:
-            if c["partitioner"] is not None:
-                partition = int(c["partitioner"](key, count))
-            elif key is not None:
-                partition = partition_for_key(key, count)
+            if key is None and self._partitioner is None:
+                partition = self._sticky_current.get(topic)
+                if partition is None or partition >= count:
+                    partition = self._sticky.partition(topic, count)
+            elif self._partitioner is not None:
+                partition = int(self._partitioner(key, count))
             else:
-                partition = self._sticky.partition(topic, count)
+                partition = partition_for_key(key, count)
         elif not 0 <= partition < count:
             raise KafkaError(f"partition {partition} of {topic} does not exist",
                              ErrorCode.unknown_topic_or_partition)
-        tp = TopicPartition(topic, partition)
-        ts = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
         size = (len(key) if key else 0) + (len(value) if value else 0) + RECORD_OVERHEAD
-        with self._lock:
+        lock = self._lock
+        lock.acquire()
+        try:
             if self._buffered + size > self._buffer_memory and self._buffered:
                 self._wait_for_memory(size)
-            queue = self._batches.get(tp)
-            if queue is None:
-                queue = self._batches[tp] = collections.deque()
-            batch = queue[-1] if queue else None
-            if batch is None or batch.full or batch.encoded is not None or \
-                    (batch.size + size > self._batch_size and batch.records):
-                if batch is not None and not batch.full:
-                    batch.full = True
-                    self._cond.notify()
-                batch = _Batch(tp, time.monotonic())
-                queue.append(batch)
-                if self._linger == 0:
-                    self._cond.notify()
-            fut = RecordFuture(batch, len(batch.records))
-            batch.records.append(ProducerRecordData(ts, key, value, headers or ()))
+            opened = self._open.get(topic)
+            batch = opened.get(partition) if opened is not None else None
+            if batch is None or batch.closed or \
+                    (batch.size + size > self._batch_size and batch.count):
+                batch = self._new_batch(topic, partition, batch)
+            fut = RecordFuture(batch, batch.count)
+            batch.append(timestamp_ms if timestamp_ms is None else int(timestamp_ms), key, value,
+                         headers)
             batch.size += size
             self._buffered += size
             self._incomplete += 1
             if batch.size >= self._batch_size:
-                batch.full = True
-                if key is None and c["partitioner"] is None:
+                batch.closed = True
+                if key is None and self._partitioner is None:
                     self._sticky.batch_done(topic, partition, count)
                 self._cond.notify()
+        finally:
+            lock.release()
         if on_delivery is not None:
             fut.add_done_callback(lambda f: on_delivery(f.exception(), f.value))
         return fut
+
+    def _serialize(self, key: Any, value: Any) -> tuple[bytes | None, bytes | None]:
+        """The key and value as bytes: through the serializers, str as UTF-8."""
+        if key is not None:
+            if self._key_serializer is not None:
+                key = self._key_serializer(key)
+            if isinstance(key, str):
+                key = key.encode()
+        if value is not None:
+            if self._value_serializer is not None:
+                value = self._value_serializer(value)
+            if isinstance(value, str):
+                value = value.encode()
+        return key, value
+
+    def _new_batch(self, topic: str, partition: int, full: _Batch | None) -> _Batch:
+        """Open a batch for ``topic``/``partition`` (lock held); ``full`` was the last one."""
+        if full is not None and not full.closed:
+            full.closed = True
+            self._cond.notify()
+        tp = TopicPartition(topic, partition)
+        batch = _Batch(tp, time.monotonic())
+        queue = self._batches.get(tp)
+        if queue is None:
+            queue = self._batches[tp] = collections.deque()
+        queue.append(batch)
+        self._open.setdefault(topic, {})[partition] = batch
+        if self._linger == 0:
+            self._cond.notify()
+        return batch
+
+    def _partition_count(self, topic: str) -> int:
+        """The topic's partition count (waiting for its metadata), cached per snapshot."""
+        count = self._metadata.cluster.partition_count(topic)
+        if count is None:
+            count = self._wait_for_topic(topic)
+        if self._metadata.cluster is not self._counted:
+            self._counted, self._counts = self._metadata.cluster, {}
+        self._counts[topic] = count
+        return count
 
     produce = send
 
@@ -425,8 +484,7 @@ class Producer:
                         wait = min(wait, batch.retry_at - now)
                         continue
                     ready_at = batch.created + self._linger
-                    if not (batch.full or len(queue) > 1 or flushing or ready_at <= now
-                            or batch.encoded is not None):
+                    if not (batch.closed or len(queue) > 1 or flushing or ready_at <= now):
                         wait = min(wait, ready_at - now)
                         continue
                     leader = cluster.leader(tp)
@@ -449,6 +507,7 @@ class Producer:
                         for batch in batches:
                             self._batches[batch.tp].popleft()
                             self._tp_in_flight[batch.tp] += 1
+                            batch.closed = True
                     return out
                 if self._metadata_stale or (self._closed and not self._incomplete):
                     return {}
@@ -457,9 +516,9 @@ class Producer:
     def _encode(self, batch: _Batch) -> bytes:
         if batch.encoded is None:
             if self.idempotent:
-                batch.base_sequence = self._sequences.take(batch.tp, len(batch.records))
-            batch.encoded = encode_batch(
-                batch.records, compression=self.compression,
+                batch.base_sequence = self._sequences.take(batch.tp, batch.count)
+            batch.encoded = batch.build(
+                compression=self.compression,
                 producer_id=self._producer_id if self.idempotent else -1,
                 producer_epoch=self._producer_epoch if self.idempotent else -1,
                 base_sequence=batch.base_sequence)
@@ -525,7 +584,7 @@ class Producer:
                 batch.fail(error)
         if finished:
             with self._cond:
-                self._incomplete -= sum(len(b.records) for b, _, _, _ in finished)
+                self._incomplete -= sum(b.count for b, _, _, _ in finished)
                 self._buffered -= sum(b.size - 61 for b, _, _, _ in finished)
                 self._cond.notify_all()
 
