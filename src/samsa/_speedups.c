@@ -23,7 +23,8 @@
 
 typedef struct {
     PyObject_HEAD
-    PyObject *buf;              /* bytearray */
+    PyObject *buf;              /* bytearray: its size is the capacity, `len` bytes used */
+    Py_ssize_t len;
     Py_ssize_t count;
     long long base_timestamp;
     long long max_timestamp;
@@ -106,6 +107,26 @@ grow(PyObject *buf, Py_ssize_t n)
     if (PyByteArray_Resize(buf, old + n) < 0)
         return NULL;
     return PyByteArray_AS_STRING(buf) + old;
+}
+
+/* Room for n more bytes at the end of the records; the capacity doubles, so a batch is
+ * copied about once while it grows (bytearray itself grows by 1/8, ~8 copies). */
+static char *
+reserve(Records *self, Py_ssize_t n)
+{
+    Py_ssize_t cap = PyByteArray_GET_SIZE(self->buf);
+    if (self->len + n > cap) {
+        Py_ssize_t want = cap * 2;
+        if (want < self->len + n)
+            want = self->len + n;
+        if (want < 4096)
+            want = 4096;
+        if (PyByteArray_Resize(self->buf, want) < 0)
+            return NULL;
+    }
+    char *p = PyByteArray_AS_STRING(self->buf) + self->len;
+    self->len += n;
+    return p;
 }
 
 static PyObject *
@@ -253,7 +274,7 @@ Records_append(Records *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t size = h + key.len + vl + value.len + hlen;
     unsigned char slen[10];
     Py_ssize_t sl = put_varint(slen, size);
-    char *p = grow(self->buf, sl + size);
+    char *p = reserve(self, sl + size);
     if (p != NULL) {
         memcpy(p, slen, sl);
         p += sl;
@@ -311,6 +332,7 @@ Records_init(Records *self, PyObject *args, PyObject *kwds)
         return -1;
     memset(PyByteArray_AS_STRING(buf), 0, HEADER_SIZE);
     Py_XSETREF(self->buf, buf);
+    self->len = HEADER_SIZE;
     self->count = 0;
     self->base_timestamp = self->max_timestamp = 0;
     return 0;
@@ -346,6 +368,9 @@ Records_get_buf(Records *self, void *closure)
         PyErr_SetString(PyExc_AttributeError, "_buf");
         return NULL;
     }
+    if (PyByteArray_GET_SIZE(self->buf) != self->len &&
+            PyByteArray_Resize(self->buf, self->len) < 0)
+        return NULL;
     Py_INCREF(self->buf);
     return self->buf;
 }
@@ -359,6 +384,7 @@ Records_set_buf(Records *self, PyObject *value, void *closure)
     }
     Py_INCREF(value);
     Py_XSETREF(self->buf, value);
+    self->len = PyByteArray_GET_SIZE(value);
     return 0;
 }
 
