@@ -28,6 +28,7 @@ from samsa.client.metadata import Cluster, Metadata
 from samsa.client.net import ApiKey, NetworkClient
 from samsa.client.partitioner import StickyPartitioner, partition_for_key
 from samsa.client.records import RecordMetadata
+from samsa.protocol.codec import placeholder
 from samsa.protocol.records import COMPRESSION_CODES, BatchBuilder
 
 __all__ = ["Producer", "RecordFuture", "Sequences", "init_producer_id"]
@@ -525,15 +526,22 @@ class Producer:
         return batch.encoded
 
     def _send_produce(self, node: int, batches: list[_Batch]) -> None:
+        """One Produce request; its batches travel as payloads spliced into a frame whose
+        rest is encoded once per shape (which partitions of which topics)."""
         topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        payloads: list[bytes | memoryview] = []
         for batch in batches:
             batch.attempts += 1
             topics[batch.tp.topic].append({"index": batch.tp.partition,
-                                           "records": self._encode(batch)})
-        body = {"transactional_id": None, "acks": self.acks,
-                "timeout": self.config["request_timeout_ms"],
+                                           "records": placeholder(len(payloads))})
+            payloads.append(self._encode(batch))
+        timeout = self.config["request_timeout_ms"]
+        body = {"transactional_id": None, "acks": self.acks, "timeout": timeout,
                 "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()]}
-        fut = self._net.send(node, ApiKey.PRODUCE, body, expect_response=self.acks != 0)
+        shape = (self.acks, timeout, tuple((t, tuple(p["index"] for p in ps))
+                                           for t, ps in topics.items()))
+        fut = self._net.send(node, ApiKey.PRODUCE, body, expect_response=self.acks != 0,
+                             payloads=payloads, template=shape)
         fut.add_done_callback(lambda f: self._on_produce(f, node, batches))
 
     def _on_produce(self, fut: Future[Any], node: int, batches: list[_Batch]) -> None:
