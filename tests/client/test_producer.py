@@ -72,6 +72,22 @@ def test_futures_callbacks_and_offsets(broker: BrokerProcess,
     assert len(seen) == 20 and all(e is None for e, _ in seen)
 
 
+def test_bad_records_fail_send_and_leave_the_producer_working(
+        broker: BrokerProcess, topic: Callable[[int], str]) -> None:
+    t = topic(1)
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=0) as p:
+        for bad in ({"value": 42}, {"value": b"v", "key": 7},
+                    {"value": b"v", "headers": [("h", "text")]},
+                    {"value": b"v", "headers": [b"no-pair"]}):
+            with pytest.raises(TypeError):
+                p.send(t, **bad)  # type: ignore[arg-type]
+        fut = p.send(t, value=b"ok", headers=[["h", b"x"]])  # type: ignore[list-item]
+        assert p.flush(10) == 0
+        assert fut.result(1).offset == 0
+    (record,) = consume_all(broker.bootstrap, t, 1, 1)
+    assert record.value == b"ok" and list(record.headers) == [("h", b"x")]
+
+
 def test_acks_zero_delivers(broker: BrokerProcess, topic: Callable[[int], str]) -> None:
     t = topic(1)
     with Producer(bootstrap_servers=broker.bootstrap, acks=0, enable_idempotence=False) as p:

@@ -138,6 +138,18 @@ else:
         _RecordRef = _PyRecordRef
 
 
+class _Topic:
+    """What ``send`` keeps per topic: its partition count in the metadata snapshot
+    ``cluster``, and the batch each partition's records join (the last of its queue)."""
+
+    __slots__ = ("batches", "cluster", "count")
+
+    def __init__(self, cluster: Cluster, count: int) -> None:
+        self.cluster = cluster
+        self.count = count
+        self.batches: list[_Batch | None] = [None] * count
+
+
 class RecordFuture(_RecordRef):
     """Delivery future of one record (shares its batch's completion)."""
 
@@ -244,14 +256,11 @@ class Producer:
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._batches: dict[TopicPartition, collections.deque[_Batch]] = {}
-        #: topic -> partition -> the batch records join (the last of its queue)
-        self._open: dict[str, dict[int, _Batch]] = {}
-        #: partition counts of the metadata snapshot ``_counted``
-        self._counts: dict[str, int] = {}
-        self._counted: Cluster | None = None
+        self._topics: dict[str, _Topic] = {}
+        #: batches whose records are not delivered or failed yet
+        self._unfinished: set[_Batch] = set()
         self._in_flight: dict[int, int] = defaultdict(int)
         self._tp_in_flight: dict[TopicPartition, int] = defaultdict(int)
-        self._incomplete = 0
         self._buffered = 0
         self._buffer_memory = c["buffer_memory"]
         self._flushing = 0
@@ -276,13 +285,12 @@ class Producer:
         """Queue a record; the future resolves with its :class:`RecordMetadata`."""
         if self._closed:
             raise KafkaError("producer is closed")
-        if key is not None or value.__class__ is not bytes or self._serializing:
-            key, value = self._serialize(key, value)
-        if self._metadata.cluster is not self._counted:
-            self._counted, self._counts = self._metadata.cluster, {}
-        count = self._counts.get(topic)
-        if count is None:
-            count = self._partition_count(topic)
+        if key is not None or value.__class__ is not bytes or self._serializing or headers:
+            key, value, headers = self._prepare(key, value, headers)
+        state = self._topics.get(topic)
+        if state is None or state.cluster is not self._metadata.cluster:
+            state = self._topic(topic)
+        count = state.count
         if partition is None:
             if key is None and self._partitioner is None:
                 partition = self._sticky_current.get(topic)
@@ -301,17 +309,15 @@ class Producer:
         try:
             if self._buffered + size > self._buffer_memory and self._buffered:
                 self._wait_for_memory(size)
-            opened = self._open.get(topic)
-            batch = opened.get(partition) if opened is not None else None
+            batch = state.batches[partition]
             if batch is None or batch.closed or \
                     (batch.size + size > self._batch_size and batch.count):
-                batch = self._new_batch(topic, partition, batch)
+                batch = self._new_batch(state, topic, partition, batch)
             fut = RecordFuture(batch, batch.count)
             batch.append(timestamp_ms if timestamp_ms is None else int(timestamp_ms), key, value,
                          headers)
             batch.size += size
             self._buffered += size
-            self._incomplete += 1
             if batch.size >= self._batch_size:
                 batch.closed = True
                 if key is None and self._partitioner is None:
@@ -323,21 +329,38 @@ class Producer:
             fut.add_done_callback(lambda f: on_delivery(f.exception(), f.value))
         return fut
 
-    def _serialize(self, key: Any, value: Any) -> tuple[bytes | None, bytes | None]:
-        """The key and value as bytes: through the serializers, str as UTF-8."""
+    def _prepare(self, key: Any, value: Any, headers: Any
+                 ) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]] | None]:
+        """Key and value as bytes (through the serializers, str as UTF-8) and the headers,
+        checked here so that a bad record fails ``send`` before it joins a batch."""
         if key is not None:
             if self._key_serializer is not None:
                 key = self._key_serializer(key)
             if isinstance(key, str):
                 key = key.encode()
+            if not isinstance(key, bytes | bytearray | memoryview):
+                raise TypeError(f"record key must be bytes, str or None, not {type(key)}")
         if value is not None:
             if self._value_serializer is not None:
                 value = self._value_serializer(value)
             if isinstance(value, str):
                 value = value.encode()
-        return key, value
+            if not isinstance(value, bytes | bytearray | memoryview):
+                raise TypeError(f"record value must be bytes, str or None, not {type(value)}")
+        checked: list[tuple[str, bytes | None]] = []
+        for h in headers or ():
+            try:
+                hk, hv = h
+            except (TypeError, ValueError):
+                hk = hv = None
+            if not isinstance(hk, str) or not (
+                    hv is None or isinstance(hv, bytes | bytearray | memoryview)):
+                raise TypeError(f"a record header is a (str, bytes or None) pair, not {h!r}")
+            checked.append((hk, hv if hv is None or isinstance(hv, bytes) else bytes(hv)))
+        return key, value, checked or None
 
-    def _new_batch(self, topic: str, partition: int, full: _Batch | None) -> _Batch:
+    def _new_batch(self, state: _Topic, topic: str, partition: int, full: _Batch | None
+                   ) -> _Batch:
         """Open a batch for ``topic``/``partition`` (lock held); ``full`` was the last one."""
         if full is not None and not full.closed:
             full.closed = True
@@ -348,22 +371,32 @@ class Producer:
         if queue is None:
             queue = self._batches[tp] = collections.deque()
         queue.append(batch)
-        self._open.setdefault(topic, {})[partition] = batch
+        state.batches[partition] = batch
+        self._unfinished.add(batch)
         if self._linger == 0:
             self._cond.notify()
         return batch
 
-    def _partition_count(self, topic: str) -> int:
-        """The topic's partition count (waiting for its metadata), cached per snapshot."""
-        count = self._metadata.cluster.partition_count(topic)
+    def _topic(self, topic: str) -> _Topic:
+        """The topic's state for the current metadata (waiting for its metadata first)."""
+        cluster = self._metadata.cluster
+        count = cluster.partition_count(topic)
         if count is None:
             count = self._wait_for_topic(topic)
-        if self._metadata.cluster is not self._counted:
-            self._counted, self._counts = self._metadata.cluster, {}
-        self._counts[topic] = count
-        return count
+            cluster = self._metadata.cluster
+        with self._lock:
+            state = self._topics.get(topic)
+            if state is None:
+                state = self._topics[topic] = _Topic(cluster, count)
+            else:  # partitions may have been added: the open batches stay
+                state.batches += [None] * (count - len(state.batches))
+                state.cluster, state.count = cluster, count
+            return state
 
-    produce = send
+    @property
+    def _incomplete(self) -> int:
+        """Records sent and not delivered or failed yet (lock held)."""
+        return sum(b.count for b in self._unfinished)
 
     def _wait_for_memory(self, size: int) -> None:
         """Block ``send`` (lock held) until queued records fit in ``buffer_memory``."""
@@ -436,8 +469,10 @@ class Producer:
     def _run(self) -> None:
         while True:
             try:
-                if self._closed and not self._incomplete:
-                    return
+                if self._closed:
+                    with self._lock:
+                        if not self._incomplete:
+                            return
                 if self.idempotent and self._producer_id < 0:
                     self._init_producer_id()
                     continue
@@ -592,7 +627,7 @@ class Producer:
                 batch.fail(error)
         if finished:
             with self._cond:
-                self._incomplete -= sum(b.count for b, _, _, _ in finished)
+                self._unfinished.difference_update(b for b, _, _, _ in finished)
                 self._buffered -= sum(b.size - 61 for b, _, _, _ in finished)
                 self._cond.notify_all()
 
