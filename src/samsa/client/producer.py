@@ -138,6 +138,19 @@ else:
         _RecordRef = _PyRecordRef
 
 
+def _as_bytes(what: str, obj: Any, serializer: Callable[[Any], Any] | None) -> Any:
+    """A record's key or value through its serializer, str as UTF-8; bytes-like or None."""
+    if obj is None:
+        return None
+    if serializer is not None:
+        obj = serializer(obj)
+    if isinstance(obj, str):
+        obj = obj.encode()
+    if not isinstance(obj, bytes | bytearray | memoryview):
+        raise TypeError(f"record {what} must be bytes, str or None, not {type(obj)}")
+    return obj
+
+
 class _Topic:
     """What ``send`` keeps per topic: its partition count in the metadata snapshot
     ``cluster``, and the batch each partition's records join (the last of its queue)."""
@@ -333,20 +346,8 @@ class Producer:
                  ) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]] | None]:
         """Key and value as bytes (through the serializers, str as UTF-8) and the headers,
         checked here so that a bad record fails ``send`` before it joins a batch."""
-        if key is not None:
-            if self._key_serializer is not None:
-                key = self._key_serializer(key)
-            if isinstance(key, str):
-                key = key.encode()
-            if not isinstance(key, bytes | bytearray | memoryview):
-                raise TypeError(f"record key must be bytes, str or None, not {type(key)}")
-        if value is not None:
-            if self._value_serializer is not None:
-                value = self._value_serializer(value)
-            if isinstance(value, str):
-                value = value.encode()
-            if not isinstance(value, bytes | bytearray | memoryview):
-                raise TypeError(f"record value must be bytes, str or None, not {type(value)}")
+        key = _as_bytes("key", key, self._key_serializer)
+        value = _as_bytes("value", value, self._value_serializer)
         checked: list[tuple[str, bytes | None]] = []
         for h in headers or ():
             try:
