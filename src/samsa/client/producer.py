@@ -1,11 +1,14 @@
 """``samsa.Producer``: batching, Java-compatible key partitioning, idempotent retries.
 
-``send`` appends a record to its partition's open batch and returns a future. A sender
-thread drains batches that are full, older than ``linger_ms``, or being flushed: one Produce
-request per broker node with at most one batch per partition. With idempotence (default)
-every batch carries the producer id, epoch and a per-partition sequence; a retried batch
-keeps its sequence, so the broker discards the duplicate of a batch it already appended.
-Delivery callbacks and futures resolve on the network thread.
+``send`` encodes a record into its partition's open batch (``protocol.records.BatchBuilder``,
+in C when ``samsa._speedups`` is built) and returns a future. A sender thread drains batches
+that are full, older than ``linger_ms``, or being flushed: one Produce request per broker
+node with at most one batch per partition, up to ``max_in_flight_requests_per_connection``
+in flight, the batches spliced into a frame encoded once per shape. With idempotence
+(default) every batch carries the producer id, epoch and a per-partition sequence; a retried
+batch keeps its sequence (the broker discards the duplicate of a batch it already appended)
+and goes back in sequence order. Delivery callbacks and futures resolve on the network
+thread.
 """
 
 from __future__ import annotations
