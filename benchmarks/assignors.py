@@ -25,13 +25,21 @@ Only ``assign()`` is timed (wall clock, and CPU time of the process, which is st
 shared machine): building members' subscriptions is the members' work.
 
     .venv/bin/python benchmarks/assignors.py --server   # only the server-side rows
+    .venv/bin/python benchmarks/assignors.py --sticky   # only the sticky rows (case 1, 2)
+    .venv/bin/python benchmarks/assignors.py --server --baseline /tmp/before/src
+
+``--baseline SRC`` runs every case a second time, in a fresh interpreter importing samsa from
+``SRC`` (e.g. ``git worktree add /tmp/before main``), and prints both with the CPU ratio.
 """
 
 from __future__ import annotations
 
+import json
 import multiprocessing
+import os
 import random
 import resource
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -48,6 +56,7 @@ from samsa.assignors import (
 
 QUICK = "--quick" in sys.argv
 SCALE = 10 if QUICK else 1
+BASELINE = sys.argv[sys.argv.index("--baseline") + 1] if "--baseline" in sys.argv else None
 
 
 def rss_mib() -> float:
@@ -242,7 +251,7 @@ def server_rows() -> None:
         for shape in ("same", "different", "racks"):
             if shape == "racks" and name == "range":
                 continue
-            r = in_child(server_case, name, shape)
+            r, before = both(server_case, name, shape)
             label = {"same": "identical subscriptions", "different": "four subscription shapes",
                      "racks": "identical subscriptions, 3 racks"}[shape]
             print(f"{name:>18}, {label}")
@@ -250,27 +259,54 @@ def server_rows() -> None:
                 wall, cpu = r[k]
                 print(f"{'':>20}{k:<12}{wall * 1000:7.1f} ms (cpu {cpu * 1000:6.1f} ms)  "
                       f"target <= 100 ms: {'ok' if wall <= 0.1 else 'MISSED'}")
+                if before is not None:
+                    bwall, bcpu = before[k]
+                    print(f"{'':>20}{'  before':<12}{bwall * 1000:7.1f} ms (cpu {bcpu * 1000:6.1f}"
+                          f" ms)  cpu after/before {cpu / bcpu:.2f}")
             print(f"{'':>20}after the leave: assigned {r['partitions']:,}, loads "
                   f"{r['loads'][0]}..{r['loads'][1]}, moved {r['moved']:,} of "
                   f"{r['owned']:,} kept by the others")
 
 
-def in_child(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
-    ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(1) as pool:
-        return pool.apply(fn, args)
+def both(fn: Callable[..., dict[str, Any]], *args: Any
+         ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The case with this checkout's samsa and, with ``--baseline``, with the baseline's."""
+    return in_child(fn, *args), (in_child(fn, *args, src=BASELINE) if BASELINE else None)
 
 
-def main() -> None:
-    print(f"samsa assignor benchmark{' (quick: 1/10 scale)' if QUICK else ''}")
-    print("-" * 78)
-    if "--server" in sys.argv:
-        server_rows()
-        return
+def in_child(fn: Callable[..., dict[str, Any]], *args: Any, src: str | None = None
+             ) -> dict[str, Any]:
+    """Run ``fn`` in a forked child, or with ``src`` in a fresh interpreter importing samsa
+    from there (``PYTHONPATH`` precedes the editable install's path)."""
+    if src is None:
+        with multiprocessing.get_context("fork").Pool(1) as pool:
+            return pool.apply(fn, args)
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", fn.__name__, json.dumps(args)]
+    if QUICK:
+        cmd.append("--quick")
+    out = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": src}, check=True,
+                         capture_output=True, text=True).stdout
+    result: dict[str, Any] = json.loads(out.splitlines()[-1])
+    return result
+
+
+def child() -> None:
+    """``--child NAME ARGS``: run one case here and print its result as JSON."""
+    import samsa
+
+    src = os.environ.get("PYTHONPATH", "")
+    if not os.path.abspath(samsa.__file__).startswith(os.path.abspath(src)):
+        raise RuntimeError(f"baseline child imported samsa from {samsa.__file__}")
+    i = sys.argv.index("--child")
+    name, args = sys.argv[i + 1], json.loads(sys.argv[i + 2])
+    print(json.dumps(globals()[name](*args)))
+
+
+def sticky_rows() -> None:
     for single in (False, True):
         label = "one member on a single topic" if single else "identical subscriptions"
         for strategy in ("sticky", "cooperative-sticky"):
-            r = in_child(uniform_case, strategy, single)
+            r, before = both(uniform_case, strategy, single)
             total = r["round1"] + r["round2"]
             print(f"{strategy:>18}, 1M partitions / 2000 members, {label}")
             print(f"{'':>20}round 1 {r['round1']:6.2f} s (cpu {r['cpu1']:5.2f} s)  "
@@ -280,6 +316,25 @@ def main() -> None:
             print(f"{'':>20}both    {total:6.2f} s  target <= 10 s: "
                   f"{'ok' if total <= 10 else 'MISSED'}; peak RSS {r['rss']:.0f} MiB "
                   f"(before round 1: {r['rss_before']:.0f} MiB)")
+            if before is not None:
+                cpu, bcpu = r["cpu1"] + r["cpu2"], before["cpu1"] + before["cpu2"]
+                print(f"{'':>20}before  {before['round1'] + before['round2']:6.2f} s (cpu "
+                      f"{before['cpu1']:5.2f} s + {before['cpu2']:5.2f} s)  cpu after/before "
+                      f"{cpu / bcpu:.2f}; peak RSS {before['rss']:.0f} MiB")
+
+
+def main() -> None:
+    if "--child" in sys.argv:
+        child()
+        return
+    print(f"samsa assignor benchmark{' (quick: 1/10 scale)' if QUICK else ''}")
+    print("-" * 78)
+    if "--server" in sys.argv:
+        server_rows()
+        return
+    sticky_rows()
+    if "--sticky" in sys.argv:
+        return
     r = in_child(kafka_python_case)
     k, s = sum(r["kafka_python"]), sum(r["samsa"])
     print("sticky vs kafka-python StickyPartitionAssignor, 10k partitions / 100 members")

@@ -6,19 +6,31 @@ N records with each consumer, and prints records/s and ratios. Run::
     .venv/bin/python benchmarks/clients.py               # 1,000,000 records
     .venv/bin/python benchmarks/clients.py --records 200000 --partitions 4
 
+Producers only, as a matrix of record sizes and delivery modes (acks=1; idempotent
+acks=all), each producer in its own process, with the CPU seconds of the client process and
+of the broker (read from /proc) per run, and, with ``--baseline SRC``, samsa's producer
+from another checkout (``git worktree add /tmp/before main``) beside this one::
+
+    .venv/bin/python benchmarks/clients.py --produce-matrix --sizes 100,1024 \
+        --baseline /tmp/before/src --repeat 3
+
 Starts its own broker on 127.0.0.1 (data in a temporary directory) unless --bootstrap.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from typing import Any
 
 VALUE = b"x" * 100
 Result = tuple[str, str, float]
@@ -61,46 +73,59 @@ def timed(fn: Callable[[], int]) -> float:
 # ---- producers --------------------------------------------------------------------------
 
 
-def produce_samsa(bootstrap: str, topic: str, n: int) -> int:
+def produce_samsa(bootstrap: str, topic: str, n: int, value: bytes = VALUE,
+                  mode: str = "acks1") -> int:
     from samsa.client import Producer
 
-    p = Producer(bootstrap_servers=bootstrap, acks=1, linger_ms=5, batch_size=65536)
+    acks: Any = 1 if mode == "acks1" else "all"
+    p = Producer(bootstrap_servers=bootstrap, acks=acks, enable_idempotence=mode == "idem",
+                 linger_ms=5, batch_size=65536)
     send = p.send
     for _ in range(n):
-        send(topic, VALUE)
+        send(topic, value)
     assert p.flush(120) == 0
     p.close()
     return n
 
 
-def produce_kafka_python(bootstrap: str, topic: str, n: int) -> int:
+def produce_kafka_python(bootstrap: str, topic: str, n: int, value: bytes = VALUE,
+                         mode: str = "acks1") -> int:
     from kafka import KafkaProducer
 
-    p = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5, batch_size=65536)
+    acks: Any = 1 if mode == "acks1" else "all"
+    p = KafkaProducer(bootstrap_servers=bootstrap, acks=acks, linger_ms=5, batch_size=65536,
+                      enable_idempotence=mode == "idem")
     send = p.send
     for _ in range(n):
-        send(topic, VALUE)
+        send(topic, value)
     p.flush(120)
     p.close()
     return n
 
 
-def produce_confluent(bootstrap: str, topic: str, n: int) -> int:
+def produce_confluent(bootstrap: str, topic: str, n: int, value: bytes = VALUE,
+                      mode: str = "acks1") -> int:
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5,
+    p = Producer({"bootstrap.servers": bootstrap, "acks": 1 if mode == "acks1" else "all",
+                  "enable.idempotence": mode == "idem", "linger.ms": 5,
                   "batch.size": 65536, "queue.buffering.max.messages": 2_000_000})
     produce = p.produce
     for i in range(n):
         try:
-            produce(topic, VALUE)
+            produce(topic, value)
         except BufferError:
             p.poll(0.01)
-            produce(topic, VALUE)
+            produce(topic, value)
         if i % 10000 == 0:
             p.poll(0)
     assert p.flush(120) == 0
     return n
+
+
+PRODUCERS: dict[str, Callable[..., int]] = {
+    "samsa": produce_samsa, "kafka-python": produce_kafka_python,
+    "confluent-kafka": produce_confluent}
 
 
 # ---- consumers --------------------------------------------------------------------------
@@ -149,11 +174,100 @@ def consume_confluent(bootstrap: str, topic: str, n: int, partitions: int) -> in
     return got
 
 
+# ---- the producer matrix: one process per run, CPU of client and broker ------------------
+
+
+def cpu_of(pid: int) -> float:
+    """CPU seconds (user + system) a process has used, from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def child_produce(argv: list[str]) -> None:
+    """``--child-produce NAME BOOTSTRAP TOPIC N SIZE MODE``: one run; prints JSON."""
+    name, bootstrap, topic, n, size, mode = argv
+    import samsa
+
+    fn = PRODUCERS[name]
+    importlib.import_module({"samsa": "samsa.client", "kafka-python": "kafka",
+                             "confluent-kafka": "confluent_kafka"}[name])  # not timed
+    cpu, start = time.process_time(), time.perf_counter()
+    fn(bootstrap, topic, int(n), b"x" * int(size), mode)
+    print(json.dumps({"seconds": time.perf_counter() - start,
+                      "cpu": time.process_time() - cpu, "samsa": samsa.__file__}))
+
+
+def run_producer(name: str, src: str | None, bootstrap: str, broker: int | None, topic: str,
+                 n: int, size: int, mode: str) -> dict[str, float]:
+    """One producer run in a fresh process (samsa from ``src`` when given): records/s and
+    the CPU seconds of the client and of the broker."""
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = src  # precedes the editable install's path
+    before = cpu_of(broker) if broker else 0.0
+    out = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--child-produce", name, bootstrap, topic,
+         str(n), str(size), mode], env=env, check=True, capture_output=True, text=True).stdout
+    got = json.loads(out.splitlines()[-1])
+    if src is not None and not os.path.abspath(got["samsa"]).startswith(os.path.abspath(src)):
+        raise RuntimeError(f"baseline run imported samsa from {got['samsa']}")
+    return {"rate": n / got["seconds"], "client_cpu": got["cpu"],
+            "broker_cpu": (cpu_of(broker) - before) if broker else float("nan")}
+
+
+def produce_matrix(args: argparse.Namespace, bootstrap: str, broker: int | None) -> None:
+    n, parts = args.records, args.partitions
+    runners: list[tuple[str, str, str | None]] = [("samsa", "samsa", None)]
+    if args.baseline:
+        runners.append(("samsa (before)", "samsa", args.baseline))
+    runners += [("confluent-kafka", "confluent-kafka", None),
+                ("kafka-python", "kafka-python", None)]
+    print(f"{n:,} records per run, {parts} partitions, one samsa broker; linger 5 ms, "
+          f"batch 64 KiB; median of {args.repeat} (runs interleaved); CPU seconds per run")
+    for size in [int(x) for x in args.sizes.split(",")]:
+        for mode in ("acks1", "idem"):
+            label = "acks=1" if mode == "acks1" else "idempotent acks=all"
+            results: dict[str, list[dict[str, float]]] = {r[0]: [] for r in runners}
+            for rep in range(args.repeat):
+                for label_, name, src in runners:
+                    topic = f"bench-{size}-{mode}-{rep}-{name}-{int(time.time() * 1000)}"
+                    create_topic(bootstrap, topic, parts)
+                    results[label_].append(
+                        run_producer(name, src, bootstrap, broker, topic, n, size, mode))
+            print(f"\n{size} B records, {label}")
+            med = {k: {f: statistics.median(r[f] for r in rs) for f in rs[0]}
+                   for k, rs in results.items()}
+            for k, m in med.items():
+                rates = ", ".join(f"{r['rate']:,.0f}" for r in results[k])
+                print(f"  {k:16s} {m['rate']:11,.0f} records/s  client cpu {m['client_cpu']:6.2f}"
+                      f" s  broker cpu {m['broker_cpu']:6.2f} s   (runs: {rates})")
+            ck = med["confluent-kafka"]
+            for k in med:
+                if k.startswith("samsa"):
+                    m = med[k]
+                    print(f"  {k}/confluent-kafka = {m['rate'] / ck['rate']:.2f}x records/s; "
+                          f"client cpu per record {m['client_cpu'] / ck['client_cpu']:.2f}x")
+            if "samsa (before)" in med:
+                a, b = med["samsa"], med["samsa (before)"]
+                print(f"  samsa after/before = {a['rate'] / b['rate']:.2f}x records/s, "
+                      f"client cpu {a['client_cpu'] / b['client_cpu']:.2f}x, broker cpu "
+                      f"{a['broker_cpu'] / b['broker_cpu']:.2f}x")
+
+
 def main() -> None:
+    if "--child-produce" in sys.argv:
+        child_produce(sys.argv[sys.argv.index("--child-produce") + 1:])
+        return
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--bootstrap")
+    ap.add_argument("--produce-matrix", action="store_true",
+                    help="producers only: record sizes x (acks=1, idempotent acks=all)")
+    ap.add_argument("--sizes", default="100,1024")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--baseline", help="src directory of another samsa checkout")
     args = ap.parse_args()
     n, parts = args.records, args.partitions
     proc = None
@@ -163,6 +277,9 @@ def main() -> None:
         proc, bootstrap = start_broker(os.path.join(tmp.name, "data"))
     run = f"{int(time.time())}"
     try:
+        if args.produce_matrix:
+            produce_matrix(args, bootstrap, proc.pid if proc is not None else None)
+            return
         produced: list[Result] = []
         for name, fn in [("samsa", produce_samsa), ("kafka-python", produce_kafka_python),
                          ("confluent-kafka", produce_confluent)]:

@@ -101,8 +101,9 @@ def answer(**data: Any) -> Callable[[Request], Fault]:
 
 
 def error_answer(code: int) -> Callable[[Request], Fault]:
-    """A rule answering OffsetCommit with ``code`` for every partition, or any API whose
-    response has a top-level ``error_code`` (Heartbeat, JoinGroup, SyncGroup, ...)."""
+    """A rule answering OffsetCommit or Produce with ``code`` for every partition (the
+    broker never sees the request), or any API whose response has a top-level
+    ``error_code`` (Heartbeat, JoinGroup, SyncGroup, ...)."""
 
     def rule(req: Request) -> Fault:
         cls = response_class(req.api_key, req.api_version)
@@ -112,6 +113,12 @@ def error_answer(code: int) -> Callable[[Request], Fault]:
                     {"partition_index": p.partition_index, "error_code": code}
                     for p in t.partitions]}
                 for t in req.body.topics]}
+        elif req.api_key == ApiKey.PRODUCE:
+            data = {"responses": [
+                {"name": t.name, "partition_responses": [
+                    {"index": p.index, "error_code": code, "base_offset": -1}
+                    for p in t.partition_data]}
+                for t in req.body.topic_data]}
         else:
             data = {"error_code": code}
         return Answer(build(cls, data))
@@ -159,8 +166,9 @@ class FaultProxy:
     the one after, and so on; ``always(api, rule)`` applies ``rule`` to every request of
     ``api`` until it is cleared with ``always(api, None)``. ``seen[api]`` counts requests,
     ``versions[(api, version, client_id)]`` counts them by version and client,
-    ``pending(api)`` the injected faults not used yet, and ``fired`` lists the faults
-    applied, in order, as ``(api, fault)``.
+    ``pending(api)`` the injected faults not used yet, ``fired`` lists the faults
+    applied, in order, as ``(api, fault)``, and ``peak_owed`` is the most requests one
+    connection had unanswered at once (a client's pipeline depth).
     """
 
     def __init__(self) -> None:
@@ -168,6 +176,7 @@ class FaultProxy:
         self.seen: collections.Counter[int] = collections.Counter()
         self.versions: collections.Counter[tuple[int, int, str | None]] = collections.Counter()
         self.fired: list[tuple[ApiKey, Fault]] = []
+        self.peak_owed = 0
         self._once: dict[int, collections.deque[Rule]] = collections.defaultdict(
             collections.deque)
         self._always: dict[int, Rule] = {}
@@ -282,6 +291,7 @@ class FaultProxy:
                     if expects:
                         link.slots.append(_Slot(corr, fault.seconds if isinstance(
                             fault, Delay) else 0.0, isinstance(fault, Drop)))
+                    self.peak_owed = max(self.peak_owed, len(link.slots))
                 link.upstream.sendall(frame)
         link.cut()
 

@@ -6,12 +6,13 @@ from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Producer as CkProducer
+from kio.schema.errors import ErrorCode
 
 from samsa import TopicPartition
 from samsa.client import Consumer, KafkaError, Producer, RecordMetadata
 from samsa.protocol.api_keys import ApiKey
 from tests.brokerproc import BrokerProcess
-from tests.client.proxy import Drop, FaultProxy
+from tests.client.proxy import Delay, Drop, FaultProxy, error_answer
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int, n: int) -> list:
@@ -71,6 +72,22 @@ def test_futures_callbacks_and_offsets(broker: BrokerProcess,
     assert len(seen) == 20 and all(e is None for e, _ in seen)
 
 
+def test_bad_records_fail_send_and_leave_the_producer_working(
+        broker: BrokerProcess, topic: Callable[[int], str]) -> None:
+    t = topic(1)
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=0) as p:
+        for bad in ({"value": 42}, {"value": b"v", "key": 7},
+                    {"value": b"v", "headers": [("h", "text")]},
+                    {"value": b"v", "headers": [b"no-pair"]}):
+            with pytest.raises(TypeError):
+                p.send(t, **bad)  # type: ignore[arg-type]
+        fut = p.send(t, value=b"ok", headers=[["h", b"x"]])  # type: ignore[list-item]
+        assert p.flush(10) == 0
+        assert fut.result(1).offset == 0
+    (record,) = consume_all(broker.bootstrap, t, 1, 1)
+    assert record.value == b"ok" and list(record.headers) == [("h", b"x")]
+
+
 def test_acks_zero_delivers(broker: BrokerProcess, topic: Callable[[int], str]) -> None:
     t = topic(1)
     with Producer(bootstrap_servers=broker.bootstrap, acks=0, enable_idempotence=False) as p:
@@ -94,6 +111,36 @@ def test_idempotent_retry_after_lost_response_does_not_duplicate(
     records = consume_all(proc.bootstrap, "idem", 1, 50)
     assert [r.value for r in records] == [b"%d" % i for i in range(50)]
     assert [o for o in offsets if o >= 0] == sorted(o for o in offsets if o >= 0)
+
+
+@pytest.mark.parametrize("fault", ["error", "lost response"])
+def test_idempotent_pipeline_keeps_order_when_a_request_mid_pipeline_fails(
+        proxied: tuple[BrokerProcess, FaultProxy], fault: str) -> None:
+    """Up to five Produce requests in flight on one connection: the first answer is held
+    back, so more requests follow it; the third then fails. "error": it is answered with a
+    retriable error without reaching the broker, so the fourth and fifth arrive out of
+    sequence. "lost response": it is applied but the connection closes instead of its
+    answer, so it and the requests behind it are retried. Either way every record lands
+    once, in order."""
+    proc, proxy = proxied
+    third = (error_answer(ErrorCode.not_leader_or_follower) if fault == "error" else Drop())
+    proxy.inject(ApiKey.PRODUCE, Delay(0.5), None, third)
+    with Producer(bootstrap_servers=proxy.address, linger_ms=1000, batch_size=120,
+                  retry_backoff_ms=50, request_timeout_ms=5000) as p:
+        p.partitions_for("pipe")
+        futures = [p.send("pipe", value=b"%d" % i, partition=0) for i in range(300)]
+        assert p.flush(30) == 0
+        offsets = [f.result(1).offset for f in futures]
+    assert proxy.pending(ApiKey.PRODUCE) == 0
+    assert proxy.peak_owed >= 3, "the fault must hit a pipeline of requests"
+    # 100 full batches of 3 records (61 + 3 x 19 bytes of the 120); retried: the failed
+    # request and the few behind it, once each and in sequence order (a batch retried out
+    # of order is refused again, request after request: ~200 requests)
+    assert proxy.seen[ApiKey.PRODUCE] <= 100 + 8
+    records = consume_all(proc.bootstrap, "pipe", 1, 300)
+    assert [r.value for r in records] == [b"%d" % i for i in range(300)]
+    known = [o for o in offsets if o >= 0]
+    assert known == sorted(known) and len(set(known)) == len(known)
 
 
 def test_non_idempotent_retry_duplicates_control(

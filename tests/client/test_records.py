@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import random
 import struct
+import time
+from typing import Any
 
 import cramjam
 import pytest
 
 from samsa.protocol.records import (
     COMPRESSION_CODES,
+    BatchBuilder,
     CorruptRecordError,
     ProducerRecordData,
+    _PyRecords,
     decode_batches,
     decompress,
     encode_batch,
@@ -78,3 +83,52 @@ def test_log_append_time_uses_max_timestamp() -> None:
     (batch,) = list(decode_batches(bytes(data)))
     assert batch.timestamp_type == 1
     assert {r[1] for r in batch.records} == {42}
+
+
+def _random_records(rnd: random.Random, n: int) -> list[tuple[int | None, bytes | None,
+                                                              bytes | None, list[Any]]]:
+    base = 1_700_000_000_000
+    return [(
+        None if rnd.random() < 0.05 else base + rnd.choice([0, 1, -1, 5000, -9000, 10**7]),
+        None if rnd.random() < 0.4 else bytes(rnd.choice([0, 5, 127, 128, 9000])),
+        None if rnd.random() < 0.1 else rnd.choice([bytes(rnd.choice([0, 100, 8200, 20000])),
+                                                    bytearray(b"ba"), memoryview(b"mv")]),
+        [] if rnd.random() < 0.7 else [(f"h{j}é", None if j % 2 else b"v" * rnd.randint(0, 300))
+                                       for j in range(rnd.randint(1, 3))],
+    ) for _ in range(n)]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_c_record_encoder_writes_what_the_python_one_writes(seed: int) -> None:
+    """``samsa._speedups.Records`` (the producer's encoder) against its pure-Python twin:
+    the same bytes, timestamps and counts, offset deltas past the varint table included."""
+    speedups = pytest.importorskip("samsa._speedups")
+    rnd = random.Random(seed)
+    ours, theirs = speedups.Records(), _PyRecords()
+    records = _random_records(rnd, 9000 if seed == 0 else 300)
+    for ts, key, value, headers in records:
+        if ts is None:  # "now": give both the same clock reading
+            ours.append(None, key, value, headers)
+            ts = ours.timestamp(ours.count - 1)
+            theirs.append(ts, key, value, headers)
+        else:
+            ours.append(ts, key, value, headers)
+            theirs.append(ts, key, value, headers)
+    assert bytes(ours._buf) == bytes(theirs._buf)
+    assert (ours.count, ours.base_timestamp, ours.max_timestamp) == (
+        theirs.count, theirs.base_timestamp, theirs.max_timestamp)
+    assert [ours.timestamp(i) for i in range(ours.count)] == [
+        theirs.timestamp(i) for i in range(theirs.count)]
+
+
+def test_record_encoders_refuse_what_is_not_bytes() -> None:
+    for records in (_PyRecords(), BatchBuilder()):
+        with pytest.raises(TypeError):
+            records.append(1, None, 42)  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            records.append(1, "text", b"v")  # type: ignore[arg-type]
+        assert records.count == 0
+        records.append(None, None, b"v")
+        assert abs(records.timestamp(0) - time.time() * 1000) < 60_000
+        with pytest.raises(IndexError):
+            records.timestamp(1)

@@ -1,14 +1,19 @@
-"""Spliced responses decode exactly like responses encoded whole by kio."""
+"""Spliced responses decode exactly like responses encoded whole by kio; spliced requests
+(the producer's templates) are the bytes kio encodes whole."""
 
 from __future__ import annotations
 
 import pytest
+from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import build
 from samsa.protocol.codec import (
+    RequestTemplates,
     Spliced,
     decode_response,
+    encode_request,
     encode_response,
     encode_spliced,
     placeholder,
@@ -64,3 +69,38 @@ def test_placeholders_in_any_order(version: int) -> None:
     with pytest.raises(ValueError, match="placeholder 3 missing"):
         encode_spliced(3, Spliced(build(cls, _fetch_response(version, marked)),
                                   [*payloads, b"orphan"]))
+
+
+def _produce_body(batches: list[bytes]) -> dict:  # type: ignore[type-arg]
+    return {"transactional_id": None, "acks": -1, "timeout": 30000, "topic_data": [
+        {"name": "t", "partition_data": [{"index": 3, "records": batches[0]}]},
+        {"name": "u", "partition_data": [{"index": i, "records": b}
+                                         for i, b in enumerate(batches[1:])]}]}
+
+
+@pytest.mark.parametrize("version", [3, 7, 8, 9])
+def test_request_templates_splice_like_whole_requests(version: int) -> None:
+    """A Produce frame from a cached template, with other batches and correlation ids each
+    time, is byte for byte the frame kio encodes whole."""
+    templates = RequestTemplates()
+    cls = load_request_schema(ApiKey.PRODUCE, version)
+    for corr, sizes in enumerate([[5, 0, 300], [70_000, 1, 2], [0, 0, 0], [9, 200, 130]]):
+        batches = [bytes([corr + 1]) * n for n in sizes]
+        whole = encode_request(ApiKey.PRODUCE, version, corr, "client", build(
+            cls, _produce_body(batches)))
+        marked = _produce_body([placeholder(i) for i in range(len(batches))])
+        chunks = templates.encode(ApiKey.PRODUCE, version, corr, "client", ("shape", 3),
+                                  lambda m=marked: build(cls, m), [*batches])
+        assert b"".join(chunks) == whole
+    assert len(templates._cuts) == 1
+
+
+def test_request_templates_keep_nothing_without_a_key() -> None:
+    templates = RequestTemplates()
+    cls = load_request_schema(ApiKey.PRODUCE, 9)
+    marked = _produce_body([placeholder(i) for i in range(3)])
+    chunks = templates.encode(ApiKey.PRODUCE, 9, 1, None, None, build(cls, marked),
+                              [b"a", b"b", b"c"])
+    assert b"".join(chunks) == encode_request(ApiKey.PRODUCE, 9, 1, None, build(
+        cls, _produce_body([b"a", b"b", b"c"])))
+    assert not templates._cuts

@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping, Sequence
 
+from samsa.assignors._gc import gc_paused
 from samsa.assignors._model import Model
 from samsa.assignors.interface import (
     Assignment,
@@ -51,6 +52,7 @@ class CooperativeStickyAssignor(StickyAssignor):
     def user_data(self, topics: Sequence[str]) -> bytes | None:
         return struct.pack(">i", self._generation)
 
+    @gc_paused()
     def assign(
         self, cluster: ClusterView, subscriptions: Mapping[str, Subscription]
     ) -> dict[str, Assignment]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from samsa.assignors._gc import gc_paused
 from samsa.assignors._model import Model
 from samsa.assignors._placement import place_counts
 from samsa.assignors.interface import (
@@ -107,6 +108,7 @@ class OptimalAssignor(StickyAssignor):
 
     name = "optimal"
 
+    @gc_paused()
     def assign(
         self, cluster: ClusterView, subscriptions: Mapping[str, Subscription]
     ) -> dict[str, Assignment]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from samsa.assignors._gc import gc_paused
 from samsa.assignors._model import Model
 from samsa.assignors._rack_range import rack_range
 from samsa.assignors.interface import (
@@ -39,6 +40,7 @@ class RangeAssignor(Assignor):
 
     name = "range"
 
+    @gc_paused()
     def assign(
         self, cluster: ClusterView, subscriptions: Mapping[str, Subscription]
     ) -> dict[str, Assignment]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from samsa.assignors._gc import gc_paused
 from samsa.assignors._model import Model
 from samsa.assignors.interface import (
     Assignment,
@@ -28,6 +29,7 @@ class RoundRobinAssignor(Assignor):
 
     name = "roundrobin"
 
+    @gc_paused()
     def assign(
         self, cluster: ClusterView, subscriptions: Mapping[str, Subscription]
     ) -> dict[str, Assignment]:

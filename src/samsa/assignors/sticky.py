@@ -24,6 +24,7 @@ from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 
 from samsa import TopicPartition
+from samsa.assignors._gc import gc_paused
 from samsa.assignors._model import Claims, Model
 from samsa.assignors._placement import place_counts
 from samsa.assignors.codec import (
@@ -320,6 +321,7 @@ class StickyAssignor(Assignor):
             [claims_from(subscriptions[m], True, names) for m in model.member_ids]
         )
 
+    @gc_paused()
     def assign(
         self, cluster: ClusterView, subscriptions: Mapping[str, Subscription]
     ) -> dict[str, Assignment]:

@@ -29,7 +29,7 @@ import time
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
+from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
@@ -43,7 +43,7 @@ from samsa.client.future import Future
 from samsa.client.security import ClientSecurity
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import build
-from samsa.protocol.codec import encode_request
+from samsa.protocol.codec import RequestTemplates, encode_request, response_class
 from samsa.security.sasl.client import ClientAuthError, ClientMechanism
 
 __all__ = ["CLIENT_MAX_VERSIONS", "ApiKey", "NetworkClient"]
@@ -88,15 +88,20 @@ _RECV = 256 * 1024
 
 
 class _Pending:
-    __slots__ = ("api_key", "body", "deadline", "expect_response", "future", "version")
+    __slots__ = ("api_key", "body", "deadline", "expect_response", "future", "payloads",
+                 "template", "version")
 
     def __init__(self, api_key: int, body: Mapping[str, Any], future: Future[Any],
-                 deadline: float, expect_response: bool) -> None:
+                 deadline: float, expect_response: bool,
+                 payloads: list[bytes | memoryview] | None = None,
+                 template: Hashable = None) -> None:
         self.api_key = api_key
         self.body = body
         self.future = future
         self.deadline = deadline
         self.expect_response = expect_response
+        self.payloads = payloads
+        self.template = template
         self.version = -1
 
 
@@ -141,6 +146,7 @@ class NetworkClient:
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._closed = False
         self._lock = threading.Lock()
+        self._templates = RequestTemplates()
         self._thread = threading.Thread(target=self._run, name=f"samsa-net-{client_id}",
                                         daemon=True)
         self._thread.start()
@@ -156,15 +162,23 @@ class NetworkClient:
         return self._addresses.get(dest)
 
     def send(self, dest: Hashable, api_key: int, body: Mapping[str, Any], *,
-             timeout_ms: float | None = None, expect_response: bool = True) -> Future[Any]:
-        """Queue a request; the future resolves with the decoded response body."""
+             timeout_ms: float | None = None, expect_response: bool = True,
+             payloads: list[bytes | memoryview] | None = None,
+             template: Hashable = None) -> Future[Any]:
+        """Queue a request; the future resolves with the decoded response body.
+
+        With ``payloads``, ``body`` holds :func:`~samsa.protocol.codec.placeholder` ``i``
+        where ``payloads[i]`` belongs (record batches): they are spliced into the frame
+        uncopied, and the rest of the frame is encoded once per ``template`` key (see
+        :class:`~samsa.protocol.codec.RequestTemplates`).
+        """
         future: Future[Any] = Future()
         if self._closed:
             future.failure(KafkaConnectionError("client closed"))
             return future
         timeout = self.request_timeout if timeout_ms is None else timeout_ms / 1000
         self._tasks.append((dest, _Pending(api_key, body, future, time.monotonic() + timeout,
-                                           expect_response)))
+                                           expect_response, payloads, template)))
         self._wakeup()
         return future
 
@@ -482,11 +496,19 @@ class NetworkClient:
 
     def _enqueue_frame(self, conn: _Connection, pending: _Pending) -> None:
         conn.correlation = (conn.correlation + 1) & 0x7FFFFFFF
-        schema = load_request_schema(pending.api_key, pending.version)
-        body = {k: v for k, v in pending.body.items() if k != "__version__"}
-        frame = encode_request(pending.api_key, pending.version, conn.correlation,
-                               self.client_id, build(schema, body))
-        conn.out += frame
+
+        def entity() -> Any:
+            schema = load_request_schema(pending.api_key, pending.version)
+            return build(schema, {k: v for k, v in pending.body.items() if k != "__version__"})
+
+        if pending.payloads is not None:  # spliced (see send)
+            for chunk in self._templates.encode(pending.api_key, pending.version,
+                                                conn.correlation, self.client_id,
+                                                pending.template, entity, pending.payloads):
+                conn.out += chunk
+        else:
+            conn.out += encode_request(pending.api_key, pending.version, conn.correlation,
+                                       self.client_id, entity())
         if pending.expect_response:
             conn.in_flight.append((conn.correlation, pending))
         else:
@@ -574,7 +596,7 @@ class NetworkClient:
             pending.future.failure(KafkaConnectionError("correlation mismatch"))
             return
         try:
-            cls = load_response_schema(pending.api_key, pending.version)
+            cls = response_class(pending.api_key, pending.version)  # cached
             header_reader, body_reader = _readers(cls)
             _, used = header_reader(frame, 0)
             body, _ = body_reader(frame, used)

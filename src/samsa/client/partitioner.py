@@ -46,20 +46,21 @@ class StickyPartitioner:
     """Null keys stick to one random partition until its batch is sent (KIP-480)."""
 
     def __init__(self) -> None:
-        self._sticky: dict[str, int] = {}
+        self.current: dict[str, int] = {}
+        """topic -> its sticky partition (read it directly on a hot path; may be stale)."""
 
     def partition(self, topic: str, num_partitions: int) -> int:
-        p = self._sticky.get(topic)
+        p = self.current.get(topic)
         if p is None or p >= num_partitions:
             p = random.randrange(num_partitions)
-            self._sticky[topic] = p
+            self.current[topic] = p
         return p
 
     def batch_done(self, topic: str, partition: int, num_partitions: int) -> None:
         """The sticky partition's batch filled up: pick another partition."""
-        if self._sticky.get(topic) != partition:
+        if self.current.get(topic) != partition:
             return
         if num_partitions <= 1:
             return
         choice = random.randrange(num_partitions - 1)
-        self._sticky[topic] = choice if choice < partition else choice + 1
+        self.current[topic] = choice if choice < partition else choice + 1

@@ -1,11 +1,14 @@
 """``samsa.Producer``: batching, Java-compatible key partitioning, idempotent retries.
 
-``send`` appends a record to its partition's open batch and returns a future. A sender
-thread drains batches that are full, older than ``linger_ms``, or being flushed: one Produce
-request per broker node with at most one batch per partition. With idempotence (default)
-every batch carries the producer id, epoch and a per-partition sequence; a retried batch
-keeps its sequence, so the broker discards the duplicate of a batch it already appended.
-Delivery callbacks and futures resolve on the network thread.
+``send`` encodes a record into its partition's open batch (``protocol.records.BatchBuilder``,
+in C when ``samsa._speedups`` is built) and returns a future. A sender thread drains batches
+that are full, older than ``linger_ms``, or being flushed: one Produce request per broker
+node with at most one batch per partition, up to ``max_in_flight_requests_per_connection``
+in flight, the batches spliced into a frame encoded once per shape. With idempotence
+(default) every batch carries the producer id, epoch and a per-partition sequence; a retried
+batch keeps its sequence (the broker discards the duplicate of a batch it already appended)
+and goes back in sequence order. Delivery callbacks and futures resolve on the network
+thread.
 """
 
 from __future__ import annotations
@@ -14,10 +17,9 @@ import collections
 import itertools
 import logging
 import threading
-import time
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
@@ -25,13 +27,14 @@ from samsa import TopicPartition
 from samsa.client.clock import SYSTEM_CLOCK, Clock
 from samsa.client.errors import KafkaError, KafkaTimeoutError, error_for
 from samsa.client.future import Future
-from samsa.client.metadata import Metadata
+from samsa.client.metadata import Cluster, Metadata
 from samsa.client.net import ApiKey, NetworkClient
 from samsa.client.partitioner import StickyPartitioner, partition_for_key
 from samsa.client.records import RecordMetadata
 from samsa.client.security import DEFAULTS as SECURITY_DEFAULTS
 from samsa.client.security import client_security
-from samsa.protocol.records import COMPRESSION_CODES, ProducerRecordData, encode_batch
+from samsa.protocol.codec import placeholder
+from samsa.protocol.records import COMPRESSION_CODES, BatchBuilder
 
 __all__ = ["Producer", "RecordFuture", "Sequences", "init_producer_id"]
 
@@ -75,22 +78,23 @@ _REFRESH_METADATA = frozenset({int(ErrorCode.unknown_topic_or_partition),
 RECORD_OVERHEAD = 16
 
 
-class _Batch:
-    """Records of one partition sent together; one event for all their futures."""
+class _Batch(BatchBuilder):
+    """Records of one partition sent together, encoded as they are added; one event for
+    all their futures. ``closed`` once full or taken by the sender: no record joins it."""
 
-    __slots__ = ("attempts", "base_sequence", "callbacks", "created", "encoded", "error",
-                 "event", "full", "metadata", "records", "retry_at", "size", "tp")
+    __slots__ = ("attempts", "base_sequence", "callbacks", "closed", "created", "encoded",
+                 "error", "event", "metadata", "retry_at", "size", "tp")
 
     def __init__(self, tp: TopicPartition, created: float) -> None:
+        super().__init__()
         self.tp = tp
         self.created = created
-        self.records: list[ProducerRecordData] = []
         self.size = 61
         self.attempts = 0
         self.base_sequence = -1
         self.retry_at = 0.0
         self.encoded: bytes | None = None
-        self.full = False
+        self.closed = False
         self.event = threading.Event()
         self.error: BaseException | None = None
         self.metadata: tuple[int, int] | None = None
@@ -116,19 +120,59 @@ class _Batch:
     def record_metadata(self, index: int) -> RecordMetadata:
         assert self.metadata is not None
         base, log_append_time = self.metadata
-        ts = log_append_time if log_append_time > 0 else self.records[index].timestamp
+        ts = log_append_time if log_append_time > 0 else self.timestamp(index)
         return RecordMetadata(self.tp.topic, self.tp.partition,
                               base + index if base >= 0 else -1, ts)
 
 
-class RecordFuture:
-    """Delivery future of one record (shares its batch's completion)."""
+class _PyRecordRef:
+    """``(batch, index)``: the pure-Python twin of ``samsa._speedups.RecordRef``."""
 
     __slots__ = ("_batch", "_index")
 
     def __init__(self, batch: _Batch, index: int) -> None:
         self._batch = batch
         self._index = index
+
+
+if TYPE_CHECKING:
+    _RecordRef = _PyRecordRef
+else:
+    try:  # built in C, a future costs a few hundred instructions instead of ~2,000
+        from samsa._speedups import RecordRef as _RecordRef
+    except ImportError:
+        _RecordRef = _PyRecordRef
+
+
+def _as_bytes(what: str, obj: Any, serializer: Callable[[Any], Any] | None) -> Any:
+    """A record's key or value through its serializer, str as UTF-8; bytes-like or None."""
+    if obj is None:
+        return None
+    if serializer is not None:
+        obj = serializer(obj)
+    if isinstance(obj, str):
+        obj = obj.encode()
+    if not isinstance(obj, bytes | bytearray | memoryview):
+        raise TypeError(f"record {what} must be bytes, str or None, not {type(obj)}")
+    return obj
+
+
+class _Topic:
+    """What ``send`` keeps per topic: its partition count in the metadata snapshot
+    ``cluster``, and the batch each partition's records join (the last of its queue)."""
+
+    __slots__ = ("batches", "cluster", "count")
+
+    def __init__(self, cluster: Cluster, count: int) -> None:
+        self.cluster = cluster
+        self.count = count
+        self.batches: list[_Batch | None] = [None] * count
+
+
+class RecordFuture(_RecordRef):
+    """Delivery future of one record (shares its batch's completion)."""
+
+    __slots__ = ()
 
     def done(self) -> bool:
         return self._batch.event.is_set()
@@ -225,12 +269,20 @@ class Producer:
         self._metadata = Metadata(self._net, c["bootstrap_servers"], c["retry_backoff_ms"],
                                   clock=clock)
         self._sticky = StickyPartitioner()
+        self._sticky_current = self._sticky.current
+        self._key_serializer = c["key_serializer"]
+        self._value_serializer = c["value_serializer"]
+        self._partitioner = c["partitioner"]
+        self._serializing = self._key_serializer is not None or \
+            self._value_serializer is not None
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._batches: dict[TopicPartition, collections.deque[_Batch]] = {}
+        self._topics: dict[str, _Topic] = {}
+        #: batches whose records are not delivered or failed yet
+        self._unfinished: set[_Batch] = set()
         self._in_flight: dict[int, int] = defaultdict(int)
         self._tp_in_flight: dict[TopicPartition, int] = defaultdict(int)
-        self._incomplete = 0
         self._buffered = 0
         self._buffer_memory = c["buffer_memory"]
         self._flushing = 0
@@ -255,62 +307,106 @@ class Producer:
         """Queue a record; the future resolves with its :class:`RecordMetadata`."""
         if self._closed:
             raise KafkaError("producer is closed")
-        c = self.config
-        if c["key_serializer"] is not None and key is not None:
-            key = c["key_serializer"](key)
-        if c["value_serializer"] is not None and value is not None:
-            value = c["value_serializer"](value)
-        if isinstance(key, str):
-            key = key.encode()
-        if isinstance(value, str):
-            value = value.encode()
-        count = self._metadata.cluster.partition_count(topic)
-        if count is None:
-            count = self._wait_for_topic(topic)
+        if key is not None or value.__class__ is not bytes or self._serializing or headers:
+            key, value, headers = self._prepare(key, value, headers)
+        state = self._topics.get(topic)
+        if state is None or state.cluster is not self._metadata.cluster:
+            state = self._topic(topic)
+        count = state.count
         if partition is None:
-            if c["partitioner"] is not None:
-                partition = int(c["partitioner"](key, count))
-            elif key is not None:
-                partition = partition_for_key(key, count)
+            if key is None and self._partitioner is None:
+                partition = self._sticky_current.get(topic)
+                if partition is None or partition >= count:
+                    partition = self._sticky.partition(topic, count)
+            elif self._partitioner is not None:
+                partition = int(self._partitioner(key, count))
             else:
-                partition = self._sticky.partition(topic, count)
+                partition = partition_for_key(key, count)
         elif not 0 <= partition < count:
             raise KafkaError(f"partition {partition} of {topic} does not exist",
                              ErrorCode.unknown_topic_or_partition)
-        tp = TopicPartition(topic, partition)
-        ts = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
         size = (len(key) if key else 0) + (len(value) if value else 0) + RECORD_OVERHEAD
-        with self._lock:
+        lock = self._lock
+        lock.acquire()
+        try:
             if self._buffered + size > self._buffer_memory and self._buffered:
                 self._wait_for_memory(size)
-            queue = self._batches.get(tp)
-            if queue is None:
-                queue = self._batches[tp] = collections.deque()
-            batch = queue[-1] if queue else None
-            if batch is None or batch.full or batch.encoded is not None or \
-                    (batch.size + size > self._batch_size and batch.records):
-                if batch is not None and not batch.full:
-                    batch.full = True
-                    self._cond.notify()
-                batch = _Batch(tp, self._clock.now())
-                queue.append(batch)
-                if self._linger == 0:
-                    self._cond.notify()
-            fut = RecordFuture(batch, len(batch.records))
-            batch.records.append(ProducerRecordData(ts, key, value, headers or ()))
+            batch = state.batches[partition]
+            if batch is None or batch.closed or \
+                    (batch.size + size > self._batch_size and batch.count):
+                batch = self._new_batch(state, topic, partition, batch)
+            fut = RecordFuture(batch, batch.count)
+            batch.append(timestamp_ms if timestamp_ms is None else int(timestamp_ms), key, value,
+                         headers)
             batch.size += size
             self._buffered += size
-            self._incomplete += 1
             if batch.size >= self._batch_size:
-                batch.full = True
-                if key is None and c["partitioner"] is None:
+                batch.closed = True
+                if key is None and self._partitioner is None:
                     self._sticky.batch_done(topic, partition, count)
                 self._cond.notify()
+        finally:
+            lock.release()
         if on_delivery is not None:
             fut.add_done_callback(lambda f: on_delivery(f.exception(), f.value))
         return fut
 
-    produce = send
+    def _prepare(self, key: Any, value: Any, headers: Any
+                 ) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]] | None]:
+        """Key and value as bytes (through the serializers, str as UTF-8) and the headers,
+        checked here so that a bad record fails ``send`` before it joins a batch."""
+        key = _as_bytes("key", key, self._key_serializer)
+        value = _as_bytes("value", value, self._value_serializer)
+        checked: list[tuple[str, bytes | None]] = []
+        for h in headers or ():
+            try:
+                hk, hv = h
+            except (TypeError, ValueError):
+                hk = hv = None
+            if not isinstance(hk, str) or not (
+                    hv is None or isinstance(hv, bytes | bytearray | memoryview)):
+                raise TypeError(f"a record header is a (str, bytes or None) pair, not {h!r}")
+            checked.append((hk, hv if hv is None or isinstance(hv, bytes) else bytes(hv)))
+        return key, value, checked or None
+
+    def _new_batch(self, state: _Topic, topic: str, partition: int, full: _Batch | None
+                   ) -> _Batch:
+        """Open a batch for ``topic``/``partition`` (lock held); ``full`` was the last one."""
+        if full is not None and not full.closed:
+            full.closed = True
+            self._cond.notify()
+        tp = TopicPartition(topic, partition)
+        batch = _Batch(tp, self._clock.now())
+        queue = self._batches.get(tp)
+        if queue is None:
+            queue = self._batches[tp] = collections.deque()
+        queue.append(batch)
+        state.batches[partition] = batch
+        self._unfinished.add(batch)
+        if self._linger == 0:
+            self._cond.notify()
+        return batch
+
+    def _topic(self, topic: str) -> _Topic:
+        """The topic's state for the current metadata (waiting for its metadata first)."""
+        cluster = self._metadata.cluster
+        count = cluster.partition_count(topic)
+        if count is None:
+            count = self._wait_for_topic(topic)
+            cluster = self._metadata.cluster
+        with self._lock:
+            state = self._topics.get(topic)
+            if state is None:
+                state = self._topics[topic] = _Topic(cluster, count)
+            else:  # partitions may have been added: the open batches stay
+                state.batches += [None] * (count - len(state.batches))
+                state.cluster, state.count = cluster, count
+            return state
+
+    @property
+    def _incomplete(self) -> int:
+        """Records sent and not delivered or failed yet (lock held)."""
+        return sum(b.count for b in self._unfinished)
 
     def _wait_for_memory(self, size: int) -> None:
         """Block ``send`` (lock held) until queued records fit in ``buffer_memory``."""
@@ -384,8 +480,10 @@ class Producer:
     def _run(self) -> None:
         while True:
             try:
-                if self._closed and not self._incomplete:
-                    return
+                if self._closed:
+                    with self._lock:
+                        if not self._incomplete:
+                            return
                 if self.idempotent and self._producer_id < 0:
                     self._init_producer_id()
                     continue
@@ -433,8 +531,7 @@ class Producer:
                         wait = min(wait, batch.retry_at - now)
                         continue
                     ready_at = batch.created + self._linger
-                    if not (batch.full or len(queue) > 1 or flushing or ready_at <= now
-                            or batch.encoded is not None):
+                    if not (batch.closed or len(queue) > 1 or flushing or ready_at <= now):
                         wait = min(wait, ready_at - now)
                         continue
                     leader = cluster.leader(tp)
@@ -457,6 +554,7 @@ class Producer:
                         for batch in batches:
                             self._batches[batch.tp].popleft()
                             self._tp_in_flight[batch.tp] += 1
+                            batch.closed = True
                     return out
                 if self._metadata_stale or (self._closed and not self._incomplete):
                     return {}
@@ -465,24 +563,31 @@ class Producer:
     def _encode(self, batch: _Batch) -> bytes:
         if batch.encoded is None:
             if self.idempotent:
-                batch.base_sequence = self._sequences.take(batch.tp, len(batch.records))
-            batch.encoded = encode_batch(
-                batch.records, compression=self.compression,
+                batch.base_sequence = self._sequences.take(batch.tp, batch.count)
+            batch.encoded = batch.build(
+                compression=self.compression,
                 producer_id=self._producer_id if self.idempotent else -1,
                 producer_epoch=self._producer_epoch if self.idempotent else -1,
                 base_sequence=batch.base_sequence)
         return batch.encoded
 
     def _send_produce(self, node: int, batches: list[_Batch]) -> None:
+        """One Produce request; its batches travel as payloads spliced into a frame whose
+        rest is encoded once per shape (which partitions of which topics)."""
         topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        payloads: list[bytes | memoryview] = []
         for batch in batches:
             batch.attempts += 1
             topics[batch.tp.topic].append({"index": batch.tp.partition,
-                                           "records": self._encode(batch)})
-        body = {"transactional_id": None, "acks": self.acks,
-                "timeout": self.config["request_timeout_ms"],
+                                           "records": placeholder(len(payloads))})
+            payloads.append(self._encode(batch))
+        timeout = self.config["request_timeout_ms"]
+        body = {"transactional_id": None, "acks": self.acks, "timeout": timeout,
                 "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()]}
-        fut = self._net.send(node, ApiKey.PRODUCE, body, expect_response=self.acks != 0)
+        shape = (self.acks, timeout, tuple((t, tuple(p["index"] for p in ps))
+                                           for t, ps in topics.items()))
+        fut = self._net.send(node, ApiKey.PRODUCE, body, expect_response=self.acks != 0,
+                             payloads=payloads, template=shape)
         fut.add_done_callback(lambda f: self._on_produce(f, node, batches))
 
     def _on_produce(self, fut: Future[Any], node: int, batches: list[_Batch]) -> None:
@@ -533,7 +638,7 @@ class Producer:
                 batch.fail(error)
         if finished:
             with self._cond:
-                self._incomplete -= sum(len(b.records) for b, _, _, _ in finished)
+                self._unfinished.difference_update(b for b, _, _, _ in finished)
                 self._buffered -= sum(b.size - 61 for b, _, _, _ in finished)
                 self._cond.notify_all()
 

@@ -4,7 +4,8 @@ Decoding checks each batch's CRC-32C, decompresses gzip, snappy (raw or xerial-f
 old Java clients wrote it), lz4 (frame) and zstd with cramjam, and reads every record with
 its millisecond timestamp and headers (kio's record reader truncates timestamps to seconds,
 so it is not used). Encoding writes one v2 batch, optionally compressed, with the producer
-id, epoch and base sequence of an idempotent producer.
+id, epoch and base sequence of an idempotent producer: :class:`BatchBuilder` encodes each
+record as it is added (the producer's batches), :func:`encode_batch` a list of records.
 
 ``samsa.log.records`` decodes the same format for compaction (a subset of this module).
 """
@@ -12,14 +13,16 @@ id, epoch and base sequence of an idempotent producer.
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import cramjam
 from crc32c import crc32c
 
 __all__ = [
     "COMPRESSION_CODES",
+    "BatchBuilder",
     "CorruptRecordError",
     "DecodedBatch",
     "ProducerRecordData",
@@ -37,6 +40,7 @@ _CRC_START = 21
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 _INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
 
 COMPRESSION_CODES = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 """``compression_type`` names to the codec id in the batch attributes."""
@@ -107,7 +111,7 @@ def decompress(codec: int, data: bytes) -> bytes:
     raise CorruptRecordError(f"unknown compression codec {codec}")
 
 
-def compress(codec: int, data: bytes) -> bytes:
+def compress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
     """Compress a records section; snappy uses raw blocks (as librdkafka writes)."""
     if codec == 1:
         return bytes(cramjam.gzip.compress(data))
@@ -290,6 +294,143 @@ RecordTuple = tuple[int, bytes | None, bytes | None, Sequence[tuple[str, bytes |
 """``(timestamp ms, key, value, headers)``: a :class:`ProducerRecordData` or a plain tuple."""
 
 
+class _PyRecords:
+    """The records of one batch, encoded as they are appended after a 61-byte placeholder
+    for the header: the pure-Python reference of ``samsa._speedups.Records`` (its fallback
+    when the C extension is not built; both write the same bytes)."""
+
+    __slots__ = ("_buf", "_timestamps", "base_timestamp", "count", "max_timestamp")
+
+    def __init__(self) -> None:
+        self._buf = bytearray(_HEADER_SIZE)
+        self._timestamps: list[int] = []
+        self.count = 0
+        self.base_timestamp = 0
+        self.max_timestamp = 0
+
+    def append(self, timestamp: int | None, key: bytes | None, value: bytes | None,
+               headers: Sequence[tuple[str, bytes | None]] | None = ()) -> None:
+        """Encode one record (CreateTime ``timestamp`` in ms, None: now) at the end of the
+        batch."""
+        if timestamp is None:
+            timestamp = int(time.time() * 1000)
+        i = self.count
+        delta = timestamp - self.base_timestamp if i else 0
+        table, limit = _TABLE, _LIMIT
+        if value is not None and not headers and i < limit and -limit <= delta < limit:
+            # the usual records, in one join: attributes, deltas, key, value length
+            n = len(value)
+            if key is None:
+                head = b"".join((b"\x00", table[delta + limit], table[i + limit], _NULL,
+                                 table[n + limit])) if n < limit else b""
+            elif len(key) < limit and n < limit:
+                head = b"".join((b"\x00", table[delta + limit], table[i + limit],
+                                 table[len(key) + limit], key, table[n + limit]))
+            else:
+                head = b""
+            size = len(head) + n + 1
+            if head and size < limit:
+                buf = self._buf
+                buf += table[size + limit]
+                buf += head
+                buf += value
+                buf += b"\x00"
+                self._appended(i, timestamp)
+                return
+        fields = [b"\x00", _zz(delta), _zz(i)]
+        if key is None:
+            fields.append(_NULL)
+        else:
+            fields += (_zz(len(key)), key)
+        if value is None:
+            fields.append(_NULL)
+        else:
+            fields += (_zz(len(value)), value)
+        fields.append(_headers_bytes(headers) if headers else b"\x00")
+        record = b"".join(fields)
+        buf = self._buf
+        buf += _zz(len(record))
+        buf += record
+        self._appended(i, timestamp)
+
+    def _appended(self, i: int, timestamp: int) -> None:
+        if i == 0:
+            self.base_timestamp = self.max_timestamp = timestamp
+        elif timestamp > self.max_timestamp:
+            self.max_timestamp = timestamp
+        self._timestamps.append(timestamp)
+        self.count = i + 1
+
+    def timestamp(self, index: int) -> int:
+        """The timestamp of record ``index``."""
+        if not 0 <= index < self.count:
+            raise IndexError("no such record")
+        return self._timestamps[index]
+
+
+if TYPE_CHECKING:
+    _Records = _PyRecords
+else:
+    try:
+        from samsa._speedups import Records as _Records
+    except ImportError:  # the C extension is optional: built by `pip install`, not required
+        _Records = _PyRecords
+
+
+class BatchBuilder(_Records):
+    """One v2 batch being filled: each record is encoded as it is added (one pass over the
+    record, no per-record object kept), and :meth:`build` writes the header once.
+
+    The records section grows after a 61-byte placeholder, so an uncompressed batch gets
+    its header and CRC in place. ``build`` is called once: it hands the buffer over.
+    """
+
+    __slots__ = ()
+
+    def build(self, *, base_offset: int = 0, compression: int = 0, producer_id: int = -1,
+              producer_epoch: int = -1, base_sequence: int = -1,
+              transactional: bool = False) -> bytes:
+        """The batch: header, records (compressed with ``compression``), CRC-32C."""
+        if not self.count:
+            raise ValueError("a batch needs at least one record")
+        buf = self._buf
+        self._buf = bytearray()
+        if compression:
+            payload = compress(compression, memoryview(buf)[_HEADER_SIZE:])
+            buf = bytearray(_HEADER_SIZE) + payload
+        _HEADER.pack_into(
+            buf, 0,
+            base_offset,
+            len(buf) - _LOG_OVERHEAD,
+            -1,
+            2,
+            0,
+            compression | (0x10 if transactional else 0),
+            self.count - 1,
+            self.base_timestamp,
+            self.max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            self.count,
+        )
+        with memoryview(buf) as view:
+            _UINT32.pack_into(buf, 17, crc32c(view[_CRC_START:]))
+        return bytes(buf)
+
+
+def _headers_bytes(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
+    fields = [_zz(len(headers))]
+    for hk, hv in headers:
+        hkb = hk.encode()
+        fields += (_zz(len(hkb)), hkb)
+        if hv is None:
+            fields.append(_NULL)
+        else:
+            fields += (_zz(len(hv)), hv)
+    return b"".join(fields)
+
+
 def encode_batch(
     records: Sequence[RecordTuple],
     *,
@@ -303,57 +444,10 @@ def encode_batch(
     """Encode ``records`` as one v2 batch (CreateTime timestamps, CRC-32C set)."""
     if not records:
         raise ValueError("a batch needs at least one record")
-    base_ts = records[0][0]
-    max_ts = base_ts
-    zz, table, limit, null = _zz, _TABLE, _LIMIT, _NULL
-    parts: list[bytes] = []
-    add = parts.append
-    for i, (ts, key, value, headers) in enumerate(records):
-        if ts > max_ts:
-            max_ts = ts
-        fields = [b"\x00", zz(ts - base_ts), table[i + limit] if i < limit else zz(i)]
-        if key is None:
-            fields.append(null)
-        else:
-            fields += (zz(len(key)), key)
-        if value is None:
-            fields.append(null)
-        else:
-            fields += (zz(len(value)), value)
-        if headers:
-            fields.append(zz(len(headers)))
-            for hk, hv in headers:
-                hkb = hk.encode()
-                fields += (zz(len(hkb)), hkb)
-                if hv is None:
-                    fields.append(null)
-                else:
-                    fields += (zz(len(hv)), hv)
-        else:
-            fields.append(b"\x00")
-        rec = b"".join(fields)
-        add(zz(len(rec)))
-        add(rec)
-    body = b"".join(parts)
-    payload = compress(compression, body) if compression else body
-    attributes = compression | (0x10 if transactional else 0)
-    header = bytearray(
-        _HEADER.pack(
-            base_offset,
-            _HEADER_SIZE - _LOG_OVERHEAD + len(payload),
-            -1,
-            2,
-            0,
-            attributes,
-            len(records) - 1,
-            base_ts,
-            max_ts,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            len(records),
-        )
-    )
-    crc = crc32c(bytes(header[_CRC_START:]) + payload)
-    struct.pack_into(">I", header, 17, crc)
-    return bytes(header) + payload
+    builder = BatchBuilder()
+    append = builder.append
+    for ts, key, value, headers in records:
+        append(ts, key, value, headers)
+    return builder.build(base_offset=base_offset, compression=compression,
+                         producer_id=producer_id, producer_epoch=producer_epoch,
+                         base_sequence=base_sequence, transactional=transactional)

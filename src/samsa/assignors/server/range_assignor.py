@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from samsa.assignors.server._common import gc_paused, prepare, subscribers_by_topic
+from samsa.assignors._gc import gc_paused
+from samsa.assignors.server._common import prepare, subscribers_by_topic
 from samsa.assignors.server.interface import GroupSpec, MemberSpec, ServerAssignor, TopicsView
 
 __all__ = ["RangeAssignor"]

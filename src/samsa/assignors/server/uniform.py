@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import uuid
 
-from samsa.assignors.server._common import Racks, finish, gc_paused, prepare, valid_current
+from samsa.assignors._gc import gc_paused
+from samsa.assignors.server._common import Racks, finish, prepare, valid_current
 from samsa.assignors.server._heterogeneous import assign_heterogeneous
 from samsa.assignors.server._homogeneous import assign_homogeneous
 from samsa.assignors.server.interface import GroupSpec, ServerAssignor, TopicsView
