@@ -1055,10 +1055,19 @@ class SimClassic:
     generation: int = -1
     owned: dict[uuid.UUID, frozenset[int]] = field(default_factory=dict)
     inflight: int | None = None
+    #: when the request in flight was sent
+    sent_at: int = 0
+    #: the client's own view of its session: the send time of the last request the
+    #: coordinator answered without error, plus the session timeout (never later than the
+    #: coordinator's deadline, which counts from when it handled that request)
+    session_until: int = 0
     next_hb_at: int = 0
     stalled_until: int = 0
     inbox: list[tuple[int, Response]] = field(default_factory=list)
 
+
+#: the session timeout of the simulated classic clients
+CLASSIC_SESSION_MS = 10_000
 
 MIXED_LEGAL: dict[type, set[int]] = {
     JoinGroupResponse: {NONE, MEMBER_ID_REQUIRED, UNKNOWN_MEMBER, REBALANCING, ILLEGAL_GEN,
@@ -1137,13 +1146,21 @@ class MixedSimulation(ConsumerSimulation):
         self.sent[token] = (k.name, k.incarnation, event)  # type: ignore[assignment]
         delay = 0 if self.calm or self.rng.random() < 0.5 else self.rng.randint(1, 500)
         self._post(delay, "req", token)
-        k.inflight = token
+        k.inflight, k.sent_at = token, self.now
 
     def _owned_names(self, k: SimClassic) -> tuple[TopicPartition, ...]:
         return tuple(TopicPartition(self.names[t], p) for t, ps in sorted(k.owned.items())
                      for p in sorted(ps))
 
     def cjoin(self, k: SimClassic) -> None:
+        if k.member_id and k.owned and self.now >= k.session_until:
+            # As librdkafka does when no coordinator answer came within the session timeout:
+            # the assignment is lost and the member id forgotten. A client that rejoined
+            # with its old id and owned partitions would be taken back as a new member (as
+            # Kafka's classicGroupJoinToConsumerGroup creates it) while its partitions
+            # have been given to others since its session expired.
+            self.log.append(f"{self.now} {k.name} session lapsed: partitions lost")
+            k.owned, k.member_id, k.generation = {}, "", -1
         if not k.cooperative:
             k.owned = {}
         k.status = "joining"
@@ -1152,8 +1169,8 @@ class MixedSimulation(ConsumerSimulation):
         names = ("cooperative-sticky", "range") if k.cooperative else ("range",
                                                                        "cooperative-sticky")
         self.csend(k, JoinGroup(CONSUMER_GROUP, k.member_id, "consumer",
-                                tuple((n, metadata) for n in names), 10_000, 20_000, None,
-                                k.name))
+                                tuple((n, metadata) for n in names), CLASSIC_SESSION_MS, 20_000,
+                                None, k.name))
 
     def _lose(self, k: SimClassic, reset_id: bool) -> None:
         k.owned = {}
@@ -1187,6 +1204,8 @@ class MixedSimulation(ConsumerSimulation):
             return
         k.inflight = None
         code = getattr(r, "error_code", NONE)
+        if code in (NONE, MEMBER_ID_REQUIRED):
+            k.session_until = k.sent_at + CLASSIC_SESSION_MS
         if isinstance(r, LeaveGroupResponse):
             self.ccrash(k)
         elif isinstance(r, JoinGroupResponse):
