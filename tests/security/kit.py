@@ -24,6 +24,9 @@ broker without authentication, as the cluster's ACL test) use :data:`ANONYMOUS` 
 
 from __future__ import annotations
 
+import contextlib
+import io
+import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -75,9 +78,21 @@ def password(principal: str) -> str:
     return f"{name_of(principal)}-secret"
 
 
+def samsa(*argv: str) -> subprocess.CompletedProcess[str]:
+    """A ``samsa`` command, run in this process: its exit code and what it printed."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = samsa_cli(list(argv))
+        except SystemExit as exc:  # argparse refused the arguments
+            code = int(exc.code or 0)
+    return subprocess.CompletedProcess(["samsa", *argv], code, out.getvalue(), err.getvalue())
+
+
 def run_cli(*argv: str) -> None:
-    """A `samsa` command, in process; it must succeed."""
-    assert samsa_cli(list(argv)) == 0, argv
+    """A ``samsa`` command that must succeed."""
+    done = samsa(*argv)
+    assert done.returncode == 0, (argv, done.stderr)
 
 
 def prepare(data_dir: Path) -> None:

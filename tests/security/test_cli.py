@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from tests.security.conftest import PASSWORD, Secure
-from tests.security.kit import APP, OPS, READER, app_name, commit, name_of, password
-from tests.security.test_users import samsa
+from tests.security.kit import APP, OPS, READER, app_name, commit, name_of, password, samsa
 
 pytestmark = pytest.mark.conformance
+
+
 
 
 def _properties(tmp: Path, secure: Secure, password: str, user: str = "alice") -> Path:

@@ -304,8 +304,8 @@ async def _aio_produce(conf: dict[str, Any], topic: str, n: int = N) -> None:
     from aiokafka import AIOKafkaProducer
 
     producer = AIOKafkaProducer(**conf, request_timeout_ms=10000)
-    await producer.start()
     try:
+        await producer.start()
         for i in range(n):
             await producer.send_and_wait(topic, f"v{i}".encode())
     finally:
@@ -317,9 +317,9 @@ async def _aio_consume(conf: dict[str, Any], topic: str, group: str) -> list[byt
 
     consumer = AIOKafkaConsumer(topic, group_id=group, auto_offset_reset="earliest",
                                 enable_auto_commit=False, **conf)
-    await consumer.start()
     got: list[bytes] = []
     try:
+        await consumer.start()  # bob's consumer is refused here: stop() it all the same
         async with asyncio.timeout(30):
             async for record in consumer:
                 got.append(record.value)

@@ -5,8 +5,6 @@ admin client; PLAIN logins are checked against the same salted credentials."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -23,14 +21,10 @@ from confluent_kafka.admin import (
 )
 
 from tests.security.conftest import Secure
+from tests.security.kit import samsa
 from tests.security.test_clients import rdkafka
 
 pytestmark = pytest.mark.conformance
-
-
-def samsa(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "samsa.cli.main", *args], capture_output=True,
-                          text=True, timeout=60)
 
 
 def test_users_cli_offline(tmp_path: Path) -> None:
@@ -84,7 +78,8 @@ def test_alter_and_describe_user_scram_credentials(secure: Secure) -> None:
     _authenticates(conf)
     plain = {**rdkafka(secure, "PLAIN"), "sasl.username": user, "sasl.password": "new-secret"}
     _authenticates(plain)  # PLAIN against the SCRAM store
-    refused = AdminClient(rdkafka(secure, "SCRAM-SHA-256")).alter_user_scram_credentials([
+    as_alice = AdminClient(rdkafka(secure, "SCRAM-SHA-256"))  # kept: the future needs it
+    refused = as_alice.alter_user_scram_credentials([
         UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_512)])
     with pytest.raises(KafkaException) as exc:  # alice may not ALTER the cluster
         refused[user].result(10)
