@@ -24,6 +24,7 @@ samsa. Newer librdkafka (confluent-kafka here) authenticates with SCRAM.
 from __future__ import annotations
 
 import asyncio
+import gc
 import shutil
 import subprocess
 import time
@@ -208,16 +209,21 @@ def _kp_produce(conf: dict[str, Any], topic: str, n: int = N) -> None:
 def _kp_consume(conf: dict[str, Any], topic: str, group: str) -> list[bytes]:
     from kafka import KafkaConsumer
 
-    consumer = KafkaConsumer(topic, group_id=group, auto_offset_reset="earliest",
-                             enable_auto_commit=False, session_timeout_ms=6000,
-                             heartbeat_interval_ms=300, **conf)
+    # kafka-python 3.0.12 may join before it knows the topic's partitions and rejoin when
+    # they arrive; now and then it then stalls, out of its group though still fetching, and
+    # refuses commits (a client bug, the broker sees no request): so its partitions are
+    # asked first, its heartbeat is its default (300 ms makes the stall likelier), and it
+    # does not commit here (the other clients do)
+    consumer = KafkaConsumer(group_id=group, auto_offset_reset="earliest",
+                             enable_auto_commit=False, **conf)
     got: list[bytes] = []
     try:
+        consumer.partitions_for_topic(topic)
+        consumer.subscribe([topic])
         deadline = time.monotonic() + 30
         while len(got) < N and time.monotonic() < deadline:
             for records in consumer.poll(timeout_ms=200).values():
                 got += [r.value for r in records]
-        consumer.commit()
     finally:
         consumer.close()
     return got
@@ -350,6 +356,9 @@ def test_aiokafka_serves_alice_and_refuses_bob(secure: Secure, way: str) -> None
 
 
 def _aio_refused(conf: dict[str, Any]) -> None:
+    """aiokafka's producer cannot start. aiokafka leaves the socket of a connection that
+    failed its TLS handshake or SASL login open (even after ``stop()``): it is collected
+    here, where the tests ignore the warning, rather than in whichever test runs next."""
     from aiokafka import AIOKafkaProducer
     from aiokafka.errors import KafkaError as AioError
 
@@ -362,14 +371,21 @@ def _aio_refused(conf: dict[str, Any]) -> None:
 
     with pytest.raises(AioError):
         asyncio.run(run())
+    gc.collect()
 
 
+aiokafka_leaks = pytest.mark.filterwarnings(
+    "ignore::pytest.PytestUnraisableExceptionWarning")
+
+
+@aiokafka_leaks
 @pytest.mark.parametrize("way", [*SASL, "mTLS"])
 def test_aiokafka_wrong_credentials_are_refused(secure: Secure, way: str) -> None:
     _aio_refused(aiokafka(secure, way, wrong=True))
     serving(secure)
 
 
+@aiokafka_leaks
 def test_aiokafka_plaintext_client_on_a_tls_listener_is_refused(secure: Secure) -> None:
     _aio_refused({"bootstrap_servers": secure.address("SSL")})
     serving(secure)
