@@ -538,5 +538,6 @@ def test_confluent_kafka_regex_subscription_is_assigned_only_describable_topics(
         with pytest.raises(KafkaException) as refused:  # bob may not DESCRIBE the group
             as_bob.describe_consumer_groups([group])[group].result(10)
         assert refused.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+        del refused, as_alice, as_bob  # the clients go now, not when a cycle is collected
     finally:
         c.close()

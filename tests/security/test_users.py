@@ -101,6 +101,7 @@ def test_alter_and_describe_user_scram_credentials(secure: Secure) -> None:
         UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_512)])[user].result(10)
     with pytest.raises(KafkaException):
         AdminClient({**conf, "log_level": 0}).list_topics(timeout=2.5)
+    del exc, admin, as_alice  # the clients go now, not when a cycle is collected
 
 
 def test_users_added_beside_a_running_broker_apply_within_a_second(secure: Secure) -> None:
