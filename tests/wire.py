@@ -1,4 +1,5 @@
-"""A minimal blocking Kafka protocol client for tests that need raw frames."""
+"""A minimal blocking Kafka protocol client for tests that need raw frames (over TLS and
+SASL too: ``WireClient(address, tls=context, sasl=("SCRAM-SHA-256", "alice", "pw"))``)."""
 
 from __future__ import annotations
 
@@ -12,15 +13,35 @@ from samsa.protocol.codec import decode_response, encode_request
 
 class WireClient:
     def __init__(self, bootstrap: str, timeout: float = 10.0, source: str | None = None,
-                 tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None,
+                 sasl: tuple[str, str, str] | None = None) -> None:
         """``source``: the local address to connect from (any of 127.0.0.0/8 on loopback;
-        the broker sees it as the client's host); ``tls``: wrap the socket in TLS."""
+        the broker sees it as the client's host); ``tls``: wrap the socket in TLS;
+        ``sasl``: (mechanism, user, password) to authenticate with first."""
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout,
                                              source_address=(source, 0) if source else None)
         if tls is not None:
             self.sock = tls.wrap_socket(self.sock, server_hostname=host)
         self.correlation = 0
+        if sasl is not None:
+            self.authenticate(*sasl)
+
+    def authenticate(self, mechanism: str, user: str, password: str) -> None:
+        """SaslHandshake v1 and SaslAuthenticate v2 until done (AssertionError if refused)."""
+        from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+        from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+        from samsa.security.sasl.client import mechanism as client_mechanism
+
+        mech = client_mechanism(mechanism, username=user, password=password)
+        shake = self.call(17, 1, SaslHandshakeRequest(mechanism=mechanism))
+        assert shake.error_code == 0, shake
+        token: bytes | None = mech.first()
+        while token is not None:
+            answer = self.call(36, 2, SaslAuthenticateRequest(auth_bytes=token))
+            assert answer.error_code == 0, answer.error_message
+            token = mech.respond(bytes(answer.auth_bytes))
 
     def send_raw(self, data: bytes) -> None:
         self.sock.sendall(data)

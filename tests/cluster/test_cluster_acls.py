@@ -15,9 +15,9 @@ from tests.cluster.nodes import ClusterNodeProcess
 from tests.security.kit import (
     ADMIN_HOST,
     ALLOW,
+    ANONYMOUS,
     NONE,
     SECURED,
-    SUBJECT,
     SUBJECT_HOST,
     E,
     Op,
@@ -50,7 +50,7 @@ def test_acls_live_in_the_database_and_changes_reach_every_node(tmp_path: Path,
                                                                 pg_dsn: str) -> None:
     for resource in ("--cluster", "--topic=*", "--group=*"):
         assert main(["acls", "add", "--storage", pg_dsn, resource, "--allow-principal",
-                     SUBJECT, "--allow-host", ADMIN_HOST, "--operation", "All"]) == 0
+                     ANONYMOUS, "--allow-host", ADMIN_HOST, "--operation", "All"]) == 0
     nodes = [ClusterNodeProcess(tmp_path, i, pg_dsn, SECURED) for i in (1, 2)]
     try:
         for node in nodes:
@@ -60,7 +60,7 @@ def test_acls_live_in_the_database_and_changes_reach_every_node(tmp_path: Path,
         topic = unique("acl-cluster")
         create_topic(admin, topic)
         assert described(subject, topic) == E.topic_authorization_failed
-        reader = AclBinding(T, topic, PatternType.LITERAL, SUBJECT, SUBJECT_HOST, Op.READ,
+        reader = AclBinding(T, topic, PatternType.LITERAL, ANONYMOUS, SUBJECT_HOST, Op.READ,
                             ALLOW)
         grant(admin, [reader])  # through node 1; the subject asks node 2
         settles_to(NONE, lambda: described(subject, topic))

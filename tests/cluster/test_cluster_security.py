@@ -68,3 +68,24 @@ def test_users_and_listeners_across_nodes(nodes: list[ClusterNodeProcess]) -> No
         except Exception:
             assert time.monotonic() < deadline, "node 2 never accepted the new user"
     assert time.monotonic() - changed < 3  # within about a second (plus login retries)
+
+
+def test_users_cli_works_on_the_database(pg_dsn: str) -> None:
+    """``samsa users list`` and ``delete`` read and change the cluster's users as ``add``
+    does; a database that cannot be reached is one line."""
+    from tests.security.kit import samsa
+
+    user = f"cli-{time.monotonic_ns()}"
+    for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        assert samsa("users", "add", "--storage", pg_dsn, "--user", user, "--mechanism",
+                     mechanism, "--password", "pw").returncode == 0
+    listed = samsa("users", "list", "--storage", pg_dsn)
+    assert f"{user}\tSCRAM-SHA-256 (iterations=4096), SCRAM-SHA-512 (iterations=4096)" in \
+        listed.stdout.splitlines()
+    assert samsa("users", "delete", "--storage", pg_dsn, "--user", user).returncode == 0
+    assert user not in samsa("users", "list", "--storage", pg_dsn).stdout
+    gone = samsa("users", "delete", "--storage", pg_dsn, "--user", user)
+    assert gone.returncode == 1 and f"no SCRAM credential for {user}" in gone.stderr
+    unreachable = samsa("users", "list", "--storage", "postgresql://nobody@127.0.0.1:1/none")
+    assert unreachable.returncode == 1 and "--storage: cannot open" in unreachable.stderr
+    assert len(unreachable.stderr.strip().splitlines()) == 1

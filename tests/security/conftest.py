@@ -1,23 +1,22 @@
-"""Fixtures of the security tests.
+"""Fixtures of the security tests: one secure broker for the session, serving both the
+authentication and the authorization tests.
 
-Authentication: fresh certificates, an OAuth issuer key, and a broker with every kind of
-listener.
+The ``secure`` broker listens on SASL_SSL (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER with signed
+tokens), SSL with client certificates required (``CN=alice,OU=eng,O=samsa`` maps to
+``User:alice``), SASL_PLAINTEXT (where OAUTHBEARER takes unsigned development tokens) and
+PLAINTEXT (``User:ANONYMOUS``, allowed nothing). It runs Kafka's authorizer; its users and
+first ACLs are made offline before it starts, as an operator would (see
+:mod:`tests.security.kit` for who may do what). Certificates and the OAuth issuer's key are
+made fresh for the session.
 
-The ``secure`` broker listens on SASL_SSL (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER), SSL with
-client certificates required (``CN=alice,OU=eng,O=samsa`` maps to ``User:alice``),
-SASL_PLAINTEXT (where OAUTHBEARER takes unsigned development tokens) and PLAINTEXT. Its
-SCRAM users are made offline with ``samsa users add`` before it starts, as an operator
-would: ``alice`` (both SCRAM mechanisms).
-
-Authorization: one secured broker per module, and the administrator's and the subject's
-connections to it (see :mod:`tests.security.kit`).
+``admin`` and ``subject`` are raw connections (:class:`tests.wire.WireClient`) of the super
+user and of the authorization matrix's subject, both SCRAM over SASL_SSL.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import ssl
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,12 +29,24 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from samsa.security.sasl.oauthbearer import UNSECURED_HANDLER
 from tests.brokerproc import BrokerProcess
-from tests.conftest import FAST_GROUPS
 from tests.security.certs import Issued, Pki
-from tests.security.kit import ADMIN_HOST, SUBJECT_HOST, secured_broker
+from tests.security.kit import (
+    ADMIN,
+    ADMIN_HOST,
+    APP,
+    READER,
+    SECURED,
+    SUBJECT,
+    SUBJECT_HOST,
+    name_of,
+    password,
+    prepare,
+    run_cli,
+)
 from tests.wire import WireClient
 
-PASSWORD = "alice-secret"
+PASSWORD = password(APP)
+"""alice's password."""
 ISSUER = "https://issuer.samsa.test"
 
 
@@ -44,11 +55,23 @@ class Secure:
     """The secure broker and what clients need to reach it."""
 
     broker: BrokerProcess
+    config: dict[str, str]
+    """Its settings (another broker with them and a :func:`prepare`d data directory is
+    secured alike)."""
     ca: Path
-    alice: Issued  # a client certificate (User:alice through the mapping rule)
+    certs: dict[str, Issued]
+    """Client certificates by user name (``User:<name>`` through the mapping rule)."""
     stranger: Issued  # a certificate of another CA
     oauth_key: Any
-    log: Path
+    root: Path
+
+    @property
+    def alice(self) -> Issued:
+        return self.certs["alice"]
+
+    @property
+    def log(self) -> Path:
+        return self.broker.log_path
 
     def address(self, listener: str) -> str:
         return self.broker.address(listener)
@@ -58,17 +81,34 @@ class Secure:
         return jwt.encode({"sub": sub, "iss": ISSUER, "iat": now, "exp": now + ttl_s},
                           key or self.oauth_key, algorithm="RS256", headers={"kid": "k1"})
 
+    def tls(self, user: str | None = None) -> ssl.SSLContext:
+        """A client's TLS context (with ``user``'s certificate for mTLS)."""
+        ctx = ssl.create_default_context(cafile=str(self.ca))
+        if user is not None:
+            ctx.load_cert_chain(self.certs[user].crt, self.certs[user].key)
+        return ctx
+
+    def connect(self, principal: str, mechanism: str = "SCRAM-SHA-512",
+                source: str | None = None, broker: BrokerProcess | None = None) -> WireClient:
+        """A raw connection of ``principal`` (to ``broker``, by default the session's):
+        SASL ``mechanism`` over SASL_SSL, or its client certificate on the SSL listener
+        (``mechanism="mTLS"``)."""
+        user, to = name_of(principal), broker or self.broker
+        if mechanism == "mTLS":
+            return WireClient(to.address("SSL"), source=source, tls=self.tls(user))
+        return WireClient(to.address("SASL_SSL"), source=source, tls=self.tls(),
+                          sasl=(mechanism, user, password(principal)))
+
 
 def users_add(data_dir: Path, user: str, mechanism: str, password: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "samsa.cli.main", "users", "add", "--data-dir",
-                           str(data_dir), "--mechanism", mechanism, "--user", user, "--password",
-                           password], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
+    run_cli("users", "add", "--data-dir", str(data_dir), "--mechanism", mechanism, "--user", user,
+         "--password", password)
 
 
 def secure_config(pki_dir: Path, broker_cert: Issued, jwks: Path) -> dict[str, str]:
     return {
-        **FAST_GROUPS,
+        **SECURED,
+        "super.users": ADMIN,
         "listeners": "SASL_SSL://127.0.0.1:0,SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,"
                      "PLAINTEXT://127.0.0.1:0",
         "ssl.keystore.location": str(broker_cert.pem),
@@ -91,36 +131,31 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secure]:
     root = tmp_path_factory.mktemp("secure")
     pki = Pki(root / "pki")
     broker_cert = pki.issue("broker", server=True, password="broker-key-pw")
-    alice = pki.issue("alice", ou="eng")
+    certs = {name_of(p): pki.issue(name_of(p), ou="eng") for p in (APP, READER, SUBJECT)}
     stranger = Pki(root / "other-pki", name="other-ca").issue("alice", ou="eng")
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
     jwks = root / "jwks.json"
     jwks.write_text(json.dumps({"keys": [{**jwk, "kid": "k1", "alg": "RS256", "use": "sig"}]}))
     data = root / "data"
-    for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
-        users_add(data, "alice", mechanism, PASSWORD)
-    proc = BrokerProcess(data, secure_config(root / "pki", broker_cert, jwks)).start()
-    yield Secure(proc, pki.ca, alice, stranger, key, proc.log_path)
+    prepare(data)
+    config = secure_config(root / "pki", broker_cert, jwks)
+    proc = BrokerProcess(data, config).start()
+    yield Secure(proc, config, pki.ca, certs, stranger, key, root)
     assert proc.stop() == 0, f"broker did not exit cleanly, see {proc.log_path}"
 
 
 @pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = secured_broker(tmp_path_factory.mktemp("authz") / "data").start()
-    yield proc
-    assert proc.stop() == 0, f"broker did not exit cleanly, see {proc.log_path}"
-
-
-@pytest.fixture(scope="module")
-def admin(secured: BrokerProcess) -> Iterator[WireClient]:
-    c = WireClient(secured.bootstrap, source=ADMIN_HOST)
+def admin(secure: Secure) -> Iterator[WireClient]:
+    """The super user (SCRAM-SHA-512), from ADMIN_HOST."""
+    c = secure.connect(ADMIN, source=ADMIN_HOST)
     yield c
     c.close()
 
 
 @pytest.fixture(scope="module")
-def subject(secured: BrokerProcess) -> Iterator[WireClient]:
-    c = WireClient(secured.bootstrap, source=SUBJECT_HOST)
+def subject(secure: Secure) -> Iterator[WireClient]:
+    """The matrix's subject (SCRAM-SHA-256), from SUBJECT_HOST."""
+    c = secure.connect(SUBJECT, "SCRAM-SHA-256", source=SUBJECT_HOST)
     yield c
     c.close()

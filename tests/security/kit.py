@@ -1,35 +1,48 @@
-"""Helpers of the authorization tests: a broker with Kafka's authorizer, and raw requests
-of an administrator and a subject told apart by their address.
+"""The principals of the secure test broker, and helpers of the authorization tests.
 
-Until authentication lands every connection is ``User:ANONYMOUS``, so the administrator
-connects from 127.0.0.2 (granted ALL offline, before the broker starts: the ACL file a
-``samsa acls add --data-dir`` writes) and the subject from 127.0.0.1 with only the ACLs a
-test grants it. Once principals come from SASL or TLS, the subject becomes a principal of its
-own: only :data:`SUBJECT`, :data:`SUBJECT_HOST` and the fixtures change.
+The ``secure`` broker (:mod:`tests.security.conftest`) authenticates every connection (TLS,
+mTLS, SASL) and runs Kafka's authorizer with ``allow.everyone.if.no.acl.found=false`` and
+``super.users=User:admin``. Before it first starts, :func:`prepare` makes its users and its
+first ACLs offline, as an operator would (``samsa users add``, ``samsa acls add --data-dir``):
+
+* ``User:admin`` (:data:`ADMIN`): the super user. Creates topics and grants ACLs.
+* ``User:subject`` (:data:`SUBJECT`): may do only what a test grants it, from
+  :data:`SUBJECT_HOST` (the authorization matrix; ACLs name that host, so host matching is
+  tested with real principals too).
+* ``User:alice`` (:data:`APP`): the application. WRITE, READ and CREATE on topics starting
+  ``app-``, READ on groups starting ``app-``.
+* ``User:bob`` (:data:`READER`): READ on topics starting ``app-`` and nothing else: no WRITE
+  on any topic, no READ on any group.
+* ``User:ops`` (:data:`OPS`): DESCRIBE on the cluster (lists ACLs and every group).
+
+Each has both SCRAM credentials (a PLAIN login is checked against them); alice, bob and the
+subject also have client certificates (``CN=<name>,OU=eng,O=samsa`` maps to ``User:<name>``),
+and alice and bob OAuth tokens. Tests that need a principal told apart by address alone (a
+broker without authentication, as the cluster's ACL test) use :data:`ANONYMOUS` from
+:data:`ADMIN_HOST` and :data:`SUBJECT_HOST`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
+import subprocess
 import uuid
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
+from samsa.cli.main import main as samsa_cli
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import build
 from samsa.security.acl import (
-    CLUSTER_NAME,
     AclBinding,
     AclOperation,
     AclPermissionType,
-    PatternType,
     ResourceType,
 )
-from samsa.security.authorizer import FileAclStore
-from tests.brokerproc import BrokerProcess
 from tests.conftest import FAST_GROUPS
 from tests.records import make_batch
 from tests.wire import WireClient
@@ -42,12 +55,64 @@ NONE = E.none
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-SUBJECT, SUBJECT_HOST = "User:ANONYMOUS", "127.0.0.1"
-ADMIN, ADMIN_HOST = "User:ANONYMOUS", "127.0.0.2"
+ADMIN, SUBJECT, APP, READER, OPS = ("User:admin", "User:subject", "User:alice", "User:bob",
+                                    "User:ops")
+ANONYMOUS = "User:ANONYMOUS"
+SUBJECT_HOST, ADMIN_HOST = "127.0.0.1", "127.0.0.2"
+APP_PREFIX = "app-"
+"""Topics and groups the application may use start so."""
+SCRAM = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 DENIED = {T: E.topic_authorization_failed, G: E.group_authorization_failed,
           C: E.cluster_authorization_failed, X: E.transactional_id_authorization_failed}
 SECURED = {**FAST_GROUPS, "authorizer.class.name": AUTHORIZER,
            "allow.everyone.if.no.acl.found": "false", "offsets.topic.num.partitions": "3"}
+"""The authorizer's settings (``super.users`` is added where principals are authenticated)."""
+
+
+def name_of(principal: str) -> str:
+    return principal.partition(":")[2]
+
+
+def password(principal: str) -> str:
+    """Every test user's password: ``<name>-secret``."""
+    return f"{name_of(principal)}-secret"
+
+
+def samsa(*argv: str) -> subprocess.CompletedProcess[str]:
+    """A ``samsa`` command, run in this process: its exit code and what it printed."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = samsa_cli(list(argv))
+        except SystemExit as exc:  # argparse refused the arguments
+            code = int(exc.code or 0)
+    return subprocess.CompletedProcess(["samsa", *argv], code, out.getvalue(), err.getvalue())
+
+
+def run_cli(*argv: str) -> None:
+    """A ``samsa`` command that must succeed."""
+    done = samsa(*argv)
+    assert done.returncode == 0, (argv, done.stderr)
+
+
+def prepare(data_dir: Path) -> None:
+    """The users and first ACLs of a secure broker's data directory, made offline as the
+    operator's guide (docs/security.md) says, before the broker first starts."""
+    for principal in (ADMIN, SUBJECT, APP, READER, OPS):
+        for mechanism in SCRAM:
+            run_cli("users", "add", "--data-dir", str(data_dir), "--mechanism", mechanism,
+                 "--user", name_of(principal), "--password", password(principal))
+    acls = ["acls", "add", "--data-dir", str(data_dir)]
+    run_cli(*acls, "--producer", "--consumer", "--topic", APP_PREFIX, "--group", APP_PREFIX,
+         "--resource-pattern-type", "prefixed", "--allow-principal", APP)
+    run_cli(*acls, "--topic", APP_PREFIX, "--resource-pattern-type", "prefixed",
+         "--operation", "Read", "--allow-principal", READER)
+    run_cli(*acls, "--cluster", "--operation", "Describe", "--allow-principal", OPS)
+
+
+def app_name(kind: str) -> str:
+    """A fresh topic or group name the application may use."""
+    return unique(f"{APP_PREFIX}{kind}")
 
 
 def call(c: WireClient, api: ApiKey, version: int, **fields: Any) -> Any:
@@ -56,21 +121,6 @@ def call(c: WireClient, api: ApiKey, version: int, **fields: Any) -> Any:
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def admin_acls() -> list[AclBinding]:
-    """What the administrator may do: everything, from its own address."""
-    return [AclBinding(rtype, CLUSTER_NAME if rtype == C else "*", PatternType.LITERAL, ADMIN,
-                       ADMIN_HOST, Op.ALL, ALLOW) for rtype in (T, G, C, X)]
-
-
-def secured_broker(data_dir: Path, acls: Iterable[AclBinding] = (),
-                   **config: str) -> BrokerProcess:
-    """A broker (not started) with the authorizer on, nothing allowed by default, and the
-    administrator's ACLs (and ``acls``) written offline, as ``samsa acls add --data-dir``."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    FileAclStore(data_dir).write([*admin_acls(), *acls])
-    return BrokerProcess(data_dir, {**SECURED, **config})
 
 
 # ---- what the administrator does for the cases ------------------------------------------

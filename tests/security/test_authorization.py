@@ -2,8 +2,9 @@
 granted and denied, on a real broker with ``authorizer.class.name`` set and
 ``allow.everyone.if.no.acl.found=false``; then the filtering rules (Metadata, ListGroups,
 OffsetFetch, ConsumerGroupHeartbeat regexes, KAFKA-18813), authorized operations, the ACL
-APIs' errors, persistence, denial logs and metrics. The administrator and the subject are
-told apart as :mod:`tests.security.kit` says.
+APIs' errors, persistence, denial logs and metrics. The administrator is the secure broker's
+super user and the subject a principal of its own (SCRAM, or a client certificate), each
+connected over TLS; see :mod:`tests.security.kit`.
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ from samsa.security.acl import (
     PatternType,
     ResourceType,
 )
+from samsa.security.authorizer import FileAclStore
 from tests.brokerproc import BrokerProcess
+from tests.security.conftest import Secure
 from tests.security.kit import (
-    ADMIN_HOST,
+    ADMIN,
     ALLOW,
     DENIED,
     DENY,
@@ -44,15 +47,14 @@ from tests.security.kit import (
     T,
     X,
     acl_body,
-    admin_acls,
     call,
     commit,
     create_topic,
     grant,
     heartbeat,
+    prepare,
     produce,
     revoke,
-    secured_broker,
     unique,
 )
 from tests.wire import WireClient
@@ -303,6 +305,13 @@ ROWS = [
                                 subscribed_topic_names=[c.topic]).error_code), setup=_topic),
     Row("ConsumerGroupDescribe", ((G, Op.DESCRIBE), (T, Op.DESCRIBE)),
         _consumer_group_describe, setup=_member_of),
+    Row("DescribeUserScramCredentials", ((C, Op.DESCRIBE),), lambda c: int(
+        (r := call(c.subject, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0,
+                   users=[{"name": "alice"}])).error_code or r.results[0].error_code)),
+    Row("AlterUserScramCredentials", ((C, Op.ALTER),), lambda c: int(call(
+        c.subject, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, upsertions=[], deletions=[
+            {"name": c.topic, "mechanism": 1}]).results[0].error_code),
+        granted=E.resource_not_found),  # authorized: the user has no credential to delete
     Row("CreateAcls", ((C, Op.ALTER),), _create_acls),
     Row("DescribeAcls", ((C, Op.DESCRIBE),), lambda c: int(call(
         c.subject, ApiKey.DESCRIBE_ACLS, 3, **_acl_filter(c)).error_code)),
@@ -469,8 +478,11 @@ def test_delete_topics_by_id_does_not_reveal_the_name(admin: WireClient,
         E.topic_authorization_failed, None)
 
 
-def test_deny_wins_and_hosts_match_exactly_or_by_cidr_range(admin: WireClient,
-                                                            subject: WireClient) -> None:
+@pytest.mark.parametrize("way", ["SCRAM-SHA-256", "mTLS"])
+def test_deny_wins_and_hosts_match_exactly_or_by_cidr_range(
+        secure: Secure, admin: WireClient, way: str) -> None:
+    """The subject's ACLs decide alike whether it logs in with SCRAM or a certificate."""
+    subject = secure.connect(SUBJECT, way, source=SUBJECT_HOST)
     case = Case(admin, subject)
     create_topic(admin, case.topic)
     in_range = subject_acl(case, (T, Op.WRITE), host="127.0.0.0/24")
@@ -478,19 +490,21 @@ def test_deny_wins_and_hosts_match_exactly_or_by_cidr_range(admin: WireClient,
     everyone_denied = AclBinding(T, case.topic[:3], PatternType.PREFIXED, "User:*", "*",
                                  Op.WRITE, DENY)
 
-    def produced() -> int:
-        return int(produce(subject, case.topic).responses[0].partition_responses[0].error_code)
+    def produced(c: WireClient) -> int:
+        return int(produce(c, case.topic).responses[0].partition_responses[0].error_code)
 
-    grant(admin, [out_of_range])
-    assert produced() == E.topic_authorization_failed
-    grant(admin, [in_range])
-    assert produced() == NONE
-    grant(admin, [everyone_denied])
-    assert produced() == E.topic_authorization_failed
-    # the administrator's ALLOW ALL on every topic loses to the DENY of User:* too
-    assert int(produce(admin, case.topic).responses[0].partition_responses[0].error_code) == \
-        E.topic_authorization_failed
-    revoke(admin, [in_range, out_of_range, everyone_denied])
+    try:
+        grant(admin, [out_of_range])
+        assert produced(subject) == E.topic_authorization_failed
+        grant(admin, [in_range])
+        assert produced(subject) == NONE
+        grant(admin, [everyone_denied])
+        assert produced(subject) == E.topic_authorization_failed
+        # a super user is not subject to ACLs, not even to a DENY of User:*
+        assert produced(admin) == NONE
+    finally:
+        revoke(admin, [in_range, out_of_range, everyone_denied])
+        subject.close()
 
 
 def test_a_regex_subscription_is_assigned_only_describable_topics(
@@ -534,24 +548,27 @@ def test_a_regex_subscription_is_assigned_only_describable_topics(
 
 
 def test_acl_apis_refuse_bad_input_with_kafkas_errors(admin: WireClient) -> None:
-    good = AclBinding(T, unique("acl"), PatternType.PREFIXED, "User:alice", "10.0.0.0/8",
-                      Op.READ, ALLOW)
+    who = f"User:{unique('acl')}"
+    good = AclBinding(T, unique("acl"), PatternType.PREFIXED, who, "10.0.0.0/8", Op.READ,
+                      ALLOW)
+    everything = AclBinding(T, "*", PatternType.LITERAL, who, "10.0.0.1", Op.READ, ALLOW)
     bad = [AclBinding(T, "x", PatternType.MATCH, "User:alice", "*", Op.READ, ALLOW),
            AclBinding(T, "x", PatternType.LITERAL, "alice", "*", Op.READ, ALLOW),
            AclBinding(C, "my-cluster", PatternType.LITERAL, "User:a", "*", Op.ALTER, ALLOW),
            AclBinding(T, "x", PatternType.LITERAL, "User:a", "10.0.0.0/40", Op.READ, ALLOW),
            AclBinding(T, "x", PatternType.LITERAL, "User:a", "*", Op.ANY, ALLOW)]
-    resp = call(admin, ApiKey.CREATE_ACLS, 3, creations=[acl_body(b) for b in [good, *bad]])
+    resp = call(admin, ApiKey.CREATE_ACLS, 3,
+                creations=[acl_body(b) for b in [good, everything, *bad]])
     codes = [r.error_code for r in resp.results]
-    assert codes == [NONE] + [E.invalid_request] * len(bad)
-    assert all(r.error_message for r in resp.results[1:])
+    assert codes == [NONE, NONE] + [E.invalid_request] * len(bad)
+    assert all(r.error_message for r in resp.results[2:])
     listed = call(admin, ApiKey.DESCRIBE_ACLS, 1, resource_type_filter=int(T),
                   resource_name_filter=good.name + "-and-more",
-                  pattern_type_filter=int(PatternType.MATCH), principal_filter=None,
+                  pattern_type_filter=int(PatternType.MATCH), principal_filter=who,
                   host_filter=None, operation=int(Op.ANY),
                   permission_type=int(AclPermissionType.ANY))
     assert [(r.resource_name, r.pattern_type, [a.host for a in r.acls])
-            for r in listed.resources] == [("*", PatternType.LITERAL, [ADMIN_HOST]),
+            for r in listed.resources] == [("*", PatternType.LITERAL, ["10.0.0.1"]),
                                            (good.name, PatternType.PREFIXED, ["10.0.0.0/8"])]
     unknown = call(admin, ApiKey.DESCRIBE_ACLS, 3, resource_type_filter=99,
                    resource_name_filter=None, pattern_type_filter=1, principal_filter=None,
@@ -562,15 +579,15 @@ def test_acl_apis_refuse_bad_input_with_kafkas_errors(admin: WireClient) -> None
         {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
          "principal_filter": None, "host_filter": None, "operation": 0,
          "permission_type": 1},
-        {"resource_type_filter": int(T), "resource_name_filter": good.name,
-         "pattern_type_filter": int(PatternType.ANY), "principal_filter": None,
+        {"resource_type_filter": int(T), "resource_name_filter": None,
+         "pattern_type_filter": int(PatternType.ANY), "principal_filter": who,
          "host_filter": None, "operation": 1, "permission_type": 1}])
     first, second = deleted.filter_results
     assert (first.error_code, first.error_message) == (E.invalid_request,
                                                        "Unknown entryFilter.")
     assert second.error_code == NONE
-    assert [(m.resource_name, m.principal) for m in second.matching_acls] == [
-        (good.name, "User:alice")]
+    assert sorted((m.resource_name, m.principal) for m in second.matching_acls) == [
+        ("*", who), (good.name, who)]
 
 
 def test_acl_apis_without_an_authorizer_are_security_disabled(broker: BrokerProcess) -> None:
@@ -588,13 +605,17 @@ def test_acl_apis_without_an_authorizer_are_security_disabled(broker: BrokerProc
     client.close()
 
 
-def test_acls_persist_and_denials_are_logged_and_counted(tmp_path: Path) -> None:
-    proc = secured_broker(tmp_path / "data")
+def test_acls_persist_and_denials_are_logged_and_counted(secure: Secure,
+                                                         tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    prepare(data)
+    offline = len(FileAclStore(data).read())
+    proc = BrokerProcess(data, secure.config)
     proc.extra_args = ["--metrics-port", "0"]
     proc.start()
     try:
-        admin = WireClient(proc.bootstrap, source=ADMIN_HOST)
-        subject = WireClient(proc.bootstrap, source=SUBJECT_HOST)
+        admin = secure.connect(ADMIN, broker=proc)
+        subject = secure.connect(SUBJECT, "SCRAM-SHA-256", source=SUBJECT_HOST, broker=proc)
         topic = unique("persist")
         create_topic(admin, topic)
         writer = AclBinding(T, topic, PatternType.LITERAL, SUBJECT, SUBJECT_HOST, Op.WRITE,
@@ -609,15 +630,15 @@ def test_acls_persist_and_denials_are_logged_and_counted(tmp_path: Path) -> None
         samples = scrape(proc)
         assert samples[("samsa_authorization_denials_total", frozenset(
             {("api", "JoinGroup"), ("resource_type", "GROUP"), ("operation", "READ")}))] == 3
-        assert samples[("samsa_acls", frozenset())] == len(admin_acls()) + 1
+        assert samples[("samsa_acls", frozenset())] == offline + 1
         assert proc.stop() == 0
         log = proc.log_path.read_text()
-        denials = re.findall(r"Principal = User:ANONYMOUS is Denied operation = READ from "
+        denials = re.findall(r"Principal = User:subject is Denied operation = READ from "
                              r"host = 127\.0\.0\.1 on resource = Group:LITERAL:g-\w+ for "
                              r"request = JoinGroup", log)
         assert len(denials) == 3  # three groups: each logged once
         proc.start()  # the ACLs come back from the data directory
-        subject = WireClient(proc.bootstrap, source=SUBJECT_HOST)
+        subject = secure.connect(SUBJECT, "mTLS", source=SUBJECT_HOST, broker=proc)
         assert produce(subject, topic).responses[0].partition_responses[0].error_code == NONE
         subject.close()
     finally:

@@ -9,6 +9,7 @@ import pytest
 
 from samsa.broker.config import BrokerConfig, ConfigError
 from samsa.security import jaas
+from samsa.security.acl import parse_super_users
 from samsa.security.limits import ConnectionLimits, parse_overrides
 from samsa.security.listeners import Listener, parse_listeners
 from samsa.security.tls import PrincipalMapper, subject_dn
@@ -20,6 +21,16 @@ def test_listeners_and_protocol_map() -> None:
     assert got == [Listener("SASL_SSL", "127.0.0.1", 9094, "SASL_SSL"),
                    Listener("INTERNAL", "::1", 9095, "SASL_PLAINTEXT")]
     assert got[0].tls and got[0].sasl and not got[1].tls
+
+
+def test_list_settings_ignore_spaces_and_empty_items() -> None:
+    """Kafka's LIST settings, one reader for all (super.users separates with ``;``)."""
+    assert parse_super_users(" User:admin ;; User:ops;") == frozenset({"User:admin",
+                                                                      "User:ops"})
+    assert parse_super_users(None) == frozenset()
+    assert parse_overrides(" 127.0.0.1:5, ,10.0.0.1:7 ") == {"127.0.0.1": 5, "10.0.0.1": 7}
+    with pytest.raises(ValueError, match="expected <type>:<name>"):
+        parse_super_users("admin")
 
 
 @pytest.mark.parametrize(("overrides", "message"), [

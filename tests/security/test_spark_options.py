@@ -27,7 +27,7 @@ def _options(secure: Secure) -> dict[str, str]:
 
 
 def test_sink_and_source_options_reach_a_sasl_ssl_listener(secure: Secure) -> None:
-    topic = f"spark-{uuid.uuid4().hex[:6]}"
+    topic = f"app-spark-{uuid.uuid4().hex[:6]}"  # alice may write and read app-* topics
     sink = SinkOptions.parse({**_options(secure), "topic": topic})
     with BulkProducer(sink.bootstrap, security=client_settings(sink.security)) as producer:
         producer.send_rows([topic] * 5, [None] * 5, [b"v%d" % i for i in range(5)],

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from samsa.cli.cluster import cluster_database
 from samsa.cli.connect import add_client_options, open_admin
 from samsa.cli.errors import CliError
 from samsa.cli.output import Output
@@ -222,18 +223,9 @@ def _direct(args: argparse.Namespace, work: Callable[[Authorizer], Awaitable[R]]
     if args.storage is None:
         return None
     from samsa.storage.pg.acls import PgAclStore
-    from samsa.storage.pg.engine import PgEngine
 
-    engine = PgEngine(args.storage, node_id=-1)
-    try:
-        engine.open()
-    except Exception as exc:
-        engine.close()
-        raise CliError(f"--storage: cannot open {args.storage}: {exc}") from None
-    try:
+    with cluster_database(args.storage) as engine:
         return asyncio.run(_on(Authorizer(PgAclStore(engine)), work))
-    finally:
-        engine.close()
 
 
 async def _on(authorizer: Authorizer, work: Callable[[Authorizer], Awaitable[R]]) -> R:

@@ -1,14 +1,21 @@
 """``samsa cluster status``: nodes, leases and coordinator shard owners, read from the
-cluster's PostgreSQL database."""
+cluster's PostgreSQL database; and :func:`cluster_database`, the database opened for the
+commands that change it directly (``samsa acls --storage``, ``samsa users --storage``)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
+from samsa.cli.errors import CliError
 from samsa.storage.pg.schema import LIVE
+
+if TYPE_CHECKING:
+    from samsa.storage.pg.engine import PgEngine
 
 _NODES = f"""
 SELECT id, host, port, rack, {LIVE} AS live,
@@ -67,3 +74,21 @@ def run_status(args: argparse.Namespace) -> int:
             name = f"shard {x['idx']} ({name})"
         print(f"{name:<32} {owner:>5} {x['epoch']:>5} {x['log_start']:>10} {x['log_end']:>10}")
     return 0
+
+
+@contextmanager
+def cluster_database(url: str) -> Iterator[PgEngine]:
+    """The cluster's database (its schema made if new) for one command; a one-line
+    :class:`CliError` when it cannot be opened."""
+    from samsa.storage.pg.engine import PgEngine
+
+    engine = PgEngine(url, node_id=-1)
+    try:
+        engine.open()
+    except Exception as exc:
+        engine.close()
+        raise CliError(f"--storage: cannot open {url}: {exc}") from None
+    try:
+        yield engine
+    finally:
+        engine.close()

@@ -16,10 +16,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from samsa.cli.cluster import cluster_database
 from samsa.cli.errors import CliError
 from samsa.security.credentials import (
     MECHANISMS,
@@ -27,9 +28,10 @@ from samsa.security.credentials import (
     CredentialError,
     CredentialStore,
     FileStore,
-    ScramCredential,
     from_password,
 )
+
+R = TypeVar("R")
 
 
 def add_parser(sub: Any) -> None:
@@ -84,49 +86,26 @@ def _password(args: argparse.Namespace) -> str:
     return str(lines[0])
 
 
-def _change(args: argparse.Namespace, upserts: list[tuple[str, str, ScramCredential]],
-            deletions: list[tuple[str, str]]) -> None:
+def _on_store(args: argparse.Namespace,
+              work: Callable[[CredentialStore], Coroutine[Any, Any, R]]) -> R:
+    """``work`` on the users of the data directory (``--data-dir``) or of the cluster's
+    database (``--storage``), read first."""
     if args.data_dir is not None:
-        store = FileStore(args.data_dir)
-        asyncio.run(store.alter(upserts, deletions))
-        return
-    from samsa.storage.pg.credentials import write
+        return asyncio.run(work(FileStore(args.data_dir)))
+    from samsa.storage.pg.credentials import PgCredentialStore
 
-    _with_pool(args.storage, lambda pool: write(pool, upserts, deletions))
+    with cluster_database(args.storage) as engine:
+        store = PgCredentialStore(engine)
 
+        async def run() -> R:
+            await store.refresh()
+            return await work(store)
 
-def _store(args: argparse.Namespace) -> CredentialStore:
-    if args.data_dir is not None:
-        return FileStore(args.data_dir)
-    from samsa.storage.pg.credentials import READ
-
-    async def read(pool: Any) -> list[Any]:
-        return list(await pool.fetch(READ))
-
-    users: dict[str, dict[str, ScramCredential]] = {}
-    for r in _with_pool(args.storage, read):
-        users.setdefault(r["name"], {})[r["mechanism"]] = ScramCredential(
-            bytes(r["salt"]), bytes(r["stored_key"]), bytes(r["server_key"]), r["iterations"])
-    return CredentialStore(users)
+        return asyncio.run(run())
 
 
-def _with_pool(dsn: str, job: Callable[[Any], Any]) -> Any:
-    import asyncpg
-
-    from samsa.storage.pg.schema import create_schema
-
-    async def run() -> Any:
-        try:
-            pool = await asyncpg.create_pool(dsn, min_size=1, max_size=1)
-        except (OSError, asyncpg.PostgresError) as exc:
-            raise CliError(f"cannot reach the database {dsn}: {exc}") from None
-        try:
-            await create_schema(pool)
-            return await job(pool)
-        finally:
-            await pool.close()
-
-    return asyncio.run(run())
+async def _users(store: CredentialStore) -> dict[str, dict[str, int]]:
+    return store.users()
 
 
 def run_add(args: argparse.Namespace) -> int:
@@ -134,13 +113,13 @@ def run_add(args: argparse.Namespace) -> int:
         cred = from_password(args.mechanism, _password(args), args.iterations)
     except CredentialError as exc:
         raise CliError(str(exc), 2) from None
-    _change(args, [(args.user, args.mechanism, cred)], [])
+    _on_store(args, lambda store: store.alter([(args.user, args.mechanism, cred)], []))
     print(f"added {args.mechanism} credential for {args.user}")
     return 0
 
 
 def run_list(args: argparse.Namespace) -> int:
-    users = _store(args).users()
+    users = _on_store(args, _users)
     if args.output == "json":
         import json
 
@@ -154,11 +133,16 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_delete(args: argparse.Namespace) -> int:
-    known = _store(args).users().get(args.user, {})
-    chosen = [args.mechanism] if args.mechanism else list(known)
-    missing = [m for m in chosen if m not in known]
-    if not chosen or missing:
-        raise CliError(f"no {' or '.join(missing or ['SCRAM'])} credential for {args.user}")
-    _change(args, [], [(args.user, m) for m in chosen])
+    async def delete(store: CredentialStore) -> list[str]:
+        known = store.users().get(args.user, {})
+        chosen = [args.mechanism] if args.mechanism else list(known)
+        missing = [m for m in chosen if m not in known]
+        if not chosen or missing:
+            raise CliError(f"no {' or '.join(missing or ['SCRAM'])} credential for "
+                           f"{args.user}")
+        await store.alter([], [(args.user, m) for m in chosen])
+        return chosen
+
+    chosen = _on_store(args, delete)
     print(f"deleted {', '.join(chosen)} credential of {args.user}")
     return 0

@@ -16,6 +16,7 @@ import ipaddress
 from dataclasses import dataclass
 from functools import lru_cache
 
+from samsa.security.lists import config_list
 from samsa.security.principal import KafkaPrincipal
 
 CLUSTER_NAME = "kafka-cluster"
@@ -298,9 +299,4 @@ ANY_ACL = AclBindingFilter()
 
 def parse_super_users(text: str | None) -> frozenset[str]:
     """``super.users``: principals separated by ``;`` (``User:admin;User:ops``)."""
-    out = set()
-    for item in (text or "").split(";"):
-        item = item.strip()
-        if item:
-            out.add(str(KafkaPrincipal.parse(item)))
-    return frozenset(out)
+    return frozenset(str(KafkaPrincipal.parse(item)) for item in config_list(text, ";"))

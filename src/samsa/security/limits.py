@@ -13,13 +13,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
+from samsa.security.lists import config_list
+
 UNLIMITED = 2_147_483_647
 
 
 def parse_overrides(text: str) -> dict[str, int]:
     """``max.connections.per.ip.overrides``: ``HOST:COUNT,...`` -> {host: count}."""
     out: dict[str, int] = {}
-    for item in filter(None, (i.strip() for i in text.split(","))):
+    for item in config_list(text):
         host, sep, count = item.rpartition(":")
         if not sep or not host or not count.strip().isdigit():
             raise ValueError(f"max.connections.per.ip.overrides: expected HOST:COUNT, got "

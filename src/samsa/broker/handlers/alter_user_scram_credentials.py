@@ -1,12 +1,13 @@
 """AlterUserScramCredentials (key 51, KIP-554): add, change and delete SCRAM credentials.
 
-Versions: v0 only (flexible). An upsertion carries the salt and the salted password (the
-client ran PBKDF2); the broker keeps only StoredKey and ServerKey. Per user, as Kafka: an
-unknown mechanism UNSUPPORTED_SASL_MECHANISM; an empty name or iterations outside
-[4096, 16384] UNACCEPTABLE_CREDENTIAL; the same user and mechanism twice DUPLICATE_RESOURCE;
-deleting a credential that does not exist RESOURCE_NOT_FOUND. A user's changes apply only
-if all of them are valid; they are persisted (data directory, or the cluster's database
-where every node sees them within a second). Built as v0, typed.
+Versions: v0 only (flexible). Needs ALTER on the cluster, else every user named is answered
+CLUSTER_AUTHORIZATION_FAILED and nothing changes, as Kafka. An upsertion carries the salt and
+the salted password (the client ran PBKDF2); the broker keeps only StoredKey and ServerKey.
+Per user, as Kafka: an unknown mechanism UNSUPPORTED_SASL_MECHANISM; an empty name or
+iterations outside [4096, 16384] UNACCEPTABLE_CREDENTIAL; the same user and mechanism twice
+DUPLICATE_RESOURCE; deleting a credential that does not exist RESOURCE_NOT_FOUND. A user's
+changes apply only if all of them are valid; they are persisted (data directory, or the
+cluster's database where every node sees them within a second). Built as v0, typed.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from kio.schema.alter_user_scram_credentials.v0.response import (
 )
 from kio.schema.errors import ErrorCode
 
+from samsa.broker import access
 from samsa.broker.context import RequestContext
 from samsa.broker.handlers.describe_user_scram_credentials import MECHANISM_CODES
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE
+from samsa.security.acl import AclOperation
 from samsa.security.credentials import (
     MAX_ITERATIONS,
     MIN_ITERATIONS,
@@ -70,7 +73,12 @@ def _check(ctx: RequestContext) -> dict[str, Error]:
 
 async def handle(ctx: RequestContext) -> AlterUserScramCredentialsResponse:
     body = ctx.body
-    errors = _check(ctx)
+    users = dict.fromkeys(c.name for c in (*body.deletions, *body.upsertions))
+    if not access.cluster_allowed(ctx, AclOperation.ALTER):
+        code = ErrorCode.cluster_authorization_failed
+        errors = dict.fromkeys(users, (code, access.DENIED_MESSAGES[code]))
+    else:
+        errors = _check(ctx)
     upserts: list[tuple[str, str, ScramCredential]] = []
     deletions: list[tuple[str, str]] = []
     for d in body.deletions:
@@ -83,7 +91,6 @@ async def handle(ctx: RequestContext) -> AlterUserScramCredentialsResponse:
                 mechanism, bytes(u.salted_password), bytes(u.salt), int(u.iterations))))
     if upserts or deletions:
         await ctx.broker.credentials.alter(upserts, deletions)
-    users = dict.fromkeys(c.name for c in (*body.deletions, *body.upsertions))
     return AlterUserScramCredentialsResponse(throttle_time=NO_THROTTLE, results=tuple(
         AlterUserScramCredentialsResult(
             user=user, error_code=errors.get(user, (ErrorCode.none, ""))[0],

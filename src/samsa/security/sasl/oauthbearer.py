@@ -23,6 +23,7 @@ from urllib.parse import unquote, urlparse
 
 import jwt
 
+from samsa.security.lists import config_list
 from samsa.security.principal import USER_TYPE, KafkaPrincipal
 from samsa.security.sasl.mechanism import AuthenticationFailed
 
@@ -94,7 +95,7 @@ class JwtValidator:
                               "issuer's keys), or the unsecured validator for development")
         self.keys = load_keys(jwks_url)
         self.issuer = issuer or None
-        self.audience = [a.strip() for a in audience.split(",") if a.strip()] or None
+        self.audience = config_list(audience) or None
         self.sub_claim = sub_claim
         self.skew_s = skew_s
 

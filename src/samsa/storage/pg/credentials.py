@@ -12,7 +12,7 @@ from typing import Any
 from samsa.security.credentials import CredentialStore, ScramCredential
 from samsa.storage.pg.engine import PgEngine
 
-READ = "SELECT name, mechanism, salt, stored_key, server_key, iterations " \
+_READ = "SELECT name, mechanism, salt, stored_key, server_key, iterations " \
         "FROM samsa_scram_credentials"
 _VERSION = "SELECT v FROM samsa_meta WHERE k = 'credentials_version'"
 
@@ -29,7 +29,7 @@ class PgCredentialStore(CredentialStore):
                 version = int(await conn.fetchval(_VERSION))
                 if version == self.version:
                     return version, None
-                return version, list(await conn.fetch(READ))
+                return version, list(await conn.fetch(_READ))
 
         version, rows = await self.engine.db.run(read)
         if rows is None:
@@ -50,7 +50,7 @@ class PgCredentialStore(CredentialStore):
 
 async def write(pool: Any, upserts: list[tuple[str, str, ScramCredential]],
                 deletions: list[tuple[str, str]]) -> None:
-    """Apply a change in one transaction and bump the version (also ``samsa users``)."""
+    """Apply a change in one transaction and bump the version."""
     async with pool.acquire() as conn, conn.transaction():
         for name, mechanism in deletions:
             await conn.execute("DELETE FROM samsa_scram_credentials WHERE name = $1 AND "
