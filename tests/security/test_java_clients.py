@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conformance.conftest import java  # noqa: F401 - the fixture
 from tests.conformance.javakit import MEMBER_FAST, Driver, JavaKit
 from tests.security.conftest import Secure
 from tests.security.kit import APP, app_name, password
@@ -89,7 +88,7 @@ def _error(d: Driver) -> str:
 
 
 @pytest.mark.parametrize("way", WAYS)
-def test_java_client_serves_alice_and_refuses_bob(java: JavaKit, secure: Secure,  # noqa: F811
+def test_java_client_serves_alice_and_refuses_bob(java: JavaKit, secure: Secure,
                                                   way: str, tmp_path: Path) -> None:
     alice, bob = java_props(secure, way, tmp_path), java_props(secure, way, tmp_path, "bob")
     bootstrap = alice[0].split("=", 1)[1]
@@ -126,7 +125,7 @@ def test_java_client_serves_alice_and_refuses_bob(java: JavaKit, secure: Secure,
 
 @pytest.mark.parametrize("way", ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN", "mTLS",
                                  "OAUTHBEARER"])
-def test_java_client_wrong_credentials_are_refused(java: JavaKit, secure: Secure,  # noqa: F811
+def test_java_client_wrong_credentials_are_refused(java: JavaKit, secure: Secure,
                                                    way: str, tmp_path: Path) -> None:
     props = java_props(secure, way, tmp_path, wrong=True)
     d = java.start("Produce", props[0].split("=", 1)[1], "1", "app-x:none:1", *props,
@@ -143,14 +142,14 @@ def test_java_client_wrong_credentials_are_refused(java: JavaKit, secure: Secure
 
 
 def test_java_unsigned_token_is_refused_where_signed_ones_are_wanted(
-        java: JavaKit, secure: Secure, tmp_path: Path) -> None:  # noqa: F811
+        java: JavaKit, secure: Secure, tmp_path: Path) -> None:
     props = java_props(secure, "OAUTHBEARER-unsecured", tmp_path, signed_listener=True)
     d = java.start("Produce", secure.address("SASL_SSL"), "1", "app-y:none:1", *props)
     assert d.wait_exit(60) != 0
     assert "SaslAuthenticationException" in _error(d)
 
 
-def test_java_plaintext_client_on_a_tls_listener_is_refused(java: JavaKit,  # noqa: F811
+def test_java_plaintext_client_on_a_tls_listener_is_refused(java: JavaKit,
                                                             secure: Secure) -> None:
     d = java.start("Produce", secure.address("SASL_SSL"), "1", "app-z:none:1",
                    "max.block.ms=3000")
@@ -158,7 +157,7 @@ def test_java_plaintext_client_on_a_tls_listener_is_refused(java: JavaKit,  # no
     assert _error(d).startswith("TimeoutException")
 
 
-def test_java_admin_manages_acls(java: JavaKit, secure: Secure,  # noqa: F811
+def test_java_admin_manages_acls(java: JavaKit, secure: Secure,
                                  tmp_path: Path) -> None:
     """As the super user (SCRAM-SHA-512): create, describe and delete ACLs."""
     props = java_props(secure, "SCRAM-SHA-512", tmp_path, "admin")
