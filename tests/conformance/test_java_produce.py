@@ -87,7 +87,7 @@ def test_codecs_round_trip(broker: BrokerProcess, java: JavaKit) -> None:
 
     events = java.run("Produce", broker.bootstrap, str(COUNT),
                       *(f"{t}:{codec}:{PARTS}" for codec, t in java_topics.items()))
-    assert events[-1] == {"event": "done"}, events[-3:]
+    assert events[-1]["event"] == "done", events[-3:]
     sent = [e for e in events if e["event"] == "sent"]
     assert len(sent) == COUNT * len(CODECS)
     sent_by_tp = _by_partition(sent)
@@ -101,7 +101,7 @@ def test_codecs_round_trip(broker: BrokerProcess, java: JavaKit) -> None:
 
     read = java.run("ReadAll", broker.bootstrap, *java_topics.values(), *rd_topics.values(),
                     "max.partition.fetch.bytes=4096")
-    assert read[-1] == {"event": "done"}, read[-3:]
+    assert read[-1]["event"] == "done", read[-3:]
     got = _by_partition([e for e in read if e["event"] == "record"])
 
     # Java -> samsa -> Java: every record, field by field, in offset order.
