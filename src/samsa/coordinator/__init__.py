@@ -51,11 +51,11 @@ Or by hand, as the broker's edge does it, with :class:`FakeTimer` as the timer:
 >>> fired = []
 >>> timer.on_fire = lambda key, now_ms: fired.append(coord.fire(key, now_ms))
 >>> coord.load(0, [], timer.now_ms)
-Result(records=(), replies=())
+Result(records=(), replies=(), jobs=())
 >>> join = JoinGroup("g", "", "consumer", (("range", b""),), 10_000, 30_000,
 ...                  require_known_member_id=False)
 >>> coord.handle(join, timer.now_ms, reply_to="my join")  # parked: no reply yet
-Result(records=(), replies=())
+Result(records=(), replies=(), jobs=())
 >>> timer.advance(3_000)  # group.initial.rebalance.delay.ms passes: the join is answered
 [TimerKey(partition=0, kind=<TimerKind.INITIAL_REBALANCE_DELAY: ...>, group_id='g', member_id='')]
 >>> [(r.token, r.response.generation_id) for r in fired[0].replies]

@@ -9,9 +9,13 @@ live give equal values. What is not in a record is soft: timers, and the caches 
 Epochs: the *group epoch* grows when membership, subscriptions or subscribed topic
 metadata change; the *assignment epoch* is the group epoch a target assignment was
 computed for; a *member epoch* is the assignment epoch a member reconciled to (never above
-the group epoch). Each partition a member holds also has the member epoch at which it was
-given to the member (``ConsumerMember.assignment_epochs``, Kafka 4.3's KIP-1251), which
-offset commits are checked against (:mod:`.commits`). Group states are derived, as Kafka's
+the group epoch). A new group starts at group and assignment epoch 1 with an empty target
+(Kafka 4.3, KAFKA-20268): its first computed target is epoch 2, and a member that joins
+before it lands reconciles to epoch 1 meanwhile. The target metadata record also keeps when
+the last target computation finished (``assignment_timestamp``, KIP-1263's batching).
+Each partition a member holds also has the member epoch at which it was given to the
+member (``ConsumerMember.assignment_epochs``, Kafka 4.3's KIP-1251), which offset commits
+are checked against (:mod:`.commits`). Group states are derived, as Kafka's
 ``ConsumerGroupState``.
 """
 
@@ -202,12 +206,18 @@ class ResolvedRegex:
     timestamp: int
 
 
+#: KAFKA-20268: a group is created at group epoch 1 with an empty target at epoch 1
+INITIAL_EPOCH = 1
+
+
 @dataclass
 class ConsumerGroup:
     group_id: str
-    epoch: int = 0
+    epoch: int = INITIAL_EPOCH
     metadata_hash: int = 0
-    assignment_epoch: int = -1
+    assignment_epoch: int = INITIAL_EPOCH
+    #: when the computation of the current target finished (ms; 0: never or unknown)
+    assignment_timestamp: int = 0
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     target: dict[str, Assignment] = field(default_factory=dict)
     regexes: dict[str, ResolvedRegex] = field(default_factory=dict)
@@ -215,6 +225,8 @@ class ConsumerGroup:
     partition_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
     #: instance id -> member id
     static_members: dict[str, str] = field(default_factory=dict)
+    #: soft: no target computation before this time (one raised: retried later)
+    retry_at: int = field(default=0, compare=False, repr=False)
     #: soft: the member epoch a scheduled rebalance timeout was armed for
     revoking_epochs: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
     #: soft: (topics version, epoch, members) when the metadata hash was last checked
@@ -305,6 +317,15 @@ class ConsumerGroup:
     def is_subscribed_to(self, topic: str) -> bool:
         return topic in self.subscribed_topic_names()
 
+    def last_regex_refresh(self) -> tuple[int, int] | None:
+        """(timestamp, topics version) of the latest resolution of the group's regexes
+        (Kafka's ``lastResolvedRegularExpressionRefreshTimeMs`` and ``...Version``); None
+        when none is resolved."""
+        if not self.regexes:
+            return None
+        return (max(r.timestamp for r in self.regexes.values()),
+                max(r.version for r in self.regexes.values()))
+
     # ------------------------------------------------------------------ replay
 
     def _set_member(self, member: ConsumerMember) -> None:
@@ -374,9 +395,11 @@ class ConsumerGroup:
             case ConsumerGroupTargetAssignmentMetadataKey():
                 if value is None:
                     self.assignment_epoch = -1
+                    self.assignment_timestamp = 0
                 else:
                     assert isinstance(value, ConsumerGroupTargetAssignmentMetadataValue)
                     self.assignment_epoch = value.assignment_epoch
+                    self.assignment_timestamp = value.assignment_timestamp
             case ConsumerGroupTargetAssignmentMemberKey():
                 if value is None:
                     self.target.pop(key.member_id, None)

@@ -3,16 +3,19 @@
 When the group epoch passes the assignment epoch, the group's server assignor (the one most
 members ask for, else the first of ``group.consumer.assignors``) computes a new target from
 every member's subscription (topic names and resolved regexes, as topic ids) and the
-current target (for stickiness). Only members whose target changed get a record, then the
-assignment epoch record is written.
+current target (for stickiness). The computation is a :class:`TargetWork` the coordinator
+hands its edge as a job (:mod:`.batching` decides when); when it comes back current, only
+members whose target changed get a record, then the assignment epoch record is written.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 
-from samsa.assignors.server.interface import GroupSpec, MemberSpec, ServerAssignor
+from samsa.assignors.server.interface import GroupSpec, MemberSpec, ServerAssignor, TopicsView
 from samsa.assignors.server.registry import resolve_server_assignors
 from samsa.coordinator.consumer.group import (
     Assignment,
@@ -77,19 +80,50 @@ def subscribed_ids(group: ConsumerGroup, member: ConsumerMember,
     return ids
 
 
-def update_target(core: ShardCore, group: ConsumerGroup, epoch: int) -> None:
-    """Compute the target for ``epoch`` and write what changed."""
+@dataclass(frozen=True, eq=False)
+class TargetWork:
+    """A target assignment to compute (a job's work, :mod:`samsa.coordinator.jobs`): a
+    snapshot of the group at ``epoch``, and the assignor to run on it. Pure and picklable:
+    a worker process runs it as well as the event loop."""
+
+    epoch: int
+    assignors: tuple[str, ...]
+    assignor: str
+    spec: GroupSpec
+    topics: TopicsView
+
+    def __call__(self) -> dict[str, Assignment]:
+        result = assignors(self.assignors)[self.assignor].assign(self.spec, self.topics)
+        return {mid: {t: ps for t, ps in a.items() if ps} for mid, a in result.items()}
+
+
+def target_work(core: ShardCore, group: ConsumerGroup) -> TargetWork:
+    """The work of computing the group's target for its current epoch: every member's
+    subscription (names and resolved regexes, as topic ids) and the current target."""
     topics = core.topics
     specs = {
         mid: MemberSpec(mid, subscribed_ids(group, m, topics), m.instance_id, m.rack_id)
         for mid, m in group.members.items()
     }
-    assignor = assignors(core.config.consumer_assignors)[preferred_assignor(core, group)]
     current = {mid: a for mid, a in group.target.items() if mid in specs}
-    result = assignor.assign(GroupSpec(specs, current), topics.topics)
+    return TargetWork(group.epoch, tuple(core.config.consumer_assignors),
+                      preferred_assignor(core, group), GroupSpec(specs, current), topics.topics)
+
+
+def is_current(work: TargetWork, group: ConsumerGroup) -> bool:
+    """Kafka's rule for an offloaded assignment: it stands only if the group is still at the
+    epoch it was computed for, with the same members (a static member replaced meanwhile
+    keeps the epoch but not its member id)."""
+    return work.epoch == group.epoch and work.spec.members.keys() == group.members.keys()
+
+
+def write_target(core: ShardCore, group: ConsumerGroup, epoch: int,
+                 result: Mapping[str, Assignment]) -> None:
+    """Write the target for ``epoch``: a record for each member whose target changed, then
+    the metadata record (the assignment epoch, and now as the computation's timestamp)."""
     gid = group.group_id
     for mid in group.members:
-        new: Assignment = {t: ps for t, ps in result.get(mid, {}).items() if ps}
+        new: Assignment = result.get(mid, {})
         old = group.target.get(mid)
         if old is None or dict(old) != new:
             core.write(
@@ -98,5 +132,5 @@ def update_target(core: ShardCore, group: ConsumerGroup, epoch: int) -> None:
             )
     core.write(
         ConsumerGroupTargetAssignmentMetadataKey(gid),
-        ConsumerGroupTargetAssignmentMetadataValue(epoch),
+        ConsumerGroupTargetAssignmentMetadataValue(epoch, core.now_ms),
     )
