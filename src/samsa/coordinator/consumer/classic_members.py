@@ -22,7 +22,8 @@ model, as Kafka 4.x's ``classicGroupJoinToConsumerGroup``,
   rejoin: its epoch is behind the assignment epoch, it must revoke, or partitions it waited
   for are free. (Kafka 4.x compares with the group epoch; with KIP-1263's batching the
   group epoch runs ahead of the target until the next computation, and a rejoin before
-  then would only be answered with the same generation again.) Each REBALANCE_IN_PROGRESS arms a join timeout (rebalance timeout) if none is.
+  then would only be answered with the same generation again.) Each REBALANCE_IN_PROGRESS
+  arms a join timeout (rebalance timeout) if none is.
 
 A classic member is fenced like any member when its session, join or sync timeout fires.
 """
