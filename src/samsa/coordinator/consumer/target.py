@@ -15,7 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from samsa.assignors.server.interface import GroupSpec, MemberSpec, ServerAssignor, TopicsView
+from samsa.assignors.server.interface import (
+    GroupSpec,
+    MemberSpec,
+    ServerAssignor,
+    TopicInfo,
+    TopicsView,
+)
 from samsa.assignors.server.registry import resolve_server_assignors
 from samsa.coordinator.consumer.group import (
     Assignment,
@@ -95,6 +101,27 @@ class TargetWork:
     def __call__(self) -> dict[str, Assignment]:
         result = assignors(self.assignors)[self.assignor].assign(self.spec, self.topics)
         return {mid: {t: ps for t, ps in a.items() if ps} for mid, a in result.items()}
+
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
+        """Pickled as plain tuples, dicts and sets (C-speed; a worker process rebuilds the
+        specs): pickling the slotted spec objects one by one would cost the event loop
+        more than the assignment saves it."""
+        members = tuple((m.member_id, m.subscribed, m.instance_id, m.rack_id)
+                        for m in self.spec.members.values())
+        topics = tuple((t.topic_id, t.name, t.partitions, dict(t.racks))
+                       for t in self.topics.values())
+        return _target_work, (self.epoch, self.assignors, self.assignor, members,
+                              dict(self.spec.current), topics)
+
+
+def _target_work(epoch: int, names: tuple[str, ...], assignor: str,
+                 members: tuple[tuple[str, frozenset[uuid.UUID], str | None, str | None], ...],
+                 current: dict[str, Assignment],
+                 topics: tuple[tuple[uuid.UUID, str, int, dict[int, frozenset[str]]], ...],
+                 ) -> TargetWork:
+    specs = {m[0]: MemberSpec(*m) for m in members}
+    return TargetWork(epoch, names, assignor, GroupSpec(specs, current),
+                      {t[0]: TopicInfo(*t) for t in topics})
 
 
 def target_work(core: ShardCore, group: ConsumerGroup) -> TargetWork:
