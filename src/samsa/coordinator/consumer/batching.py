@@ -25,6 +25,7 @@ a shard loaded) calls :func:`request_target`, so no target is ever waited for fo
 
 from __future__ import annotations
 
+from samsa.coordinator.consumer import regex_refresh
 from samsa.coordinator.consumer.group import ConsumerGroup
 from samsa.coordinator.consumer.target import TargetWork, is_current, target_work, write_target
 from samsa.coordinator.core import ShardCore
@@ -80,6 +81,7 @@ def target_done(core: ShardCore, job: Job, outcome: object) -> None:
             assert isinstance(outcome, dict)
             write_target(core, group, work.epoch, outcome)
         again = request_target(core, group)
+        regex_refresh.asked_meanwhile(core, group)
         if waiting and again is not None and not again.offload:
             core.waiting[gid] = waiting  # answered when that one lands
             return

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from samsa.coordinator.consumer.records import (
@@ -227,6 +227,10 @@ class ConsumerGroup:
     static_members: dict[str, str] = field(default_factory=dict)
     #: soft: no target computation before this time (one raised: retried later)
     retry_at: int = field(default=0, compare=False, repr=False)
+    #: soft: a regex refresh asked for while a target job was awaited, with the topics
+    #: filter of the member that asked (:mod:`.regex_refresh`)
+    regex_refresh_after_target: tuple[Callable[[Iterable[str]], Iterable[str]] | None] | None = \
+        field(default=None, compare=False, repr=False)
     #: soft: the member epoch a scheduled rebalance timeout was armed for
     revoking_epochs: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
     #: soft: (topics version, epoch, members) when the metadata hash was last checked

@@ -306,10 +306,11 @@ def heartbeat(core: ShardCore, ev: ConsumerGroupHeartbeat,
         core.write(ConsumerGroupMemberMetadataKey(gid, member_id), updated.metadata_value())
         bump |= updated.subscribed_topic_names != old.subscribed_topic_names
     group = core.hard.consumer.groups[gid]
-    bump |= regex_refresh.on_heartbeat(core, group, old.subscribed_topic_regex, new_regex,
-                                       ev.describable)
+    bump |= regex_refresh.subscription_changed(core, group, old.subscribed_topic_regex,
+                                               new_regex)
     bump_epoch(core, group, bump)
     job = batching.request_target(core, group)
+    regex_refresh.maybe_refresh(core, group, ev.describable)
     schedule_session(core, gid, member_id)
     owned = None if ev.topic_partitions is None else from_topic_partitions(ev.topic_partitions)
     old_assigned = dict(old.assigned)

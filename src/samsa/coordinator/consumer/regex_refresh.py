@@ -2,10 +2,11 @@
 ``GroupMetadataManager.maybeUpdateRegularExpressions`` and
 ``handleRegularExpressionsResult``.
 
-A heartbeat never resolves a regex itself. :func:`on_heartbeat` looks at the group after the
-member's subscription is written and, when Kafka would, hands the edge a job
+A heartbeat never resolves a regex itself. :func:`maybe_refresh` looks at the group after
+the member's subscription is written and, when Kafka would, hands the edge a job
 (:class:`RegexWork`: every regex the group subscribes to, against the topic names the
-member may describe, KAFKA-18813) unless one is awaited already. Kafka's conditions, in its
+member may describe, KAFKA-18813) unless one is awaited already; while a target job of the
+group is awaited, the refresh starts when that lands. Kafka's conditions, in its
 order: the group subscribes to a regex; no resolution within the last 10 s
 (``REGEX_BATCH_REFRESH_MIN_INTERVAL_MS``); and a regex is unresolved, or topics appeared
 since the last resolution (``TopicsSnapshot.new_topics_version``), or the last resolution
@@ -17,7 +18,7 @@ caller bumps the group epoch, and the group's next target includes them. So a me
 subscribes to a regex and a topic name is first assigned the named topic's partitions, and
 the regex's topics in a later epoch, as with Kafka.
 
-A member's own subscription changes are answered at once (:func:`on_heartbeat`'s return):
+A member's own subscription changes are answered at once (:func:`subscription_changed`):
 the group epoch is bumped when a member switches to a regex the group has resolved already,
 drops its regex, or leaves a regex nobody else uses and that named topics.
 """
@@ -55,11 +56,10 @@ class RegexWork:
         return {regex: rx.resolve(regex, self.names) for regex in self.regexes}
 
 
-def on_heartbeat(core: ShardCore, group: ConsumerGroup, old_regex: str | None,
-                 new_regex: str | None, describable: Describable | None) -> bool:
+def subscription_changed(core: ShardCore, group: ConsumerGroup, old_regex: str | None,
+                         new_regex: str | None) -> bool:
     """After a member's subscription (old -> new regex) is written: drop a regex nobody
-    uses any more, start a resolution if Kafka's conditions ask for one; True if the group
-    epoch must be bumped now."""
+    uses any more; True if the group epoch must be bumped now."""
     bump = False
     if old_regex != new_regex:
         if old_regex:
@@ -68,16 +68,18 @@ def on_heartbeat(core: ShardCore, group: ConsumerGroup, old_regex: str | None,
             bump = True  # Kafka: switching to a regex the group has resolved rebalances
         elif not new_regex and old_regex:
             bump = True  # Kafka: a member that drops its regex rebalances
-    if not (old_regex or new_regex or group.regexes):
-        return bump  # no regex here: skip the scan of the members
-    maybe_refresh(core, group, describable)
     return bump
 
 
 def maybe_refresh(core: ShardCore, group: ConsumerGroup,
                   describable: Describable | None) -> Job | None:
-    """Kafka's conditions for a refresh (see the module); the job started, or None."""
+    """Kafka's conditions for a refresh (see the module); the job started, or None. While a
+    target job of the group is awaited the refresh waits for it (:func:`asked_meanwhile`):
+    a resolution landing meanwhile would make that target stale, and the named topics of a
+    new member are assigned first, as with Kafka 4.3's inline assignment."""
     gid = group.group_id
+    if not (group.regexes or any(m.subscribed_topic_regex for m in group.members.values())):
+        return None
     wanted = group.subscribed_regexes()
     if not wanted or core.awaits(REGEX, gid) is not None:
         return None
@@ -92,9 +94,20 @@ def maybe_refresh(core: ShardCore, group: ConsumerGroup,
                 and last_version >= topics.new_topics_version
                 and now < last_time + core.config.consumer_regex_refresh_interval_ms):
             return None
+    if core.awaits(JobKind.TARGET_ASSIGNMENT, gid) is not None:
+        group.regex_refresh_after_target = (describable,)
+        return None
+    group.regex_refresh_after_target = None
     names = topics.by_name if describable is None else describable(topics.by_name)
     work = RegexWork(tuple(sorted(wanted)), tuple(names), topics.version)
     return core.start_job(REGEX, gid, work)
+
+
+def asked_meanwhile(core: ShardCore, group: ConsumerGroup) -> None:
+    """The group's target job landed: start the refresh a heartbeat asked for meanwhile."""
+    asked = group.regex_refresh_after_target
+    if asked is not None and core.awaits(JobKind.TARGET_ASSIGNMENT, group.group_id) is None:
+        maybe_refresh(core, group, asked[0])
 
 
 def resolved(core: ShardCore, group: ConsumerGroup, job: Job, outcome: object) -> bool:
