@@ -101,5 +101,5 @@ def test_kip_1263_defaults_and_names() -> None:
             config.consumer_regex_refresh_interval_ms) == (250, False, 5000)
     with pytest.raises(InvalidCoordinatorConfig, match="expected true or false"):
         CoordinatorConfig.from_properties({"group.consumer.assignor.offload.enable": "maybe"})
-    with pytest.raises(ConfigError, match="group.coordinator.background.threads"):
+    with pytest.raises(ConfigError, match=r"group\.coordinator\.background\.threads"):
         BrokerConfig.create(overrides={"group.coordinator.background.threads": "0"})

@@ -19,6 +19,8 @@ import concurrent.futures
 import logging
 import multiprocessing
 import os
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 
@@ -30,6 +32,18 @@ log = logging.getLogger("samsa.groups")
 def _run(work: Callable[[], object]) -> object:
     """In a worker: the work's outcome (an exception travels back as one)."""
     return work()
+
+
+def _exit_with(parent: int) -> None:
+    """A worker's initializer: exit when the broker that started it is gone (SIGKILLed, a
+    crash): nothing else would tell an idle worker, and it would outlive the broker."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 class JobRunner:
@@ -55,7 +69,8 @@ class JobRunner:
             return self._thread_pool()
         if self._processes is None:
             self._processes = concurrent.futures.ProcessPoolExecutor(
-                self._workers, mp_context=multiprocessing.get_context("spawn"))
+                self._workers, mp_context=multiprocessing.get_context("spawn"),
+                initializer=_exit_with, initargs=(os.getpid(),))
         return self._processes
 
     def _thread_pool(self) -> concurrent.futures.ThreadPoolExecutor:
