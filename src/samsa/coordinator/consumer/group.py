@@ -225,6 +225,8 @@ class ConsumerGroup:
     partition_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
     #: instance id -> member id
     static_members: dict[str, str] = field(default_factory=dict)
+    #: derived from ``members``: regex -> how many members subscribe to it
+    regex_counts: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
     #: soft: no target computation before this time (one raised: retried later)
     retry_at: int = field(default=0, compare=False, repr=False)
     #: soft: a regex refresh asked for while a target job was awaited, with the topics
@@ -300,12 +302,10 @@ class ConsumerGroup:
                     return True
         return False
 
-    def subscribed_regexes(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for m in self.members.values():
-            if m.subscribed_topic_regex:
-                counts[m.subscribed_topic_regex] = counts.get(m.subscribed_topic_regex, 0) + 1
-        return counts
+    def subscribed_regexes(self) -> Mapping[str, int]:
+        """Each regex the members subscribe to, with how many do (kept up to date by
+        replay: a heartbeat asks without scanning the members)."""
+        return self.regex_counts
 
     def subscribed_topic_names(self) -> frozenset[str]:
         """Topic names any member subscribes to, by name or through a resolved regex."""
@@ -332,6 +332,14 @@ class ConsumerGroup:
 
     # ------------------------------------------------------------------ replay
 
+    def _count_regex(self, regex: str | None, step: int) -> None:
+        if regex:
+            n = self.regex_counts.get(regex, 0) + step
+            if n:
+                self.regex_counts[regex] = n
+            else:
+                self.regex_counts.pop(regex, None)
+
     def _set_member(self, member: ConsumerMember) -> None:
         old = self.members.get(member.member_id)
         if old is not None:
@@ -339,6 +347,8 @@ class ConsumerGroup:
                     old.member_id:
                 del self.static_members[old.instance_id]
             self._release(old)
+            self._count_regex(old.subscribed_topic_regex, -1)
+        self._count_regex(member.subscribed_topic_regex, 1)
         self.members[member.member_id] = member
         if member.instance_id is not None:
             self.static_members[member.instance_id] = member.member_id
@@ -351,6 +361,7 @@ class ConsumerGroup:
         if old.instance_id is not None and self.static_members.get(old.instance_id) == member_id:
             del self.static_members[old.instance_id]
         self._release(old)
+        self._count_regex(old.subscribed_topic_regex, -1)
         self.revoking_epochs.pop(member_id, None)
 
     def _release(self, member: ConsumerMember) -> None:

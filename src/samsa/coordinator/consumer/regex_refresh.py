@@ -78,8 +78,6 @@ def maybe_refresh(core: ShardCore, group: ConsumerGroup,
     a resolution landing meanwhile would make that target stale, and the named topics of a
     new member are assigned first, as with Kafka 4.3's inline assignment."""
     gid = group.group_id
-    if not (group.regexes or any(m.subscribed_topic_regex for m in group.members.values())):
-        return None
     wanted = group.subscribed_regexes()
     if not wanted or core.awaits(REGEX, gid) is not None:
         return None
