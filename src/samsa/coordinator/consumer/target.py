@@ -99,8 +99,17 @@ class TargetWork:
     topics: TopicsView
 
     def __call__(self) -> dict[str, Assignment]:
+        """The members whose target changed, with their new one: a worker sends back, and
+        the event loop unpickles and later collects, a few entries, not the whole group."""
         result = assignors(self.assignors)[self.assignor].assign(self.spec, self.topics)
-        return {mid: {t: ps for t, ps in a.items() if ps} for mid, a in result.items()}
+        current = self.spec.current
+        changed: dict[str, Assignment] = {}
+        for mid in self.spec.members:
+            new = {t: ps for t, ps in result.get(mid, {}).items() if ps}
+            old = current.get(mid)
+            if old is None or dict(old) != new:
+                changed[mid] = new
+        return changed
 
     def __reduce__(self) -> tuple[object, tuple[object, ...]]:
         """Pickled as plain tuples, dicts and sets (C-speed; a worker process rebuilds the
@@ -145,17 +154,16 @@ def is_current(work: TargetWork, group: ConsumerGroup) -> bool:
 
 
 def write_target(core: ShardCore, group: ConsumerGroup, epoch: int,
-                 result: Mapping[str, Assignment]) -> None:
-    """Write the target for ``epoch``: a record for each member whose target changed, then
-    the metadata record (the assignment epoch, and now as the computation's timestamp)."""
+                 changed: Mapping[str, Assignment]) -> None:
+    """Write the target for ``epoch`` (a current :class:`TargetWork`'s outcome: the members
+    whose target changed): a record for each of them, then the metadata record (the
+    assignment epoch, and now as the computation's timestamp)."""
     gid = group.group_id
-    for mid in group.members:
-        new: Assignment = result.get(mid, {})
-        old = group.target.get(mid)
-        if old is None or dict(old) != new:
+    for mid in sorted(changed):
+        if mid in group.members:
             core.write(
                 ConsumerGroupTargetAssignmentMemberKey(gid, mid),
-                ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(new)),
+                ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(changed[mid])),
             )
     core.write(
         ConsumerGroupTargetAssignmentMetadataKey(gid),
