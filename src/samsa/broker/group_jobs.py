@@ -65,8 +65,6 @@ class JobRunner:
         self._submit(job, self._pool())
 
     def _pool(self) -> concurrent.futures.Executor:
-        if os.environ.get("SAMSA_GROUP_JOBS") == "thread":  # TEMPORARY: measurement only
-            return self._thread_pool()
         if self._processes is None:
             self._processes = concurrent.futures.ProcessPoolExecutor(
                 self._workers, mp_context=multiprocessing.get_context("spawn"),
