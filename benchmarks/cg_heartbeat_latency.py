@@ -241,7 +241,7 @@ async def heartbeat_latency(host: str, port: int, group: str, topics: tuple[str,
     for i in range(members):
         m = Member(conns[i % connections], group, topics, stats)
         live.append(m)
-        await m.beat(0, steady=False)  # one at a time: every join computes a target
+        await m.beat(0, steady=False)  # one at a time: every join asks for a target
     join_s = time.perf_counter() - join_start
     tasks = [asyncio.create_task(m.run(interval_s, stop_at)) for m in live]
     await asyncio.sleep(warmup_s)

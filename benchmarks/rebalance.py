@@ -12,10 +12,13 @@ with a protocol-level load generator.
     broker (initial delay 0): time until N = 10, 50 and 100 consumers are fully assigned, and a
     group of 10's time to Stable again after a member leaves and after one is SIGKILLed
     (Stable: every member at the target assignment, described by ConsumerGroupDescribe).
-(e) KIP-848 heartbeat latency while target assignments are computed: 1,000 protocol-level
-    members (one connection each) of one consumer group subscribed to 1,000-partition
-    topics (50 of them, or as many as this process's open-file limit allows: each partition
-    holds a file open), one member leaving and a new one joining every 500 ms; p50/p99/max
+(e) KIP-848 heartbeat latency while target assignments are computed (KIP-1263: at most one
+    per group per group.consumer.assignment.interval.ms, in a worker process; --e-config
+    group.consumer.assignor.offload.enable=false computes them on the event loop): 1,000
+    protocol-level members (one connection each) of one consumer group subscribed to
+    1,000-partition topics (50 of them, or as many as this process's open-file limit
+    allows: each partition holds a file open; --e-topics 17 gives 17,000 partitions), one
+    member leaving and a new one joining every 500 ms; p50/p99/max
     latency of the members' plain heartbeats, of those answered with a new member epoch and of
     those that change a member's assignment (both write a record and wait for its fsync), and
     of an ApiVersions probe every 10 ms
@@ -253,7 +256,8 @@ def section_d(tmp: Path, sizes: list[int], trials: int, session_ms: int) -> None
 E_PARTITIONS = 1000
 
 
-def section_e(tmp: Path, members: int, topics: int, churn_ms: int, seconds: float) -> None:
+def section_e(tmp: Path, members: int, topics: int, churn_ms: int, seconds: float,
+              extra: dict[str, str] | None = None) -> None:
     from benchmarks.cg_heartbeat_latency import run as heartbeat_latency
 
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -262,9 +266,10 @@ def section_e(tmp: Path, members: int, topics: int, churn_ms: int, seconds: floa
         print(f"(e) open-file limit {soft}: {fit} topics instead of {topics}")
         topics = fit
     names = tuple(f"e-{i}" for i in range(topics))
+    config = {"group.consumer.heartbeat.interval.ms": "5000", **(extra or {})}
     print(f"(e) KIP-848 heartbeat latency: {members} members, {topics} x {E_PARTITIONS} "
-          f"partitions, one leave + one join every {churn_ms} ms, heartbeat interval 5000 ms")
-    broker = BrokerProcess(tmp / "e", {"group.consumer.heartbeat.interval.ms": "5000"}).start()
+          f"partitions, one leave + one join every {churn_ms} ms, broker config {config}")
+    broker = BrokerProcess(tmp / "e", config).start()
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         created = admin.create_topics(
@@ -518,6 +523,9 @@ def main() -> None:
     ap.add_argument("--e-topics", type=int, default=50, help="1000-partition topics for (e)")
     ap.add_argument("--e-churn-ms", type=int, default=500)
     ap.add_argument("--e-seconds", type=float, default=30.0)
+    ap.add_argument("--e-config", action="append", default=[], metavar="KEY=VALUE",
+                    help="a broker setting for (e), e.g. "
+                         "group.consumer.assignor.offload.enable=false")
     args = ap.parse_args()
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # 100 consumers' sockets
@@ -574,7 +582,8 @@ def main() -> None:
                       args.session_ms)
 
         if not args.skip_e:
-            section_e(tmpdir, args.e_members, args.e_topics, args.e_churn_ms, args.e_seconds)
+            section_e(tmpdir, args.e_members, args.e_topics, args.e_churn_ms, args.e_seconds,
+                      dict(kv.split("=", 1) for kv in args.e_config))
 
         if not args.skip_c:
             print("(c) coordinator capacity (load generator in its own process)")

@@ -7,6 +7,7 @@ converts them to the version asked. Each version must decode and carry the same 
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -136,6 +137,19 @@ def heartbeat(c: WireClient, version: int, group: str, member_id: str, epoch: in
                 topic_partitions=None if topics is None else [])
 
 
+def assigned(c: WireClient, version: int, group: str, joined: Any) -> Any:
+    """Heartbeats until the member's first target has landed (KIP-1263: it is computed in
+    the background, so the join is answered before it, at epoch 1 with nothing)."""
+    r = joined
+    deadline = time.monotonic() + 15
+    while not (r.assignment and r.assignment.topic_partitions):
+        assert time.monotonic() < deadline, r
+        time.sleep(0.05)
+        r = heartbeat(c, version, group, joined.member_id, r.member_epoch, None)
+        assert r.error_code == NONE, r
+    return r
+
+
 @pytest.mark.parametrize("version", versions(consumer_group_heartbeat))
 def test_consumer_group_heartbeat(client: WireClient, version: int) -> None:
     name, group = unique("cgh"), unique("cgh")
@@ -145,6 +159,7 @@ def test_consumer_group_heartbeat(client: WireClient, version: int) -> None:
     assert joined.error_code == NONE and joined.error_message is None
     assert joined.member_id and joined.member_epoch >= 1
     assert joined.heartbeat_interval.total_seconds() > 0
+    joined = assigned(client, version, group, joined)
     (owned,) = joined.assignment.topic_partitions
     assert (owned.topic_id, sorted(owned.partitions)) == (topic_id, [0, 1])
     again = heartbeat(client, version, group, joined.member_id, joined.member_epoch, None)
@@ -160,8 +175,8 @@ def test_consumer_group_heartbeat(client: WireClient, version: int) -> None:
 @pytest.mark.parametrize("version", versions(consumer_group_describe))
 def test_consumer_group_describe(client: WireClient, version: int) -> None:
     name, group = topic(client), unique("cgd")
-    joined = heartbeat(client, 1, group, str(uuid.uuid4()), 0, [name])
-    assert joined.error_code == NONE
+    joined = assigned(client, 1, group, heartbeat(client, 1, group, str(uuid.uuid4()), 0,
+                                                  [name]))
     resp = call(client, ApiKey.CONSUMER_GROUP_DESCRIBE, version, group_ids=[group, "missing"],
                 include_authorized_operations=False)
     described, missing = resp.groups

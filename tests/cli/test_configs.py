@@ -64,6 +64,8 @@ def test_broker_and_group_configs(cli: CLI, admin: Admin) -> None:
     assert r.rc == 0, r.err
     configs = cli("configs", "describe", "--group", group, "--all", "-o", "json").json()
     assert {c["name"]: (c["value"], c["source"]) for c in configs} == {
+        "consumer.assignment.interval.ms": ("1000", "DEFAULT_CONFIG"),
+        "consumer.assignor.offload.enable": ("true", "DEFAULT_CONFIG"),
         "consumer.heartbeat.interval.ms": ("5000", "DEFAULT_CONFIG"),
         "consumer.session.timeout.ms": ("50000", "GROUP_CONFIG")}
 

@@ -152,7 +152,9 @@ def test_group_configs(broker: BrokerProcess) -> None:
     configs = _describe(admin, "GROUP", group)
     assert {k: (c.value, c.source) for k, c in configs.items()} == {
         "consumer.session.timeout.ms": ("45000", ConfigSource.DEFAULT_CONFIG.value),
-        "consumer.heartbeat.interval.ms": ("5000", ConfigSource.DEFAULT_CONFIG.value)}
+        "consumer.heartbeat.interval.ms": ("5000", ConfigSource.DEFAULT_CONFIG.value),
+        "consumer.assignment.interval.ms": ("1000", ConfigSource.DEFAULT_CONFIG.value),
+        "consumer.assignor.offload.enable": ("true", ConfigSource.DEFAULT_CONFIG.value)}
 
     _alter(admin, _resource("GROUP", group, ("consumer.session.timeout.ms", "50000", SET),
                             ("consumer.heartbeat.interval.ms", "6000", SET)))
@@ -167,12 +169,22 @@ def test_group_configs(broker: BrokerProcess) -> None:
                ("consumer.session.timeout.ms", "99999999", SET),   # above its max
                ("consumer.heartbeat.interval.ms", "x", SET),
                ("consumer.heartbeat.interval.ms", "2000", SET),    # below the broker's min
+               ("consumer.assignment.interval.ms", "16000", SET),  # above the broker's max
+               ("consumer.assignment.interval.ms", "-1", SET),
+               ("consumer.assignor.offload.enable", "maybe", SET),
                ("share.session.timeout.ms", "50000", SET),
                ("no.such.config", "1", SET)]:
         assert _error(admin, _resource("GROUP", group, op)).code() == KafkaError.INVALID_CONFIG
     _alter(admin, _resource("GROUP", group, ("consumer.heartbeat.interval.ms", "7000", SET)),
            validate_only=True)
     assert _describe(admin, "GROUP", group)["consumer.heartbeat.interval.ms"].value == "6000"
+
+    _alter(admin, _resource("GROUP", group, ("consumer.assignment.interval.ms", "0", SET),
+                            ("consumer.assignor.offload.enable", "false", SET)))
+    configs = _describe(admin, "GROUP", group)
+    assert (configs["consumer.assignment.interval.ms"].value,
+            configs["consumer.assignor.offload.enable"].value) == ("0", "false")
+    assert configs["consumer.assignor.offload.enable"].source == ConfigSource.GROUP_CONFIG.value
 
     res = ConfigResource("GROUP", group, set_config={"consumer.heartbeat.interval.ms": "8000"})
     admin.alter_configs([res])[res].result(15)

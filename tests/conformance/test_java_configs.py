@@ -177,7 +177,9 @@ def test_broker_and_group_configs_survive_restart(fresh_broker: BrokerProcess,
     assert errors(e[2]) == {"BROKER:0": None, "BROKER:": None, f"GROUP:{g}": None}
     assert {**e[3], "ts": 0} == {**e[1], "op": 3, "ts": 0}  # validateOnly changed nothing
     assert values(e[4]) == {"consumer.session.timeout.ms": ("45000", DEFAULT),
-                            "consumer.heartbeat.interval.ms": ("5000", DEFAULT)}
+                            "consumer.heartbeat.interval.ms": ("5000", DEFAULT),
+                            "consumer.assignment.interval.ms": ("1000", DEFAULT),
+                            "consumer.assignor.offload.enable": ("true", DEFAULT)}
 
     assert errors(e[5]) == {"BROKER:0": None, "BROKER:": None, f"GROUP:{g}": None,
                             f"TOPIC:{t}": None}
@@ -205,7 +207,9 @@ def test_broker_and_group_configs_survive_restart(fresh_broker: BrokerProcess,
     assert tc["cleanup.policy"][1] == BROKER_SRC
     assert tc["max.message.bytes"] == ("2000", TOPIC_SRC)
     assert values(group) == {"consumer.session.timeout.ms": ("50000", GROUP_SRC),
-                             "consumer.heartbeat.interval.ms": ("5000", DEFAULT)}
+                             "consumer.heartbeat.interval.ms": ("5000", DEFAULT),
+                             "consumer.assignment.interval.ms": ("1000", DEFAULT),
+                             "consumer.assignor.offload.enable": ("true", DEFAULT)}
     assert configs(group)["consumer.session.timeout.ms"]["synonyms"] == [
         ["consumer.session.timeout.ms", "50000", GROUP_SRC],
         ["group.consumer.session.timeout.ms", "45000", DEFAULT]]

@@ -34,8 +34,14 @@ def as_dict(items: tuple[TopicPartitions, ...] | None) -> dict[uuid.UUID, set[in
 
 @dataclass
 class CCtx(Ctx):
+    """Targets are computed inline and without an interval unless a test asks otherwise:
+    a heartbeat that needs a new target is answered from it (Kafka 4.3 with
+    ``consumer.assignor.offload.enable=false`` and ``consumer.assignment.interval.ms=0``)."""
+
     config: CoordinatorConfig = field(
-        default_factory=lambda: CoordinatorConfig(offsets_topic_num_partitions=1)
+        default_factory=lambda: CoordinatorConfig(offsets_topic_num_partitions=1,
+                                                  consumer_assignment_interval_ms=0,
+                                                  consumer_assignor_offload_enable=False)
     )
     topics: TopicsSnapshot = TOPICS
 

@@ -82,6 +82,7 @@ from samsa.coordinator import (
 )
 from samsa.coordinator.events import Event
 from samsa.coordinator.group import Group
+from samsa.coordinator.jobs import Job
 from samsa.coordinator.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey
 from samsa.coordinator.responses import (
     ConsumerGroupHeartbeatResponse,
@@ -257,6 +258,8 @@ class FailoverSimulation:
     def __init__(self, seed: int, steps: int = 250, churn: bool = True) -> None:
         self.seed = seed
         self.rng = rng = random.Random(seed)
+        #: the background jobs' delays, drawn apart so they do not shift the scenario's draws
+        self.job_rng = random.Random(seed + 2_000_003)
         self.steps = steps
         self.churn = churn
         self.config = self.configure(CoordinatorConfig(
@@ -426,6 +429,10 @@ class FailoverSimulation:
             if self.logs[partition].owner is None and alive:
                 self.acquire(partition, index if self.runtimes[index].alive
                              else self.rng.choice(alive), load_ms)
+        elif kind == "job":
+            r, coord, job, outcome = payload
+            if r.alive and r.coord is coord:
+                self.edge(r, coord.complete(job, outcome, self.now))
         elif kind == "restart":
             r = self.runtimes[payload]
             if not r.alive:
@@ -501,6 +508,17 @@ class FailoverSimulation:
                 self.respond(r, reply.token, self._confirmed(r, reply.token, reply.response))
         if hook is not None and hook[0] >= len(result.replies):
             hook[1]()
+        for job in result.jobs:
+            self._start_job(r, job)
+
+    def _start_job(self, r: Runtime, job: Job) -> None:
+        """As the broker's edge (KIP-1263): an inline job completes at once, an offloaded one
+        a little later on the coordinator that asked for it, if it still runs."""
+        if not job.offload:
+            self.edge(r, r.coord.complete(job, job.run(), self.now))
+            return
+        delay = 0 if self.calm else self.job_rng.choice([0, 0, 100, 700, 3000])
+        self._post(self.now + delay, "job", (r, r.coord, job, job.run()))
 
     def _confirmed(self, r: Runtime, token: int, response: Response) -> Response:
         """As the broker's edge, a runtime confirms its lease (the database's row here: the

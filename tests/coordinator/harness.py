@@ -1,5 +1,6 @@
 """Test context for the coordinator: a Coordinator on a fake clock that records every
-record and reply, and checks replay/consistency invariants (like Kafka's
+record and reply, runs the background jobs its results ask for (at once, or when the test
+says: ``hold_jobs``), and checks replay/consistency invariants (like Kafka's
 GroupMetadataManagerTestContext)."""
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from samsa.coordinator import (
     TimerKind,
 )
 from samsa.coordinator.events import Event
+from samsa.coordinator.jobs import Job
 from samsa.coordinator.queries import GroupDescription
 from samsa.coordinator.records import RecordKey, RecordValue, deserialize, serialize
 from samsa.coordinator.responses import JoinGroupResponse, Response, SyncGroupResponse
@@ -50,6 +52,9 @@ class Ctx:
         default_factory=lambda: CoordinatorConfig(offsets_topic_num_partitions=1)
     )
     partitions: Iterable[int] | None = None
+    #: keep offloaded jobs in ``held`` instead of completing them at once (inline jobs,
+    #: ``offload=False``, always complete at once, as the broker's edge runs them)
+    hold_jobs: bool = False
 
     def __post_init__(self) -> None:
         LIVE.append(self)
@@ -61,6 +66,7 @@ class Ctx:
         self.records: list[Record] = []
         self.replies: dict[object, list[Response]] = {}
         self.results: list[Result] = []
+        self.held: list[Job] = []
         wanted = (
             range(self.config.offsets_topic_num_partitions)
             if self.partitions is None
@@ -84,7 +90,25 @@ class Ctx:
         for reply in result.replies:
             self.replies.setdefault(reply.token, []).append(reply.response)
             assert len(self.replies[reply.token]) == 1, f"token {reply.token} answered twice"
+        # as the broker's edge: inline jobs complete at once, then the offloaded ones
+        for job in sorted(result.jobs, key=lambda j: j.offload):
+            if job.offload and self.hold_jobs:
+                self.held.append(job)
+            else:
+                self.complete(job)
         return result
+
+    def complete(self, job: Job, outcome: object = None) -> Result:
+        """Hand ``job``'s outcome (its work's, unless given) back to the coordinator."""
+        if job in self.held:
+            self.held.remove(job)
+        return self.absorb(self.coord.complete(job, job.run() if outcome is None else outcome,
+                                               self.now))
+
+    def run_jobs(self) -> None:
+        """Complete every held job, oldest first (and those they start)."""
+        while self.held:
+            self.complete(self.held[0])
 
     def _on_fire(self, key: TimerKey, now_ms: int) -> None:
         self.absorb(self.coord.fire(key, now_ms))

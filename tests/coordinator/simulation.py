@@ -43,14 +43,17 @@ from samsa.coordinator import (
     Result,
     SyncGroup,
     TimerKey,
+    TimerKind,
     TopicInfo,
     TopicPartitions,
     TopicsSnapshot,
     error_response,
 )
 from samsa.coordinator.consumer.group import ConsumerGroup
+from samsa.coordinator.consumer.records import ConsumerGroupMemberMetadataKey
 from samsa.coordinator.events import Event
 from samsa.coordinator.group import Group
+from samsa.coordinator.jobs import Job, JobFailed, JobKind
 from samsa.coordinator.records import GroupMetadataKey
 from samsa.coordinator.responses import (
     ConsumerGroupHeartbeatResponse,
@@ -648,8 +651,11 @@ class ConsumerSimulation:
     is held by two members, no member epoch exceeds the group epoch, each member has an
     assignment epoch for exactly the partitions it holds (none above its own epoch),
     replaying the records gives the live state, timers are mirrored, every reply's error is
-    legal. At the end, after a quiet period with every member heartbeating, the group is
-    Stable and each subscribed partition assigned once."""
+    legal, and a group short of its target awaits a job still on its way or has its
+    assignment timer armed. Background jobs (target assignments, regex resolutions) run
+    inline when the group says so, else complete late, out of order, twice, failed, or
+    never when a fail-over came first. At the end, after a quiet period with every member
+    heartbeating, the group is Stable and each subscribed partition assigned once."""
 
     #: group.history.max.events of the simulated coordinator (0: no history)
     HISTORY_MAX_EVENTS = 0
@@ -659,6 +665,8 @@ class ConsumerSimulation:
         self.rng = rng = random.Random(seed)
         #: the commits' own draws, so that they leave every other draw of a seed as it was
         self.commit_rng = random.Random(seed + 1_000_003)
+        #: the background jobs' draws (their delays, failures, duplicates), likewise
+        self.job_rng = random.Random(seed + 2_000_003)
         self.steps = steps
         self.config = CoordinatorConfig(
             offsets_topic_num_partitions=1,
@@ -668,6 +676,8 @@ class ConsumerSimulation:
             offsets_retention_minutes=rng.choice([1, 10080]),
             offsets_retention_check_interval_ms=rng.choice([5000, 600_000]),
             history_max_events=self.HISTORY_MAX_EVENTS,
+            consumer_assignment_interval_ms=self.job_rng.choice([0, 0, 1000, 3000]),
+            consumer_assignor_offload_enable=self.job_rng.random() < 0.7,
         )
         self.timer = FakeTimer()
         self.timer.on_fire = self._on_fire
@@ -686,6 +696,8 @@ class ConsumerSimulation:
         self.log: list[str] = []
         self._failing = self._in_unload = False
         self.calm = False  # the quiet period: no delays, no failures
+        #: offloaded jobs whose outcome is still on its way
+        self.pending_jobs: set[Job] = set()
         self.members = [self._new_member(i) for i in range(rng.randint(2, 6))]
         self._publish_topics()
         self._absorb(self.coord.load(0, [], 0))
@@ -725,6 +737,26 @@ class ConsumerSimulation:
             self._check_reply(reply.response)
             delay = 0 if self.calm else self.rng.choice([0, 0, 50, 300, 2000])
             self._post(delay, "resp", (token, reply.response))
+        for job in result.jobs:
+            self._start_job(job)
+
+    def _start_job(self, job: Job) -> None:
+        """The edge's part: an inline job completes at once; an offloaded one later (so
+        completions come out of order), sometimes failed, sometimes twice."""
+        if not job.offload:
+            self._absorb(self.coord.complete(job, job.run(), self.now))
+            return
+        rng = self.job_rng
+        delay = 0 if self.calm else rng.choice([0, 0, 100, 700, 3000, 15_000])
+        outcome = JobFailed("injected") if not self.calm and rng.random() < 0.05 else job.run()
+        self._post(delay, "job", (job, outcome))
+        if not self.calm and rng.random() < 0.05:
+            self._post(delay + rng.randint(0, 5000), "job", (job, outcome))  # a duplicate
+        self.pending_jobs.add(job)
+
+    def _complete_job(self, job: Job, outcome: object) -> None:
+        self.pending_jobs.discard(job)
+        self._absorb(self.coord.complete(job, outcome, self.now))
 
     def _check_reply(self, response: Response) -> None:
         assert isinstance(response, ConsumerGroupHeartbeatResponse)
@@ -753,7 +785,10 @@ class ConsumerSimulation:
     def _deliver_due(self) -> None:
         while self.network and self.network[0][0] <= self.now:
             _, _, kind, payload = heapq.heappop(self.network)
-            if kind == "req":
+            if kind == "job":
+                assert isinstance(payload, tuple)
+                self._complete_job(*payload)
+            elif kind == "req":
                 assert isinstance(payload, int)
                 event = self.sent[payload][2]
                 if self.rng.random() < 0.04 and not self.calm:
@@ -785,6 +820,12 @@ class ConsumerSimulation:
         self._in_unload = True
         self._absorb(self.coord.unload(0))
         self._in_unload = False
+        # The jobs of the unloaded shard: some never complete (the node that ran them went
+        # away), the others complete late, against the new shard, which must ignore them.
+        lost = {j for j in self.pending_jobs if self.job_rng.random() < 0.5}
+        self.network = [n for n in self.network if not (n[2] == "job" and n[3][0] in lost)]
+        heapq.heapify(self.network)
+        self.pending_jobs -= lost
         self._absorb(self.coord.load(0, [(r.key, r.value) for r in self.records], self.now))
 
     # ------------------------------------------------------------------ member behaviour
@@ -930,9 +971,18 @@ class ConsumerSimulation:
         mirrored = {k: d for s in self.coord.shards.values() for k, d in s.deadlines.items()}
         if mirrored != self.timer.deadlines:
             raise InvariantViolation("timer service and shard deadlines disagree")
+        for job in shard.jobs.values():
+            if job not in self.pending_jobs:
+                raise InvariantViolation(f"the shard awaits a job that will never come: {job}")
         group = self.group()
-        if group is not None:
-            check_consumer_group(group)
+        if group is None:
+            return
+        if group.members and group.epoch > group.assignment_epoch and not (
+                shard.awaits(JobKind.TARGET_ASSIGNMENT, CONSUMER_GROUP)
+                or shard.is_scheduled(TimerKind.CONSUMER_ASSIGNMENT, CONSUMER_GROUP)):
+            raise InvariantViolation(f"group at epoch {group.epoch}, target at "
+                                     f"{group.assignment_epoch}, and no target on its way")
+        check_consumer_group(group)
 
     def check_quiet(self) -> None:
         """Once quiet, the group is Stable and each subscribed partition assigned once."""
@@ -1090,6 +1140,9 @@ class MixedSimulation(ConsumerSimulation):
     is a Stable consumer group and each subscribed partition is owned exactly once."""
 
     def __init__(self, seed: int, steps: int = 250) -> None:
+        #: classic clients removed by the coordinator that have not learnt it yet
+        self.zombies: set[str] = set()
+        self.classic: list[SimClassic] = []
         super().__init__(seed, steps)
         rng = self.rng
         self.classic = [SimClassic(f"k{i}", rng.random() < 0.5,
@@ -1105,6 +1158,19 @@ class MixedSimulation(ConsumerSimulation):
         m = super()._new_member(i)
         m.instance_id = None  # static replacement across protocols is not simulated
         return m
+
+    def _absorb(self, result: Result) -> None:
+        """Also notes the classic clients the coordinator removed behind their back (a
+        session or join timeout while they stalled): such a zombie rejoins with its old
+        member id and, if cooperative, the partitions it had (the Java client's way), and
+        owns them until its next SyncGroup answer, as with Kafka; the ownership checks
+        leave it out until then."""
+        for r in result.records:
+            if isinstance(r.key, ConsumerGroupMemberMetadataKey) and r.value is None:
+                for k in self.classic:
+                    if k.member_id == r.key.member_id and k.status != "down":
+                        self.zombies.add(k.name)
+        super()._absorb(result)
 
     def all_members(self) -> list[Any]:
         return [*self.members, *self.classic]
@@ -1124,7 +1190,10 @@ class MixedSimulation(ConsumerSimulation):
     def _deliver_due(self) -> None:
         while self.network and self.network[0][0] <= self.now:
             _, _, kind, payload = heapq.heappop(self.network)
-            if kind == "req":
+            if kind == "job":
+                assert isinstance(payload, tuple)
+                self._complete_job(*payload)
+            elif kind == "req":
                 assert isinstance(payload, int)
                 event = self.sent[payload][2]
                 if self.rng.random() < 0.03 and not self.calm:
@@ -1173,6 +1242,7 @@ class MixedSimulation(ConsumerSimulation):
                                 None, k.name))
 
     def _lose(self, k: SimClassic, reset_id: bool) -> None:
+        self.zombies.discard(k.name)
         k.owned = {}
         k.generation = -1
         if reset_id:
@@ -1229,6 +1299,7 @@ class MixedSimulation(ConsumerSimulation):
                 new = {t: frozenset(ps) for t, ps in got.items()}
                 revoked = any(ps - new.get(t, frozenset()) for t, ps in k.owned.items())
                 k.owned, k.status = new, "member"
+                self.zombies.discard(k.name)
                 if revoked:
                     self.cjoin(k)  # KIP-429: rejoin after revoking
             elif code in (UNKNOWN_MEMBER, ILLEGAL_GEN):
@@ -1241,6 +1312,7 @@ class MixedSimulation(ConsumerSimulation):
             self._lose(k, code == UNKNOWN_MEMBER)
 
     def ccrash(self, k: SimClassic) -> None:
+        self.zombies.discard(k.name)
         k.status, k.member_id, k.generation, k.owned = "down", "", -1, {}
         k.incarnation += 1
         k.inflight = None
@@ -1315,7 +1387,7 @@ class MixedSimulation(ConsumerSimulation):
         current = self._current()
         owner: dict[tuple[uuid.UUID, int], str] = {}
         for m in self.all_members():
-            if m.status == "down" or m.member_id not in current:
+            if m.status == "down" or m.member_id not in current or m.name in self.zombies:
                 continue
             if isinstance(m, SimClassic) and group is not None:
                 held = group.members[m.member_id]

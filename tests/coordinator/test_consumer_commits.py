@@ -43,16 +43,16 @@ def epochs(ctx: CCtx, member: str) -> dict[tuple[uuid.UUID, int], int]:
 
 
 def two_members() -> CCtx:
-    """a joined alone (epoch 1, t1-0..2); b joined (epoch 2): a gave up one partition and
-    moved to epoch 2 keeping the other two, which it was given at epoch 1; b then got the
-    freed one at epoch 2."""
+    """a joined alone (epoch 2, t1-0..2: a new group starts at epoch 1, KAFKA-20268); b
+    joined (epoch 3): a gave up one partition and moved to epoch 3 keeping the other two,
+    which it was given at epoch 2; b then got the freed one at epoch 3."""
     ctx = CCtx()
     ctx.hb("a", 0)
     ctx.hb("b", 0)
-    r = ctx.hb("a", 1, owned={T1: {0, 1, 2}})
-    assert r.member_epoch == 1 and ctx.member("a").state is MemberState.UNREVOKED_PARTITIONS
-    assert ctx.hb("a", 1, owned=as_dict(r.assignment)).member_epoch == 2
-    assert ctx.hb("b", 2, owned={}).member_epoch == 2
+    r = ctx.hb("a", 2, owned={T1: {0, 1, 2}})
+    assert r.member_epoch == 2 and ctx.member("a").state is MemberState.UNREVOKED_PARTITIONS
+    assert ctx.hb("a", 2, owned=as_dict(r.assignment)).member_epoch == 3
+    assert ctx.hb("b", 3, owned={}).member_epoch == 3
     return ctx
 
 
@@ -61,39 +61,39 @@ def test_reconciliation_stamps_each_partition_with_the_epoch_it_was_given_at() -
     a_parts = ctx.member("a").assigned[T1]
     (b_part,) = ctx.member("b").assigned[T1]
     assert len(a_parts) == 2 and b_part not in a_parts
-    assert epochs(ctx, "a") == {(T1, p): 1 for p in a_parts}  # kept from epoch 1
-    assert epochs(ctx, "b") == {(T1, b_part): 2}  # new at epoch 2
-    # b leaves: a gets b's partition at epoch 3, and keeps the epochs of its own
+    assert epochs(ctx, "a") == {(T1, p): 2 for p in a_parts}  # kept from epoch 2
+    assert epochs(ctx, "b") == {(T1, b_part): 3}  # new at epoch 3
+    # b leaves: a gets b's partition at epoch 4, and keeps the epochs of its own
     ctx.hb("b", -1)
-    ctx.hb("a", 2, owned={T1: set(a_parts)})
-    assert ctx.member("a").member_epoch == 3
-    assert epochs(ctx, "a") == {**{(T1, p): 1 for p in a_parts}, (T1, b_part): 3}
+    ctx.hb("a", 3, owned={T1: set(a_parts)})
+    assert ctx.member("a").member_epoch == 4
+    assert epochs(ctx, "a") == {**{(T1, p): 2 for p in a_parts}, (T1, b_part): 4}
 
 
 def test_the_kips_table() -> None:
     """``assignmentEpoch(partition) <= clientEpoch <= brokerEpoch``, row by row."""
     ctx = two_members()
-    p0, p1 = sorted(ctx.member("a").assigned[T1])  # a: given at 1, member epoch 2
-    (pb,) = ctx.member("b").assigned[T1]  # b's, given at 2
+    p0, p1 = sorted(ctx.member("a").assigned[T1])  # a: given at 2, member epoch 3
+    (pb,) = ctx.member("b").assigned[T1]  # b's, given at 3
     # client epoch == broker epoch: accepted (every partition, as Kafka)
-    assert commit(ctx, "a", 2, (T1, p0)) == [E.none]
+    assert commit(ctx, "a", 3, (T1, p0)) == [E.none]
     # client epoch newer than the broker's: stale
-    assert commit(ctx, "a", 3, (T1, p0)) == [E.stale_member_epoch]
+    assert commit(ctx, "a", 4, (T1, p0)) == [E.stale_member_epoch]
     # older epoch, the member holds the partition since that epoch or before: accepted
-    assert commit(ctx, "a", 1, (T1, p0), (T1, p1)) == [E.none, E.none]
+    assert commit(ctx, "a", 2, (T1, p0), (T1, p1)) == [E.none, E.none]
     # older epoch, the partition belongs to another member: stale
-    assert commit(ctx, "a", 1, (T1, pb)) == [E.stale_member_epoch]
+    assert commit(ctx, "a", 2, (T1, pb)) == [E.stale_member_epoch]
     # older epoch, nobody holds the partition (t2 is not subscribed): stale
-    assert commit(ctx, "a", 1, (T2, 0)) == [E.stale_member_epoch]
+    assert commit(ctx, "a", 2, (T2, 0)) == [E.stale_member_epoch]
     # older epoch, the member was given the partition after it: stale
     ctx.hb("b", -1)
-    ctx.hb("a", 2, owned={T1: {p0, p1}})
-    assert ctx.member("a").member_epoch == 3
-    assert commit(ctx, "a", 2, (T1, p0)) == [E.none]
-    assert commit(ctx, "a", 2, (T1, pb)) == [E.stale_member_epoch]
-    assert commit(ctx, "a", 3, (T1, pb)) == [E.none]
+    ctx.hb("a", 3, owned={T1: {p0, p1}})
+    assert ctx.member("a").member_epoch == 4
+    assert commit(ctx, "a", 3, (T1, p0)) == [E.none]
+    assert commit(ctx, "a", 3, (T1, pb)) == [E.stale_member_epoch]
+    assert commit(ctx, "a", 4, (T1, pb)) == [E.none]
     # an unknown member, whatever its epoch
-    assert commit(ctx, "b", 2, (T1, p0)) == [E.unknown_member_id]
+    assert commit(ctx, "b", 3, (T1, p0)) == [E.unknown_member_id]
 
 
 def test_one_refused_partition_refuses_the_whole_commit() -> None:
@@ -101,29 +101,29 @@ def test_one_refused_partition_refuses_the_whole_commit() -> None:
     p0, _ = sorted(ctx.member("a").assigned[T1])
     (pb,) = ctx.member("b").assigned[T1]
     before = ctx.committed()
-    assert commit(ctx, "a", 1, (T1, p0), (T1, pb)) == [E.stale_member_epoch] * 2
+    assert commit(ctx, "a", 2, (T1, p0), (T1, pb)) == [E.stale_member_epoch] * 2
     assert ctx.committed() == before  # nothing written
     # metadata too large: that partition fails alone and is not checked (Kafka's order)
     big = "x" * (ctx.config.offset_metadata_max_bytes + 1)
-    assert commit(ctx, "a", 1, (T1, pb), metadata=big) == [E.offset_metadata_too_large]
+    assert commit(ctx, "a", 2, (T1, pb), metadata=big) == [E.offset_metadata_too_large]
 
 
 def test_a_revoking_member_commits_what_it_gives_up_with_an_older_epoch() -> None:
-    """c joins: a must give a partition up and stays in epoch 2 until it has; its
-    revoking partition was given at epoch 1, so a commit at epoch 1 is still accepted."""
+    """c joins: a must give a partition up and stays in epoch 3 until it has; its
+    revoking partition was given at epoch 2, so a commit at epoch 2 is still accepted."""
     ctx = two_members()
     ctx.hb("c", 0)
-    r = ctx.hb("a", 2, owned={T1: set(ctx.member("a").assigned[T1])})
+    r = ctx.hb("a", 3, owned={T1: set(ctx.member("a").assigned[T1])})
     a = ctx.member("a")
-    assert a.state is MemberState.UNREVOKED_PARTITIONS and a.member_epoch == 2
+    assert a.state is MemberState.UNREVOKED_PARTITIONS and a.member_epoch == 3
     (revoking,) = a.pending_revocation[T1]
-    assert epochs(ctx, "a")[(T1, revoking)] == 1
-    assert commit(ctx, "a", 1, (T1, revoking)) == [E.none]
+    assert epochs(ctx, "a")[(T1, revoking)] == 2
     assert commit(ctx, "a", 2, (T1, revoking)) == [E.none]
+    assert commit(ctx, "a", 3, (T1, revoking)) == [E.none]
     # once released, it is nobody's until c gets it
-    ctx.hb("a", 2, owned=as_dict(r.assignment))
-    assert ctx.member("a").member_epoch == 3
-    assert commit(ctx, "a", 2, (T1, revoking)) == [E.stale_member_epoch]
+    ctx.hb("a", 3, owned=as_dict(r.assignment))
+    assert ctx.member("a").member_epoch == 4
+    assert commit(ctx, "a", 3, (T1, revoking)) == [E.stale_member_epoch]
 
 
 def test_offset_fetch_still_wants_the_exact_epoch() -> None:
@@ -136,7 +136,7 @@ def test_offset_fetch_still_wants_the_exact_epoch() -> None:
         assert isinstance(r, OffsetFetchResponse)
         return r.groups[0].error_code
 
-    assert (fetch(2), fetch(1), fetch(3)) == (E.none, E.stale_member_epoch,
+    assert (fetch(3), fetch(2), fetch(4)) == (E.none, E.stale_member_epoch,
                                               E.stale_member_epoch)
 
 
@@ -180,7 +180,7 @@ def test_a_static_member_that_left_cannot_commit() -> None:
     ctx = CCtx()
     ctx.hb("a", 0, instance_id="i1")
     ctx.hb("a", -2, instance_id="i1")
-    assert commit(ctx, "a", 1, (T1, 0)) == [E.stale_member_epoch]  # 1 > -2
+    assert commit(ctx, "a", 2, (T1, 0)) == [E.stale_member_epoch]  # 2 > -2
 
 
 def test_admin_and_version_checks_come_first() -> None:
@@ -194,7 +194,7 @@ def test_admin_and_version_checks_come_first() -> None:
 def test_assignment_epochs_survive_bytes_and_a_reload() -> None:
     ctx = two_members()
     ctx.hb("c", 0)
-    ctx.hb("a", 2, owned={T1: set(ctx.member("a").assigned[T1])})  # a is revoking
+    ctx.hb("a", 3, owned={T1: set(ctx.member("a").assigned[T1])})  # a is revoking
     records = [deserialize(*serialize(r.key, r.value)) for r in ctx.records]
     fresh = CoordinatorShard(0, ctx.config)
     fresh.load([r for r in records if r is not None], ctx.now)

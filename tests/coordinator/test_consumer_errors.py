@@ -73,9 +73,9 @@ def test_unknown_group_and_member() -> None:
 def test_fenced_member_epoch() -> None:
     ctx = CCtx()
     ctx.hb("a", 0)
-    _refused(ctx, E.fenced_member_epoch, member_id="a", epoch=2)
-    ctx.hb("b", 0)  # epoch 2 for the group; a is still at 1 with previous 0
-    _refused(ctx, E.fenced_member_epoch, member_id="b", epoch=1, owned={})
+    _refused(ctx, E.fenced_member_epoch, member_id="a", epoch=3)
+    ctx.hb("b", 0)  # epoch 3 for the group; a is still at 2 with previous 0
+    _refused(ctx, E.fenced_member_epoch, member_id="b", epoch=2, owned={})
 
 
 def test_static_member_errors() -> None:
@@ -84,7 +84,7 @@ def test_static_member_errors() -> None:
     # another member takes the instance id while a holds it
     _refused(ctx, E.unreleased_instance_id, member_id="b", epoch=0, instance_id="i")
     # a heartbeat or leave for the instance id from another member id
-    _refused(ctx, E.fenced_instance_id, member_id="b", epoch=1, instance_id="i")
+    _refused(ctx, E.fenced_instance_id, member_id="b", epoch=2, instance_id="i")
     _refused(ctx, E.fenced_instance_id, member_id="b", epoch=-2, instance_id="i")
 
 
@@ -101,7 +101,8 @@ def test_invalid_regular_expression() -> None:
     _refused(ctx, E.invalid_regular_expression, member_id="a", epoch=0, regex="t[")
     _refused(ctx, E.invalid_regular_expression, member_id="a", epoch=0, regex="(?=t)t1")
     ctx.hb("a", 0, regex="t.*")
-    _refused(ctx, E.invalid_regular_expression, member_id="a", epoch=1, regex="(")
+    _refused(ctx, E.invalid_regular_expression, member_id="a",
+             epoch=ctx.member("a").member_epoch, regex="(")
 
 
 @pytest.mark.parametrize("regex", [

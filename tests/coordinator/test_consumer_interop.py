@@ -36,7 +36,7 @@ from samsa.coordinator.responses import (
 )
 from samsa.coordinator.timers import TimerKind
 
-from .consumer_ctx import T1, CCtx
+from .consumer_ctx import T1, T2, CCtx, as_dict
 
 
 def _commit(ctx: CCtx, member: str, epoch: int, version: int | None = 9) -> int:
@@ -59,14 +59,14 @@ def _fetch(ctx: CCtx, member: str | None, epoch: int) -> tuple[int, int]:
 def test_offset_commit_and_fetch_check_member_epochs() -> None:
     ctx = CCtx()
     ctx.hb("a", 0)
-    assert _commit(ctx, "a", 1) == E.none
+    assert _commit(ctx, "a", 2) == E.none
     assert _commit(ctx, "a", 0) == E.stale_member_epoch
-    assert _commit(ctx, "x", 1) == E.unknown_member_id
-    assert _commit(ctx, "a", 1, version=8) == E.unsupported_version
+    assert _commit(ctx, "x", 2) == E.unknown_member_id
+    assert _commit(ctx, "a", 2, version=8) == E.unsupported_version
     assert _commit(ctx, "", -1) == E.unknown_member_id  # admin commit on a live group
-    assert _fetch(ctx, "a", 1) == (E.none, 5)
+    assert _fetch(ctx, "a", 2) == (E.none, 5)
     assert _fetch(ctx, "a", 3)[0] == E.stale_member_epoch
-    assert _fetch(ctx, "x", 1)[0] == E.unknown_member_id
+    assert _fetch(ctx, "x", 2)[0] == E.unknown_member_id
     assert _fetch(ctx, None, -1) == (E.none, 5)  # admin fetch
     ctx.hb("a", -1)
     assert _commit(ctx, "", -1) == E.none  # empty group: admin commit
@@ -75,8 +75,8 @@ def test_offset_commit_and_fetch_check_member_epochs() -> None:
 def test_offset_delete_and_delete_groups() -> None:
     ctx = CCtx()
     ctx.hb("a", 0)
-    _commit(ctx, "a", 1)
-    ctx.call(OffsetCommit("g", (CommitTopic("old", (CommitPartition(0, 1),)),), 1, "a",
+    _commit(ctx, "a", 2)
+    ctx.call(OffsetCommit("g", (CommitTopic("old", (CommitPartition(0, 1),)),), 2, "a",
                           api_version=9))
     r = ctx.reply(ctx.call(OffsetDelete("g", (FetchTopic("t1", (0,)), FetchTopic("old", (0,))))))
     assert isinstance(r, OffsetDeleteResponse) and r.error_code == E.none
@@ -109,9 +109,9 @@ def test_list_describe_and_consumer_group_describe() -> None:
     assert isinstance(c, ConsumerGroupDescribeResponse)
     g, classic, none = c.groups
     assert (g.error_code, g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name) \
-        == (E.none, "Stable", 1, 1, "uniform")
+        == (E.none, "Stable", 2, 2, "uniform")
     (m,) = g.members
-    assert (m.member_id, m.rack_id, m.member_epoch) == ("a", "r", 1)
+    assert (m.member_id, m.rack_id, m.member_epoch) == ("a", "r", 2)
     assert [(tp.topic_name, tp.partitions) for tp in m.assignment] == [("t1", (0, 1, 2))]
     assert m.assignment == m.target_assignment
     assert classic.error_code == none.error_code == E.group_id_not_found
@@ -122,9 +122,9 @@ def test_classic_calls_on_a_live_consumer_group() -> None:
     ctx.hb("a", 0, instance_id="i")
     j = ctx.join_reply(ctx.join("", protocol_type="connect"))  # classic members: see migration
     assert isinstance(j, JoinGroupResponse) and j.error_code == E.inconsistent_group_protocol
-    h = ctx.reply(ctx.heartbeat("a", 1))
+    h = ctx.reply(ctx.heartbeat("a", 2))
     assert isinstance(h, HeartbeatResponse) and h.error_code == E.unknown_member_id
-    assert ctx.sync_reply(ctx.sync("a", 1)).error_code == E.unknown_member_id
+    assert ctx.sync_reply(ctx.sync("a", 2)).error_code == E.unknown_member_id
     r = ctx.reply(ctx.call(LeaveGroup("g", (LeavingMember("a"), LeavingMember("", "nope"),
                                             LeavingMember("", "i")))))
     assert isinstance(r, LeaveGroupResponse)
@@ -150,14 +150,17 @@ def test_consumer_member_converts_an_empty_classic_group() -> None:
     assert r.error_code == 0
     assert "g" not in ctx.shard().groups and "g" not in ctx.shard().hard.groups
     assert (GroupMetadataKey("g"), None) in [(x.key, x.value) for x in ctx.records]
-    assert _fetch(ctx, "a", 1) == (E.none, 3)  # offsets are kept
+    assert _fetch(ctx, "a", ctx.member("a").member_epoch) == (E.none, 3)  # offsets are kept
 
 
 def test_restart_reloads_every_consumer_group_and_rearms_timers() -> None:
     ctx = CCtx()
     ctx.hb("a", 0, regex="t.*", names=())
+    # the regex is resolved after the join: its topics come with the next heartbeat
+    owned = as_dict(ctx.hb("a", ctx.member("a").member_epoch, owned={}).assignment)
+    assert owned == {T1: {0, 1, 2}, T2: {0, 1}}
     ctx.hb("b", 0, instance_id="i", rebalance_ms=20_000)
-    ctx.hb("a", 1, owned={T1: {0, 1, 2}})  # a revokes: a rebalance timer is armed
+    ctx.hb("a", ctx.member("a").member_epoch, owned=owned)  # a revokes: a rebalance timer
     live = ctx.shard().hard.consumer
     fresh = CoordinatorShard(0, ctx.config)
     fresh.load([(r.key, r.value) for r in ctx.records], ctx.now)
@@ -178,10 +181,10 @@ def test_offsets_of_an_empty_consumer_group_expire_and_the_group_goes() -> None:
     ctx = CCtx(CoordinatorConfig(offsets_topic_num_partitions=1, offsets_retention_minutes=1,
                                  offsets_retention_check_interval_ms=10_000))
     ctx.hb("a", 0)
-    _commit(ctx, "a", 1)
+    assert _commit(ctx, "a", ctx.member("a").member_epoch) == E.none
     for _ in range(12):  # a live member subscribed to t1: its offsets are kept
         ctx.sleep(10_000)
-        ctx.hb("a", 1)
+        ctx.hb("a", ctx.member("a").member_epoch)
     assert ctx.shard().offsets_of("g") and "g" in ctx.shard().hard.consumer.groups
     ctx.hb("a", -1)
     ctx.sleep(10_000)

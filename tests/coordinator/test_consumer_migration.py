@@ -217,7 +217,7 @@ def test_a_new_classic_member_joins_a_consumer_group() -> None:
     assert j.error_code == E.none
     m = ctx.member(r.member_id)
     assert m.classic is not None and m.subscribed_topic_names == ("t1",)
-    assert ctx.cgroup().epoch == 2
+    assert ctx.cgroup().epoch == 3
     ctx.step_check()
 
 

@@ -120,7 +120,12 @@ def test_unknown_tagged_fields_are_skipped_and_old_partition_metadata_ignored() 
     key, value = serialize(ConsumerGroupTargetAssignmentMetadataKey("g"),
                            ConsumerGroupTargetAssignmentMetadataValue(7))
     assert value is not None
-    tagged = value[:-1] + b"\x01\x00\x08" + struct.pack(">q", 99)  # AssignmentTimestamp
+    stamped = value[:-1] + b"\x01\x00\x08" + struct.pack(">q", 99)  # AssignmentTimestamp
+    assert deserialize(key, stamped) == (ConsumerGroupTargetAssignmentMetadataKey("g"),
+                                         ConsumerGroupTargetAssignmentMetadataValue(7, 99))
+    assert serialize(ConsumerGroupTargetAssignmentMetadataKey("g"),
+                     ConsumerGroupTargetAssignmentMetadataValue(7, 99))[1] == stamped
+    tagged = value[:-1] + b"\x01\x05\x08" + struct.pack(">q", 99)  # a tag samsa lacks
     assert deserialize(key, tagged) == (ConsumerGroupTargetAssignmentMetadataKey("g"),
                                         ConsumerGroupTargetAssignmentMetadataValue(7))
     assert deserialize(b"\x00\x04\x00\x01g", b"\x00\x00\x01\x00") is None  # key 4 (< 4.1)

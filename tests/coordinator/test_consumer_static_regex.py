@@ -50,26 +50,55 @@ def test_static_member_leaving_for_good() -> None:
 
 
 def test_regex_subscription_follows_new_and_deleted_topics() -> None:
+    """Kafka resolves regexes in the background: the join is answered first, the regex's
+    topics follow in a later epoch; a topic created later is picked up by the first
+    heartbeat at least 10 s (REGEX_BATCH_REFRESH_MIN_INTERVAL_MS) after the last
+    resolution, and its assignment by the heartbeat after that."""
     ctx = CCtx()
     r = ctx.hb("a", 0, names=(), regex="t.*")
-    assert as_dict(r.assignment) == {T1: {0, 1, 2}, T2: {0, 1}}
-    assert ctx.cgroup().regexes["t.*"].topics == {"t1", "t2"}
-    epoch = ctx.cgroup().epoch
-    # a topic is created: the next heartbeat re-resolves and bumps the epoch
+    assert (r.member_epoch, as_dict(r.assignment)) == (2, {})
+    assert ctx.cgroup().regexes["t.*"].topics == {"t1", "t2"}  # resolved since
+    r = ctx.hb("a", 2)
+    assert (r.member_epoch, as_dict(r.assignment)) == (3, {T1: {0, 1, 2}, T2: {0, 1}})
+    # a topic is created: not resolved again within 10 s of the last resolution
     ctx.set_topics(TopicInfo(T1, "t1", 3), TopicInfo(T2, "t2", 2), TopicInfo(T3, "t3", 1))
-    r = ctx.hb("a", epoch)
-    assert ctx.cgroup().epoch == epoch + 1
-    assert as_dict(r.assignment) == {T1: {0, 1, 2}, T2: {0, 1}, T3: {0}}
+    ctx.sleep(9_000)
+    assert ctx.hb("a", 3).assignment is None and ctx.cgroup().epoch == 3
+    ctx.sleep(1_001)
+    assert ctx.hb("a", 3).assignment is None  # this one asks for the resolution
+    assert ctx.cgroup().regexes["t.*"].topics == {"t1", "t2", "t3"} and ctx.cgroup().epoch == 4
+    r = ctx.hb("a", 3)
+    assert (r.member_epoch, as_dict(r.assignment)) == (4, {T1: {0, 1, 2}, T2: {0, 1}, T3: {0}})
     # a topic matching nothing changes nothing
     ctx.set_topics(TopicInfo(T1, "t1", 3), TopicInfo(T2, "t2", 2), TopicInfo(T3, "t3", 1),
                    TopicInfo(T3.__class__(int=9), "other", 1))
-    r = ctx.hb("a", epoch + 1)
-    assert ctx.cgroup().epoch == epoch + 1 and r.assignment is None
-    # t2 is deleted: it is revoked
+    ctx.sleep(10_001)
+    assert ctx.hb("a", 4).assignment is None and ctx.hb("a", 4).assignment is None
+    assert ctx.cgroup().epoch == 4
+    # t2 is deleted: no resolution needed, the subscribed topics changed: it is revoked
     ctx.set_topics(TopicInfo(T1, "t1", 3), TopicInfo(T3, "t3", 1))
-    r = ctx.hb("a", epoch + 1, owned={T1: {0, 1, 2}, T2: {0, 1}, T3: {0}})
-    assert ctx.cgroup().epoch == epoch + 2
+    r = ctx.hb("a", 4, owned={T1: {0, 1, 2}, T2: {0, 1}, T3: {0}})
+    assert ctx.cgroup().epoch == 5
     assert as_dict(r.assignment) == {T1: {0, 1, 2}, T3: {0}}
+
+
+def test_regexes_are_resolved_again_every_refresh_interval() -> None:
+    """``group.consumer.regex.refresh.interval.ms``: a resolution older than it is done
+    again even when no topic appeared."""
+    from samsa.coordinator import CoordinatorConfig
+
+    ctx = CCtx(CoordinatorConfig(offsets_topic_num_partitions=1,
+                                 consumer_assignment_interval_ms=0,
+                                 consumer_regex_refresh_interval_ms=30_000,
+                                 consumer_session_timeout_ms=60_000))
+    ctx.hb("a", 0, names=(), regex="t.*")
+    first = ctx.cgroup().regexes["t.*"].timestamp
+    ctx.sleep(20_000)
+    ctx.hb("a", ctx.member("a").member_epoch)
+    assert ctx.cgroup().regexes["t.*"].timestamp == first
+    ctx.sleep(10_000)
+    ctx.hb("a", ctx.member("a").member_epoch)
+    assert ctx.cgroup().regexes["t.*"].timestamp == first + 30_000
 
 
 def test_regex_is_a_full_match() -> None:
@@ -95,19 +124,22 @@ def test_regex_has_re2_syntax(regex: str, topics: set[str]) -> None:
 def test_regex_change_drops_the_old_resolution() -> None:
     ctx = CCtx()
     ctx.hb("a", 0, names=(), regex="t1")
-    r = ctx.hb("a", 1, regex="t2", owned={T1: {0, 1, 2}})
+    assert as_dict(ctx.hb("a", 2).assignment) == {T1: {0, 1, 2}}  # at epoch 3
+    r = ctx.hb("a", 3, regex="t2", owned={T1: {0, 1, 2}})
+    # t1's resolution goes (a bump: epoch 4, t1 revoked), t2's comes (epoch 5)
+    assert (r.member_epoch, as_dict(r.assignment)) == (3, {})
     group = ctx.cgroup()
-    assert set(group.regexes) == {"t2"} and group.epoch == 2
-    r = ctx.hb("a", 1, owned={})
-    assert as_dict(r.assignment) == {T2: {0, 1}}
+    assert set(group.regexes) == {"t2"} and group.epoch == 5
+    r = ctx.hb("a", 3, owned={})
+    assert (r.member_epoch, as_dict(r.assignment)) == (5, {T2: {0, 1}})
 
 
 def test_partitions_added_to_a_subscribed_topic_rebalance() -> None:
     ctx = CCtx()
     ctx.hb("a", 0)
     ctx.set_topics(TopicInfo(T1, "t1", 5), TopicInfo(T2, "t2", 2))
-    r = ctx.hb("a", 1)
-    assert r.member_epoch == 2 and as_dict(r.assignment) == {T1: {0, 1, 2, 3, 4}}
+    r = ctx.hb("a", 2)
+    assert r.member_epoch == 3 and as_dict(r.assignment) == {T1: {0, 1, 2, 3, 4}}
     # a change of a topic nobody subscribes to does not bump the epoch
     ctx.set_topics(TopicInfo(T1, "t1", 5), TopicInfo(T2, "t2", 9))
-    assert ctx.hb("a", 2).member_epoch == 2 and ctx.cgroup().epoch == 2
+    assert ctx.hb("a", 3).member_epoch == 3 and ctx.cgroup().epoch == 3

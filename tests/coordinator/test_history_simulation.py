@@ -106,7 +106,11 @@ class HistoryChecks:
                     epochs.pop(gid, None)
                     continue
                 assert isinstance(r.value, ConsumerGroupMetadataValue)
-                current = epochs.get(gid, 0)
+                # a group created in this call starts at epoch 1 (KAFKA-20268), one
+                # converted from a classic group at that group's generation (an empty one
+                # at generation 0 is replaced by a new group)
+                converted = classic_before.get(gid)
+                current = epochs.get(gid, max(1, 0 if converted is None else converted[1]))
                 if r.value.epoch > current:
                     self._one_event(result, gid, current, r.value.epoch, "consumer")
                 epochs[gid] = r.value.epoch
@@ -117,7 +121,8 @@ class HistoryChecks:
                 if epoch > max(member_epochs.get(key, 0), 0):
                     produced = {e.epoch_after for e in shard.hard.history.events(r.key.group)
                                 if e.bumps}
-                    if epoch not in produced:
+                    if epoch not in produced and epoch != 1:  # 1: the group's first
+                        # epoch (KAFKA-20268), a member's before any target was computed
                         raise InvariantViolation(
                             f"member {key} reached epoch {epoch}, which no event produced")
                 member_epochs[key] = epoch

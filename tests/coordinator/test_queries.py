@@ -47,7 +47,7 @@ def test_summaries_cover_both_group_types() -> None:
 def test_state_of_an_empty_and_a_removed_consumer_group() -> None:
     ctx = CCtx()
     ctx.hb("a", 0)
-    assert ctx.coord.group_state("g") == (ConsumerGroupState.STABLE, 1)
+    assert ctx.coord.group_state("g") == (ConsumerGroupState.STABLE, 2)
     ctx.hb("a", -1)
     empty = ctx.coord.group_summary("g")
     assert empty is not None and empty.state is ConsumerGroupState.EMPTY and empty.members == 0

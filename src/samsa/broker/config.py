@@ -162,6 +162,19 @@ SETTINGS: tuple[Setting, ...] = (
             "samsa: the principal the web console acts as (audit log; its ACLs apply)."),
     Setting("console.lag.sample.interval.ms", int, 5000,
             "samsa: how often the console samples lag and pushes live pages."),
+    Setting("group.consumer.assignment.interval.ms", int, 1000,
+            "KIP-1263: least time between two target assignments of a consumer group."),
+    Setting("group.consumer.min.assignment.interval.ms", int, 0,
+            "Smallest consumer.assignment.interval.ms a group may set."),
+    Setting("group.consumer.max.assignment.interval.ms", int, 15000,
+            "Largest consumer.assignment.interval.ms a group may set."),
+    Setting("group.consumer.assignor.offload.enable", bool, True,
+            "KIP-1263: compute target assignments in a background worker, off the event loop."),
+    Setting("group.consumer.regex.refresh.interval.ms", int, 600_000,
+            "How long a resolved topic regex of a consumer group stands before it is "
+            "resolved again."),
+    Setting("group.coordinator.background.threads", int, 2,
+            "Background workers for target assignments and regex resolution."),
 )
 
 _BY_NAME = {s.name: s for s in SETTINGS}
@@ -245,7 +258,8 @@ class BrokerConfig:
                 raise ConfigError(f"unknown broker config {name!r}")
             values[name] = _parse(setting, raw)
         for name in ("num.partitions", "offsets.topic.num.partitions", "socket.request.max.bytes",
-                     "message.max.bytes", "log.segment.bytes", "cluster.lease.ttl.ms"):
+                     "message.max.bytes", "log.segment.bytes", "cluster.lease.ttl.ms",
+                     "group.coordinator.background.threads"):
             if name in values and values[name] <= 0:
                 raise ConfigError(f"{name}: must be positive, got {values[name]}")
         if values.get("log.message.timestamp.type", "CreateTime") not in (

@@ -39,8 +39,15 @@ BROKER_LIST_SETTINGS = frozenset({"log.cleanup.policy"})
 GROUP_SYNONYMS = {
     "consumer.session.timeout.ms": "group.consumer.session.timeout.ms",
     "consumer.heartbeat.interval.ms": "group.consumer.heartbeat.interval.ms",
+    "consumer.assignment.interval.ms": "group.consumer.assignment.interval.ms",
+    "consumer.assignor.offload.enable": "group.consumer.assignor.offload.enable",
 }
 """Group config name -> the broker setting that supplies its default (Kafka's GroupConfig)."""
+
+_GROUP_BOOLEANS = frozenset({"consumer.assignor.offload.enable"})
+#: int group configs -> the least value Kafka's GroupConfig takes (``atLeast``)
+_GROUP_MINIMUM = {"consumer.session.timeout.ms": 1, "consumer.heartbeat.interval.ms": 1,
+                  "consumer.assignment.interval.ms": 0}
 
 _KNOWN = {s.name for s in SETTINGS}
 _INT32_MAX = 2**31 - 1
@@ -121,7 +128,8 @@ class DynamicConfigs:
         own = self._groups.get(group_id)
         if not own:
             return {}
-        return {k: int(v) for k, v in own.items() if k in GROUP_SYNONYMS}
+        return {k: (int(v.strip().lower() == "true") if k in _GROUP_BOOLEANS else int(v))
+                for k, v in own.items() if k in GROUP_SYNONYMS}
 
     # -- validating ---------------------------------------------------------------------
     def check_broker(self, name: str, props: Mapping[str, str],
@@ -150,18 +158,27 @@ class DynamicConfigs:
         values: dict[str, int] = {}
         for key, synonym in GROUP_SYNONYMS.items():
             raw = props.get(key, cfg[synonym])
+            if key in _GROUP_BOOLEANS:
+                if str(text(raw)).strip().lower() not in ("true", "false"):
+                    raise ConfigError(f"Invalid value {raw} for configuration {key}: "
+                                      "Expected value to be either true or false")
+                continue
             try:
                 values[key] = int(str(raw).strip())
             except ValueError:
                 raise ConfigError(f"Invalid value {raw} for configuration {key}: "
                                   "Not a number of type INT") from None
-            if not 1 <= values[key] <= _INT32_MAX:
+            least = _GROUP_MINIMUM[key]
+            if not least <= values[key] <= _INT32_MAX:
                 raise ConfigError(f"Invalid value {raw} for configuration {key}: "
-                                  "Value must be at least 1")
+                                  f"Value must be at least {least}")
         hb = values["consumer.heartbeat.interval.ms"]
         session = values["consumer.session.timeout.ms"]
         for key, value, prefix in (("consumer.heartbeat.interval.ms", hb, "heartbeat.interval"),
-                                   ("consumer.session.timeout.ms", session, "session.timeout")):
+                                   ("consumer.session.timeout.ms", session, "session.timeout"),
+                                   ("consumer.assignment.interval.ms",
+                                    values["consumer.assignment.interval.ms"],
+                                    "assignment.interval")):
             lo, hi = (f"group.consumer.min.{prefix}.ms", f"group.consumer.max.{prefix}.ms")
             if value < int(cfg[lo]):
                 raise ConfigError(f"{key} must be greater than or equal to {lo}")

@@ -9,13 +9,18 @@ replies:
   as reply token and awaits it (a parked JoinGroup/SyncGroup is answered by a later result);
 * the result's records are appended synchronously (one batch per shard), then the replies
   wait for their fsync (group commit with produce's acks=all writers) before being sent;
+* the result's jobs (target assignments, regex resolutions) start once its records are
+  appended (:mod:`samsa.broker.group_jobs`: inline ones at once, offloaded ones in worker
+  processes); each outcome comes back to the loop as ``coordinator.complete``, a result
+  like any other. The jobs of a result whose append failed are dropped;
 * if an append or its fsync fails (a storage error), the touched shards are reloaded from
   their logs (requests still parked there get NOT_COORDINATOR) and every request the lost
   result answered gets COORDINATOR_NOT_AVAILABLE; clients rediscover and rejoin. That is
-  the only recovery story: nothing is snapshotted or reverted. A cluster node reloads from
-  the database, after the appends it made before have committed, while it holds the lease
-  (it loads shards it is given the same way, retrying a failed read); meanwhile the shard
-  answers COORDINATOR_LOAD_IN_PROGRESS, never "group not found";
+  the only recovery story: nothing is snapshotted or reverted (a reloaded shard asks for
+  the jobs it still needs, and ignores the outcomes of those it asked for before). A cluster
+  node reloads from the database, after the appends it made before have committed, while it
+  holds the lease (it loads shards it is given the same way, retrying a failed read);
+  meanwhile the shard answers COORDINATOR_LOAD_IN_PROGRESS, never "group not found";
 * before a ConsumerGroupHeartbeat is answered GROUP_ID_NOT_FOUND (fatal for the member), a
   cluster node confirms its lease with the database: a node that lost it (paused past its
   TTL, not ticked since) answers NOT_COORDINATOR and drops the shard.
@@ -40,6 +45,7 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from samsa.broker.clock import now_ms
+from samsa.broker.group_jobs import JobRunner
 from samsa.broker.partition import Partition
 from samsa.broker.topics import OFFSETS_TOPIC, Topic, TopicError
 from samsa.coordinator import (
@@ -54,6 +60,7 @@ from samsa.coordinator import (
 from samsa.coordinator.consumer.topics import TopicInfo, TopicsSnapshot
 from samsa.coordinator.events import ConsumerGroupDescribe, ConsumerGroupHeartbeat
 from samsa.coordinator.history import LoadInfo
+from samsa.coordinator.jobs import Job
 from samsa.coordinator.records import deserialize, serialize
 from samsa.coordinator.responses import ConsumerGroupHeartbeatResponse, Response
 from samsa.coordinator.shard import CoordinatorShard
@@ -148,6 +155,8 @@ class GroupRuntime:
         #: shard -> its last load and when it finished (the console's coordinator health)
         self.loads: dict[int, LoadInfo] = {}
         self.loaded_at: dict[int, int] = {}
+        self.jobs = JobRunner(int(broker.config["group.coordinator.background.threads"]),
+                              self._job_done)
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
@@ -186,6 +195,7 @@ class GroupRuntime:
         self.timer.close()
         for task in self._loads:
             task.cancel()
+        self.jobs.close()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
@@ -239,10 +249,21 @@ class GroupRuntime:
         self._apply(self._coord().fire(key, now_ms()))
         self.broker.metrics.observe_group(self._coord(), key.group_id)
 
+    def _job_done(self, job: Job, outcome: object) -> None:
+        if self.coordinator is not None:
+            self._apply(self.coordinator.complete(job, outcome, now_ms()))
+            self.broker.metrics.observe_group(self.coordinator, job.group_id)
+
+    def _start_jobs(self, result: Result) -> None:
+        for job in sorted(result.jobs, key=lambda j: j.offload):  # inline ones first
+            self.jobs.start(job)
+
     def _apply(self, result: Result) -> bool:
-        """Append the result's records, then deliver its replies once they are durable."""
+        """Append the result's records, then deliver its replies once they are durable;
+        start its jobs once the records are appended."""
         if not result.records:
             _deliver(result)
+            self._start_jobs(result)
             return True
         try:
             synced = self._append(result.records)
@@ -254,6 +275,7 @@ class GroupRuntime:
         task = asyncio.create_task(self._deliver_when_durable(synced, result))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        self._start_jobs(result)
         return True
 
     def _append(self, records: tuple[Record, ...]) -> list[tuple[Partition, int]]:
@@ -310,7 +332,7 @@ class GroupRuntime:
         self._coord().update_metadata(TopicsSnapshot.of(
             TopicInfo(t.topic_id, t.name, len(t.partitions),
                       {p: frozenset({rack}) for p in range(len(t.partitions))} if rack else {})
-            for t in topics))
+            for t in topics), now_ms())
 
     # -- shards moving between cluster nodes ---------------------------------------------
     async def take_shard(self, index: int, plog: PgPartitionLog,

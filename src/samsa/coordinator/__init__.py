@@ -16,7 +16,13 @@ How the broker edge drives it (one asyncio task per shard keeps calls serialised
   JoinGroup/SyncGroup is answered in a later call's result). On failure unload and reload
   the touched shards from their logs and answer every token of the failed result with
   ``error_response(event, COORDINATOR_NOT_AVAILABLE)`` for its own request.
-* Timer expiries (``coord.fire``), loads and unloads return results handled the same way.
+* Background jobs (:mod:`.jobs`): a result's ``jobs`` (target assignments, regex
+  resolutions) are started once its records are appended, and dropped with them otherwise:
+  ``job.run()`` in a worker when ``job.offload``, else at once, before anything else of the
+  shard; each outcome comes back as ``coord.complete(job, outcome, now_ms)``. Stale, late
+  and duplicate completions are the coordinator's to ignore.
+* Timer expiries (``coord.fire``), job completions, loads and unloads return results handled
+  the same way.
 * FindCoordinator: ``coord.partition_for(key)`` and ``coord.coordinator_error(key)``.
 * Read-only views (metrics, tests): ``coord.group_summaries()``, ``coord.describe(group)``,
   ``coord.committed_offsets(group)`` (:mod:`.queries`); ``coord.history(group)``, the
@@ -52,11 +58,11 @@ Or by hand, as the broker's edge does it, with :class:`FakeTimer` as the timer:
 >>> fired = []
 >>> timer.on_fire = lambda key, now_ms: fired.append(coord.fire(key, now_ms))
 >>> coord.load(0, [], timer.now_ms)
-Result(records=(), replies=())
+Result(records=(), replies=(), jobs=())
 >>> join = JoinGroup("g", "", "consumer", (("range", b""),), 10_000, 30_000,
 ...                  require_known_member_id=False)
 >>> coord.handle(join, timer.now_ms, reply_to="my join")  # parked: no reply yet
-Result(records=(), replies=())
+Result(records=(), replies=(), jobs=())
 >>> timer.advance(3_000)  # group.initial.rebalance.delay.ms passes: the join is answered
 [TimerKey(partition=0, kind=<TimerKind.INITIAL_REBALANCE_DELAY: ...>, group_id='g', member_id='')]
 >>> [(r.token, r.response.generation_id) for r in fired[0].replies]

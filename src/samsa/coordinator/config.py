@@ -29,7 +29,14 @@ _NAMES = {
     "group.consumer.max.session.timeout.ms": "consumer_max_session_timeout_ms",
     "group.consumer.max.size": "consumer_max_size",
     "group.history.max.events": "history_max_events",
+    "group.consumer.assignment.interval.ms": "consumer_assignment_interval_ms",
+    "group.consumer.min.assignment.interval.ms": "consumer_min_assignment_interval_ms",
+    "group.consumer.max.assignment.interval.ms": "consumer_max_assignment_interval_ms",
+    "group.consumer.regex.refresh.interval.ms": "consumer_regex_refresh_interval_ms",
 }
+
+#: boolean settings (Kafka's BOOLEAN type: true or false)
+_BOOL_NAMES = {"group.consumer.assignor.offload.enable": "consumer_assignor_offload_enable"}
 
 #: list-valued settings (comma-separated, as Kafka's LIST type)
 _LIST_NAMES = {
@@ -49,9 +56,16 @@ _KAFKA_ONLY_PROTOCOLS = ("share", "streams")
 #: Kafka's GroupConfig names a group may override (AlterConfigs on a GROUP resource)
 GROUP_SESSION_TIMEOUT = "consumer.session.timeout.ms"
 GROUP_HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
+GROUP_ASSIGNMENT_INTERVAL = "consumer.assignment.interval.ms"
+GROUP_ASSIGNOR_OFFLOAD = "consumer.assignor.offload.enable"
+
+#: Kafka's ``REGEX_BATCH_REFRESH_MIN_INTERVAL_MS``: a group's regular expressions are not
+#: resolved again within 10 s of their last resolution, whatever asks for it.
+REGEX_BATCH_REFRESH_MIN_INTERVAL_MS = 10_000
 
 GroupConfigs = Callable[[str], Mapping[str, int]]
-"""A group id -> the group configs set for it (only those set; empty for none)."""
+"""A group id -> the group configs set for it (only those set; empty for none; booleans
+as 1 and 0)."""
 
 
 def _no_group_configs(group_id: str) -> Mapping[str, int]:
@@ -89,6 +103,14 @@ class CoordinatorConfig:
     #: samsa: the rebalance history events kept per group (0: no history). The broker's
     #: default (``group.history.max.events``) is 100; a bare core writes only Kafka's records
     history_max_events: int = 0
+    #: KIP-1263: at most one target assignment per group per interval, computed off the
+    #: request path (by the edge's background worker) when offload is enabled
+    consumer_assignment_interval_ms: int = 1000
+    consumer_min_assignment_interval_ms: int = 0
+    consumer_max_assignment_interval_ms: int = 15000
+    consumer_assignor_offload_enable: bool = True
+    #: how long a resolved regular expression stands before a heartbeat resolves it again
+    consumer_regex_refresh_interval_ms: int = 600_000
     #: per-group overrides, asked on every use so AlterConfigs applies at once (the broker
     #: injects its dynamic group configs; the coordinator imports nothing of the broker)
     group_configs: GroupConfigs = field(default=_no_group_configs, compare=False, repr=False)
@@ -116,6 +138,17 @@ class CoordinatorConfig:
         return self.group_configs(group_id).get(GROUP_HEARTBEAT_INTERVAL,
                                                 self.consumer_heartbeat_interval_ms)
 
+    def consumer_assignment_interval_for(self, group_id: str) -> int:
+        """The group's ``consumer.assignment.interval.ms``, else the broker's (Kafka's
+        ``consumerGroupAssignmentIntervalMs(groupId)``)."""
+        return self.group_configs(group_id).get(GROUP_ASSIGNMENT_INTERVAL,
+                                                self.consumer_assignment_interval_ms)
+
+    def consumer_assignor_offload_for(self, group_id: str) -> bool:
+        """The group's ``consumer.assignor.offload.enable``, else the broker's."""
+        return bool(self.group_configs(group_id).get(GROUP_ASSIGNOR_OFFLOAD,
+                                                     self.consumer_assignor_offload_enable))
+
     def validate(self) -> None:
         """Kafka's start-up checks of the consumer-group settings; raises
         :class:`InvalidCoordinatorConfig` naming the settings at fault."""
@@ -132,6 +165,21 @@ class CoordinatorConfig:
             _require(hi >= lo, f"{high} ({hi}) must be greater than or equal to {low} ({lo})")
             _require(value >= lo, f"{name} ({value}) must be greater than or equal to {low} ({lo})")
             _require(value <= hi, f"{name} ({value}) must be less than or equal to {high} ({hi})")
+        interval, lo, hi = (self.consumer_assignment_interval_ms,
+                            self.consumer_min_assignment_interval_ms,
+                            self.consumer_max_assignment_interval_ms)
+        name = "group.consumer.assignment.interval.ms"
+        low, high = "group.consumer.min.assignment.interval.ms", \
+            "group.consumer.max.assignment.interval.ms"
+        for setting, number in ((name, interval), (low, lo), (high, hi)):
+            _require(number >= 0, f"{setting} must be at least 0, got {number}")
+        _require(hi >= lo, f"{high} ({hi}) must be greater than or equal to {low} ({lo})")
+        _require(interval >= lo,
+                 f"{name} ({interval}) must be greater than or equal to {low} ({lo})")
+        _require(interval <= hi, f"{name} ({interval}) must be less than or equal to {high} ({hi})")
+        _require(self.consumer_regex_refresh_interval_ms >= 1,
+                 "group.consumer.regex.refresh.interval.ms must be at least 1, got "
+                 f"{self.consumer_regex_refresh_interval_ms}")
         hb, session = self.consumer_heartbeat_interval_ms, self.consumer_session_timeout_ms
         _require(hb < session, f"group.consumer.heartbeat.interval.ms ({hb}) must be less than "
                                f"group.consumer.session.timeout.ms ({session})")
@@ -173,7 +221,19 @@ class CoordinatorConfig:
                 kwargs[_LIST_NAMES[name]] = tuple(str(i).strip() for i in items if str(i).strip())
             elif name in _STRING_NAMES:
                 kwargs[_STRING_NAMES[name]] = str(value).strip().lower()
+            elif name in _BOOL_NAMES:
+                kwargs[_BOOL_NAMES[name]] = parse_bool(name, value)
         return cls(**kwargs)  # type: ignore[arg-type]
+
+
+def parse_bool(name: str, value: object) -> bool:
+    """Kafka's BOOLEAN: ``true`` or ``false`` (any case), or a bool."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise InvalidCoordinatorConfig(f"{name}: expected true or false, got {value!r}")
+    return text == "true"
 
 
 def _require(ok: bool, message: str) -> None:

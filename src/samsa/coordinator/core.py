@@ -3,7 +3,8 @@
 Hard state (:class:`HardState`) is exactly what the ``__consumer_offsets`` records say: the
 latest group metadata value per group and the latest committed offset per partition. It
 changes only in :meth:`HardState.replay`. Soft state is the live groups (:class:`Group`),
-their parked requests, and the shard's timer deadlines.
+their parked requests, the shard's timer deadlines, the background jobs it awaits
+(:mod:`.jobs`) and the replies parked on them.
 
 How results are applied: a handler mutates soft state and calls :meth:`ShardCore.write`,
 which appends the typed record to the call's result and immediately replays it into hard
@@ -30,6 +31,7 @@ from samsa.coordinator.consumer.topics import EMPTY_TOPICS, TopicsSnapshot
 from samsa.coordinator.group import Group
 from samsa.coordinator.history.model import GroupHistories, HistoryEvent, HistoryKey
 from samsa.coordinator.history.recorder import HistoryRecorder
+from samsa.coordinator.jobs import Job, JobKind, Waiting
 from samsa.coordinator.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -113,10 +115,15 @@ class ShardCore:
         self.topics: TopicsSnapshot = EMPTY_TOPICS
         self.groups: dict[str, Group] = {}
         self.deadlines: dict[TimerKey, int] = {}
+        #: the job awaited per (kind, group): a completion of any other is ignored
+        self.jobs: dict[tuple[JobKind, str], Job] = {}
+        #: replies parked until the group's inline job completes
+        self.waiting: dict[str, list[Waiting]] = {}
         self.now_ms = 0
         self._records: list[Record] = []
         self._replies: list[Reply] = []
         self.history = HistoryRecorder(self)
+        self._jobs: list[Job] = []
 
     # ------------------------------------------------------------------ call framing
 
@@ -125,13 +132,15 @@ class ShardCore:
         self.now_ms = now_ms
         self._records = []
         self._replies = []
+        self._jobs = []
         self.history.begin(trigger)
 
     def _end(self) -> Result:
         self.history.flush()
-        result = Result(tuple(self._records), tuple(self._replies))
+        result = Result(tuple(self._records), tuple(self._replies), tuple(self._jobs))
         self._records = []
         self._replies = []
+        self._jobs = []
         return result
 
     # ------------------------------------------------------------------ records
@@ -160,6 +169,23 @@ class ShardCore:
 
     def reply(self, token: object, response: Response) -> None:
         self._replies.append(Reply(token, response))
+
+    # ------------------------------------------------------------------ jobs
+
+    def start_job(self, kind: JobKind, group_id: str, work: Callable[[], object],
+                  offload: bool = True) -> Job:
+        """Ask the edge for ``work`` (it goes out with this call's result) and await it:
+        it replaces any job of the same kind and group awaited so far."""
+        job = Job(self.partition, kind, group_id, work, offload)
+        self.jobs[(kind, group_id)] = job
+        self._jobs.append(job)
+        return job
+
+    def awaits(self, kind: JobKind, group_id: str) -> Job | None:
+        return self.jobs.get((kind, group_id))
+
+    def park(self, group_id: str, waiting: Waiting) -> None:
+        self.waiting.setdefault(group_id, []).append(waiting)
 
     # ------------------------------------------------------------------ timers
 

@@ -30,6 +30,7 @@ from samsa.coordinator.events import (
 )
 from samsa.coordinator.hashing import partition_for
 from samsa.coordinator.history.model import HistoryEvent, LoadInfo
+from samsa.coordinator.jobs import Job
 from samsa.coordinator.records import RecordKey, RecordValue
 from samsa.coordinator.responses import (
     ConsumerDescribedGroup,
@@ -68,10 +69,19 @@ class Coordinator:
         self.shards: dict[int, CoordinatorShard] = {}
         self.topics: TopicsSnapshot = EMPTY_TOPICS
 
-    def update_metadata(self, topics: TopicsSnapshot) -> None:
+    def update_metadata(self, topics: TopicsSnapshot, now_ms: int | None = None) -> None:
         """The cluster's topics changed (or are first known): consumer groups see the new
-        snapshot on their next heartbeat. Nothing is written now."""
-        self.topics = replace(topics, version=self.topics.version + 1)
+        snapshot on their next heartbeat. Nothing is written now.
+
+        Each snapshot gets a higher version; with ``now_ms`` (the edge's wall clock) it is
+        at least ``now_ms``, so versions stay comparable across restarts and nodes (resolved
+        regexes record the version they saw). ``new_topics_version`` moves only when a
+        topic name appears (Kafka's ``lastMetadataImageWithNewTopics``)."""
+        old = self.topics
+        version = max(old.version + 1, now_ms or 0)
+        appeared = not set(topics.by_name) <= set(old.by_name)
+        self.topics = replace(topics, version=version, new_topics_version=(
+            version if appeared else old.new_topics_version))
         for shard in self.shards.values():
             shard.topics = self.topics
 
@@ -115,6 +125,13 @@ class Coordinator:
         shard = self.shards.pop(partition, None)
         return EMPTY_RESULT if shard is None else shard.unload()
 
+    # ------------------------------------------------------------------ background jobs
+
+    def complete(self, job: Job, outcome: object, now_ms: int) -> Result:
+        """A job of some result finished (:mod:`.jobs`); ignored if its shard is gone."""
+        shard = self.shards.get(job.partition)
+        return EMPTY_RESULT if shard is None else shard.complete(job, outcome, now_ms)
+
     # ------------------------------------------------------------------ requests
 
     def handle(self, event: Event, now_ms: int, reply_to: object = None) -> Result:
@@ -141,6 +158,7 @@ class Coordinator:
         split: _Split,
     ) -> Result:
         records: list[Record] = []
+        jobs: list[Job] = []
         items: list[object] = []
         for gid, sub in split(event):
             shard = self.shard_for(gid)
@@ -149,9 +167,10 @@ class Coordinator:
             else:
                 result = shard.handle(sub, now_ms, None)
                 records.extend(result.records)
+                jobs.extend(result.jobs)
                 response = result.replies[0].response
             items.append(_only_item(response))
-        return Result(tuple(records), (Reply(reply_to, _merge(event, items)),))
+        return Result(tuple(records), (Reply(reply_to, _merge(event, items)),), tuple(jobs))
 
     def _list_groups(self, event: ListGroups, now_ms: int, reply_to: object) -> Result:
         groups: list[ListedGroup] = []

@@ -1,10 +1,12 @@
-"""What every coordinator call returns: records to append and replies to send."""
+"""What every coordinator call returns: records to append, replies to send, background jobs
+to run (:mod:`.jobs`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from samsa.coordinator.jobs import Job
 from samsa.coordinator.records import RecordKey, RecordValue
 from samsa.coordinator.responses import Response
 
@@ -29,13 +31,16 @@ class Reply:
 
 @dataclass(frozen=True)
 class Result:
-    """Records to append (in order) and replies to deliver once the append succeeded."""
+    """Records to append (in order), replies to deliver once the append succeeded, and jobs
+    to start once it succeeded (dropped with the result when it failed)."""
 
     records: tuple[Record, ...] = ()
     replies: tuple[Reply, ...] = ()
+    jobs: tuple[Job, ...] = ()
 
     def __add__(self, other: Result) -> Result:
-        return Result(self.records + other.records, self.replies + other.replies)
+        return Result(self.records + other.records, self.replies + other.replies,
+                      self.jobs + other.jobs)
 
 
 EMPTY_RESULT = Result()

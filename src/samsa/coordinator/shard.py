@@ -4,10 +4,12 @@ Lifecycle: a shard starts LOADING; the edge feeds it the partition's log with
 :meth:`CoordinatorShard.replay` and calls :meth:`finish_load` (ACTIVE). :meth:`unload`
 answers parked requests with NOT_COORDINATOR and makes the shard UNLOADED.
 
-Per call (``handle``, ``fire``, ``expire_offsets``) the shard returns a :class:`Result`. The edge
-appends ``records`` to this partition, then delivers ``replies``. When an append fails, the
-edge unloads the shard, loads it again from the log, and answers every request of the lost
-result with an error. Calls for one shard must be serialised, including the append.
+Per call (``handle``, ``fire``, ``complete``) the shard returns a :class:`Result`. The edge
+appends ``records`` to this partition, then delivers ``replies`` and starts ``jobs``
+(:mod:`.jobs`), whose outcomes come back through :meth:`CoordinatorShard.complete`. When an
+append fails, the edge unloads the shard, loads it again from the log, and answers every
+request of the lost result with an error. Calls for one shard must be serialised, including
+the append.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from samsa.coordinator import admin, heartbeat, join, offsets, sync
 from samsa.coordinator import rebalance as rb
 from samsa.coordinator.answers import group_ids, invalid_group_id, status_error_response
 from samsa.coordinator.config import CoordinatorConfig
+from samsa.coordinator.consumer import batching
 from samsa.coordinator.consumer import heartbeat as consumer_heartbeat
 from samsa.coordinator.consumer import interop as consumer
 from samsa.coordinator.core import (
@@ -46,6 +49,7 @@ from samsa.coordinator.events import (
 from samsa.coordinator.group import Group
 from samsa.coordinator.history.model import LoadInfo
 from samsa.coordinator.history.recorder import UNLOAD
+from samsa.coordinator.jobs import Job
 from samsa.coordinator.records import (
     RecordKey,
     RecordValue,
@@ -129,8 +133,13 @@ class CoordinatorShard(ShardCore):
         return self._end()
 
     def unload(self) -> Result:
-        """Give the shard up: parked requests get NOT_COORDINATOR, groups become Dead."""
+        """Give the shard up: parked requests get NOT_COORDINATOR, groups become Dead, the
+        jobs it awaited are forgotten (their completions will be ignored)."""
         self._begin(self.now_ms, UNLOAD)
+        for waiting in [w for ws in self.waiting.values() for w in ws]:
+            self.reply(waiting.token, status_error_response(waiting.event, E.not_coordinator))
+        self.waiting.clear()
+        self.jobs.clear()
         for group in self.groups.values():
             for member in group.members.values():
                 rb.answer_join(
@@ -196,9 +205,22 @@ class CoordinatorShard(ShardCore):
         if key.kind in (TimerKind.CONSUMER_JOIN, TimerKind.CONSUMER_SYNC):
             consumer_heartbeat.session_expired(self, key.group_id, key.member_id)
             return self._end()
+        if key.kind is TimerKind.CONSUMER_ASSIGNMENT:
+            batching.interval_elapsed(self, key.group_id)
+            return self._end()
         group = self.groups.get(key.group_id)
         if group is not None:
             self._fire_group_timer(group, key)
+        return self._end()
+
+    def complete(self, job: Job, outcome: object, now_ms: int) -> Result:
+        """A background job finished (:mod:`.jobs`): handled if it is the job this shard
+        awaits, else ignored (late, duplicate, superseded, or from before a reload)."""
+        if self.status is not ShardStatus.ACTIVE or self.awaits(job.kind, job.group_id) is not job:
+            return EMPTY_RESULT
+        del self.jobs[(job.kind, job.group_id)]
+        self._begin(now_ms)
+        consumer.complete_job(self, job, outcome)
         return self._end()
 
     def _fire_group_timer(self, group: Group, key: TimerKey) -> None:

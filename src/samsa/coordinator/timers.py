@@ -28,6 +28,8 @@ class TimerKind(enum.Enum):
     #: classic members of a consumer group: time to rejoin, and to sync after a join
     CONSUMER_JOIN = "consumer-join"
     CONSUMER_SYNC = "consumer-sync"
+    #: a consumer group's next target assignment, once its assignment interval has passed
+    CONSUMER_ASSIGNMENT = "consumer-assignment"
 
 
 @dataclass(frozen=True)

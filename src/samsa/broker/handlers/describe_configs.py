@@ -140,8 +140,9 @@ def _group(ctx: RequestContext, name: str, keys: set[str] | None, synonyms: bool
     configs = []
     for key in sorted(GROUP_SYNONYMS):
         if _wanted(keys, key):
-            doc = _BY_NAME[GROUP_SYNONYMS[key]].doc if docs else None
-            configs.append(_entry(key, dynamic.resolve_group(name, key), synonyms, INT, doc))
+            setting = _BY_NAME[GROUP_SYNONYMS[key]]
+            configs.append(_entry(key, dynamic.resolve_group(name, key), synonyms,
+                                  _type(setting), setting.doc if docs else None))
     return _result(GROUP, name, configs)
 
 

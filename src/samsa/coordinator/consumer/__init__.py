@@ -9,17 +9,24 @@ Contract with the broker edge (K-edge):
   epoch, heartbeat interval, ``assignment`` or ``None`` when unchanged) and
   :class:`~samsa.coordinator.responses.ConsumerGroupDescribeResponse`. Heartbeats are never
   parked: each is answered in its own result. ``error_message`` is set where Kafka sets one.
-* Topics: the edge calls ``Coordinator.update_metadata(TopicsSnapshot.of(TopicInfo...))``
-  (ids, names, partition counts, replica racks) when topics change and before loading
-  shards. Nothing is written then; each group notices on its next heartbeat (names and
-  regexes resolved again, epoch bumped if a subscribed topic changed), as Kafka does.
+* Topics: the edge calls ``Coordinator.update_metadata(TopicsSnapshot.of(TopicInfo...),
+  now_ms)`` (ids, names, partition counts, replica racks) when topics change and before
+  loading shards. Nothing is written then; each group notices on its next heartbeat (epoch
+  bumped if a subscribed topic changed, regexes resolved again once new topics appeared),
+  as Kafka does.
+* Background jobs (:mod:`samsa.coordinator.jobs`): target assignments (:mod:`.batching`,
+  KIP-1263: at most one per ``consumer.assignment.interval.ms``, off the event loop with
+  ``consumer.assignor.offload.enable``) and regex resolutions (:mod:`.regex_refresh`,
+  Kafka's conditions) leave with a call's result and come back through
+  ``Coordinator.complete``; heartbeats meanwhile are answered from the current target.
 * Records: consumer-group records (:mod:`.records`, Kafka 4.x formats, key versions 3 and
   5-8 and 16) travel in ``Result.records`` like the classic ones; ``records.serialize`` /
   ``records.deserialize`` handle both. Loading replays them; the live consumer groups are
   exactly what replay builds (``HardState.consumer``), timers are re-armed on load.
 * Timers: ``TimerKind.CONSUMER_SESSION`` (per member), ``CONSUMER_REBALANCE`` (a member that
-  must revoke partitions, per member) and ``CONSUMER_JOIN`` are fired by ``coord.fire`` like
-  the classic ones.
+  must revoke partitions, per member), ``CONSUMER_JOIN`` and ``CONSUMER_ASSIGNMENT`` (a
+  group's next target once its assignment interval has passed) are fired by ``coord.fire``
+  like the classic ones.
 * Classic APIs on consumer groups (as Kafka 4.0's GroupMetadataManager): ListGroups lists
   them with type ``consumer``, protocol type ``consumer`` and states Empty, Assigning,
   Reconciling, Stable; DescribeGroups answers a consumer group as Dead (NONE; from v6

@@ -6,19 +6,24 @@ model, as Kafka 4.x's ``classicGroupJoinToConsumerGroup``,
 
 * JoinGroup updates the member (its ConsumerProtocolSubscription: topics, rack, owned
   partitions; session timeout and protocols in :class:`ClassicMemberMetadata`), may bump
-  the group epoch and compute a new target, reconciles the member with the partitions it
-  reports owning, and answers at once: generation = member epoch, protocol type
+  the group epoch and ask for a new target (:mod:`.batching`), reconciles the member with
+  the partitions it reports owning, and answers at once (or, when the group computes its
+  targets inline, once the target this join asked for has landed): generation = member
+  epoch, protocol type
   ``consumer``, the member's first protocol, no leader. A sync timeout (rebalance timeout)
   is armed; the session timer uses the JoinGroup's session timeout. A static member that
   replaces the group's last consumer-protocol member (same instance id) turns the group
   back into a Stable classic group at once (Kafka's
   ``validateOnlineDowngradeWithReplacedMember``), which the member then syncs with.
 * SyncGroup checks member, generation and protocol, answers REBALANCE_IN_PROGRESS while the
-  group epoch is ahead of a member that is not revoking, else the member's assigned
+  assignment epoch is ahead of a member that is not revoking, else the member's assigned
   partitions as a ConsumerProtocolAssignment (at its subscription's version).
 * Heartbeat renews the session and answers REBALANCE_IN_PROGRESS when the member must
-  rejoin: its epoch is behind the group's, it must revoke, or partitions it waited for
-  are free. Each REBALANCE_IN_PROGRESS arms a join timeout (rebalance timeout) if none is.
+  rejoin: its epoch is behind the assignment epoch, it must revoke, or partitions it waited
+  for are free. (Kafka 4.x compares with the group epoch; with KIP-1263's batching the
+  group epoch runs ahead of the target until the next computation, and a rejoin before
+  then would only be answered with the same generation again.) Each REBALANCE_IN_PROGRESS
+  arms a join timeout (rebalance timeout) if none is.
 
 A classic member is fenced like any member when its session, join or sync timeout fires.
 """
@@ -30,8 +35,9 @@ from dataclasses import replace
 from kio.schema.errors import ErrorCode
 
 from samsa.assignors.codec import ConsumerProtocolError, decode_subscription
-from samsa.coordinator.consumer import migrate
+from samsa.coordinator.consumer import batching, migrate
 from samsa.coordinator.consumer.group import (
+    Assignment,
     ConsumerGroup,
     ConsumerMember,
     MemberState,
@@ -46,10 +52,10 @@ from samsa.coordinator.consumer.records import (
     ClassicMemberMetadata,
     ConsumerGroupMemberMetadataKey,
 )
-from samsa.coordinator.consumer.target import update_target
 from samsa.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from samsa.coordinator.core import ShardCore
 from samsa.coordinator.events import NO_MEMBER_ID, Heartbeat, JoinGroup, SyncGroup
+from samsa.coordinator.jobs import Waiting
 from samsa.coordinator.responses import HeartbeatResponse, JoinGroupResponse, SyncGroupResponse
 from samsa.coordinator.timers import TimerKind
 
@@ -96,13 +102,16 @@ def _join_timeout_if_absent(core: ShardCore, gid: str, member: ConsumerMember) -
 
 def join(core: ShardCore, group: ConsumerGroup, ev: JoinGroup, token: object) -> None:
     try:
-        response = _join(core, group, ev)
+        response = _join(core, group, ev, token)
     except HeartbeatError as err:
         response = JoinGroupResponse(err.code, ev.member_id)
-    core.reply(token, response)
+    if response is not None:
+        core.reply(token, response)
 
 
-def _join(core: ShardCore, group: ConsumerGroup, ev: JoinGroup) -> JoinGroupResponse:
+def _join(core: ShardCore, group: ConsumerGroup, ev: JoinGroup,
+          token: object) -> JoinGroupResponse | None:
+    """None: the answer is parked on an inline target job (:mod:`.batching`)."""
     cfg = core.config
     gid = group.group_id
     if not cfg.min_session_timeout_ms <= ev.session_timeout_ms <= cfg.max_session_timeout_ms:
@@ -155,10 +164,29 @@ def _join(core: ShardCore, group: ConsumerGroup, ev: JoinGroup) -> JoinGroupResp
         core.write(ConsumerGroupMemberMetadataKey(gid, member_id), updated.metadata_value())
         bump = updated.subscribed_topic_names != old.subscribed_topic_names
     bump_epoch(core, group, bump)
-    if group.epoch > group.assignment_epoch:
-        update_target(core, group, group.epoch)
+    job = batching.request_target(core, group)
     owned = migrate.to_ids(subscription.owned_partitions, core.topics)
-    member = reconcile_member(core, group, group.members[member_id], owned)
+
+    def answer() -> JoinGroupResponse:
+        return _answer_join(core, group, ev, member_id, owned, replaced)
+
+    if job is not None and not job.offload:
+        core.park(gid, Waiting(token, ev, answer))
+        return None
+    return answer()
+
+
+def _answer_join(core: ShardCore, group: ConsumerGroup, ev: JoinGroup, member_id: str,
+                 owned: Assignment, replaced: ConsumerMember | None) -> JoinGroupResponse:
+    """Reconcile the joining member towards the current target and answer it."""
+    gid = group.group_id
+    member = group.members.get(member_id)
+    if member is None or core.hard.consumer.groups.get(gid) is not group:
+        return JoinGroupResponse(E.unknown_member_id, member_id)  # gone while parked
+    try:
+        member = reconcile_member(core, group, member, owned)
+    except HeartbeatError as err:
+        return JoinGroupResponse(err.code, member_id)
     if replaced is not None and migrate.downgrades_with_replaced_member(core, group, replaced):
         # The last consumer-protocol member was replaced: the group is classic again,
         # Stable, without a rebalance; the member syncs with it (Kafka 4.x).
@@ -196,7 +224,7 @@ def _sync(core: ShardCore, group: ConsumerGroup, ev: SyncGroup) -> SyncGroupResp
     if ev.protocol_name is not None and ev.protocol_name != member.classic_protocol_name:
         raise HeartbeatError(E.inconsistent_group_protocol)
     gid = group.group_id
-    if group.epoch > member.member_epoch and \
+    if group.assignment_epoch > member.member_epoch and \
             member.state is not MemberState.UNREVOKED_PARTITIONS:
         _join_timeout_if_absent(core, gid, member)
         raise HeartbeatError(E.rebalance_in_progress)
@@ -226,7 +254,7 @@ def _heartbeat(core: ShardCore, group: ConsumerGroup, ev: Heartbeat) -> int:
     gid = group.group_id
     core.schedule(TimerKind.CONSUMER_SESSION, gid, member.member_id,
                   member.classic.session_timeout_ms)
-    if (member.member_epoch < group.epoch
+    if (member.member_epoch < group.assignment_epoch
             or member.state is MemberState.UNREVOKED_PARTITIONS
             or (member.state is MemberState.UNRELEASED_PARTITIONS
                 and not group.waiting_on_unreleased_partition(member))):

@@ -9,9 +9,13 @@ live give equal values. What is not in a record is soft: timers, and the caches 
 Epochs: the *group epoch* grows when membership, subscriptions or subscribed topic
 metadata change; the *assignment epoch* is the group epoch a target assignment was
 computed for; a *member epoch* is the assignment epoch a member reconciled to (never above
-the group epoch). Each partition a member holds also has the member epoch at which it was
-given to the member (``ConsumerMember.assignment_epochs``, Kafka 4.3's KIP-1251), which
-offset commits are checked against (:mod:`.commits`). Group states are derived, as Kafka's
+the group epoch). A new group starts at group and assignment epoch 1 with an empty target
+(Kafka 4.3, KAFKA-20268): its first computed target is epoch 2, and a member that joins
+before it lands reconciles to epoch 1 meanwhile. The target metadata record also keeps when
+the last target computation finished (``assignment_timestamp``, KIP-1263's batching).
+Each partition a member holds also has the member epoch at which it was given to the
+member (``ConsumerMember.assignment_epochs``, Kafka 4.3's KIP-1251), which offset commits
+are checked against (:mod:`.commits`). Group states are derived, as Kafka's
 ``ConsumerGroupState``.
 """
 
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from samsa.coordinator.consumer.records import (
@@ -202,12 +206,18 @@ class ResolvedRegex:
     timestamp: int
 
 
+#: KAFKA-20268: a group is created at group epoch 1 with an empty target at epoch 1
+INITIAL_EPOCH = 1
+
+
 @dataclass
 class ConsumerGroup:
     group_id: str
-    epoch: int = 0
+    epoch: int = INITIAL_EPOCH
     metadata_hash: int = 0
-    assignment_epoch: int = -1
+    assignment_epoch: int = INITIAL_EPOCH
+    #: when the computation of the current target finished (ms; 0: never or unknown)
+    assignment_timestamp: int = 0
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     target: dict[str, Assignment] = field(default_factory=dict)
     regexes: dict[str, ResolvedRegex] = field(default_factory=dict)
@@ -215,6 +225,14 @@ class ConsumerGroup:
     partition_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
     #: instance id -> member id
     static_members: dict[str, str] = field(default_factory=dict)
+    #: derived from ``members``: regex -> how many members subscribe to it
+    regex_counts: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+    #: soft: no target computation before this time (one raised: retried later)
+    retry_at: int = field(default=0, compare=False, repr=False)
+    #: soft: a regex refresh asked for while a target job was awaited, with the topics
+    #: filter of the member that asked (:mod:`.regex_refresh`)
+    regex_refresh_after_target: tuple[Callable[[Iterable[str]], Iterable[str]] | None] | None = \
+        field(default=None, compare=False, repr=False)
     #: soft: the member epoch a scheduled rebalance timeout was armed for
     revoking_epochs: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
     #: soft: (topics version, epoch, members) when the metadata hash was last checked
@@ -284,12 +302,10 @@ class ConsumerGroup:
                     return True
         return False
 
-    def subscribed_regexes(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for m in self.members.values():
-            if m.subscribed_topic_regex:
-                counts[m.subscribed_topic_regex] = counts.get(m.subscribed_topic_regex, 0) + 1
-        return counts
+    def subscribed_regexes(self) -> Mapping[str, int]:
+        """Each regex the members subscribe to, with how many do (kept up to date by
+        replay: a heartbeat asks without scanning the members)."""
+        return self.regex_counts
 
     def subscribed_topic_names(self) -> frozenset[str]:
         """Topic names any member subscribes to, by name or through a resolved regex."""
@@ -305,7 +321,24 @@ class ConsumerGroup:
     def is_subscribed_to(self, topic: str) -> bool:
         return topic in self.subscribed_topic_names()
 
+    def last_regex_refresh(self) -> tuple[int, int] | None:
+        """(timestamp, topics version) of the latest resolution of the group's regexes
+        (Kafka's ``lastResolvedRegularExpressionRefreshTimeMs`` and ``...Version``); None
+        when none is resolved."""
+        if not self.regexes:
+            return None
+        return (max(r.timestamp for r in self.regexes.values()),
+                max(r.version for r in self.regexes.values()))
+
     # ------------------------------------------------------------------ replay
+
+    def _count_regex(self, regex: str | None, step: int) -> None:
+        if regex:
+            n = self.regex_counts.get(regex, 0) + step
+            if n:
+                self.regex_counts[regex] = n
+            else:
+                self.regex_counts.pop(regex, None)
 
     def _set_member(self, member: ConsumerMember) -> None:
         old = self.members.get(member.member_id)
@@ -314,6 +347,8 @@ class ConsumerGroup:
                     old.member_id:
                 del self.static_members[old.instance_id]
             self._release(old)
+            self._count_regex(old.subscribed_topic_regex, -1)
+        self._count_regex(member.subscribed_topic_regex, 1)
         self.members[member.member_id] = member
         if member.instance_id is not None:
             self.static_members[member.instance_id] = member.member_id
@@ -326,6 +361,7 @@ class ConsumerGroup:
         if old.instance_id is not None and self.static_members.get(old.instance_id) == member_id:
             del self.static_members[old.instance_id]
         self._release(old)
+        self._count_regex(old.subscribed_topic_regex, -1)
         self.revoking_epochs.pop(member_id, None)
 
     def _release(self, member: ConsumerMember) -> None:
@@ -374,9 +410,11 @@ class ConsumerGroup:
             case ConsumerGroupTargetAssignmentMetadataKey():
                 if value is None:
                     self.assignment_epoch = -1
+                    self.assignment_timestamp = 0
                 else:
                     assert isinstance(value, ConsumerGroupTargetAssignmentMetadataValue)
                     self.assignment_epoch = value.assignment_epoch
+                    self.assignment_timestamp = value.assignment_timestamp
             case ConsumerGroupTargetAssignmentMemberKey():
                 if value is None:
                     self.target.pop(key.member_id, None)

@@ -7,24 +7,28 @@ the first record is written, so a refused request writes nothing. Then, as in Ka
 1. the member is created or updated (member metadata record); the group epoch is bumped
    when subscriptions, resolved regexes, membership or the subscribed topics' metadata
    (their hash) changed (group metadata record);
-2. when the group epoch passes the assignment epoch, a new target assignment is computed;
-3. the member reconciles towards its target (current member assignment record).
+2. when the group epoch passes the assignment epoch, a new target assignment is asked for
+   (:mod:`.batching`: a background job, at most one per ``consumer.assignment.interval.ms``);
+3. the member reconciles towards the current target (current member assignment record) and
+   is answered. Only when the group computes its targets inline
+   (``consumer.assignor.offload.enable=false``) and this heartbeat started that job is the
+   answer parked until the job lands, and made from the new target.
 
-Regular expressions are resolved at once, on the heartbeat that needs it (Kafka resolves
-them in a background task, at most every 10 s per group), among the topics that member may
-describe (``ConsumerGroupHeartbeat.describable``, KAFKA-18813), as Kafka resolves them with
-the permissions of the member whose heartbeat triggered the refresh.
+Regular expressions are resolved in background jobs too (:mod:`.regex_refresh`, Kafka's
+conditions: at most every 10 s per group, when one is unresolved, when topics appeared, and
+every ``group.consumer.regex.refresh.interval.ms``), among the topics the member whose
+heartbeat asked may describe (``ConsumerGroupHeartbeat.describable``, KAFKA-18813). A member
+that subscribes to a regex is assigned its topics once the resolution has landed.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from kio.schema.errors import ErrorCode
 
-from samsa.coordinator.consumer import migrate
+from samsa.coordinator.consumer import batching, migrate, regex_refresh
 from samsa.coordinator.consumer import regex as rx
 from samsa.coordinator.consumer.group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -43,15 +47,16 @@ from samsa.coordinator.consumer.records import (
     ConsumerGroupMemberMetadataKey,
     ConsumerGroupMetadataKey,
     ConsumerGroupMetadataValue,
-    ConsumerGroupRegularExpressionKey,
-    ConsumerGroupRegularExpressionValue,
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
 )
-from samsa.coordinator.consumer.target import assignors, subscribed_ids, update_target
+from samsa.coordinator.consumer.target import assignors, subscribed_ids
 from samsa.coordinator.core import ShardCore
 from samsa.coordinator.events import ConsumerGroupHeartbeat
 from samsa.coordinator.group import Group
+from samsa.coordinator.jobs import Waiting
 from samsa.coordinator.records import GroupMetadataKey
 from samsa.coordinator.responses import ConsumerGroupHeartbeatResponse
 from samsa.coordinator.state import GroupState
@@ -72,19 +77,21 @@ class HeartbeatError(Exception):
 
 def handle_heartbeat(core: ShardCore, ev: ConsumerGroupHeartbeat, token: object) -> None:
     try:
-        response = _handle(core, ev)
+        response = _handle(core, ev, token)
     except HeartbeatError as err:
         response = ConsumerGroupHeartbeatResponse(err.code, err.message)
-    core.reply(token, response)
+    if response is not None:
+        core.reply(token, response)
 
 
-def _handle(core: ShardCore, ev: ConsumerGroupHeartbeat) -> ConsumerGroupHeartbeatResponse:
+def _handle(core: ShardCore, ev: ConsumerGroupHeartbeat,
+            token: object) -> ConsumerGroupHeartbeatResponse | None:
     if not core.config.consumer_protocol_enabled:
         raise HeartbeatError(E.unsupported_version, "The consumer group protocol is disabled.")
     validate_request(core, ev)
     if ev.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
         return leave(core, ev)
-    return heartbeat(core, ev)
+    return heartbeat(core, ev, token)
 
 
 # ---------------------------------------------------------------------- validation
@@ -266,7 +273,10 @@ def _updated(member: ConsumerMember, ev: ConsumerGroupHeartbeat) -> ConsumerMemb
 # ---------------------------------------------------------------------- heartbeat
 
 
-def heartbeat(core: ShardCore, ev: ConsumerGroupHeartbeat) -> ConsumerGroupHeartbeatResponse:
+def heartbeat(core: ShardCore, ev: ConsumerGroupHeartbeat,
+              token: object = None) -> ConsumerGroupHeartbeatResponse | None:
+    """A join or heartbeat; None when its answer is parked on an inline target job (it
+    comes with the job's completion)."""
     gid = ev.group_id
     member_id = ev.member_id or core.new_member_id(ev.client_id or "consumer")
     plan = _plan(core, ev, member_id)
@@ -296,24 +306,44 @@ def heartbeat(core: ShardCore, ev: ConsumerGroupHeartbeat) -> ConsumerGroupHeart
         core.write(ConsumerGroupMemberMetadataKey(gid, member_id), updated.metadata_value())
         bump |= updated.subscribed_topic_names != old.subscribed_topic_names
     group = core.hard.consumer.groups[gid]
-    if new_regex and new_regex != old.subscribed_topic_regex and new_regex in group.regexes:
-        bump = True  # Kafka: a switch to a regex already resolved for others rebalances
-    if old.subscribed_topic_regex and old.subscribed_topic_regex != new_regex:
-        bump |= _drop_unused_regex(core, group, old.subscribed_topic_regex)
-    bump |= _refresh_regexes(core, group, ev.describable)
+    bump |= regex_refresh.subscription_changed(core, group, old.subscribed_topic_regex,
+                                               new_regex)
     bump_epoch(core, group, bump)
-    if group.epoch > group.assignment_epoch:
-        update_target(core, group, group.epoch)
-    member = group.members[member_id]
-    owned = None if ev.topic_partitions is None else from_topic_partitions(ev.topic_partitions)
-    member = reconcile_member(core, group, member, owned)
+    job = batching.request_target(core, group)
+    regex_refresh.maybe_refresh(core, group, ev.describable)
     schedule_session(core, gid, member_id)
+    owned = None if ev.topic_partitions is None else from_topic_partitions(ev.topic_partitions)
+    old_assigned = dict(old.assigned)
+
+    def answer() -> ConsumerGroupHeartbeatResponse:
+        return _answer(core, ev, member_id, owned, old_assigned)
+
+    if job is not None and not job.offload:
+        core.park(gid, Waiting(token, ev, answer))
+        return None
+    return answer()
+
+
+def _answer(core: ShardCore, ev: ConsumerGroupHeartbeat, member_id: str,
+            owned: Assignment | None,
+            old_assigned: Assignment) -> ConsumerGroupHeartbeatResponse:
+    """Reconcile the member towards the current target and answer its heartbeat."""
+    gid = ev.group_id
+    group = core.hard.consumer.groups.get(gid)
+    member = None if group is None else group.members.get(member_id)
+    if group is None or member is None:  # gone while its answer was parked
+        return ConsumerGroupHeartbeatResponse(
+            E.unknown_member_id, f"Member {member_id} is not a member of group {gid}.")
+    try:
+        member = reconcile_member(core, group, member, owned)
+    except HeartbeatError as err:
+        return ConsumerGroupHeartbeatResponse(err.code, err.message)
     full = ev.member_epoch == 0 or (
         ev.rebalance_timeout_ms != -1
         and ev.subscribed_topic_names is not None
         and ev.topic_partitions is not None
     )
-    changed = dict(member.assigned) != dict(old.assigned)
+    changed = dict(member.assigned) != old_assigned
     return ConsumerGroupHeartbeatResponse(
         E.none,
         member_id=member_id,
@@ -343,41 +373,6 @@ def _write_member_tombstones(core: ShardCore, gid: str, member_id: str) -> None:
     core.write(ConsumerGroupCurrentMemberAssignmentKey(gid, member_id), None)
     core.write(ConsumerGroupTargetAssignmentMemberKey(gid, member_id), None)
     core.write(ConsumerGroupMemberMetadataKey(gid, member_id), None)
-
-
-def _drop_unused_regex(core: ShardCore, group: ConsumerGroup, regex: str) -> bool:
-    """A regex nobody subscribes to any more loses its record; True if it resolved to
-    topics (the subscription shrank)."""
-    if regex in group.subscribed_regexes() or regex not in group.regexes:
-        return False
-    resolved = group.regexes[regex]
-    core.write(ConsumerGroupRegularExpressionKey(group.group_id, regex), None)
-    return bool(resolved.topics)
-
-
-def _refresh_regexes(core: ShardCore, group: ConsumerGroup,
-                     describable: Callable[[Iterable[str]], Iterable[str]] | None) -> bool:
-    """Resolve the group's regexes, among the topics ``describable`` keeps, when one is
-    unresolved or the topics changed since; True if a resolution changed."""
-    topics = core.topics
-    wanted = group.subscribed_regexes()
-    stale = [r for r in wanted
-             if r not in group.regexes or group.regexes[r].version != topics.version]
-    if not stale:
-        return False
-    changed = False
-    names = list(topics.by_name if describable is None else describable(topics.by_name))
-    for regex in sorted(wanted):
-        resolved = rx.resolve(regex, names)
-        old = group.regexes.get(regex)
-        old_topics = frozenset() if old is None else old.topics
-        changed |= old_topics != resolved
-        core.write(
-            ConsumerGroupRegularExpressionKey(group.group_id, regex),
-            ConsumerGroupRegularExpressionValue(tuple(sorted(resolved)), topics.version,
-                                                core.now_ms),
-        )
-    return changed
 
 
 def bump_epoch(core: ShardCore, group: ConsumerGroup, bump: bool) -> None:
@@ -483,8 +478,13 @@ def fence_members(core: ShardCore, group: ConsumerGroup, member_ids: list[str]) 
         cancel_member_timers(core, gid, mid)
     for regex in regexes:
         if regex:
-            _drop_unused_regex(core, group, regex)
+            regex_refresh.drop_unused(core, group, regex)
     bump_epoch(core, group, True)
+    if not group.members:  # KAFKA-20442: an empty group's assignment epoch catches up
+        core.write(ConsumerGroupTargetAssignmentMetadataKey(gid),
+                   ConsumerGroupTargetAssignmentMetadataValue(group.epoch,
+                                                              group.assignment_timestamp))
+    batching.request_target(core, group)
 
 
 def cancel_member_timers(core: ShardCore, gid: str, member_id: str) -> None:
@@ -521,7 +521,7 @@ def rebalance_expired(core: ShardCore, gid: str, member_id: str) -> None:
 
 def arm_loaded_timers(core: ShardCore) -> None:
     """After a load: every member gets a session timeout; revoking ones their rebalance
-    timeout (as Kafka's ``onLoaded``)."""
+    timeout (as Kafka's ``onLoaded``); a group still short of its target asks for it."""
     for gid, group in core.hard.consumer.groups.items():
         for mid, member in group.members.items():
             schedule_session(core, gid, mid)
@@ -529,3 +529,4 @@ def arm_loaded_timers(core: ShardCore) -> None:
                 group.revoking_epochs[mid] = member.member_epoch
                 core.schedule(TimerKind.CONSUMER_REBALANCE, gid, mid,
                               max(member.rebalance_timeout_ms, 0))
+    batching.arm_loaded(core)

@@ -2,7 +2,8 @@
 
 :func:`dispatch` answers ConsumerGroupHeartbeat and ConsumerGroupDescribe, and every
 classic API whose group is a consumer group, as Kafka 4.0's ``GroupMetadataManager`` and
-``OffsetMetadataManager`` do:
+``OffsetMetadataManager`` do (:func:`complete_job` takes the outcomes of the background jobs
+they ask for: target assignments, regex resolutions):
 
 * OffsetCommit: checked by :mod:`.commits` (epoch < 0 on an empty group is an admin
   commit; otherwise the member must exist, a consumer-protocol member commit with v9+, and
@@ -29,7 +30,14 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 
-from samsa.coordinator.consumer import classic_members, commits, describe, heartbeat
+from samsa.coordinator.consumer import (
+    batching,
+    classic_members,
+    commits,
+    describe,
+    heartbeat,
+    regex_refresh,
+)
 from samsa.coordinator.consumer.group import ConsumerGroup
 from samsa.coordinator.consumer.records import (
     ConsumerGroupMetadataKey,
@@ -56,6 +64,7 @@ from samsa.coordinator.events import (
     OffsetFetch,
     SyncGroup,
 )
+from samsa.coordinator.jobs import Job, JobKind
 from samsa.coordinator.offsets import fetch_group, java_length
 from samsa.coordinator.records import OffsetCommitValue
 from samsa.coordinator.responses import (
@@ -120,6 +129,22 @@ def dispatch(core: ShardCore, event: Event, token: object) -> bool:
     else:
         return False
     return True
+
+
+# ---------------------------------------------------------------------- background jobs
+
+
+def complete_job(core: ShardCore, job: Job, outcome: object) -> None:
+    """The job the shard awaited finished (:mod:`samsa.coordinator.jobs`)."""
+    if job.kind is JobKind.TARGET_ASSIGNMENT:
+        batching.target_done(core, job, outcome)
+        return
+    group = core.hard.consumer.groups.get(job.group_id)
+    if group is None:
+        return
+    if regex_refresh.resolved(core, group, job, outcome):
+        heartbeat.bump_epoch(core, group, True)
+    batching.request_target(core, group)
 
 
 # ---------------------------------------------------------------------- offsets

@@ -10,7 +10,8 @@ tagged fields), exactly as Kafka's ``group-coordinator`` message JSON files defi
  5  ConsumerGroupMemberMetadata {group, member}  {instance, rack, client id/host, topic
                                                 names, regex, rebalance timeout, assignor;
                                                 tag 0: classic member metadata}
- 6  ConsumerGroupTargetAssignmentMetadata       {assignment epoch}
+ 6  ConsumerGroupTargetAssignmentMetadata       {assignment epoch; tag 0: assignment
+                                                timestamp (Kafka 4.3)}
  7  ConsumerGroupTargetAssignmentMember         {[topic id, partitions]}
  8  ConsumerGroupCurrentMemberAssignment        {epoch, previous epoch, state, assigned,
                                                 pending revocation; each topic's tag 0:
@@ -23,6 +24,10 @@ assignment a tagged field, still in value version 0: tag 0 ``AssignmentEpochs``,
 compact ``[]int32`` aligned with ``Partitions`` (the epoch at which each partition was
 assigned to the member). samsa always writes it; records of Kafka 4.0-4.2 lack it and are
 read with ``assignment_epochs=None``.
+
+Kafka 4.3 (KAFKA-20266, for KIP-1263's batching) also gave the target assignment metadata
+value a tagged int64, tag 0: when the last target assignment computation finished (0 when
+absent: a record of Kafka 4.0-4.2, or a group upgraded from the classic protocol).
 
 A ``None`` value is a tombstone. Unknown tagged fields are skipped on read.
 """
@@ -122,6 +127,8 @@ class ConsumerGroupMemberMetadataValue:
 @dataclass(frozen=True)
 class ConsumerGroupTargetAssignmentMetadataValue:
     assignment_epoch: int
+    #: when the computation of this target finished (ms); 0 = unknown
+    assignment_timestamp: int = 0
 
 
 @dataclass(frozen=True)
@@ -385,6 +392,8 @@ def serialize_value(value: ConsumerRecordValue) -> bytes:
                 return w.tags({0: _classic_bytes(classic)}).done()
         case ConsumerGroupTargetAssignmentMetadataValue():
             w.raw(">i", value.assignment_epoch)
+            stamp = value.assignment_timestamp
+            return w.tags({0: struct.pack(">q", stamp)} if stamp else {}).done()
         case ConsumerGroupTargetAssignmentMemberValue():
             w.topic_partitions(value.topic_partitions)
         case ConsumerGroupCurrentMemberAssignmentValue():
@@ -474,7 +483,10 @@ def deserialize_value(key: ConsumerRecordKey, data: bytes) -> ConsumerRecordValu
                 value = replace(value, classic_member_metadata=_read_classic(raw_classic))
             return value
         case ConsumerGroupTargetAssignmentMetadataKey():
-            value = ConsumerGroupTargetAssignmentMetadataValue(r.raw(">i"))
+            epoch = r.raw(">i")
+            raw_stamp = r.tags().get(0)
+            stamp = struct.unpack(">q", raw_stamp)[0] if raw_stamp else 0
+            return ConsumerGroupTargetAssignmentMetadataValue(epoch, int(stamp))
         case ConsumerGroupTargetAssignmentMemberKey():
             value = ConsumerGroupTargetAssignmentMemberValue(r.topic_partitions())
         case ConsumerGroupCurrentMemberAssignmentKey():

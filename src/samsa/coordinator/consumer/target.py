@@ -3,16 +3,25 @@
 When the group epoch passes the assignment epoch, the group's server assignor (the one most
 members ask for, else the first of ``group.consumer.assignors``) computes a new target from
 every member's subscription (topic names and resolved regexes, as topic ids) and the
-current target (for stickiness). Only members whose target changed get a record, then the
-assignment epoch record is written.
+current target (for stickiness). The computation is a :class:`TargetWork` the coordinator
+hands its edge as a job (:mod:`.batching` decides when); when it comes back current, only
+members whose target changed get a record, then the assignment epoch record is written.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 
-from samsa.assignors.server.interface import GroupSpec, MemberSpec, ServerAssignor
+from samsa.assignors.server.interface import (
+    GroupSpec,
+    MemberSpec,
+    ServerAssignor,
+    TopicInfo,
+    TopicsView,
+)
 from samsa.assignors.server.registry import resolve_server_assignors
 from samsa.coordinator.consumer.group import (
     Assignment,
@@ -77,26 +86,86 @@ def subscribed_ids(group: ConsumerGroup, member: ConsumerMember,
     return ids
 
 
-def update_target(core: ShardCore, group: ConsumerGroup, epoch: int) -> None:
-    """Compute the target for ``epoch`` and write what changed."""
+@dataclass(frozen=True, eq=False)
+class TargetWork:
+    """A target assignment to compute (a job's work, :mod:`samsa.coordinator.jobs`): a
+    snapshot of the group at ``epoch``, and the assignor to run on it. Pure and picklable:
+    a worker process runs it as well as the event loop."""
+
+    epoch: int
+    assignors: tuple[str, ...]
+    assignor: str
+    spec: GroupSpec
+    topics: TopicsView
+
+    def __call__(self) -> dict[str, Assignment]:
+        """The members whose target changed, with their new one: a worker sends back, and
+        the event loop unpickles and later collects, a few entries, not the whole group."""
+        result = assignors(self.assignors)[self.assignor].assign(self.spec, self.topics)
+        current = self.spec.current
+        changed: dict[str, Assignment] = {}
+        for mid in self.spec.members:
+            new = {t: ps for t, ps in result.get(mid, {}).items() if ps}
+            old = current.get(mid)
+            if old is None or dict(old) != new:
+                changed[mid] = new
+        return changed
+
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
+        """Pickled as plain tuples, dicts and sets (C-speed; a worker process rebuilds the
+        specs): pickling the slotted spec objects one by one would cost the event loop
+        more than the assignment saves it."""
+        members = tuple((m.member_id, m.subscribed, m.instance_id, m.rack_id)
+                        for m in self.spec.members.values())
+        topics = tuple((t.topic_id, t.name, t.partitions, dict(t.racks))
+                       for t in self.topics.values())
+        return _target_work, (self.epoch, self.assignors, self.assignor, members,
+                              dict(self.spec.current), topics)
+
+
+def _target_work(epoch: int, names: tuple[str, ...], assignor: str,
+                 members: tuple[tuple[str, frozenset[uuid.UUID], str | None, str | None], ...],
+                 current: dict[str, Assignment],
+                 topics: tuple[tuple[uuid.UUID, str, int, dict[int, frozenset[str]]], ...],
+                 ) -> TargetWork:
+    specs = {m[0]: MemberSpec(*m) for m in members}
+    return TargetWork(epoch, names, assignor, GroupSpec(specs, current),
+                      {t[0]: TopicInfo(*t) for t in topics})
+
+
+def target_work(core: ShardCore, group: ConsumerGroup) -> TargetWork:
+    """The work of computing the group's target for its current epoch: every member's
+    subscription (names and resolved regexes, as topic ids) and the current target."""
     topics = core.topics
     specs = {
         mid: MemberSpec(mid, subscribed_ids(group, m, topics), m.instance_id, m.rack_id)
         for mid, m in group.members.items()
     }
-    assignor = assignors(core.config.consumer_assignors)[preferred_assignor(core, group)]
     current = {mid: a for mid, a in group.target.items() if mid in specs}
-    result = assignor.assign(GroupSpec(specs, current), topics.topics)
+    return TargetWork(group.epoch, tuple(core.config.consumer_assignors),
+                      preferred_assignor(core, group), GroupSpec(specs, current), topics.topics)
+
+
+def is_current(work: TargetWork, group: ConsumerGroup) -> bool:
+    """Kafka's rule for an offloaded assignment: it stands only if the group is still at the
+    epoch it was computed for, with the same members (a static member replaced meanwhile
+    keeps the epoch but not its member id)."""
+    return work.epoch == group.epoch and work.spec.members.keys() == group.members.keys()
+
+
+def write_target(core: ShardCore, group: ConsumerGroup, epoch: int,
+                 changed: Mapping[str, Assignment]) -> None:
+    """Write the target for ``epoch`` (a current :class:`TargetWork`'s outcome: the members
+    whose target changed): a record for each of them, then the metadata record (the
+    assignment epoch, and now as the computation's timestamp)."""
     gid = group.group_id
-    for mid in group.members:
-        new: Assignment = {t: ps for t, ps in result.get(mid, {}).items() if ps}
-        old = group.target.get(mid)
-        if old is None or dict(old) != new:
+    for mid in sorted(changed):
+        if mid in group.members:
             core.write(
                 ConsumerGroupTargetAssignmentMemberKey(gid, mid),
-                ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(new)),
+                ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(changed[mid])),
             )
     core.write(
         ConsumerGroupTargetAssignmentMetadataKey(gid),
-        ConsumerGroupTargetAssignmentMetadataValue(epoch),
+        ConsumerGroupTargetAssignmentMetadataValue(epoch, core.now_ms),
     )

@@ -3,8 +3,9 @@
 The coordinator stays pure: it never looks topics up. The broker edge builds a snapshot
 from its topic metadata and hands it over with ``Coordinator.update_metadata(snapshot)``
 whenever topics are created, deleted or grow partitions (and once before loading shards).
-Consumer groups read it on their next heartbeat: names and regexes are resolved against it,
-and a change of a subscribed topic (partitions, racks, deletion) bumps the group epoch.
+Consumer groups read it on their next heartbeat: names are resolved against it, regexes are
+resolved again (in a background job) once new topics appear, and a change of a subscribed
+topic (partitions, racks, deletion) bumps the group epoch.
 """
 
 from __future__ import annotations
@@ -25,9 +26,12 @@ class TopicsSnapshot:
     id, name, partition count, replica racks per partition)."""
 
     topics: Mapping[uuid.UUID, TopicInfo] = field(default_factory=dict)
-    #: set by ``Coordinator.update_metadata`` (one more per update): resolved regexes
-    #: remember it, so a group re-resolves them once after each change
+    #: set by ``Coordinator.update_metadata`` (higher on every update): resolved regexes
+    #: record the version they were resolved against
     version: int = 0
+    #: the version of the last update that brought a new topic name: regexes resolved
+    #: before it are resolved again (Kafka's ``lastMetadataImageWithNewTopics``)
+    new_topics_version: int = 0
     by_name: Mapping[str, TopicInfo] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
