@@ -231,7 +231,7 @@ def _direct(args: argparse.Namespace, work: Callable[[Authorizer], Awaitable[R]]
         engine.close()
         raise CliError(f"--storage: cannot open {args.storage}: {exc}") from None
     try:
-        return asyncio.run(_on(Authorizer(PgAclStore(engine)), work))
+        return asyncio.run(_on(Authorizer(PgAclStore(engine.db)), work))
     finally:
         engine.close()
 

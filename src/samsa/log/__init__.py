@@ -6,6 +6,7 @@ now_ms=...)``. Every method runs on the event-loop thread except ``flush()`` and
 ``error_code`` to answer.
 """
 
+from .append import AppendInfo
 from .cleaner import CompactionPlan, CompactionStats
 from .config import LogConfig
 from .errors import (
@@ -17,7 +18,7 @@ from .errors import (
     OutOfOrderSequence,
     RecordBatchTooLarge,
 )
-from .log import AppendInfo, PartitionLog
+from .log import PartitionLog
 
 __all__ = [
     "AppendInfo",
