@@ -39,7 +39,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -64,7 +64,19 @@ from samsa.coordinator.runtime import Load, ShardRuntime, must_confirm, partitio
 from samsa.protocol.records import ProducerRecordData, decode_batches, encode_batch
 
 if TYPE_CHECKING:
-    from samsa.broker.server import Broker
+    from samsa.broker.config import BrokerConfig
+    from samsa.broker.metrics import BrokerMetrics
+    from samsa.broker.storage import Leadership
+    from samsa.broker.topics import TopicManager
+
+
+class Broker(Protocol):
+    """What the group runtime uses of its broker."""
+
+    config: BrokerConfig
+    topics: TopicManager
+    leadership: Leadership
+    metrics: BrokerMetrics
 
 log = logging.getLogger("samsa.groups")
 

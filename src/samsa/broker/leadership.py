@@ -15,10 +15,10 @@ from samsa.broker.storage import NodeInfo
 from samsa.broker.topics import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
-    from samsa.broker.server import Broker
+    from samsa.broker.context import Services
 
 
-def brokers(broker: Broker, listener: str | None = None) -> list[NodeInfo]:
+def brokers(broker: Services, listener: str | None = None) -> list[NodeInfo]:
     """The live nodes (this one alone without a cluster), at ``listener``'s address."""
     nodes = broker.leadership.live_nodes()
     if listener is None:
@@ -26,24 +26,24 @@ def brokers(broker: Broker, listener: str | None = None) -> list[NodeInfo]:
     return [n for n in (node.at(listener) for node in nodes) if n is not None]
 
 
-def controller_id(broker: Broker) -> int:
+def controller_id(broker: Services) -> int:
     """The lowest live node id stands in for Kafka's controller."""
     return min(n.node_id for n in brokers(broker))
 
 
-def leader(broker: Broker, part: Partition) -> tuple[int, int]:
+def leader(broker: Services, part: Partition) -> tuple[int, int]:
     """(leader node id or -1 when none is live, leader epoch)."""
     return broker.leadership.leader(part.log)
 
 
-def leader_error(broker: Broker, part: Partition, current_leader_epoch: int = -1) -> ErrorCode:
+def leader_error(broker: Services, part: Partition, current_leader_epoch: int = -1) -> ErrorCode:
     """NOT_LEADER_OR_FOLLOWER on a node that does not lead ``part``; with the client's
     ``current_leader_epoch`` (-1: unknown), FENCED_LEADER_EPOCH when it is older than the
     leader's and UNKNOWN_LEADER_EPOCH when newer."""
     return broker.leadership.leader_error(part.log, current_leader_epoch)
 
 
-def coordinator(broker: Broker, group_id: str,
+def coordinator(broker: Services, group_id: str,
                 listener: str | None = None) -> tuple[ErrorCode, NodeInfo | None]:
     """FindCoordinator: the node owning the group's shard. A single node answers from its
     shard's state; a cluster node names the shard's lease holder, COORDINATOR_NOT_AVAILABLE
