@@ -17,6 +17,9 @@ How the broker edge drives it (one asyncio task per shard keeps calls serialised
   the touched shards from their logs and answer every token of the failed result with
   ``error_response(event, COORDINATOR_NOT_AVAILABLE)`` for its own request.
 * Timer expiries (``coord.fire``), loads and unloads return results handled the same way.
+  :class:`~samsa.coordinator.runtime.ShardRuntime` holds these rules (loading, writing,
+  recovering from a lost write) for any driver: the broker's edge and the failover
+  simulation run it.
 * FindCoordinator: ``coord.partition_for(key)`` and ``coord.coordinator_error(key)``.
 * Read-only views (metrics, tests): ``coord.group_summaries()``, ``coord.describe(group)``,
   ``coord.committed_offsets(group)`` (:mod:`.queries`); ``coord.history(group)``, the
