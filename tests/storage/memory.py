@@ -39,7 +39,7 @@ from samsa.log import AppendInfo, LogConfig, LogError, OffsetOutOfRange
 from samsa.log.append import prepare
 from samsa.log.compaction import CleanPolicy, KeyMap, add_to_key_map, clean_batch
 from samsa.log.producer_state import ProducerStateManager
-from samsa.log.records import read_records
+from samsa.log.records import record_at_or_after
 from samsa.protocol.batch import BatchHeader, parse_header, patch_base_offset
 from samsa.security.acl import AclBinding
 from samsa.security.credentials import CredentialStore
@@ -269,15 +269,8 @@ class MemoryPartition:
     def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int] | None:
         start = self.row.log_start
         for header, data in self.row.batches:
-            if header.max_timestamp < ts_ms or header.next_offset <= start:
-                continue
-            if header.timestamp_type == 1:
-                return max(header.base_offset, start), header.max_timestamp
-            for record in read_records(data, header)[1]:
-                ts = header.base_timestamp + record.timestamp_delta
-                offset = header.base_offset + record.offset_delta
-                if ts >= ts_ms and offset >= start:
-                    return offset, ts
+            if header.max_timestamp >= ts_ms and header.next_offset > start:
+                return record_at_or_after(data, header, ts_ms, start)
         return None
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:

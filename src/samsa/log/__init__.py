@@ -1,10 +1,11 @@
 """samsa.log: the partition log (segments, indexes, recovery, retention, compaction).
 
 Entry point: ``PartitionLog.open(directory, LogConfig.from_mapping(topic_configs),
-now_ms=...)``. The append preamble every storage engine runs (size checks, LogAppendTime,
-offsets, the idempotent-producer check) is :func:`samsa.log.append.prepare`. Every method runs on the event-loop thread except ``flush()`` and ``clean()``
+now_ms=...)``. Every method runs on the event-loop thread except ``flush()`` and ``clean()``
 (the slow step of compaction), which may run on a worker thread. Errors carry the Kafka
-``error_code`` to answer.
+``error_code`` to answer. The append preamble every storage engine runs (size checks,
+LogAppendTime, offsets, the idempotent-producer check) is :func:`samsa.log.append.prepare`;
+finding a record by timestamp in a batch, :func:`samsa.log.records.record_at_or_after`.
 """
 
 from .append import AppendInfo

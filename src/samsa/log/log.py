@@ -29,7 +29,7 @@ from .cleaner import NOTHING_CLEANED, Cleaner, CompactionPlan, CompactionStats
 from .config import LogConfig
 from .errors import OffsetOutOfRange
 from .producer_state import ProducerStateManager
-from .records import RecordDecodeError, read_records
+from .records import record_at_or_after
 from .recovery import list_segments, recover_segments
 from .retention import segments_to_delete
 from .segment import INT32_MAX, Segment
@@ -357,25 +357,10 @@ class PartitionLog:
             header = seg.find_position(max(start, self._log_start_offset))
             while header is not None:
                 if header.max_timestamp >= ts_ms and header.next_offset > self._log_start_offset:
-                    return self._record_at_or_after(seg, header, ts_ms)
+                    return record_at_or_after(seg.pread(header.size, header.position),
+                                              header, ts_ms, self._log_start_offset)
                 header = seg.header_at(header.end)
         return None
-
-    def _record_at_or_after(self, seg: Segment, header: BatchHeader, ts_ms: int) -> tuple[int, int]:
-        floor = self._log_start_offset
-        fallback = (max(header.base_offset, floor), header.max_timestamp)
-        if header.timestamp_type == 1:
-            return fallback
-        try:
-            _, records = read_records(seg.pread(header.size, header.position), header)
-        except RecordDecodeError:
-            return fallback
-        for record in records:
-            ts = header.base_timestamp + record.timestamp_delta
-            offset = header.base_offset + record.offset_delta
-            if ts >= ts_ms and offset >= floor:
-                return offset, ts
-        return fallback
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with the largest timestamp, or None."""

@@ -30,7 +30,7 @@ from samsa.log import AppendInfo, LogConfig, LogError, OffsetOutOfRange
 from samsa.log.append import prepare
 from samsa.log.compaction import CleanPolicy, KeyMap, add_to_key_map, clean_batch
 from samsa.log.producer_state import ProducerStateManager
-from samsa.log.records import RecordDecodeError, read_records
+from samsa.log.records import record_at_or_after
 from samsa.protocol.batch import BatchHeader, header_from_bytes, parse_header
 from samsa.storage.pg import schema
 from samsa.storage.pg.db import Database
@@ -345,20 +345,7 @@ class PgPartitionLog:
         if row is None:
             return None
         data = bytes(row["data"])
-        header = parse_header(data)
-        fallback = (max(header.base_offset, self._start), header.max_timestamp)
-        if header.timestamp_type == 1:
-            return fallback
-        try:
-            _, records = read_records(data, header)
-        except RecordDecodeError:
-            return fallback
-        for record in records:
-            ts = header.base_timestamp + record.timestamp_delta
-            offset = header.base_offset + record.offset_delta
-            if ts >= ts_ms and offset >= self._start:
-                return offset, ts
-        return fallback
+        return record_at_or_after(data, parse_header(data), ts_ms, self._start)
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
         top = self.engine.db.run_sync(lambda pool: pool.fetchval(
