@@ -43,6 +43,7 @@ from samsa.log.records import record_at_or_after
 from samsa.protocol.batch import BatchHeader, parse_header, patch_base_offset
 from samsa.security.acl import AclBinding
 from samsa.security.credentials import CredentialStore
+from samsa.storage.waiters import Waiters
 
 
 class NotLeader(LogError):
@@ -138,7 +139,7 @@ class MemoryPartition:
         self._committed = 0
         self._next = 0
         self._pending: list[tuple[BatchHeader, bytes]] = []
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._waiters = Waiters()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         db.stores[(node, topic, index)] = self
@@ -163,10 +164,7 @@ class MemoryPartition:
         self.epoch = None
         self._pending = []
         self.producers = ProducerStateManager()
-        waiters, self._waiters = self._waiters, []
-        for _, fut in waiters:
-            if not fut.done():
-                fut.set_exception(LeaseLost(f"{self.topic}-{self.index}: lease lost"))
+        self._waiters.fail(LeaseLost(f"{self.topic}-{self.index}: lease lost"))
         self.wake()
 
     # -- the port ---------------------------------------------------------------------------
@@ -222,27 +220,15 @@ class MemoryPartition:
                 return
             row.batches.extend(pending)
             self._committed = row.log_end
-            self._answer()
-
-    def _answer(self) -> None:
-        keep = []
-        for offset, fut in self._waiters:
-            if offset <= self._committed:
-                if not fut.done():
-                    fut.set_result(None)
-            else:
-                keep.append((offset, fut))
-        self._waiters = keep
-        self.wake()
+            self._waiters.reached(self._committed)
+            self.wake()
 
     async def wait_durable(self, offset: int) -> None:
         if self._committed >= offset:
             return
         if self.epoch is None:
             raise LeaseLost(f"{self.topic}-{self.index}: not the leader")
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append((offset, fut))
-        await fut
+        await self._waiters.wait(offset)
 
     async def wait_room(self, offset: int) -> None:
         pass

@@ -34,6 +34,7 @@ from samsa.log.records import record_at_or_after
 from samsa.protocol.batch import BatchHeader, header_from_bytes, parse_header
 from samsa.storage.pg import schema
 from samsa.storage.pg.db import Database
+from samsa.storage.waiters import Waiters
 
 log = logging.getLogger("samsa.storage.pg")
 
@@ -105,7 +106,7 @@ class PgPartitionLog:
         self._tail_bytes = 0
         self._window: list[Batch] = []
         self._window_bases: list[int] = []
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._waiters = Waiters()
         self._loading: asyncio.Task[None] | None = None
         self._busy: asyncio.Task[None] | None = None
         self._clean_end = 0
@@ -144,10 +145,7 @@ class PgPartitionLog:
         self._backlog = 0
         self._clear_cache()
         self.producers = ProducerStateManager()
-        waiters, self._waiters = self._waiters, []
-        for _, fut in waiters:
-            if not fut.done():
-                fut.set_exception(LeaseLost(f"{self.topic}-{self.index}: lease lost"))
+        self._waiters.fail(LeaseLost(f"{self.topic}-{self.index}: lease lost"))
         self.on_data()
 
     async def drain(self) -> None:
@@ -216,9 +214,7 @@ class PgPartitionLog:
             return
         if self.epoch is None:
             raise LeaseLost(f"{self.topic}-{self.index}: not the leader")
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append((offset, fut))
-        await fut
+        await self._waiters.wait(offset)
 
     async def wait_room(self, offset: int) -> None:
         """Backpressure for acks=1: while more than :data:`BACKLOG_BYTES` await their
@@ -266,14 +262,7 @@ class PgPartitionLog:
         if drop:
             del self._tail[:drop]
             del self._tail_bases[:drop]
-        keep = []
-        for offset, fut in self._waiters:
-            if offset <= end:
-                if not fut.done():
-                    fut.set_result(None)
-            else:
-                keep.append((offset, fut))
-        self._waiters = keep
+        self._waiters.reached(end)
         self.on_data()
 
     # -- reading ------------------------------------------------------------------------
