@@ -50,7 +50,7 @@ class PgTopicStore:
         offered, self._offered = self._offered, None
         version, topic_rows, part_rows = (offered if offered is not None
                                           else self.host.db.run_sync(fetch_topics))
-        if version == self.version:
+        if version <= self.version:  # nothing new (or read before the last one taken)
             return None
         self.version = version
         counts: dict[str, int] = {}
