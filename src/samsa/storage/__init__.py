@@ -17,7 +17,7 @@ load a coordinator shard, look offsets up by timestamp, retention and compaction
 :class:`~samsa.broker.storage.TopicStore`, producer ids, ACL and credential stores and
 :class:`~samsa.broker.storage.Leadership`; the append preamble every engine runs lives in
 :mod:`samsa.log.append`; an engine that commits in the background resolves its durability
-waits with :class:`samsa.storage.waiters.Waiters`. ``tests/storage`` holds the contract every engine passes (and an
-in-memory engine that injects faults); an object-storage engine would implement the same
-port and pass the same test.
+waits with :class:`samsa.storage.waiters.Waiters`. ``tests/storage`` holds the contract
+every engine passes (and an in-memory engine that injects faults); an object-storage engine
+would implement the same port and pass the same test.
 """
