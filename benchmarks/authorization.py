@@ -42,6 +42,7 @@ from samsa.security.acl import (
     host_matcher,
 )
 from samsa.security.authorizer import Authorizer, FileAclStore
+from samsa.storage.local import LocalEngine
 
 Op = AclOperation
 T, G = ResourceType.TOPIC, ResourceType.GROUP
@@ -162,8 +163,9 @@ async def start_broker(data_dir: Path, acls: list[AclBinding] | None) -> Broker:
     if acls is not None:
         FileAclStore(data_dir).write(acls)
         overrides["authorizer.class.name"] = AUTHORIZER
-    broker = Broker(BrokerConfig.create(host="127.0.0.1", port=0, data_dir=data_dir,
-                                        overrides=overrides))
+    config = BrokerConfig.create(host="127.0.0.1", port=0, data_dir=data_dir,
+                                 overrides=overrides)
+    broker = Broker(config, LocalEngine(config))
     await broker.start()
     broker.topics.create(TOPIC, 1, now_ms=0)
     return broker

@@ -11,6 +11,7 @@ from samsa.broker.config import BrokerConfig
 from samsa.broker.server import Broker
 from samsa.coordinator import GroupState, JoinGroup, SyncGroup, partition_for
 from samsa.coordinator.responses import JoinGroupResponse, SyncGroupResponse
+from samsa.storage.local import LocalEngine
 from tests.coordinator.harness import PROTOCOLS
 
 NOT_AVAILABLE, MEMBER_ID_REQUIRED = 15, 79
@@ -26,8 +27,9 @@ def _join(member_id: str, client: str) -> JoinGroup:
 
 def test_failed_append_answers_every_request_of_the_lost_result(tmp_path: Path) -> None:
     async def main() -> tuple[Any, Any, GroupState]:
-        broker = Broker(BrokerConfig(port=0, data_dir=tmp_path / "data", values={
-            "group.initial.rebalance.delay.ms": 0}))
+        config = BrokerConfig(port=0, data_dir=tmp_path / "data", values={
+            "group.initial.rebalance.delay.ms": 0})
+        broker = Broker(config, LocalEngine(config))
         await broker.start()
         runtime = broker.groups
         try:

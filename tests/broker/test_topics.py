@@ -6,11 +6,12 @@ from pathlib import Path
 
 from samsa.broker.config import BrokerConfig
 from samsa.broker.topics import TopicManager
+from samsa.storage.local import LocalTopicStore
 from tests.records import make_batch
 
 
 def _manager(data: Path) -> TopicManager:
-    topics = TopicManager(BrokerConfig.create(data_dir=data))
+    topics = TopicManager(BrokerConfig.create(data_dir=data), LocalTopicStore(data))
     topics.load(now_ms=0)
     return topics
 

@@ -220,14 +220,13 @@ class _Coordinator:
         return None if g is None else (g.state, g.generation)
 
 
-def test_rebalance_counting_without_a_broker(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rebalance_counting_without_a_broker() -> None:
     from samsa.broker.metrics import BrokerMetrics
     from samsa.coordinator import GroupState
     from samsa.coordinator.group import Group
 
     clock = [100.0]
-    monkeypatch.setattr("samsa.broker.metrics.time.monotonic", lambda: clock[0])
-    m, coord = BrokerMetrics(), _Coordinator()
+    m, coord = BrokerMetrics(clock=lambda: clock[0]), _Coordinator()
     group = Group("g")
     coord.groups["g"] = group
 

@@ -21,6 +21,7 @@ from kio.schema.errors import ErrorCode
 
 from samsa.broker.config import BrokerConfig
 from samsa.broker.server import Broker
+from samsa.cluster.engine import ClusterEngine
 from samsa.cluster.node import ClusterNode
 from samsa.coordinator import ShardStatus, partition_for
 from samsa.coordinator.events import ConsumerGroupDescribe, ConsumerGroupHeartbeat
@@ -43,9 +44,10 @@ WHILE_MOVING = {E.none, E.coordinator_load_in_progress, E.not_coordinator,
 
 @contextlib.asynccontextmanager
 async def node(tmp_path: Path, dsn: str) -> AsyncIterator[Broker]:
-    broker = Broker(BrokerConfig(port=0, data_dir=tmp_path / "data", values={
+    config = BrokerConfig(port=0, data_dir=tmp_path / "data", values={
         "node.id": 1, "offsets.topic.num.partitions": SHARDS,
-        "group.initial.rebalance.delay.ms": 0, "cluster.lease.ttl.ms": 10_000}), storage=dsn)
+        "group.initial.rebalance.delay.ms": 0, "cluster.lease.ttl.ms": 10_000})
+    broker = Broker(config, ClusterEngine(config, dsn))
     await broker.start()
     try:
         if broker.topics.get(TOPIC) is None:
@@ -177,7 +179,7 @@ def test_reload_replays_appends_committed_after_the_failure(tmp_path: Path,
         assert (await call(broker, "d", 0)).error_code == E.coordinator_not_available
         await asyncio.sleep(0.5)  # a reload that does not wait replays the log now
         held.set()
-        broker.engine.writer.kick(plog)  # type: ignore[union-attr]
+        plog.engine.kick(plog)
         joined = await asyncio.wait_for(join, 20)
         assert joined.error_code == E.none
         codes = await until_answered(broker, "c", joined.member_epoch, NEIGHBOUR)
@@ -269,8 +271,7 @@ def test_a_node_that_lost_the_lease_never_says_a_group_is_gone(
 
         monkeypatch.setattr(ClusterNode, "tick", no_tick)  # the node notices nothing alone
         pid = offsets_log(broker).pid
-        assert broker.engine is not None
-        await broker.engine.db.run(lambda pool: pool.execute(
+        await offsets_log(broker).engine.db.run(lambda pool: pool.execute(
             "UPDATE samsa_partitions SET epoch = epoch + 1, owner = NULL WHERE pid = $1", pid))
         assert (await call(broker, "z", 5)).error_code == E.not_coordinator
         coord = broker.groups.coordinator

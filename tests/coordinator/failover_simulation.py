@@ -1,27 +1,33 @@
 """Deterministic coordinator failover (issue 14), pure: no sockets, no database.
 
-Three coordinator runtimes (each a :class:`Coordinator` with its own :class:`FakeTimer`)
-share ONE record log per ``__consumer_offsets`` partition (:class:`SharedLog`, the
-database's part). Ownership of each partition is a lease with an epoch kept beside the log;
-it moves between runtimes at random moments (and at chosen ones in the named scenarios of
-``test_failover_simulation.py``):
+Three nodes (each a :class:`Coordinator` with its own :class:`FakeTimer`, run by the
+shipped shard runtime :class:`~samsa.coordinator.runtime.ShardRuntime`) share ONE record
+log per ``__consumer_offsets`` partition (:class:`SharedLog`, the database's part).
+Ownership of each partition is a lease with an epoch kept beside the log, and every
+decision a node takes about it is the shipped control step
+(:func:`samsa.cluster.reconcile.reconcile`): it claims what it is preferred for and finds
+free, drops what it finds moved, hands off what is preferred elsewhere. The simulation
+moves leases at random moments (and at chosen ones in the named scenarios of
+``test_failover_simulation.py``) by changing what the database and the placement say:
 
-* graceful hand-off: the owner unloads (parked requests get NOT_COORDINATOR, its timers
-  stop), the next owner takes the lease with a higher epoch and loads;
+* graceful hand-off: the shard's preferred owner changes; the owner's step hands it off
+  (unload: parked requests get NOT_COORDINATOR, its timers stop), the next owner's step
+  claims it with a higher epoch and loads;
 * crash: the owner dies (its connections break: the clients see a disconnect), its lease
-  lapses after a TTL (FindCoordinator: COORDINATOR_NOT_AVAILABLE), then a live runtime
-  takes it;
-* pause: the owner is stopped and its lease taken over at once; it wakes up still believing
-  it owns the shard and keeps answering until it notices. Its appends are refused by the
-  log (stale epoch), and the edge handles that as a failed append: unload, answer the lost
-  result's requests COORDINATOR_NOT_AVAILABLE, and (it has learned it lost the lease) do
-  not reload. Before it tells a KIP-848 member that its group is gone, the edge confirms the
-  lease (as the broker's does with the database) and, finding it lost, gives the shard up
-  and answers NOT_COORDINATOR.
+  lapses after a TTL (FindCoordinator: COORDINATOR_NOT_AVAILABLE), then a live node
+  claims it;
+* pause: the owner is stopped and its lease lapses; another node claims it at once; the
+  paused one wakes up still believing it owns the shard and keeps answering until its step
+  notices. Its appends are refused by the log (stale epoch), and the runtime handles that
+  as a failed append: unload, answer the lost result's requests COORDINATOR_NOT_AVAILABLE,
+  and (it has learned it lost the lease) do not reload. Before it tells a KIP-848 member
+  that its group is gone, the node confirms the lease (as the broker's does with the
+  database) and, finding it lost, gives the shard up and answers NOT_COORDINATOR.
 
-A runtime that takes a shard answers COORDINATOR_LOAD_IN_PROGRESS while it loads (loading
+A node that takes a shard answers COORDINATOR_LOAD_IN_PROGRESS while it loads (loading
 takes simulated time), then replays the shared log. Random transient append failures are
-handled by the edge as :mod:`samsa.coordinator` documents (unload, reload from the log).
+handled by the runtime as :mod:`samsa.coordinator.runtime` documents (unload, reload from
+the log).
 
 Clients are classic consumers (:mod:`tests.coordinator.failover_consumers` adds KIP-848
 members) of two groups on two shards (``eager``: eager rebalancing, some members static
@@ -53,13 +59,14 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from samsa import TopicPartition
 from samsa.assignors import codec
 from samsa.assignors.interface import Assignment, Subscription
+from samsa.cluster.reconcile import Claim, Drop, Forget, HandOff, Holder, reconcile
 from samsa.coordinator import (
     CommitPartition,
     CommitTopic,
@@ -85,7 +92,6 @@ from samsa.coordinator.group import Group
 from samsa.coordinator.jobs import Job
 from samsa.coordinator.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey
 from samsa.coordinator.responses import (
-    ConsumerGroupHeartbeatResponse,
     HeartbeatResponse,
     JoinGroupResponse,
     LeaveGroupResponse,
@@ -93,6 +99,8 @@ from samsa.coordinator.responses import (
     Response,
     SyncGroupResponse,
 )
+from samsa.coordinator.result import Reply
+from samsa.coordinator.runtime import Load, ShardRuntime, must_confirm
 from tests.coordinator.fake_timer import FakeTimer
 
 NONE, NOT_AVAILABLE, LOADING, NOT_COORDINATOR = 0, 15, 14, 16
@@ -170,9 +178,17 @@ class SharedLog:
 # ====================================================================== runtimes
 
 
+class AppendFailed(Exception):
+    """A write the shared log refused (``fenced``: a stale epoch) or that failed."""
+
+    def __init__(self, fenced: bool) -> None:
+        super().__init__("fenced" if fenced else "failed")
+        self.fenced = fenced
+
+
 class Runtime:
-    """One coordinator node: a Coordinator on its own fake timer, and the leases it believes
-    it holds."""
+    """One coordinator node: a Coordinator on its own fake timer, run by the shipped shard
+    runtime, and the leases it believes it holds."""
 
     def __init__(self, sim: FailoverSimulation, index: int) -> None:
         self.sim = sim
@@ -181,6 +197,7 @@ class Runtime:
         self.alive = True
         self.held: dict[int, int] = {}  # partition -> lease epoch it believes it holds
         self.load_ids: dict[int, int] = {}  # partition -> id of its current load
+        self.loading: dict[int, Load] = {}  # partition -> its load in progress
         self.pending: set[int] = set()  # tokens handed in and not answered yet
         self._boot()
 
@@ -189,6 +206,7 @@ class Runtime:
         timer = self.timer
         self.timer.on_fire = lambda key, now_ms: self.sim.on_fire(self, timer, key, now_ms)
         self.coord = Coordinator(self.sim.config, self.timer, self.sim.new_member_id)
+        self.shards = ShardRuntime(self.coord, self, self, self.index)
         self.sim.booted(self)
 
     def restart(self) -> None:
@@ -196,7 +214,34 @@ class Runtime:
         self.alive = True
         self.held.clear()
         self.load_ids.clear()
+        self.loading.clear()
         self._boot()
+
+    # -- the shard runtime's writer: the shared log, with random transient failures -------
+    def append(self, partition: int, records: Any, now_ms: int) -> int:
+        sim, log = self.sim, self.sim.logs[partition]
+        if not sim.calm and sim.rng.random() < sim.fail_rate:
+            raise AppendFailed(fenced=False)
+        if not log.append(tuple(records), self.index, self.held.get(partition)):
+            raise AppendFailed(fenced=True)
+        return len(log.records)
+
+    def epoch(self, partition: int) -> int | None:
+        return self.held.get(partition)
+
+    # -- the shard runtime's replies: onto the network -------------------------------------
+    def deliver(self, reply: Reply) -> None:
+        assert isinstance(reply.token, int)
+        if reply.token not in self.sim.answered:  # a crash answered it already
+            self.sim.respond(self, reply.token,
+                             self.sim.confirmed(self, reply.token, reply.response))
+
+    def fail(self, reply: Reply) -> None:
+        assert isinstance(reply.token, int)
+        if reply.token not in self.sim.answered:
+            event = self.sim.sent[reply.token].event
+            assert event is not None
+            self.sim.respond(self, reply.token, error_response(event, NOT_AVAILABLE))
 
 
 # ====================================================================== clients
@@ -276,6 +321,8 @@ class FailoverSimulation:
         self.network: list[tuple[int, int, str, object]] = []
         self.connections: dict[tuple[str, int, str], int] = {}  # FIFO per connection
         self.logs = [SharedLog(p) for p in range(SHARDS)]
+        self.shard_topics = dict.fromkeys(range(SHARDS), "__consumer_offsets")
+        self.preferred: dict[int, int | None] = {}  # shard -> the node placement prefers
         self.history: list[list[tuple[int, int | None]]] = [[(0, None)] for _ in range(SHARDS)]
         self.runtimes = [Runtime(self, i) for i in range(RUNTIMES)]
         self.sent: dict[int, Sent] = {}
@@ -417,12 +464,11 @@ class FailoverSimulation:
             if log.epoch == epoch and log.owner is not None:
                 self.note(f"lease of shard {partition} lapses (epoch {epoch})")
                 self._set_owner(partition, None)
-        elif kind == "notice":
+        elif kind == "notice":  # a paused node ticks again
             index, partition, epoch = payload
             r = self.runtimes[index]
             if r.alive and r.held.get(partition) == epoch:
-                self.note(f"r{index} notices it lost shard {partition}")
-                self.give_up(r, partition)
+                self.tick(r)
         elif kind == "take":
             partition, index, load_ms = payload
             alive = [r.index for r in self.runtimes if r.alive]
@@ -487,27 +533,29 @@ class FailoverSimulation:
             self.edge(r, r.coord.fire(key, now_ms))
 
     def edge(self, r: Runtime, result: Result) -> None:
-        """Append the result's records to the shared log, then deliver its replies; on a
-        refused or failed append, recover as the broker's edge does."""
+        """The runtime appends the result's records to the shared log, then its replies go
+        out; a refused or failed append is recovered as the runtime's rules say."""
         partitions = {rec.partition for rec in result.records}
         assert len(partitions) <= 1, "one call writes to one shard here"
         if partitions:
             (p,) = partitions
-            log = self.logs[p]
-            transient = not self.calm and self.rng.random() < self.fail_rate
-            if transient or not log.append(result.records, r.index, r.held.get(p)):
-                self._failed_append(r, p, result, fenced=not transient)
+            try:
+                r.shards.write(result, self.now)
+            except AppendFailed as exc:
+                self._failed_append(r, p, result, exc.fenced)
                 return
+            log = self.logs[p]
             self._appended(p, len(log.records) - len(result.records), result)
         hook = self.on_result(r, result) if self.on_result is not None else None
-        for i, reply in enumerate(result.replies):
-            if hook is not None and i == hook[0]:
+        if hook is None:
+            r.shards.deliver(result)
+        else:
+            for i, reply in enumerate(result.replies):
+                if i == hook[0]:
+                    hook[1]()
+                r.deliver(reply)
+            if hook[0] >= len(result.replies):
                 hook[1]()
-            assert isinstance(reply.token, int)
-            if reply.token not in self.answered:  # a crash answered it already
-                self.respond(r, reply.token, self._confirmed(r, reply.token, reply.response))
-        if hook is not None and hook[0] >= len(result.replies):
-            hook[1]()
         for job in result.jobs:
             self._start_job(r, job)
 
@@ -520,13 +568,12 @@ class FailoverSimulation:
         delay = 0 if self.calm else self.job_rng.choice([0, 0, 100, 700, 3000])
         self._post(self.now + delay, "job", (r, r.coord, job, job.run()))
 
-    def _confirmed(self, r: Runtime, token: int, response: Response) -> Response:
+    def confirmed(self, r: Runtime, token: int, response: Response) -> Response:
         """As the broker's edge, a runtime confirms its lease (the database's row here: the
         log's owner and epoch) before it tells a member its group is gone; one that lost
         it gives the shard up and answers NOT_COORDINATOR."""
         event = self.sent[token].event
-        if not isinstance(response, ConsumerGroupHeartbeatResponse) \
-                or response.error_code != GROUP_NOT_FOUND or event is None:
+        if event is None or not must_confirm(event, response):
             return response
         p = partition_for(event.group_id, SHARDS)
         log = self.logs[p]
@@ -539,24 +586,11 @@ class FailoverSimulation:
     def _failed_append(self, r: Runtime, p: int, lost: Result, fenced: bool) -> None:
         self.note(f"r{r.index} append to shard {p} {'fenced' if fenced else 'failed'}")
         self.emit("append_failed", (r, p, fenced))
-        self._deliver_plain(r, r.coord.unload(p))
         r.load_ids.pop(p, None)
-        for reply in lost.replies:
-            assert isinstance(reply.token, int)
-            if reply.token not in self.answered:
-                event = self.sent[reply.token].event
-                assert event is not None
-                self.respond(r, reply.token, error_response(event, NOT_AVAILABLE))
         if fenced:
-            r.held.pop(p, None)  # it learned that its lease is gone
-        else:
-            self._start_load(r, p)
-
-    def _deliver_plain(self, r: Runtime, result: Result) -> None:
-        assert not result.records
-        for reply in result.replies:
-            assert isinstance(reply.token, int)
-            self.respond(r, reply.token, reply.response)
+            r.held.pop(p, None)  # it learned that its lease is gone: no reload
+        for load in r.shards.failed([p], lost, self.now):
+            self._start_load(r, load)
 
     def _appended(self, p: int, start: int, result: Result) -> None:
         for i, rec in enumerate(result.records, start):
@@ -604,22 +638,66 @@ class FailoverSimulation:
         self.logs[p].owner = owner
         self.history[p].append((self.now, owner))
 
-    def acquire(self, p: int, index: int, load_ms: int | None = None) -> None:
-        """Runtime ``index`` takes the lease of shard ``p`` with the next epoch and loads."""
+    def place(self, topics: Mapping[int, str], live: Sequence[int]) -> dict[int, int | None]:
+        """The simulation's placement: the preferred owner it chose for each shard, if live
+        (a real node hashes the live nodes: samsa.cluster.placement)."""
+        out: dict[int, int | None] = {}
+        for p in topics:
+            owner = self.preferred.get(p)
+            out[p] = owner if owner is not None and owner in live else None
+        return out
+
+    def tick(self, r: Runtime, load_ms: int | None = None) -> None:
+        """``r`` runs the shipped control step on the shared leases and carries its actions
+        out: drop (unload), hand off (unload, then the lease names the target with a higher
+        epoch, whose step claims it at once), claim (a compare-and-set on the epoch read,
+        which bumps it; then load for ``load_ms``)."""
+        live = [x.index for x in self.runtimes if x.alive]
+        leases = {p: (log.owner, log.epoch) for p, log in enumerate(self.logs)}
+        me = Holder(r.index, LEASE_TTL_MS, dict(r.held), self.now / 1000)
+        for action in reconcile(me, live, leases, self.now / 1000, topics=self.shard_topics,
+                                place=self.place):
+            if isinstance(action, Drop | Forget):
+                self.note(f"r{r.index} notices it lost shard {action.pid}")
+                self.give_up(r, action.pid)
+            elif isinstance(action, HandOff):
+                self.note(f"r{r.index} hands shard {action.pid} to r{action.target}")
+                self.give_up(r, action.pid)
+                log = self.logs[action.pid]
+                log.epoch += 1
+                self._set_owner(action.pid, action.target)
+                self.tick(self.runtimes[action.target], load_ms)
+            elif isinstance(action, Claim):
+                for p, epoch in action.leases:
+                    log = self.logs[p]
+                    owner = log.owner
+                    if log.epoch == epoch and (owner is None or owner == r.index
+                                               or owner not in live):
+                        self._claimed(r, p, load_ms)
+
+    def _claimed(self, r: Runtime, p: int, load_ms: int | None) -> None:
         log = self.logs[p]
         log.epoch += 1
-        self._set_owner(p, index)
-        r = self.runtimes[index]
-        self.note(f"r{index} takes shard {p} (epoch {log.epoch})")
-        if p in r.coord.shards:  # a stale copy of its own: drop it first
-            self._deliver_plain(r, r.coord.unload(p))
+        self._set_owner(p, r.index)
+        self.note(f"r{r.index} takes shard {p} (epoch {log.epoch})")
         r.held[p] = log.epoch
-        self._start_load(r, p, load_ms)
+        self._start_load(r, r.shards.gain(p, self.now, lease_epoch=log.epoch), load_ms)
 
-    def _start_load(self, r: Runtime, p: int, load_ms: int | None = None) -> None:
+    def acquire(self, p: int, index: int, load_ms: int | None = None) -> None:
+        """Runtime ``index`` becomes shard ``p``'s preferred owner and the lease lapses if
+        another holds it (its holder stopped renewing): ``index``'s step claims it and
+        loads."""
+        log = self.logs[p]
+        if log.owner is not None and log.owner != index:
+            log.owner = None  # lapsed: the claim below names the new owner
+        self.preferred[p] = index
+        self.tick(self.runtimes[index], load_ms)
+
+    def _start_load(self, r: Runtime, load: Load, load_ms: int | None = None) -> None:
+        p = load.partition
         load_id = next(self._loads)
         r.load_ids[p] = load_id
-        r.coord.begin_load(p)
+        r.loading[p] = load
         if load_ms is None:
             load_ms = 0 if self.calm else self.rng.choice([0, 200, 1000, 3000])
         self._post(self.now + load_ms, "loaded", (r.index, p, load_id))
@@ -627,18 +705,21 @@ class FailoverSimulation:
     def _finish_load(self, r: Runtime, p: int, load_id: int) -> None:
         if not r.alive or r.load_ids.get(p) != load_id:
             return
-        shard = r.coord.shards[p]
-        for rec in self.logs[p].records:
-            shard.replay(rec.key, rec.value)
-        self.note(f"r{r.index} loaded shard {p} ({len(self.logs[p].records)} records)")
-        self.edge(r, r.coord.finish_load(p, self.now))
+        records = self.logs[p].records
+        result = r.shards.finish(r.loading.pop(p), ((x.key, x.value) for x in records),
+                                 self.now)
+        if result is None:
+            return
+        self.note(f"r{r.index} loaded shard {p} ({len(records)} records)")
+        self.edge(r, result)
         self.emit("loaded", (r, p))
 
     def give_up(self, r: Runtime, p: int) -> None:
         """``r`` unloads shard ``p`` (it knows it is no longer the owner)."""
         r.held.pop(p, None)
         r.load_ids.pop(p, None)
-        self._deliver_plain(r, r.coord.unload(p))
+        r.loading.pop(p, None)
+        r.shards.lose(p)
 
     def crash(self, r: Runtime) -> None:
         """The runtime dies: connections break, timers and memory are gone; its leases lapse
@@ -675,6 +756,11 @@ class FailoverSimulation:
             if to is not None:
                 self._post(self.now + LEASE_TTL_MS, "take", (p, to, load_ms))
             return
+        if how == "handoff" and old is not None and self.runtimes[old].alive and \
+                to is not None:
+            self.preferred[p] = to  # the owner's step hands it off, the target's claims it
+            self.tick(self.runtimes[old], load_ms)
+            return
         if how == "handoff" and old is not None and self.runtimes[old].alive:
             self.give_up(self.runtimes[old], p)
         elif how == "pause" and old is not None and self.runtimes[old].alive:
@@ -683,6 +769,7 @@ class FailoverSimulation:
         if to is not None:
             self.acquire(p, to, load_ms)
         else:
+            self.preferred[p] = None
             self._set_owner(p, None)
 
     def client(self, name: str) -> Client:

@@ -28,6 +28,7 @@ from samsa.broker.server import Broker
 from samsa.protocol.codec import encode_request
 from samsa.security.credentials import FileStore, from_password
 from samsa.security.principal import KafkaPrincipal
+from samsa.storage.local import LocalEngine
 from tests.brokerproc import BrokerProcess
 from tests.conftest import FAST_GROUPS
 from tests.security.certs import Pki
@@ -230,7 +231,7 @@ def _in_process(tmp: Path, overrides: dict[str, Any], body: Any) -> Any:
     async def main() -> Any:
         config = BrokerConfig.create(port=0, data_dir=tmp / "data",
                                      overrides={**FAST_GROUPS, **overrides})
-        broker = Broker(config)
+        broker = Broker(config, LocalEngine(config))
         await broker.start()
         try:
             return await body(broker)

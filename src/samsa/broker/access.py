@@ -28,11 +28,10 @@ from samsa.security.acl import (
     ResourceType,
     parse_super_users,
 )
-from samsa.security.authorizer import Authorizer, FileAclStore
+from samsa.security.authorizer import AclStore, Authorizer
 
 if TYPE_CHECKING:
     from samsa.broker.context import RequestContext
-    from samsa.storage.pg.engine import PgEngine
 
 TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
 
@@ -40,17 +39,11 @@ NOT_REQUESTED = -(2**31)
 """The authorized-operations field of an answer that did not ask for them."""
 
 
-def authorizer_for(config: BrokerConfig, engine: PgEngine | None) -> Authorizer | None:
-    """The broker's authorizer, or None when ``authorizer.class.name`` is unset. ACLs live
-    in the data directory, or in the cluster's database."""
+def authorizer_for(config: BrokerConfig, store: AclStore) -> Authorizer | None:
+    """The broker's authorizer over the engine's ACL ``store`` (the data directory, or the
+    cluster's database), or None when ``authorizer.class.name`` is unset."""
     if not config["authorizer.class.name"]:
         return None
-    if engine is not None:
-        from samsa.storage.pg.acls import PgAclStore
-
-        store: FileAclStore | PgAclStore = PgAclStore(engine)
-    else:
-        store = FileAclStore(config.data_dir)
     return Authorizer(store, parse_super_users(config["super.users"]),
                       bool(config["allow.everyone.if.no.acl.found"]))
 

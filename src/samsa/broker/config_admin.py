@@ -23,7 +23,7 @@ from samsa.broker.topics import TopicError, validate_topic_name
 from samsa.log.config import LIST_CONFIGS, LogConfig
 
 if TYPE_CHECKING:
-    from samsa.broker.server import Broker
+    from samsa.broker.context import Services
 
 TOPIC, BROKER, GROUP = 2, 4, 32
 """ConfigResource types served."""
@@ -58,7 +58,7 @@ Refusal = Callable[[int, str], "tuple[ErrorCode, str] | None"]
 """The authorization of a resource: None, or the error and message refusing it."""
 
 
-def alter_all(broker: Broker, resources: Sequence[Any], validate_only: bool,
+def alter_all(broker: Services, resources: Sequence[Any], validate_only: bool,
               incremental: bool, refuse: Refusal = lambda rtype, name: None
               ) -> list[dict[str, Any]]:
     """Apply every resource of an (Incremental)AlterConfigs request; one result each.
@@ -88,7 +88,7 @@ def alter_all(broker: Broker, resources: Sequence[Any], validate_only: bool,
     return results
 
 
-def alter(broker: Broker, rtype: int, name: str, change: Change, validate_only: bool) -> None:
+def alter(broker: Services, rtype: int, name: str, change: Change, validate_only: bool) -> None:
     """Change one resource's dynamic configs; raises :class:`AlterFailed`."""
     if rtype == TOPIC:
         if not name:

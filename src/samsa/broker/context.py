@@ -1,27 +1,49 @@
-"""What a request handler receives: the broker, the decoded request and its connection."""
+"""What a request handler receives: the broker's services, the decoded request and its
+connection."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from samsa.broker.config import BrokerConfig
+from samsa.broker.groups import GroupRuntime
+from samsa.broker.metrics import BrokerMetrics
+from samsa.broker.storage import Leadership, ProducerIds
+from samsa.broker.topics import TopicManager
 from samsa.protocol.build import build
 from samsa.protocol.codec import Request, response_class
+from samsa.security.authorizer import Authorizer
+from samsa.security.credentials import CredentialStore
 from samsa.security.principal import ANONYMOUS, KafkaPrincipal
-
-if TYPE_CHECKING:
-    from samsa.broker.server import Broker
 
 #: kio resolves the response class by name on every lookup; requests repeat a few dozen.
 _response_class = cache(response_class)
+
+
+class Services(Protocol):
+    """What handlers use of their broker (:class:`~samsa.broker.server.Broker` is one)."""
+
+    config: BrokerConfig
+    topics: TopicManager
+    groups: GroupRuntime
+    leadership: Leadership
+    producer_ids: ProducerIds
+    metrics: BrokerMetrics
+    authorizer: Authorizer | None
+    credentials: CredentialStore
+    #: API key -> (lowest, highest) version served
+    supported: dict[int, tuple[int, int]]
+    #: FinalizedFeaturesEpoch of ApiVersions (see :mod:`samsa.broker.features`)
+    features_epoch: int
 
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
     """One request in flight."""
 
-    broker: Broker
+    broker: Services
     request: Request
     client_host: str
     #: who the connection authenticated as (``User:ANONYMOUS`` without authentication)

@@ -7,23 +7,28 @@ replies:
 
 * a request's event goes to :meth:`GroupRuntime.call`, which hands the coordinator a future
   as reply token and awaits it (a parked JoinGroup/SyncGroup is answered by a later result);
-* the result's records are appended synchronously (one batch per shard), then the replies
-  wait for their fsync (group commit with produce's acks=all writers) before being sent;
+* loading, writing and failure handling are the shard runtime's rules
+  (:class:`~samsa.coordinator.runtime.ShardRuntime`), run here against the engine's
+  partition stores (:mod:`samsa.broker.storage`): the result's records are appended
+  synchronously (one batch per shard), then the replies wait until they are durable (group
+  commit with produce's acks=all writers);
 * the result's jobs (target assignments, regex resolutions) start once its records are
   appended (:mod:`samsa.broker.group_jobs`: inline ones at once, offloaded ones in worker
   processes); each outcome comes back to the loop as ``coordinator.complete``, a result
   like any other. The jobs of a result whose append failed are dropped;
-* if an append or its fsync fails (a storage error), the touched shards are reloaded from
-  their logs (requests still parked there get NOT_COORDINATOR) and every request the lost
-  result answered gets COORDINATOR_NOT_AVAILABLE; clients rediscover and rejoin. That is
-  the only recovery story: nothing is snapshotted or reverted (a reloaded shard asks for
-  the jobs it still needs, and ignores the outcomes of those it asked for before). A cluster
-  node reloads from the database, after the appends it made before have committed, while it
-  holds the lease (it loads shards it is given the same way, retrying a failed read);
+* if an append or its durability fails (a storage error), the touched shards are reloaded
+  from their logs (requests still parked there get NOT_COORDINATOR) and every request the
+  lost result answered gets COORDINATOR_NOT_AVAILABLE; clients rediscover and rejoin. That
+  is the only recovery story: nothing is snapshotted or reverted (a reloaded shard asks for
+  the jobs it still needs, and ignores the outcomes of those it asked for before). One
+  loader serves every load (start-up of a single node, a shard the cluster hands this node
+  through :meth:`GroupRuntime.gain`, a reload): it reads the partition once every append
+  made before is durable, and retries a failed read while the node holds the partition;
   meanwhile the shard answers COORDINATOR_LOAD_IN_PROGRESS, never "group not found";
-* before a ConsumerGroupHeartbeat is answered GROUP_ID_NOT_FOUND (fatal for the member), a
-  cluster node confirms its lease with the database: a node that lost it (paused past its
-  TTL, not ticked since) answers NOT_COORDINATOR and drops the shard.
+* before a ConsumerGroupHeartbeat is answered GROUP_ID_NOT_FOUND (fatal for the member),
+  the node confirms it still holds the shard (:meth:`Leadership.confirm
+  <samsa.broker.storage.Leadership.confirm>`): a cluster node that lost it (paused past
+  its TTL, not ticked since) answers NOT_COORDINATOR and drops the shard.
 
 Offsets expiry is the coordinator's own keyed timer (``offsets.retention.check.interval.ms``).
 
@@ -37,16 +42,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.errors import ErrorCode
 
 from samsa.broker.clock import now_ms
 from samsa.broker.group_jobs import JobRunner
-from samsa.broker.partition import Partition
 from samsa.broker.topics import OFFSETS_TOPIC, Topic, TopicError
 from samsa.coordinator import (
     Coordinator,
@@ -61,14 +64,26 @@ from samsa.coordinator.consumer.topics import TopicInfo, TopicsSnapshot
 from samsa.coordinator.events import ConsumerGroupDescribe, ConsumerGroupHeartbeat
 from samsa.coordinator.history import LoadInfo
 from samsa.coordinator.jobs import Job
-from samsa.coordinator.records import deserialize, serialize
-from samsa.coordinator.responses import ConsumerGroupHeartbeatResponse, Response
-from samsa.coordinator.shard import CoordinatorShard
+from samsa.coordinator.records import RecordKey, RecordValue, deserialize, serialize
+from samsa.coordinator.responses import Response
+from samsa.coordinator.result import Reply
+from samsa.coordinator.runtime import Load, ShardRuntime, must_confirm, partitions_of
 from samsa.protocol.records import ProducerRecordData, decode_batches, encode_batch
-from samsa.storage.pg.log import LeaseLost, PgPartitionLog, records_of
 
 if TYPE_CHECKING:
-    from samsa.broker.server import Broker
+    from samsa.broker.config import BrokerConfig
+    from samsa.broker.metrics import BrokerMetrics
+    from samsa.broker.storage import Leadership
+    from samsa.broker.topics import TopicManager
+
+
+class Broker(Protocol):
+    """What the group runtime uses of its broker."""
+
+    config: BrokerConfig
+    topics: TopicManager
+    leadership: Leadership
+    metrics: BrokerMetrics
 
 log = logging.getLogger("samsa.groups")
 
@@ -149,18 +164,27 @@ class GroupRuntime:
         self.timer = LoopTimer(self.fire)
         self.coordinator: Coordinator | None = None
         self.topic: Topic | None = None
+        self.shards: ShardRuntime | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._loads: set[asyncio.Task[None]] = set()
         self._topics_seen: tuple[tuple[object, int], ...] | None = None
-        #: shard -> its last load and when it finished (the console's coordinator health)
-        self.loads: dict[int, LoadInfo] = {}
-        self.loaded_at: dict[int, int] = {}
         self.jobs = JobRunner(int(broker.config["group.coordinator.background.threads"]),
                               self._job_done)
 
+    @property
+    def loads(self) -> dict[int, LoadInfo]:
+        """Shard -> its last load (the console's coordinator health)."""
+        return {} if self.shards is None else self.shards.loads
+
+    @property
+    def loaded_at(self) -> dict[int, int]:
+        """Shard -> when its last load finished."""
+        return {} if self.shards is None else self.shards.loaded_at
+
     # -- lifecycle ------------------------------------------------------------------------
-    def start(self) -> None:
-        """Create or open ``__consumer_offsets`` and load every shard (on the loop)."""
+    async def start(self) -> None:
+        """Create or open ``__consumer_offsets``; a single node loads every shard now (a
+        cluster node loads those it is given: :meth:`gain`)."""
         config = self.broker.config
         topics = self.broker.topics
         topic = topics.get(OFFSETS_TOPIC)
@@ -180,14 +204,14 @@ class GroupRuntime:
         coordinator_config = replace(CoordinatorConfig.from_properties(props),
                                      group_configs=topics.dynamic.group_overrides)
         self.coordinator = Coordinator(coordinator_config, self.timer)
+        self.shards = ShardRuntime(self.coordinator, _OffsetsWriter(topic), _FutureReplies(),
+                                   config.node_id)
         self.sync_topics()
-        if self.broker.engine is not None:
-            return  # a cluster node loads the shards it is given (take_shard)
+        if self.broker.leadership.leases:
+            return  # a cluster node loads the shards it is given (gain)
         started = now_ms()
         for part in topic.partitions:
-            loading = time.perf_counter()
-            self._load(part)
-            self.broker.metrics.shard_loaded(part.index, time.perf_counter() - loading)
+            await self._load(self.shards.gain(part.index, now_ms()))
         log.info("loaded %d coordinator shards in %d ms", len(topic.partitions),
                  now_ms() - started)
 
@@ -199,22 +223,14 @@ class GroupRuntime:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    def _load(self, part: Partition) -> None:
-        coord = self._coord()
-        started = now_ms()
-        shard = coord.begin_load(part.index)
-        for key, value in _records_of(part):
-            record = deserialize(key, value)
-            if record is not None:
-                shard.replay(*record)
-        info = LoadInfo(started, self.broker.config.node_id)
-        self._apply(coord.finish_load(part.index, now_ms(), info))
-        self.loads[part.index], self.loaded_at[part.index] = info, now_ms()
-
     # -- requests and timers --------------------------------------------------------------
     def _coord(self) -> Coordinator:
         assert self.coordinator is not None, "group runtime not started"
         return self.coordinator
+
+    def _shards(self) -> ShardRuntime:
+        assert self.shards is not None, "group runtime not started"
+        return self.shards
 
     async def call(self, event: Event) -> Response:
         """Handle one request event; returns its (possibly deferred) response."""
@@ -228,22 +244,19 @@ class GroupRuntime:
             response = await fut
         except StorageFailure:
             return error_response(event, int(ErrorCode.coordinator_not_available))
-        if (isinstance(event, ConsumerGroupHeartbeat)
-                and isinstance(response, ConsumerGroupHeartbeatResponse)
-                and response.error_code == ErrorCode.group_id_not_found
-                and not await self._still_coordinator(event.group_id)):
+        if must_confirm(event, response) and not await self._still_coordinator(
+                getattr(event, "group_id", "")):
             return error_response(event, int(ErrorCode.not_coordinator))
         return response
 
     async def _still_coordinator(self, group_id: str) -> bool:
-        """A cluster node asks the database whether it still holds the group's shard before
-        telling a member its group is gone (fatal for librdkafka and Java): a node paused
+        """Ask the engine whether this node still holds the group's shard before telling a
+        member its group is gone (fatal for librdkafka and Java): a cluster node paused
         past its lease answers from what it held until it notices."""
-        cluster = self.broker.cluster
-        if cluster is None or self.topic is None:
+        if self.topic is None:
             return True
-        plog = self.topic.partitions[self.partition_for(group_id)].log
-        return not isinstance(plog, PgPartitionLog) or await cluster.confirm(plog.pid)
+        part = self.topic.partitions[self.partition_for(group_id)]
+        return await self.broker.leadership.confirm(part.log)
 
     def fire(self, key: TimerKey) -> None:
         self._apply(self._coord().fire(key, now_ms()))
@@ -261,16 +274,16 @@ class GroupRuntime:
     def _apply(self, result: Result) -> bool:
         """Append the result's records, then deliver its replies once they are durable;
         start its jobs once the records are appended."""
+        shards = self._shards()
         if not result.records:
-            _deliver(result)
+            shards.deliver(result)
             self._start_jobs(result)
             return True
         try:
-            synced = self._append(result.records)
+            synced = shards.write(result, now_ms())
         except Exception:
             log.exception("appending group records failed; reloading the shards")
-            self._reload({r.partition for r in result.records})
-            _fail(result, StorageFailure("group records could not be written"))
+            self._failed(result)
             return False
         task = asyncio.create_task(self._deliver_when_durable(synced, result))
         self._tasks.add(task)
@@ -278,47 +291,27 @@ class GroupRuntime:
         self._start_jobs(result)
         return True
 
-    def _append(self, records: tuple[Record, ...]) -> list[tuple[Partition, int]]:
-        assert self.topic is not None
-        by_partition: dict[int, list[Record]] = defaultdict(list)
-        for r in records:
-            by_partition[r.partition].append(r)
-        now = now_ms()
-        synced = []
-        for index, recs in by_partition.items():
-            part = self.topic.partitions[index]
-            batch = encode_batch([ProducerRecordData(now, *serialize(r.key, r.value), ())
-                                  for r in recs])
-            info = part.log.append(batch, now)
-            part.notify()
-            synced.append((part, info.last_offset + 1))
-        return synced
-
-    async def _deliver_when_durable(self, synced: list[tuple[Partition, int]],
+    async def _deliver_when_durable(self, synced: list[tuple[int, int]],
                                     result: Result) -> None:
-        flusher = self.broker.flusher
-        try:
-            await asyncio.gather(*(flusher.sync(part, end) for part, end in synced))
-        except OSError:
-            log.exception("fsync of group records failed; reloading the shards")
-            self._reload({part.index for part, _ in synced})
-            _fail(result, StorageFailure("fsync failed"))
-            return
-        _deliver(result)
-
-    def _reload(self, partitions: set[int]) -> None:
         assert self.topic is not None
-        coord = self._coord()
-        for index in partitions:
-            _deliver(coord.unload(index))
-            part = self.topic.partitions[index]
-            plog = part.log
-            if not isinstance(plog, PgPartitionLog):
-                self._load(part)
-            elif plog.is_leader:  # else the lease is gone: the cluster claims it again
-                task = asyncio.create_task(self._replay(coord.begin_load(index), plog))
-                self._loads.add(task)
-                task.add_done_callback(self._loads.discard)
+        parts = self.topic.partitions
+        try:
+            await asyncio.gather(*(parts[p].log.wait_durable(end) for p, end in synced))
+        except OSError:
+            log.exception("group records did not become durable; reloading the shards")
+            self._failed(result)
+            return
+        self._shards().deliver(result)
+
+    def _failed(self, result: Result) -> None:
+        """The result's records were lost: its shards reload (the runtime's rules)."""
+        for load in self._shards().failed(partitions_of(result), result, now_ms()):
+            self._spawn_load(load)
+
+    def _spawn_load(self, load: Load) -> None:
+        task = asyncio.create_task(self._load(load))
+        self._loads.add(task)
+        task.add_done_callback(self._loads.discard)
 
     def sync_topics(self) -> None:
         """Hand the coordinator a new :class:`TopicsSnapshot` if topics were created, deleted
@@ -334,58 +327,52 @@ class GroupRuntime:
                       {p: frozenset({rack}) for p in range(len(t.partitions))} if rack else {})
             for t in topics), now_ms())
 
-    # -- shards moving between cluster nodes ---------------------------------------------
-    async def take_shard(self, index: int, plog: PgPartitionLog,
-                         previous_node: int | None = None) -> None:
-        """Load shard ``index`` by replaying its records (this node now holds its lease,
-        taken from ``previous_node`` if another node held it); its groups answer
-        COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
-        await self._replay(self._coord().begin_load(index), plog, previous_node)
+    # -- loading, and shards moving between cluster nodes ---------------------------------
+    async def gain(self, index: int, previous_node: int | None = None,
+                   lease_epoch: int | None = None) -> None:
+        """This node now holds shard ``index`` (taken from ``previous_node`` under
+        ``lease_epoch``): load it; its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
+        await self._load(self._shards().gain(index, now_ms(), previous_node, lease_epoch))
 
-    async def _replay(self, shard: CoordinatorShard, plog: PgPartitionLog,
-                      previous_node: int | None = None) -> None:
-        """Fill the LOADING ``shard`` from the database once every append this node made
-        to it has committed (a reload after a failed append: an earlier result may still be
-        on its way, and its answers promise its records). A failed read is retried while
-        the node holds the lease and nobody replaced the shard."""
-        coord = self._coord()
-        index = shard.partition
-        epoch = plog.epoch
-        started = now_ms()
+    async def _load(self, load: Load) -> None:
+        """The one shard loader: read the partition (once every append made before is
+        durable: an earlier result may still be on its way, and its answers promise its
+        records) and replay it, unless the load was superseded meanwhile. A failed read is
+        retried while this node holds the partition; a lost one drops the shard."""
+        shards = self._shards()
+        assert self.topic is not None
+        index = load.partition
+        store = self.topic.partitions[index].log
         loading = time.perf_counter()
         backoff = 0.05
         while True:
-            if plog.epoch != epoch or coord.shards.get(index) is not shard:
+            if not shards.current(load):
                 return  # lost or reloaded meanwhile
             try:
-                await plog.wait_appended()
-                records = records_of(await plog.read_all())
+                batches = await store.read_all()
                 break
-            except LeaseLost:
-                if coord.shards.get(index) is shard:
-                    self.drop_shard(index)
-                return
             except Exception:
+                if store.epoch != load.epoch:  # the partition was lost meanwhile
+                    if self._coord().shards.get(index) is load.shard:
+                        self.drop_shard(index)
+                    return
                 log.exception("loading coordinator shard %d failed; retrying", index)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
-        if plog.epoch != epoch or coord.shards.get(index) is not shard:
+        start = store.log_start_offset
+        result = shards.finish(load, _records(batches, start), now_ms())
+        if result is None:
             return  # lost or reloaded meanwhile
-        for key, value in records:
-            record = deserialize(key, value)
-            if record is not None:
-                shard.replay(*record)
-        info = LoadInfo(started, self.broker.config.node_id, previous_node, epoch)
-        self._apply(coord.finish_load(index, now_ms(), info))
-        self.loads[index], self.loaded_at[index] = info, now_ms()
-        self.broker.metrics.shard_loaded(index, time.perf_counter() - loading)
-        log.info("loaded coordinator shard %d (%d records) in %.0f ms", index, len(records),
-                 (time.perf_counter() - loading) * 1000)
+        self._apply(result)
+        elapsed = time.perf_counter() - loading
+        self.broker.metrics.shard_loaded(index, elapsed)
+        log.log(logging.INFO if self.broker.leadership.leases else logging.DEBUG,
+                "loaded coordinator shard %d in %.0f ms", index, elapsed * 1000)
 
     def drop_shard(self, index: int) -> None:
         """Unload shard ``index``: parked requests get NOT_COORDINATOR, its timers stop."""
         if self.coordinator is not None and index in self.coordinator.shards:
-            _deliver(self.coordinator.unload(index))
+            self._shards().lose(index)
             log.info("unloaded coordinator shard %d", index)
 
     # -- lookups for FindCoordinator ------------------------------------------------------
@@ -396,38 +383,51 @@ class GroupRuntime:
         return self._coord().partition_for(group_id)
 
 
-def _fail(result: Result, error: StorageFailure) -> None:
-    """Every request answered in a result whose records were lost gets ``error`` (its
-    caller answers COORDINATOR_NOT_AVAILABLE): the reloaded shard no longer parks them."""
-    for reply in result.replies:
-        token = reply.token
-        if isinstance(token, asyncio.Future) and not token.done():
-            token.set_exception(error)
+class _OffsetsWriter:
+    """The shard runtime's :class:`~samsa.coordinator.runtime.ShardWriter`: the partition
+    stores of ``__consumer_offsets``."""
+
+    def __init__(self, topic: Topic) -> None:
+        self.topic = topic
+
+    def append(self, partition: int, records: Sequence[Record], now_ms: int) -> int:
+        part = self.topic.partitions[partition]
+        batch = encode_batch([ProducerRecordData(now_ms, *serialize(r.key, r.value), ())
+                              for r in records])
+        info = part.log.append(batch, now_ms)
+        part.notify()
+        return info.last_offset + 1
+
+    def epoch(self, partition: int) -> int | None:
+        return self.topic.partitions[partition].log.epoch
 
 
-def _deliver(result: Result) -> None:
-    for reply in result.replies:
+class _FutureReplies:
+    """Replies to requests waiting on futures (:meth:`GroupRuntime.call`)."""
+
+    def deliver(self, reply: Reply) -> None:
         token = reply.token
         if isinstance(token, asyncio.Future) and not token.done():
             token.set_result(reply.response)
 
+    def fail(self, reply: Reply) -> None:
+        """Its caller answers COORDINATOR_NOT_AVAILABLE: the reloaded shard no longer
+        parks it."""
+        token = reply.token
+        if isinstance(token, asyncio.Future) and not token.done():
+            token.set_exception(StorageFailure("group records could not be written"))
 
-def _records_of(part: Partition) -> list[tuple[bytes, bytes | None]]:
-    """Every (key, value) record of a ``__consumer_offsets`` partition, in order."""
-    out: list[tuple[bytes, bytes | None]] = []
-    log_ = part.log
-    offset = log_.log_start_offset
-    while offset < log_.log_end_offset:
-        data = bytes(log_.read(offset, 1 << 20))
-        if not data:
-            break
-        progressed = offset
-        for batch in decode_batches(data):
-            if not batch.is_control:
-                out.extend((key, value) for off, _, key, value, _ in batch.records
-                           if off >= offset and key is not None)
-            progressed = batch.next_offset
-        if progressed <= offset:
-            break
-        offset = progressed
-    return out
+
+def _records(batches: list[bytes], start: int
+             ) -> Iterator[tuple[RecordKey, RecordValue | None]]:
+    """The typed records of a ``__consumer_offsets`` partition's batches, in order, from
+    offset ``start`` (unknown record types are skipped)."""
+    for data in batches:
+        for batch in decode_batches(bytes(data)):
+            if batch.is_control:
+                continue
+            for offset, _, key, value, _ in batch.records:
+                if offset >= start and key is not None:
+                    record = deserialize(key, value)
+                    if record is not None:
+                        yield record

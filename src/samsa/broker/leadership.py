@@ -1,9 +1,7 @@
-"""Who leads what, for the handlers: this node alone (embedded) or the cluster's leases.
-
-A single node leads every partition at epoch 0 and coordinates every group. A cluster node
-answers from its last lease read (:class:`samsa.cluster.node.ClusterNode`). Nodes are given
-with the address of the listener the request came in on (Kafka answers per listener; a
-node without that listener is left out).
+"""Who leads what, for the handlers, as the engine's :class:`~samsa.broker.storage.Leadership`
+says: this node alone (a single node leads every partition at epoch 0 and coordinates every
+group) or a cluster's leases. Nodes are given with the address of the listener the request
+came in on (Kafka answers per listener; a node without that listener is left out).
 """
 
 from __future__ import annotations
@@ -13,65 +11,45 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from samsa.broker.partition import Partition
+from samsa.broker.storage import NodeInfo
 from samsa.broker.topics import OFFSETS_TOPIC
-from samsa.cluster.node import NodeInfo
-from samsa.storage.pg.log import PgPartitionLog
 
 if TYPE_CHECKING:
-    from samsa.broker.server import Broker
+    from samsa.broker.context import Services
 
 
-def brokers(broker: Broker, listener: str | None = None) -> list[NodeInfo]:
+def brokers(broker: Services, listener: str | None = None) -> list[NodeInfo]:
     """The live nodes (this one alone without a cluster), at ``listener``'s address."""
-    if broker.cluster is not None:
-        nodes = broker.cluster.live_nodes()
-    else:
-        config = broker.config
-        nodes = [NodeInfo(config.node_id, config.advertised_host, config.advertised_port,
-                          config.rack, tuple((n, h, p) for n, (h, p) in broker.endpoints.items()))]
+    nodes = broker.leadership.live_nodes()
     if listener is None:
         return nodes
     return [n for n in (node.at(listener) for node in nodes) if n is not None]
 
 
-def controller_id(broker: Broker) -> int:
+def controller_id(broker: Services) -> int:
     """The lowest live node id stands in for Kafka's controller."""
     return min(n.node_id for n in brokers(broker))
 
 
-def leader(broker: Broker, part: Partition) -> tuple[int, int]:
+def leader(broker: Services, part: Partition) -> tuple[int, int]:
     """(leader node id or -1 when none is live, leader epoch)."""
-    plog = part.log
-    if broker.cluster is None or not isinstance(plog, PgPartitionLog):
-        return broker.config.node_id, 0
-    return broker.cluster.leader(plog.pid)
+    return broker.leadership.leader(part.log)
 
 
-def leader_error(broker: Broker, part: Partition, current_leader_epoch: int = -1) -> ErrorCode:
+def leader_error(broker: Services, part: Partition, current_leader_epoch: int = -1) -> ErrorCode:
     """NOT_LEADER_OR_FOLLOWER on a node that does not lead ``part``; with the client's
     ``current_leader_epoch`` (-1: unknown), FENCED_LEADER_EPOCH when it is older than the
     leader's and UNKNOWN_LEADER_EPOCH when newer."""
-    plog = part.log
-    if not isinstance(plog, PgPartitionLog):
-        return ErrorCode.none
-    epoch = plog.epoch
-    if epoch is None:
-        return ErrorCode.not_leader_or_follower
-    if current_leader_epoch >= 0:
-        if current_leader_epoch < epoch:
-            return ErrorCode.fenced_leader_epoch
-        if current_leader_epoch > epoch:
-            return ErrorCode.unknown_leader_epoch
-    return ErrorCode.none
+    return broker.leadership.leader_error(part.log, current_leader_epoch)
 
 
-def coordinator(broker: Broker, group_id: str,
+def coordinator(broker: Services, group_id: str,
                 listener: str | None = None) -> tuple[ErrorCode, NodeInfo | None]:
     """FindCoordinator: the node owning the group's shard. A single node answers from its
     shard's state; a cluster node names the shard's lease holder, COORDINATOR_NOT_AVAILABLE
     while no live node holds it (or it has no ``listener``)."""
     nodes = {n.node_id: n for n in brokers(broker, listener)}
-    if broker.cluster is None:
+    if not broker.leadership.leases:
         code = ErrorCode(broker.groups.coordinator_error(group_id))
         return code, (nodes[broker.config.node_id] if code == ErrorCode.none else None)
     topic = broker.topics.get(OFFSETS_TOPIC)

@@ -16,8 +16,8 @@ from __future__ import annotations
 import logging
 import time
 from bisect import bisect_left
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import (
@@ -32,8 +32,23 @@ from samsa.protocol.api_keys import ApiKey
 from samsa.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
-    from samsa.broker.server import Broker
+    from samsa.broker.topics import TopicManager
     from samsa.coordinator import Coordinator
+    from samsa.security.authorizer import Authorizer
+    from samsa.security.limits import ConnectionLimits
+
+
+class _Groups(Protocol):
+    coordinator: Coordinator | None
+
+
+class Broker(Protocol):
+    """What a scrape reads of the broker."""
+
+    limits: ConnectionLimits
+    groups: _Groups
+    authorizer: Authorizer | None
+    topics: TopicManager
 
 __all__ = ["API_NAMES", "BrokerMetrics"]
 
@@ -76,7 +91,9 @@ class _Histogram:
 class BrokerMetrics:
     """Counters fed by the broker, and a collector reading its state at scrape time."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] | None = None) -> None:
+        #: seconds on a monotonic scale (rebalance durations)
+        self.clock = clock if clock is not None else time.monotonic
         self.latency: dict[int, _Histogram] = {}
         self.bytes_in: dict[int, int] = {}
         self.bytes_out: dict[int, int] = {}
@@ -121,16 +138,16 @@ class BrokerMetrics:
         was_rebalancing = before is not None and before[0] in _REBALANCING
         if now[0] in _REBALANCING:
             if not was_rebalancing:
-                self._rebalance_started[group_id] = time.monotonic()
+                self._rebalance_started[group_id] = self.clock()
                 self.rebalances[group_id] = self.rebalances.get(group_id, 0) + 1
             return
         started = self._rebalance_started.pop(group_id, None)
         if started is None and before is not None and group is not None and now[1] > before[1]:
             # A whole rebalance inside one call (the last member left): count it, zero time.
-            started = time.monotonic()
+            started = self.clock()
             self.rebalances[group_id] = self.rebalances.get(group_id, 0) + 1
         if started is not None:
-            self.rebalance_seconds.observe(time.monotonic() - started)
+            self.rebalance_seconds.observe(self.clock() - started)
         if group is None:
             self._seen.pop(group_id, None)
 

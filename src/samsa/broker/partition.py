@@ -1,22 +1,24 @@
-"""A served partition: its log plus the long-polling fetches waiting on it."""
+"""A served partition: its store plus the long-polling fetches waiting on it."""
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
 
-from samsa.log import PartitionLog
+from samsa.broker.storage import PartitionStore
 
 
 @dataclass(eq=False)
 class Partition:
-    """One partition of a topic: on a single node its leader at epoch 0; on a cluster node
-    (``--storage``) every node knows every partition, and its log accepts appends only
-    while this node holds the partition's lease (:mod:`samsa.cluster`)."""
+    """One partition of a topic. Its log is the engine's
+    :class:`~samsa.broker.storage.PartitionStore`: on a single node a segment log it leads
+    at epoch 0; on a cluster node (``--storage``) every node knows every partition, and its
+    store accepts appends only while this node holds the partition's lease (ask the
+    engine's :class:`~samsa.broker.storage.Leadership`)."""
 
     topic: str
     index: int
-    log: PartitionLog
+    log: PartitionStore
     waiters: set[asyncio.Future[None]] = field(default_factory=set)
 
     def notify(self) -> None:

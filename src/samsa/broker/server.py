@@ -1,6 +1,8 @@
 """The asyncio edge: listening sockets, connections, request dispatch, background tasks.
 
-The broker listens on each of its listeners (``listeners``; one PLAINTEXT listener on
+The broker runs over a storage engine it is handed (:mod:`samsa.broker.storage`: local
+segment files or a cluster over PostgreSQL, chosen by ``samsa serve``) and names none.
+It listens on each of its listeners (``listeners``; one PLAINTEXT listener on
 ``--listen`` by default). Each connection reads size-prefixed frames and starts a handler
 task per request in arrival order (so a handler's synchronous part, e.g. a log append, runs
 in order); the responses are written back strictly in request order. Frames that are too
@@ -28,14 +30,12 @@ from samsa.broker import access
 from samsa.broker.clock import now_ms
 from samsa.broker.config import BrokerConfig
 from samsa.broker.context import RequestContext
-from samsa.broker.flusher import Flusher
 from samsa.broker.groups import GroupRuntime
 from samsa.broker.handlers import Handler, registry
 from samsa.broker.handlers.api_versions import unsupported_version_response
 from samsa.broker.metrics import BrokerMetrics
-from samsa.broker.producer_ids import ProducerIdAllocator
+from samsa.broker.storage import Engine, Node
 from samsa.broker.topics import TopicManager
-from samsa.cluster.node import ClusterNode
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import convert
 from samsa.protocol.codec import (
@@ -48,15 +48,12 @@ from samsa.protocol.codec import (
     peek_header,
     response_class,
 )
-from samsa.security.credentials import CredentialStore, FileStore
+from samsa.security.credentials import CredentialStore
 from samsa.security.edge import Authentication
 from samsa.security.limits import ConnectionLimits, RequestMemory, parse_overrides
 from samsa.security.listeners import parse_advertised
 from samsa.security.sasl.exchange import Reply
 from samsa.security.setup import ListenerSecurity, listener_security
-from samsa.storage.pg.credentials import PgCredentialStore
-from samsa.storage.pg.engine import PgEngine, PgProducerIds
-from samsa.storage.pg.topics import PgTopicManager
 
 log = logging.getLogger("samsa.broker")
 
@@ -71,27 +68,20 @@ Outgoing = bytes | list[bytes | memoryview] | None
 class Broker:
     """A samsa node: topics, request handlers and the TCP server."""
 
-    def __init__(self, config: BrokerConfig, storage: str | None = None) -> None:
+    def __init__(self, config: BrokerConfig, engine: Engine) -> None:
         self.config = config
-        self.topics = TopicManager(config)
-        self.flusher = Flusher()
-        self.producer_ids: ProducerIdAllocator | PgProducerIds = ProducerIdAllocator(
-            config.data_dir / "producer-ids")
-        self.engine: PgEngine | None = None
-        self.cluster: ClusterNode | None = None
-        if storage:  # a cluster node over PostgreSQL (samsa.cluster)
-            self.engine = PgEngine(storage, config.node_id)
-            self.topics = PgTopicManager(config, self.engine)
-            self.producer_ids = PgProducerIds(self.engine)
+        self.engine = engine
+        self.topics = TopicManager(config, engine.topics)
+        self.producer_ids = engine.producer_ids
+        self.leadership = engine.leadership
         self.metrics = BrokerMetrics()
-        self.authorizer = access.authorizer_for(config, self.engine)
+        self.authorizer = access.authorizer_for(config, engine.acls)
         self.groups = GroupRuntime(self)
         self.handlers: dict[int, tuple[tuple[int, int], Handler]] = registry()
         self.supported = {key: versions for key, (versions, _) in self.handlers.items()}
         self.features_epoch = now_ms()
         """FinalizedFeaturesEpoch of ApiVersions: the start time (see samsa.broker.features)."""
-        self.credentials: CredentialStore = (
-            FileStore(config.data_dir) if self.engine is None else PgCredentialStore(self.engine))
+        self.credentials: CredentialStore = engine.credentials
         self.security: list[ListenerSecurity] = listener_security(config, self.credentials)
         self.limits = ConnectionLimits(
             int(config["max.connections"]), int(config["max.connections.per.ip"]),
@@ -120,13 +110,14 @@ class Broker:
 
     async def start(self) -> None:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
-        if self.engine is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self.engine.open)
+        await self.engine.open(Node(
+            self.config, lambda: self.endpoints, self.groups.gain, self.groups.drop_shard,
+            self.topics.refresh, self._acls_changed))
         if self.authorizer is not None:
             await self.authorizer.load()
         self.topics.load(now_ms())
         await self.credentials.refresh()
-        self.groups.start()
+        await self.groups.start()
         loop = asyncio.get_running_loop()
         handshake_s = int(self.config["connections.authentication.timeout.ms"]) / 1000
         for sec in self.security:
@@ -141,10 +132,7 @@ class Broker:
             object.__setattr__(self.config, "host", self.security[0].listener.host)
             object.__setattr__(self.config, "port", self.port)
         self.endpoints = self._advertised()
-        if self.engine is not None:
-            assert isinstance(self.topics, PgTopicManager)
-            self.cluster = ClusterNode(self, self.engine, self.topics)
-            await self.cluster.start()
+        await self.engine.start()
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._tasks.append(asyncio.create_task(self._watch_connections()))
         self.started.set()
@@ -152,6 +140,11 @@ class Broker:
             log.info("samsa listening on %s:%d (%s, %s)", sec.listener.host,
                      self.listener_port(sec.listener.name), sec.listener.name,
                      sec.listener.protocol)
+
+    async def _acls_changed(self, version: int) -> None:
+        """The engine's ACLs are at ``version`` (another node changed them): reload."""
+        if self.authorizer is not None:
+            await self.authorizer.sync(version)
 
     def _advertised(self) -> dict[str, tuple[str, int]]:
         """Each listener's advertised address: ``advertised.listeners``, else the bound
@@ -172,8 +165,7 @@ class Broker:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        if self.cluster is not None:
-            await self.cluster.stop()  # hands its leases over first
+        await self.engine.stop()  # a cluster node hands its leases over first
         for server in self._servers:
             server.close()
         for conn in list(self.connections):
@@ -183,8 +175,7 @@ class Broker:
             await server.wait_closed()
         await asyncio.get_running_loop().run_in_executor(None, self._flush_all)
         self.topics.close()
-        if self.engine is not None:
-            self.engine.close()
+        self.engine.close()
 
     def _flush_all(self) -> None:
         for topic in self.topics:
@@ -244,29 +235,16 @@ class Broker:
                     log.exception("retention failed for %s-%d", part.topic, part.index)
 
     async def run_compaction(self, now: int) -> None:
-        """Compact every partition whose cleanup.policy has compact, one at a time.
-
-        Choosing segments and swapping the cleaned files in happen here, on the loop;
-        rewriting them (seconds for a large segment) runs on a worker thread meanwhile,
-        so requests keep being served.
-        """
-        loop = asyncio.get_running_loop()
+        """Compact every partition whose cleanup.policy has compact, one at a time (each
+        engine does the slow part off the loop: requests keep being served)."""
         for topic in list(self.topics):
             for part in list(topic.partitions):
                 if part.log.closed or not part.log.config.compact:
                     continue  # closed: its topic was deleted meanwhile
                 try:
-                    plan = part.log.plan_compaction(now)
-                    if plan is None:
-                        continue
-                    try:
-                        sizes = await loop.run_in_executor(None, part.log.clean, plan)
-                    except asyncio.CancelledError:
-                        raise  # shutting down: closing the log stops the cleaner
-                    except Exception:
-                        part.log.install_cleaned(plan, None)
-                        raise
-                    part.log.install_cleaned(plan, sizes)
+                    await part.log.run_compaction(now)
+                except asyncio.CancelledError:
+                    raise  # shutting down: closing the log stops the cleaner
                 except Exception:  # keep serving; report the partition
                     log.exception("compaction failed for %s-%d", part.topic, part.index)
 

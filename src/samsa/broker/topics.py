@@ -1,27 +1,26 @@
-"""Topics on this node: names, ids, per-topic config overrides and partition logs.
+"""The topic catalog: names, ids, per-topic config overrides and partition stores.
 
-Topic metadata (id, partition count, config overrides) is kept in ``topics.json`` in the
-data directory, replaced atomically on every change; each partition's log lives in
-``<data>/<topic>-<partition>/`` as in Kafka.
+:class:`TopicManager` validates every change with Kafka's rules and error codes, keeps the
+in-memory view the handlers read synchronously, and leaves persistence to the engine's
+:class:`~samsa.broker.storage.TopicStore` (``topics.json`` and partition directories on a
+single node, tables shared by a cluster): after each change, and when a name or id it does
+not know is asked for, the view is brought to the store's snapshot.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import shutil
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
 from samsa.broker.config import BrokerConfig
 from samsa.broker.dynamic_config import DynamicConfigs
 from samsa.broker.partition import Partition
-from samsa.log import LogConfig, PartitionLog
+from samsa.broker.storage import TopicRecord, TopicStore
+from samsa.log import LogConfig
 
 OFFSETS_TOPIC = "__consumer_offsets"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
@@ -80,21 +79,30 @@ class Topic:
 
 
 class TopicManager:
-    """Creates, opens, grows and deletes topics under one data directory."""
+    """Creates, grows, alters and deletes topics (validated here, kept by ``store``)."""
 
-    def __init__(self, config: BrokerConfig, dynamic: DynamicConfigs | None = None) -> None:
+    def __init__(self, config: BrokerConfig, store: TopicStore,
+                 dynamic: DynamicConfigs | None = None) -> None:
         self.config = config
+        self.store = store
         self.dynamic = dynamic if dynamic is not None else DynamicConfigs(config)
         self.data_dir = config.data_dir
         self._topics: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
+        self._now_ms = 0
 
     # -- lookup -------------------------------------------------------------------------
     def get(self, name: str) -> Topic | None:
-        return self._topics.get(name)
+        topic = self._topics.get(name)
+        if topic is None and not validate_topic_name(name) and self.refresh():
+            topic = self._topics.get(name)
+        return topic
 
     def by_id(self, topic_id: uuid.UUID) -> Topic | None:
-        return self._by_id.get(topic_id)
+        topic = self._by_id.get(topic_id)
+        if topic is None and self.refresh():
+            topic = self._by_id.get(topic_id)
+        return topic
 
     def partition(self, name: str, index: int) -> Partition | None:
         topic = self._topics.get(name)
@@ -130,22 +138,40 @@ class TopicManager:
 
     # -- lifecycle ----------------------------------------------------------------------
     def load(self, now_ms: int) -> None:
-        """Open every topic recorded in ``topics.json`` (recovering their logs)."""
+        """Open every stored topic (a local engine recovers their logs)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.dynamic.load()
-        for leftover in self.data_dir.glob("*.deleted"):  # a deletion cut short by a crash
-            shutil.rmtree(leftover, ignore_errors=True)
-        meta = self._meta_path()
-        if not meta.exists():
-            return
-        records = json.loads(meta.read_text())
-        for name, rec in records.items():
-            topic = Topic(name, uuid.UUID(rec["id"]), dict(rec.get("configs", {})))
-            config = self.log_config(topic.overrides, name)
-            for p in range(int(rec["partitions"])):
-                log = PartitionLog.open(self._dir(name, p), config, now_ms=now_ms)
-                topic.partitions.append(Partition(name, p, log))
-            self._add(topic)
+        self._now_ms = now_ms
+        self.store.load(now_ms)
+        self.refresh()
+
+    def refresh(self) -> bool:
+        """Bring the view to the store's snapshot; True if anything changed."""
+        snapshot = self.store.snapshot()
+        if snapshot is None:
+            return False
+        seen = set()
+        for rec in snapshot:
+            seen.add(rec.name)
+            topic = self._topics.get(rec.name)
+            if topic is not None and topic.topic_id != rec.topic_id:
+                self._forget(topic)  # deleted and re-created meanwhile
+                topic = None
+            if topic is None:
+                topic = Topic(rec.name, rec.topic_id, dict(rec.overrides))
+                self._add(topic)
+            elif topic.overrides != rec.overrides:
+                topic.overrides = dict(rec.overrides)
+                config = self.log_config(topic.overrides, rec.name)
+                for part in topic.partitions:
+                    part.log.reconfigure(config)
+            if len(topic.partitions) < rec.partitions:
+                config = self.log_config(topic.overrides, rec.name)
+                for index in range(len(topic.partitions), rec.partitions):
+                    topic.partitions.append(self._open(rec.name, index, config))
+        for name in [n for n in self._topics if n not in seen]:
+            self._forget(self._topics[name])
+        return True
 
     def create(
         self,
@@ -160,30 +186,31 @@ class TopicManager:
         reason = validate_topic_name(name)
         if reason:
             raise TopicError(ErrorCode.invalid_topic_exception, reason)
-        if name in self._topics:
+        if self.get(name) is not None:
             raise TopicError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
         if num_partitions <= 0:
             raise TopicError(ErrorCode.invalid_partitions,
                              "Number of partitions must be larger than 0.")
         overrides = dict(overrides or {})
         try:
-            config = self.log_config(overrides, name)
+            self.log_config(overrides, name)
         except ValueError as exc:
             raise TopicError(ErrorCode.invalid_config, str(exc)) from None
-        topic = Topic(name, uuid.uuid4(), overrides)
+        topic_id = uuid.uuid4()
         if validate_only:
-            return topic
-        for p in range(num_partitions):
-            topic.partitions.append(Partition(name, p, self._open_new(name, p, config, now_ms)))
-        self._add(topic)
-        self._save()
+            return Topic(name, topic_id, overrides)
+        created = self.store.create(TopicRecord(name, topic_id, overrides, num_partitions))
+        self._changed(now_ms)
+        topic = self._topics.get(name)
+        if not created or topic is None or topic.topic_id != topic_id:
+            raise TopicError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
         return topic
 
     def add_partitions(
         self, name: str, total: int, *, now_ms: int, validate_only: bool = False
     ) -> Topic:
         """Grow ``name`` to ``total`` partitions (CreatePartitions)."""
-        topic = self._topics.get(name)
+        topic = self.get(name)
         if topic is None:
             raise TopicError(ErrorCode.unknown_topic_or_partition,
                              f"Topic '{name}' does not exist.")
@@ -195,10 +222,8 @@ class TopicManager:
             )
         if validate_only:
             return topic
-        config = self.log_config(topic.overrides, name)
-        for p in range(current, total):
-            topic.partitions.append(Partition(name, p, self._open_new(name, p, config, now_ms)))
-        self._save()
+        self.store.add_partitions(name, current, total)
+        self._changed(now_ms)
         return topic
 
     def alter(self, name: str, overrides: Mapping[str, str], *,
@@ -211,19 +236,14 @@ class TopicManager:
             config = self.log_config(overrides, name)
         except ValueError as exc:
             raise TopicError(ErrorCode.invalid_config, str(exc)) from None
-        topic = self._topics.get(name)
+        topic = self.get(name)
         if topic is None:
             raise TopicError(ErrorCode.unknown_topic_or_partition,
                              f"Topic '{name}' does not exist.")
         if validate_only:
             return topic
-        previous = topic.overrides
+        self.store.alter(name, overrides)
         topic.overrides = overrides
-        try:
-            self._save()
-        except OSError:
-            topic.overrides = previous
-            raise
         for part in topic.partitions:
             part.log.reconfigure(config)
         return topic
@@ -244,28 +264,16 @@ class TopicManager:
 
     def delete(self, name: str) -> Topic:
         """Delete a topic and its data."""
-        topic = self._topics.get(name)
+        topic = self.get(name)
         if topic is None:
             raise TopicError(ErrorCode.unknown_topic_or_partition,
                              "This server does not host this topic-partition.")
         if topic.internal:
             raise TopicError(ErrorCode.invalid_topic_exception,
                              f"Internal topic {name} cannot be deleted.")
-        del self._topics[name]
-        del self._by_id[topic.topic_id]
-        # Move the data aside before topics.json forgets the topic, so a crash in between
-        # never leaves a directory that a new topic of the same name would reopen.
-        doomed = []
-        for part in topic.partitions:
-            part.notify()
-            part.log.close()
-            aside = part.log.directory.with_name(
-                f"{part.log.directory.name}.{topic.topic_id.hex}.deleted")
-            os.replace(part.log.directory, aside)
-            doomed.append(aside)
-        self._save()
-        for aside in doomed:
-            shutil.rmtree(aside, ignore_errors=True)
+        self.store.delete(name)
+        self._forget(topic)
+        self.refresh()
         return topic
 
     def close(self) -> None:
@@ -274,37 +282,28 @@ class TopicManager:
                 part.log.close()
 
     # -- internals ----------------------------------------------------------------------
+    def _changed(self, now_ms: int) -> None:
+        self._now_ms = now_ms
+        self.refresh()
+
+    def _open(self, name: str, index: int, config: LogConfig) -> Partition:
+        part: Partition
+
+        def wake() -> None:
+            part.notify()
+
+        part = Partition(name, index, self.store.open_partition(
+            name, index, config, self._now_ms, wake))
+        return part
+
     def _add(self, topic: Topic) -> None:
         self._topics[topic.name] = topic
         self._by_id[topic.topic_id] = topic
 
-    def _open_new(self, name: str, partition: int, config: LogConfig, now_ms: int) -> PartitionLog:
-        """Open the log of a partition that did not exist: a directory already there is an
-        orphan (a create cut short before topics.json was written) and is cleared."""
-        directory = self._dir(name, partition)
-        if directory.exists():
-            shutil.rmtree(directory)
-        return PartitionLog.open(directory, config, now_ms=now_ms)
-
-    def _dir(self, name: str, partition: int) -> Path:
-        return self.data_dir / f"{name}-{partition}"
-
-    def _meta_path(self) -> Path:
-        return self.data_dir / "topics.json"
-
-    def _save(self) -> None:
-        records = {
-            t.name: {"id": str(t.topic_id), "partitions": len(t.partitions), "configs": t.overrides}
-            for t in self._topics.values()
-        }
-        tmp = self._meta_path().with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(records, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._meta_path())
-        dir_fd = os.open(self.data_dir, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+    def _forget(self, topic: Topic) -> None:
+        if self._topics.get(topic.name) is topic:
+            del self._topics[topic.name]
+        self._by_id.pop(topic.topic_id, None)
+        for part in topic.partitions:
+            part.log.close()
+            part.notify()

@@ -222,10 +222,8 @@ def _direct(args: argparse.Namespace, work: Callable[[Authorizer], Awaitable[R]]
         return asyncio.run(_on(Authorizer(FileAclStore(args.data_dir)), work))
     if args.storage is None:
         return None
-    from samsa.storage.pg.acls import PgAclStore
-
     with cluster_database(args.storage) as engine:
-        return asyncio.run(_on(Authorizer(PgAclStore(engine)), work))
+        return asyncio.run(_on(Authorizer(engine.acls), work))
 
 
 async def _on(authorizer: Authorizer, work: Callable[[Authorizer], Awaitable[R]]) -> R:

@@ -12,19 +12,9 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from samsa.cli.errors import CliError
-from samsa.storage.pg.schema import LIVE
 
 if TYPE_CHECKING:
     from samsa.storage.pg.engine import PgEngine
-
-_NODES = f"""
-SELECT id, host, port, rack, {LIVE} AS live,
-       round(extract(epoch FROM expires_at - now()) * 1000)::bigint AS expires_in_ms
-FROM samsa_nodes n ORDER BY id
-"""
-_LEASES = """
-SELECT topic, idx, owner, epoch, log_start, log_end FROM samsa_partitions ORDER BY topic, idx
-"""
 
 
 def add_parser(sub: Any) -> None:
@@ -38,25 +28,9 @@ def add_parser(sub: Any) -> None:
     s.set_defaults(run=run_status)
 
 
-async def fetch_status(dsn: str) -> dict[str, Any]:
-    import asyncpg
-
-    conn = await asyncpg.connect(dsn)
-    try:
-        nodes = [dict(r) for r in await conn.fetch(_NODES)]
-        leases = [dict(r) for r in await conn.fetch(_LEASES)]
-    finally:
-        await conn.close()
-    live = {n["id"] for n in nodes if n["live"]}
-    for lease in leases:
-        lease["owner_live"] = lease["owner"] in live
-    counts = {n["id"]: sum(1 for x in leases if x["owner"] == n["id"]) for n in nodes}
-    for n in nodes:
-        n["leases"] = counts[n["id"]]
-    return {"nodes": nodes, "leases": leases}
-
-
 def run_status(args: argparse.Namespace) -> int:
+    from samsa.storage.pg.leases import status as fetch_status
+
     status = asyncio.run(fetch_status(args.storage))
     if args.output == "json":
         print(json.dumps(status, indent=1, default=str))

@@ -13,6 +13,7 @@ from typing import Any
 from samsa.broker.allocator import keep_large_buffers
 from samsa.broker.config import BrokerConfig, ConfigError, parse_assignments, read_properties
 from samsa.broker.gc_policy import install as freeze_gc_survivors
+from samsa.broker.storage import Engine
 
 
 def add_parser(sub: Any) -> None:
@@ -98,13 +99,25 @@ async def _serve(config: BrokerConfig, metrics_port: int | None = None,
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    broker = Broker(config, storage)
+    broker = Broker(config, open_engine(config, storage))
     http = None
     if metrics_port is not None:
         http = asyncio.create_task(http_server(broker, metrics_port).run(stop, broker.started))
     await broker.serve_forever(stop)
     if http is not None:
         await http
+
+
+def open_engine(config: BrokerConfig, storage: str | None) -> Engine:
+    """The storage engine ``--storage`` names: a cluster node over PostgreSQL, or (none
+    given) local segment files in ``--data-dir``."""
+    if storage:
+        from samsa.cluster.engine import ClusterEngine
+
+        return ClusterEngine(config, storage)
+    from samsa.storage.local import LocalEngine
+
+    return LocalEngine(config)
 
 
 def http_server(broker: Any, port: int) -> Any:
@@ -117,7 +130,7 @@ def http_server(broker: Any, port: int) -> Any:
     config = broker.config
     registry = broker.metrics.registry()
     broker.metrics.broker = broker
-    registry.register(ClusterCollector(broker))
+    registry.register(ClusterCollector(broker.leadership))
     options = ConsoleOptions(
         actions_enabled=bool(config["console.actions.enable"]),
         principal=str(config["console.principal"]),

@@ -92,10 +92,8 @@ def _on_store(args: argparse.Namespace,
     database (``--storage``), read first."""
     if args.data_dir is not None:
         return asyncio.run(work(FileStore(args.data_dir)))
-    from samsa.storage.pg.credentials import PgCredentialStore
-
     with cluster_database(args.storage) as engine:
-        store = PgCredentialStore(engine)
+        store = engine.credentials
 
         async def run() -> R:
             await store.refresh()

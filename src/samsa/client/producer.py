@@ -33,6 +33,7 @@ from samsa.client.partitioner import StickyPartitioner, partition_for_key
 from samsa.client.records import RecordMetadata
 from samsa.client.security import DEFAULTS as SECURITY_DEFAULTS
 from samsa.client.security import client_security
+from samsa.protocol.batch import BATCH_OVERHEAD
 from samsa.protocol.codec import placeholder
 from samsa.protocol.records import COMPRESSION_CODES, BatchBuilder
 
@@ -89,7 +90,7 @@ class _Batch(BatchBuilder):
         super().__init__()
         self.tp = tp
         self.created = created
-        self.size = 61
+        self.size = BATCH_OVERHEAD
         self.attempts = 0
         self.base_sequence = -1
         self.retry_at = 0.0
@@ -639,7 +640,7 @@ class Producer:
         if finished:
             with self._cond:
                 self._unfinished.difference_update(b for b, _, _, _ in finished)
-                self._buffered -= sum(b.size - 61 for b, _, _, _ in finished)
+                self._buffered -= sum(b.size - BATCH_OVERHEAD for b, _, _, _ in finished)
                 self._cond.notify_all()
 
     def _requeue(self, batch: _Batch) -> None:

@@ -101,7 +101,7 @@ class BrokerSource(Source):
     async def health(self) -> dict[str, Any] | None:
         runtime = self.broker.groups
         coordinator = runtime.coordinator
-        cluster = self.broker.cluster
+        cluster = self.broker.leadership.status()
         now = now_ms()
         shards = []
         if coordinator is not None:
@@ -132,17 +132,12 @@ class BrokerSource(Source):
             "cluster": None,
         }
         if cluster is not None:
-            by_pid = cluster.topics.by_pid
-            leases = []
-            for pid, (owner, epoch) in sorted(cluster.leases.items()):
-                part = by_pid.get(pid)
-                if part is not None and part.topic == "__consumer_offsets":
-                    leases.append({"partition": part.index, "owner": owner, "epoch": epoch})
             out["cluster"] = {
-                "live_nodes": [n.node_id for n in cluster.live_nodes()],
-                "coordinator_leases": sorted(leases, key=lambda x: x["partition"]),
-                "takeovers": cluster.stats.takeovers, "handoffs": cluster.stats.handoffs,
-                "lost": cluster.stats.lost}
+                "live_nodes": [n.node_id for n in self.broker.leadership.live_nodes()],
+                "coordinator_leases": [{"partition": index, "owner": owner, "epoch": epoch}
+                                       for index, owner, epoch in cluster.coordinator_leases],
+                "takeovers": cluster.takeovers, "handoffs": cluster.handoffs,
+                "lost": cluster.lost}
         return out
 
     # ------------------------------------------------------------------ lag

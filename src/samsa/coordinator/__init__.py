@@ -22,7 +22,9 @@ How the broker edge drives it (one asyncio task per shard keeps calls serialised
   shard; each outcome comes back as ``coord.complete(job, outcome, now_ms)``. Stale, late
   and duplicate completions are the coordinator's to ignore.
 * Timer expiries (``coord.fire``), job completions, loads and unloads return results handled
-  the same way.
+  the same way. :class:`~samsa.coordinator.runtime.ShardRuntime` holds these rules (loading,
+  writing, recovering from a lost write) for any driver: the broker's edge and the failover
+  simulation run it; the driver starts the jobs.
 * FindCoordinator: ``coord.partition_for(key)`` and ``coord.coordinator_error(key)``.
 * Read-only views (metrics, tests): ``coord.group_summaries()``, ``coord.describe(group)``,
   ``coord.committed_offsets(group)`` (:mod:`.queries`); ``coord.history(group)``, the

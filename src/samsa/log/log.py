@@ -19,22 +19,17 @@ import threading
 import time
 from bisect import bisect_right
 from collections import OrderedDict
-from dataclasses import dataclass, replace
 from pathlib import Path
 
-from samsa.protocol.batch import (
-    BatchHeader,
-    parse_header,
-    patch_log_append_time,
-    split_batches,
-)
+from samsa.protocol.batch import BatchHeader
 
+from .append import AppendInfo, prepare
 from .checkpoint import LOG_START_OFFSET, RECOVERY_POINT, fsync_dir, read_offset, write_offset
 from .cleaner import NOTHING_CLEANED, Cleaner, CompactionPlan, CompactionStats
 from .config import LogConfig
-from .errors import MessageTooLarge, OffsetOutOfRange, RecordBatchTooLarge
-from .producer_state import BatchMetadata, ProducerStateManager
-from .records import RecordDecodeError, read_records
+from .errors import OffsetOutOfRange
+from .producer_state import ProducerStateManager
+from .records import record_at_or_after
 from .recovery import list_segments, recover_segments
 from .retention import segments_to_delete
 from .segment import INT32_MAX, Segment
@@ -46,18 +41,6 @@ MAX_LOADED_SEGMENTS = 2
 RECOVERY_POINT_INTERVAL_S = 1.0
 """Longest time the recovery-point checkpoint lags the fsyncs (see PartitionLog.flush)."""
 _BASE_OFFSET = struct.Struct(">q")
-
-
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
-    """Result of an append; for a duplicate, the offsets of the original batch."""
-
-    base_offset: int
-    last_offset: int
-    log_append_time: int
-    """The broker's timestamp for LogAppendTime topics, -1 for CreateTime."""
-    log_start_offset: int
-    duplicate: bool = False
 
 
 class PartitionLog:
@@ -180,57 +163,22 @@ class PartitionLog:
     ) -> AppendInfo:
         """Append whole v2 batches, assigning offsets from the log end offset.
 
-        ``headers`` may be passed if the broker already ran :func:`split_batches`. Raises
-        InvalidRecords, MessageTooLarge, RecordBatchTooLarge, OutOfOrderSequence or
-        InvalidProducerEpoch (each with ``error_code``) and then writes nothing. A retried
-        idempotent batch is not written again: the result has ``duplicate=True`` and the
-        original offsets. The bytes reach the OS before returning (no fsync).
+        The checks are :func:`samsa.log.append.prepare`'s (a batch larger than
+        segment.bytes too): on an error nothing is written. A retried idempotent batch is
+        not written again: the result has ``duplicate=True`` and the original offsets. The
+        bytes reach the OS before returning (no fsync).
         """
         self._check_open()
-        if headers is None:
-            headers = split_batches(records)
-        cfg = self.config
-        for h in headers:
-            if h.size > cfg.max_message_bytes:
-                raise MessageTooLarge(
-                    f"batch of {h.size} bytes exceeds max.message.bytes {cfg.max_message_bytes}"
-                )
-            if h.size > cfg.segment_bytes:
-                raise RecordBatchTooLarge(
-                    f"batch of {h.size} bytes exceeds segment.bytes {cfg.segment_bytes}"
-                )
-        offset = self._log_end_offset
-        assigned: list[BatchHeader] = []
-        if cfg.log_append_time:  # rewrites the header under the CRC: work on a copy
-            copy = bytearray(records)
-            for h in headers:
-                patch_log_append_time(copy, h.position, now_ms)
-                assigned.append(replace(parse_header(copy, h.position), base_offset=offset))
-                offset += h.last_offset_delta + 1
-            buf: bytes | bytearray | memoryview = copy
-        else:  # only baseOffset changes; it is written from the header, not the buffer
-            buf = records
-            for h in headers:
-                assigned.append(replace(h, base_offset=offset))
-                offset += h.last_offset_delta + 1
-        log_append_time = now_ms if cfg.log_append_time else -1
-        duplicate, staged = self.producers.check(assigned)
-        if duplicate is not None:
-            return self._duplicate_info(duplicate)
-        self._write(buf, assigned, now_ms)
-        self.producers.commit(staged)
+        prepared = prepare(records, headers, self.config, self.producers,
+                           self._log_end_offset, self._log_start_offset, now_ms,
+                           segment_bytes=self.config.segment_bytes)
+        if isinstance(prepared, AppendInfo):
+            return prepared
+        self._write(prepared.buf, prepared.headers, now_ms)
+        info = prepared.done(self.producers, self._log_start_offset)
         with self._lock:
-            self._log_end_offset = offset
-        return AppendInfo(
-            assigned[0].base_offset, assigned[-1].last_offset, log_append_time,
-            self._log_start_offset,
-        )
-
-    def _duplicate_info(self, meta: BatchMetadata) -> AppendInfo:
-        ts = meta.timestamp if self.config.log_append_time else -1
-        return AppendInfo(
-            meta.base_offset, meta.last_offset, ts, self._log_start_offset, duplicate=True
-        )
+            self._log_end_offset = prepared.next_offset
+        return info
 
     def _write(
         self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader], now_ms: int
@@ -409,25 +357,10 @@ class PartitionLog:
             header = seg.find_position(max(start, self._log_start_offset))
             while header is not None:
                 if header.max_timestamp >= ts_ms and header.next_offset > self._log_start_offset:
-                    return self._record_at_or_after(seg, header, ts_ms)
+                    return record_at_or_after(seg.pread(header.size, header.position),
+                                              header, ts_ms, self._log_start_offset)
                 header = seg.header_at(header.end)
         return None
-
-    def _record_at_or_after(self, seg: Segment, header: BatchHeader, ts_ms: int) -> tuple[int, int]:
-        floor = self._log_start_offset
-        fallback = (max(header.base_offset, floor), header.max_timestamp)
-        if header.timestamp_type == 1:
-            return fallback
-        try:
-            _, records = read_records(seg.pread(header.size, header.position), header)
-        except RecordDecodeError:
-            return fallback
-        for record in records:
-            ts = header.base_timestamp + record.timestamp_delta
-            offset = header.base_offset + record.offset_delta
-            if ts >= ts_ms and offset >= floor:
-                return offset, ts
-        return fallback
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with the largest timestamp, or None."""

@@ -15,7 +15,7 @@ from samsa.protocol.batch import BATCH_OVERHEAD, BatchHeader
 from samsa.protocol.records import CorruptRecordError
 from samsa.protocol.records import decompress as _decompress
 
-__all__ = ["RawRecord", "decompress", "read_records"]
+__all__ = ["RawRecord", "decompress", "read_records", "record_at_or_after"]
 
 
 
@@ -87,3 +87,25 @@ def read_records(batch: bytes, header: BatchHeader) -> tuple[bytes, list[RawReco
         records.append(RawRecord(off_delta, ts_delta, key, value_len < 0, pos, end))
         pos = end
     return section, records
+
+
+def record_at_or_after(batch: bytes, header: BatchHeader, ts_ms: int,
+                       floor: int) -> tuple[int, int]:
+    """(offset, timestamp) of the first record of ``batch`` (whose max timestamp is at least
+    ``ts_ms``) with a timestamp >= ``ts_ms`` and an offset >= ``floor`` (the log start).
+    For LogAppendTime every record has the batch's max timestamp; if the records do not
+    decode, the batch answers (Kafka's batch-level answer): its base offset (at least
+    ``floor``) and max timestamp."""
+    fallback = (max(header.base_offset, floor), header.max_timestamp)
+    if header.timestamp_type == 1:
+        return fallback
+    try:
+        _, records = read_records(batch, header)
+    except RecordDecodeError:
+        return fallback
+    for record in records:
+        ts = header.base_timestamp + record.timestamp_delta
+        offset = header.base_offset + record.offset_delta
+        if ts >= ts_ms and offset >= floor:
+            return offset, ts
+    return fallback

@@ -119,7 +119,7 @@ class Segment:
         return os.pread(self.open_fd(), size, position)
 
     def header_at(self, position: int) -> BatchHeader | None:
-        """The batch header at ``position`` if 61 bytes can be read there."""
+        """The batch header at ``position`` if a whole header can be read there."""
         if position + BATCH_OVERHEAD > self.size:
             return None
         data = self.pread(BATCH_OVERHEAD, position)

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, NamedTuple
 import cramjam
 from crc32c import crc32c
 
+from samsa.protocol.batch import BATCH_OVERHEAD
+
 __all__ = [
     "COMPRESSION_CODES",
     "BatchBuilder",
@@ -34,7 +36,7 @@ __all__ = [
 ]
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
-_HEADER_SIZE = 61
+_HEADER_SIZE = BATCH_OVERHEAD
 _LOG_OVERHEAD = 12
 _CRC_START = 21
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"

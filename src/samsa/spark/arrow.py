@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 from crc32c import crc32c
 
+from samsa.protocol.batch import BATCH_OVERHEAD
 from samsa.protocol.records import CorruptRecordError, decode_records, decompress
 
 __all__ = [
@@ -32,7 +33,7 @@ __all__ = [
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _PREFIX = struct.Struct(">qi")
-BATCH_HEADER_SIZE = _HEADER_SIZE = 61
+BATCH_HEADER_SIZE = _HEADER_SIZE = BATCH_OVERHEAD
 _LOG_OVERHEAD = 12
 _CRC_START = 21
 

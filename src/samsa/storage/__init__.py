@@ -1,60 +1,23 @@
-"""samsa.storage: where partition logs live, behind one narrow interface.
+"""samsa.storage: the engines behind the broker's storage port (:mod:`samsa.broker.storage`).
 
-Two engines implement :class:`PartitionStore`:
+The broker names no engine; ``samsa serve`` picks one and hands it in:
 
-* local segment files (:class:`samsa.log.PartitionLog`, the embedded single node; it is the
-  interface as it stands, so the default path costs nothing extra);
-* PostgreSQL (:mod:`samsa.storage.pg`): record batches as they arrived on the wire, one row
-  each with base and last offsets, shared by every node of a cluster; each partition is
+* :mod:`samsa.storage.local`: one node, everything in its data directory; partitions are
+  the segment logs of :mod:`samsa.log` (whole batches as they arrived on the wire, fsynced
+  by group commit), topics ``topics.json``;
+* :mod:`samsa.storage.pg`: PostgreSQL shared by every node of a cluster: record batches as
+  they arrived on the wire, one row each with base and last offsets; each partition is
   written only by the node holding its lease, and every write is fenced by the lease epoch.
+  Which node holds what is decided by the cluster's control loop (:mod:`samsa.cluster`,
+  whose engine composes this one with its leases).
 
-An object-storage engine would implement the same surface: append whole batches at the log
-end, read whole batches from an offset, report the log start/end and durable offsets, look
-offsets up by timestamp, and apply retention and compaction.
+An engine implements :class:`~samsa.broker.storage.PartitionStore` (append whole batches at
+the log end, read whole batches from an offset, wait for durability, read everything to
+load a coordinator shard, look offsets up by timestamp, retention and compaction),
+:class:`~samsa.broker.storage.TopicStore`, producer ids, ACL and credential stores and
+:class:`~samsa.broker.storage.Leadership`; the append preamble every engine runs lives in
+:mod:`samsa.log.append`; an engine that commits in the background resolves its durability
+waits with :class:`samsa.storage.waiters.Waiters`. ``tests/storage`` holds the contract
+every engine passes (and an in-memory engine that injects faults); an object-storage engine
+would implement the same port and pass the same test.
 """
-
-from __future__ import annotations
-
-from typing import Protocol
-
-from samsa.log import AppendInfo, LogConfig
-from samsa.protocol.batch import BatchHeader
-
-__all__ = ["PartitionStore"]
-
-
-class PartitionStore(Protocol):
-    """What the broker asks of one partition's log (every method on the event loop)."""
-
-    config: LogConfig
-
-    @property
-    def closed(self) -> bool: ...
-
-    @property
-    def log_start_offset(self) -> int: ...
-
-    @property
-    def log_end_offset(self) -> int:
-        """The offset after the last record readers may see."""
-
-    @property
-    def flushed_offset(self) -> int:
-        """Every offset below this one is durable."""
-
-    def append(self, records: bytes, now_ms: int,
-               headers: list[BatchHeader] | None = None) -> AppendInfo: ...
-
-    def read(self, offset: int, max_bytes: int) -> bytes | memoryview: ...
-
-    def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int] | None: ...
-
-    def max_timestamp_offset(self) -> tuple[int, int] | None: ...
-
-    def reconfigure(self, config: LogConfig) -> None: ...
-
-    def apply_retention(self, now_ms: int) -> int: ...
-
-    def flush(self, *, checkpoint: bool = False) -> int: ...
-
-    def close(self) -> None: ...

@@ -33,13 +33,13 @@ from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE, convert
 
 if TYPE_CHECKING:
-    from samsa.broker.server import Broker
+    from samsa.broker.context import Services
 
 API_KEY = ApiKey.API_VERSIONS
 VERSIONS = (0, 4)
 
 
-def _answer(broker: Broker, code: ErrorCode, version: int = 0) -> ApiVersionsResponse:
+def _answer(broker: Services, code: ErrorCode, version: int = 0) -> ApiVersionsResponse:
     hidden = () if consumer_protocol_enabled(broker.config) else CONSUMER_PROTOCOL_APIS
     keys = tuple(ApiVersion(api_key=i16(key), min_version=i16(lo), max_version=i16(hi))
                  for key, (lo, hi) in sorted(broker.supported.items()) if key not in hidden)
@@ -57,7 +57,7 @@ def _answer(broker: Broker, code: ErrorCode, version: int = 0) -> ApiVersionsRes
             for name, level in features.finalized(broker.config).items()))
 
 
-def unsupported_version_response(broker: Broker) -> ApiVersionsResponseV0:
+def unsupported_version_response(broker: Services) -> ApiVersionsResponseV0:
     """Kafka's answer to an ApiVersions version it does not know: a v0 body."""
     return convert(_answer(broker, ErrorCode.unsupported_version), ApiVersionsResponseV0)
 

@@ -105,13 +105,13 @@ async def handle(ctx: RequestContext) -> Any:
         topics.append({"name": t.name, "partition_responses": results})
     if acks == 0:
         return None
-    if acks == 1:  # a database-backed log bounds its uncommitted backlog
-        rooms = [w(end) for p, end in to_sync if (w := getattr(p.log, "wait_room", None))]
+    if acks == 1:  # an engine whose writes outrun durability bounds its backlog
+        rooms = [p.log.wait_room(end) for p, end in to_sync if p.log.backlogged]
         if rooms:
             await asyncio.gather(*rooms)
     if acks == -1 and to_sync:
         try:
-            await asyncio.gather(*(ctx.broker.flusher.sync(p, end) for p, end in to_sync))
+            await asyncio.gather(*(p.log.wait_durable(end) for p, end in to_sync))
         except OSError as exc:  # a cluster node's lease moved: NOT_LEADER_OR_FOLLOWER
             code = ErrorCode(getattr(exc, "error_code", ErrorCode.kafka_storage_error))
             for topic in topics:

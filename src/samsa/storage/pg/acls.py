@@ -17,7 +17,7 @@ from samsa.security.acl import (
     PatternType,
     ResourceType,
 )
-from samsa.storage.pg.engine import PgEngine
+from samsa.storage.pg.db import Database
 
 _COLUMNS = "resource_type, name, pattern_type, principal, host, operation, permission"
 _BUMP = "UPDATE samsa_meta SET v = v + 1 WHERE k = 'acls_version' RETURNING v"
@@ -33,8 +33,8 @@ def _columns(acls: Sequence[AclBinding]) -> list[list[Any]]:
 class PgAclStore:
     """An :class:`~samsa.security.authorizer.AclStore` in the cluster's database."""
 
-    def __init__(self, engine: PgEngine) -> None:
-        self.engine = engine
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     async def load(self) -> tuple[int, list[AclBinding]]:
         async def job(pool: Any) -> tuple[int, list[Any]]:
@@ -45,7 +45,7 @@ class PgAclStore:
                 rows = await conn.fetch(f"SELECT {_COLUMNS} FROM samsa_acls")
             return int(version), list(rows)
 
-        version, rows = await self.engine.db.run(job)
+        version, rows = await self.db.run(job)
         return version, [AclBinding(ResourceType(r["resource_type"]), r["name"],
                                     PatternType(r["pattern_type"]), r["principal"], r["host"],
                                     AclOperation(r["operation"]),
@@ -73,4 +73,4 @@ class PgAclStore:
                 await conn.execute("NOTIFY samsa_cluster")
             return int(version)
 
-        return await self.engine.db.run(job)
+        return await self.db.run(job)

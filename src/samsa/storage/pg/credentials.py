@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.security.credentials import CredentialStore, ScramCredential
-from samsa.storage.pg.engine import PgEngine
+from samsa.storage.pg.db import Database
 
 _READ = "SELECT name, mechanism, salt, stored_key, server_key, iterations " \
         "FROM samsa_scram_credentials"
@@ -18,9 +18,9 @@ _VERSION = "SELECT v FROM samsa_meta WHERE k = 'credentials_version'"
 
 
 class PgCredentialStore(CredentialStore):
-    def __init__(self, engine: PgEngine) -> None:
+    def __init__(self, db: Database) -> None:
         super().__init__()
-        self.engine = engine
+        self.db = db
         self.version: int | None = None
 
     async def refresh(self) -> None:
@@ -31,7 +31,7 @@ class PgCredentialStore(CredentialStore):
                     return version, None
                 return version, list(await conn.fetch(_READ))
 
-        version, rows = await self.engine.db.run(read)
+        version, rows = await self.db.run(read)
         if rows is None:
             return
         users: dict[str, dict[str, ScramCredential]] = {}
@@ -44,7 +44,7 @@ class PgCredentialStore(CredentialStore):
 
     async def alter(self, upserts: list[tuple[str, str, ScramCredential]],
                     deletions: list[tuple[str, str]]) -> None:
-        await self.engine.db.run(lambda pool: write(pool, upserts, deletions))
+        await self.db.run(lambda pool: write(pool, upserts, deletions))
         self.apply(upserts, deletions)
 
 

@@ -1,4 +1,7 @@
-"""The PostgreSQL engine of one node: its database, its node id and the group-commit writer."""
+"""The PostgreSQL stores of one node: its database, its node id, the group-commit writer,
+and the stores the broker's port asks for (topics, producer ids, ACLs, SCRAM credentials).
+Which node leads what is the cluster's control loop (:mod:`samsa.cluster`), over the lease
+SQL of :mod:`samsa.storage.pg.leases`."""
 
 from __future__ import annotations
 
@@ -8,8 +11,12 @@ from collections.abc import Callable
 from typing import Any
 
 from samsa.storage.pg import schema
+from samsa.storage.pg.acls import PgAclStore
+from samsa.storage.pg.credentials import PgCredentialStore
 from samsa.storage.pg.db import Database
+from samsa.storage.pg.leases import LeaseStore
 from samsa.storage.pg.log import Batch, PgPartitionLog
+from samsa.storage.pg.topics import PgTopicStore
 
 log = logging.getLogger("samsa.storage.pg")
 
@@ -23,10 +30,18 @@ class PgEngine:
         self.writer = Writer(self)
         self.on_lost: Callable[[PgPartitionLog], None] = lambda _log: None
         """Called when a write found the lease gone (the cluster forgets the partition)."""
+        self.topics = PgTopicStore(self)
+        self.producer_ids = PgProducerIds(self)
+        self.acls = PgAclStore(self.db)
+        self.credentials = PgCredentialStore(self.db)
+        self.leases = LeaseStore(self.db, node_id)
 
     def open(self) -> None:
         self.db.open()
         self.db.run_sync(schema.create_schema)
+
+    def kick(self, plog: PgPartitionLog) -> None:
+        self.writer.kick(plog)
 
     def lost(self, plog: PgPartitionLog) -> None:
         plog.lose()

@@ -22,27 +22,19 @@ import struct
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
 from samsa.log import AppendInfo, LogConfig, LogError, OffsetOutOfRange
+from samsa.log.append import prepare
 from samsa.log.compaction import CleanPolicy, KeyMap, add_to_key_map, clean_batch
-from samsa.log.errors import MessageTooLarge
-from samsa.log.producer_state import BatchMetadata, ProducerStateManager
-from samsa.log.records import RecordDecodeError, read_records
-from samsa.protocol.batch import (
-    BatchHeader,
-    header_from_bytes,
-    parse_header,
-    patch_log_append_time,
-    split_batches,
-)
-from samsa.protocol.records import decode_batches
+from samsa.log.producer_state import ProducerStateManager
+from samsa.log.records import record_at_or_after
+from samsa.protocol.batch import BatchHeader, header_from_bytes, parse_header
 from samsa.storage.pg import schema
-
-if TYPE_CHECKING:
-    from samsa.storage.pg.engine import PgEngine
+from samsa.storage.pg.db import Database
+from samsa.storage.waiters import Waiters
 
 log = logging.getLogger("samsa.storage.pg")
 
@@ -78,10 +70,20 @@ class Batch:
     data: bytes
 
 
-class PgPartitionLog:
-    """The :class:`~samsa.storage.PartitionStore` of one partition in PostgreSQL."""
+class Host(Protocol):
+    """What a partition log needs of its engine (:class:`~samsa.storage.pg.engine.PgEngine`)."""
 
-    def __init__(self, engine: PgEngine, pid: int, topic: str, index: int,
+    db: Database
+    node_id: int
+
+    def kick(self, plog: PgPartitionLog) -> None:
+        """Commit ``plog``'s pending batches in the next round."""
+
+
+class PgPartitionLog:
+    """The :class:`~samsa.broker.storage.PartitionStore` of one partition in PostgreSQL."""
+
+    def __init__(self, engine: Host, pid: int, topic: str, index: int,
                  config: LogConfig) -> None:
         self.engine = engine
         self.pid = pid
@@ -104,7 +106,7 @@ class PgPartitionLog:
         self._tail_bytes = 0
         self._window: list[Batch] = []
         self._window_bases: list[int] = []
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._waiters = Waiters()
         self._loading: asyncio.Task[None] | None = None
         self._busy: asyncio.Task[None] | None = None
         self._clean_end = 0
@@ -143,10 +145,7 @@ class PgPartitionLog:
         self._backlog = 0
         self._clear_cache()
         self.producers = ProducerStateManager()
-        waiters, self._waiters = self._waiters, []
-        for _, fut in waiters:
-            if not fut.done():
-                fut.set_exception(LeaseLost(f"{self.topic}-{self.index}: lease lost"))
+        self._waiters.fail(LeaseLost(f"{self.topic}-{self.index}: lease lost"))
         self.on_data()
 
     async def drain(self) -> None:
@@ -184,47 +183,29 @@ class PgPartitionLog:
     def reconfigure(self, config: LogConfig) -> None:
         self.config = config
 
+    @property
+    def backlogged(self) -> bool:
+        return self._backlog > BACKLOG_BYTES
+
     def append(self, records: bytes, now_ms: int,
                headers: list[BatchHeader] | None = None) -> AppendInfo:
         """Assign offsets and queue the batches for the next commit (see module doc)."""
         if not self.accepting or self.epoch is None:
             raise NotLeader(f"this node does not lead {self.topic}-{self.index}")
-        if headers is None:
-            headers = split_batches(records)
-        cfg = self.config
-        for h in headers:
-            if h.size > cfg.max_message_bytes:
-                raise MessageTooLarge(
-                    f"batch of {h.size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
-        buf: bytes | bytearray = records
-        if cfg.log_append_time:
-            buf = bytearray(records)
-            for h in headers:
-                patch_log_append_time(buf, h.position, now_ms)
-            headers = [parse_header(buf, h.position) for h in headers]
-        offset = self._next
-        assigned: list[BatchHeader] = []
-        for h in headers:
-            assigned.append(replace(h, base_offset=offset))
-            offset += h.last_offset_delta + 1
-        duplicate, staged = self.producers.check(assigned)
-        if duplicate is not None:
-            return self._duplicate_info(duplicate)
-        view = memoryview(buf)
-        for h in assigned:
+        prepared = prepare(records, headers, self.config, self.producers, self._next,
+                           self._start, now_ms)
+        if isinstance(prepared, AppendInfo):
+            return prepared
+        view = memoryview(prepared.buf)
+        for h in prepared.headers:
             data = _BASE.pack(h.base_offset) + view[h.position + 8:h.end]
             self._pending.append(Batch(h.base_offset, h.next_offset, h.max_timestamp,
                                        h.producer_id, data))
             self._backlog += len(data)
-        self.producers.commit(staged)
-        self._next = offset
-        self.engine.writer.kick(self)
-        return AppendInfo(assigned[0].base_offset, assigned[-1].last_offset,
-                          now_ms if cfg.log_append_time else -1, self._start)
-
-    def _duplicate_info(self, meta: BatchMetadata) -> AppendInfo:
-        ts = meta.timestamp if self.config.log_append_time else -1
-        return AppendInfo(meta.base_offset, meta.last_offset, ts, self._start, duplicate=True)
+        info = prepared.done(self.producers, self._start)
+        self._next = prepared.next_offset
+        self.engine.kick(self)
+        return info
 
     async def wait_durable(self, offset: int) -> None:
         """Return once every offset below ``offset`` is committed; LeaseLost if it never
@@ -233,15 +214,13 @@ class PgPartitionLog:
             return
         if self.epoch is None:
             raise LeaseLost(f"{self.topic}-{self.index}: not the leader")
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append((offset, fut))
-        await fut
+        await self._waiters.wait(offset)
 
     async def wait_room(self, offset: int) -> None:
         """Backpressure for acks=1: while more than :data:`BACKLOG_BYTES` await their
         commit, return once every offset below ``offset`` is committed (or will never be:
         acks=1 answers as before then); at once otherwise."""
-        if self._backlog > BACKLOG_BYTES:
+        if self.backlogged:
             with contextlib.suppress(LeaseLost):
                 await self.wait_durable(offset)
 
@@ -283,14 +262,7 @@ class PgPartitionLog:
         if drop:
             del self._tail[:drop]
             del self._tail_bases[:drop]
-        keep = []
-        for offset, fut in self._waiters:
-            if offset <= end:
-                if not fut.done():
-                    fut.set_result(None)
-            else:
-                keep.append((offset, fut))
-        self._waiters = keep
+        self._waiters.reached(end)
         self.on_data()
 
     # -- reading ------------------------------------------------------------------------
@@ -336,7 +308,13 @@ class PgPartitionLog:
         self._window, self._window_bases = [], []
 
     async def read_all(self) -> list[bytes]:
-        """Every committed batch in order (replaying a coordinator shard)."""
+        """Every batch in order once every append accepted so far has committed (loading
+        a coordinator shard: an earlier result may still be on its way, and its answers
+        promise its records); LeaseLost if it never will."""
+        await self.wait_appended()
+        return await self._committed_batches()
+
+    async def _committed_batches(self) -> list[bytes]:
         out: list[bytes] = []
         offset, end = self._start, self._committed
         while offset < end:
@@ -356,20 +334,7 @@ class PgPartitionLog:
         if row is None:
             return None
         data = bytes(row["data"])
-        header = parse_header(data)
-        fallback = (max(header.base_offset, self._start), header.max_timestamp)
-        if header.timestamp_type == 1:
-            return fallback
-        try:
-            _, records = read_records(data, header)
-        except RecordDecodeError:
-            return fallback
-        for record in records:
-            ts = header.base_timestamp + record.timestamp_delta
-            offset = header.base_offset + record.offset_delta
-            if ts >= ts_ms and offset >= self._start:
-                return offset, ts
-        return fallback
+        return record_at_or_after(data, parse_header(data), ts_ms, self._start)
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
         top = self.engine.db.run_sync(lambda pool: pool.fetchval(
@@ -384,6 +349,9 @@ class PgPartitionLog:
         if self.epoch is not None and self.config.delete and self._idle():
             self._busy = asyncio.get_running_loop().create_task(self._retain(now_ms))
         return 0
+
+    async def run_compaction(self, now_ms: int) -> None:
+        self.plan_compaction(now_ms)
 
     def plan_compaction(self, now_ms: int) -> None:
         """Start a compaction pass in the background (nothing for the local cleaner) once
@@ -444,7 +412,7 @@ class PgPartitionLog:
             return
         batches: list[tuple[BatchHeader, bytes]] = []
         try:
-            for data in await self.read_all():
+            for data in await self._committed_batches():
                 blob = bytes(data)
                 batches.append((parse_header(blob), blob))
         except Exception:
@@ -517,17 +485,6 @@ def _take(bases: list[int], batches: list[Batch], offset: int, max_bytes: int,
         size += len(data)
         i += 1
     return first if len(parts) == 1 else b"".join(parts)
-
-
-def records_of(batches: list[bytes]) -> list[tuple[bytes, bytes | None]]:
-    """The keyed (key, value) records of ``batches`` in order (replaying a shard)."""
-    out: list[tuple[bytes, bytes | None]] = []
-    for data in batches:
-        for batch in decode_batches(bytes(data)):
-            if not batch.is_control:
-                out.extend((key, value) for _, _, key, value, _ in batch.records
-                           if key is not None)
-    return out
 
 
 def _reader(pid: int, offset: int, end: int) -> Any:

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from samsa.protocol.batch import BATCH_OVERHEAD
+
 DDL = """
 CREATE TABLE IF NOT EXISTS samsa_meta (
     k text PRIMARY KEY,
@@ -136,8 +138,8 @@ SELECT base_offset, last_offset, data FROM (
 """
 
 #: The headers of the last five batches of every producer (rebuilding producer state).
-PRODUCER_HEADERS = """
-SELECT base_offset, substring(data from 1 for 61) AS header FROM (
+PRODUCER_HEADERS = f"""
+SELECT base_offset, substring(data from 1 for {BATCH_OVERHEAD}) AS header FROM (
     SELECT base_offset, data,
            row_number() OVER (PARTITION BY producer_id ORDER BY base_offset DESC) AS rn
     FROM samsa_batches WHERE pid = $1 AND producer_id >= 0 AND base_offset >= $2

@@ -1,15 +1,16 @@
-"""Group commit: acks=all produce requests share fsyncs.
+"""Group commit: acks=all produce requests and group records share fsyncs.
 
-A request that needs its data on disk awaits :meth:`Flusher.sync`. One worker thread
-fsyncs every partition that has waiters; requests arriving while an fsync runs are
-collected and served by the next round, so N concurrent writers cost about one fsync.
+A write that needs its data on disk awaits :meth:`Flusher.sync` (through
+:meth:`LocalPartition.wait_durable <samsa.storage.local.partition.LocalPartition.wait_durable>`).
+One worker thread fsyncs every partition that has waiters; requests arriving while an
+fsync runs are collected and served by the next round, so N concurrent writers cost about
+one fsync.
 """
 
 from __future__ import annotations
 
 import asyncio
 
-from samsa.broker.partition import Partition
 from samsa.log import PartitionLog
 
 
@@ -17,20 +18,16 @@ class Flusher:
     """Batches fsync requests per event loop."""
 
     def __init__(self) -> None:
-        self._pending: dict[Partition, list[tuple[int, asyncio.Future[None]]]] = {}
+        self._pending: dict[PartitionLog, list[tuple[int, asyncio.Future[None]]]] = {}
         self._task: asyncio.Task[None] | None = None
         self.fsyncs = 0
 
-    async def sync(self, partition: Partition, offset: int) -> None:
-        """Return once everything below ``offset`` in ``partition`` is on disk."""
-        if partition.log.flushed_offset >= offset:
-            return
-        wait_durable = getattr(partition.log, "wait_durable", None)
-        if wait_durable is not None:  # a database-backed log commits on its own
-            await wait_durable(offset)
+    async def sync(self, log: PartitionLog, offset: int) -> None:
+        """Return once everything below ``offset`` in ``log`` is on disk."""
+        if log.flushed_offset >= offset:
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pending.setdefault(partition, []).append((offset, fut))
+        self._pending.setdefault(log, []).append((offset, fut))
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run())
         await fut
@@ -39,9 +36,8 @@ class Flusher:
         loop = asyncio.get_running_loop()
         while self._pending:
             batch, self._pending = self._pending, {}
-            logs = [p.log for p in batch]
             try:
-                await loop.run_in_executor(None, _flush_all, logs)
+                await loop.run_in_executor(None, _flush_all, list(batch))
                 self.fsyncs += 1
                 error: BaseException | None = None
             except OSError as exc:
