@@ -85,9 +85,9 @@ def test_a_refused_write_fails_the_record_with_a_topic_authorization_error(
     """bob may DESCRIBE (through READ) but not WRITE: Produce answers the partition
     TOPIC_AUTHORIZATION_FAILED, and the record fails with it, not retried."""
     app, _ = topics
-    with Producer(**bob(secure), enable_idempotence=False, max_block_ms=BLOCK_MS) as producer:
-        with pytest.raises(TopicAuthorizationError):
-            producer.send(app, b"x").result(BLOCK_MS / 1000)
+    with Producer(**bob(secure), enable_idempotence=False, max_block_ms=BLOCK_MS) as producer, \
+            pytest.raises(TopicAuthorizationError):
+        producer.send(app, b"x").result(BLOCK_MS / 1000)
 
 
 def test_an_idempotent_producer_refused_a_producer_id_is_fatal(

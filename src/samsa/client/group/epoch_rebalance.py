@@ -6,9 +6,9 @@ The coordinator sends a target assignment by topic id in a heartbeat answer;
 :meth:`Reconciler.run` resolves the ids through metadata (a refresh when one is unknown; the
 known part is reconciled meanwhile) and performs what
 :meth:`~samsa.client.group.epoch_machine.EpochMembership.user_step` returns: report lost
-partitions, raise an error (fatal, or for this poll only), or reconcile (auto-commit, revoke, assign, each only while
-the plan still holds). The machine then acknowledges with its next heartbeat, which the
-heartbeat thread is woken to send.
+partitions, raise an error (fatal, or for this poll only), or reconcile (auto-commit,
+revoke, assign, each only while the plan still holds). The machine then acknowledges with
+its next heartbeat, which the heartbeat thread is woken to send.
 """
 
 from __future__ import annotations
