@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from samsa import TopicPartition
-from samsa.client.errors import AuthorizationError, error_for
+from samsa.client.errors import AuthorizationError, KafkaError, error_for
 from samsa.console import views
 from samsa.console.lag import LagSample
 from samsa.console.source import ActionError, ConsoleOptions, Source, now_ms
@@ -70,6 +70,8 @@ class RemoteSource(Source):
         except AuthorizationError as exc:
             raise ActionError(403, f"{self.options.principal} is not authorized to DESCRIBE "
                                    f"group {group_id} ({exc})") from None
+        except KafkaError as exc:
+            raise ActionError(502, str(exc)) from None
 
     def _describe(self, group_id: str) -> dict[str, Any] | None:
         admin = self.admin()

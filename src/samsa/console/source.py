@@ -48,7 +48,8 @@ class ConsoleOptions:
     #: how often lag is sampled and live pages are pushed
     sample_interval_ms: int = 5000
     audit_path: Path | None = None
-    #: extra keyword arguments of the admin client the actions use
+    #: TLS and SASL settings of the console's clients (``samsa console --command-config``;
+    #: a broker's console connects in-process and needs none)
     client_config: Mapping[str, Any] = field(default_factory=dict)
 
 
