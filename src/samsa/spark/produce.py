@@ -29,7 +29,13 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from samsa import TopicPartition
-from samsa.client.errors import KafkaError, KafkaTimeoutError, error_for
+from samsa.client.errors import (
+    AuthorizationError,
+    KafkaError,
+    KafkaTimeoutError,
+    TopicAuthorizationError,
+    error_for,
+)
 from samsa.client.metadata import Metadata
 from samsa.client.net import ApiKey, NetworkClient
 from samsa.client.partitioner import partition_for_key
@@ -96,6 +102,8 @@ class BulkProducer:
             try:
                 got = init_producer_id(self.net, self.metadata.any_node(), self.timeout_ms)
                 return (-1, -1) if got is None else got
+            except AuthorizationError:
+                raise  # no retry grants it
             except KafkaError as exc:
                 if time.monotonic() > deadline:
                     raise KafkaTimeoutError(f"InitProducerId failed: {exc}") from exc
@@ -108,6 +116,8 @@ class BulkProducer:
             cluster = self.metadata.refresh({topic}, self.timeout_ms / 1000)
             count = cluster.partition_count(topic)
             if not count:
+                if cluster.unauthorized((topic,)):
+                    raise TopicAuthorizationError.of((topic,))
                 if time.monotonic() > deadline:
                     raise KafkaTimeoutError(f"topic {topic} not available")
                 time.sleep(0.1)
