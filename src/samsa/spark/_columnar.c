@@ -103,6 +103,7 @@ PyDoc_STRVAR(decode_doc,
 static PyObject *
 decode(PyObject *self, PyObject *args)
 {
+    (void)self;
     Py_buffer buf, meta;
     long long start, until;
     int want_headers;
@@ -254,16 +255,329 @@ done:
     return result;
 }
 
+/* ---- encode ------------------------------------------------------------------------- */
+
+/* An Arrow binary column: int32 offsets (n + 1 of them), data, validity bytes or none. */
+typedef struct {
+    Py_buffer off, data, valid;
+    int has_valid;
+    Py_ssize_t n;
+} Column;
+
+static void column_release(Column *c);
+
+static int
+column_get(PyObject *spec, Column *c, const char *name)
+{
+    PyObject *valid;
+    memset(c, 0, sizeof(*c));
+    if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 3) {
+        PyErr_Format(PyExc_TypeError, "%s: (offsets, data, validity or None) expected", name);
+        return -1;
+    }
+    if (PyObject_GetBuffer(PyTuple_GET_ITEM(spec, 0), &c->off, PyBUF_SIMPLE) < 0)
+        return -1;
+    PyObject *data = PyTuple_GET_ITEM(spec, 1);
+    if (data == Py_None) {  /* a list column: its offsets index another column */
+        c->data.len = PY_SSIZE_T_MAX;
+    }
+    else if (PyObject_GetBuffer(data, &c->data, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&c->off);
+        return -1;
+    }
+    valid = PyTuple_GET_ITEM(spec, 2);
+    if (valid != Py_None) {
+        if (PyObject_GetBuffer(valid, &c->valid, PyBUF_SIMPLE) < 0) {
+            PyBuffer_Release(&c->off);
+            PyBuffer_Release(&c->data);
+            return -1;
+        }
+        c->has_valid = 1;
+    }
+    c->n = c->off.len / 4 - 1;
+    const int32_t *o = c->off.buf;
+    if (c->n < 0 || (c->has_valid && c->valid.len < c->n)) {
+        PyErr_Format(PyExc_ValueError, "%s: bad offsets or validity", name);
+        goto bad;
+    }
+    for (Py_ssize_t i = 0; i < c->n; i++) {
+        if (o[i] < 0 || o[i] > o[i + 1] || o[i + 1] > c->data.len) {
+            PyErr_Format(PyExc_ValueError, "%s: offsets outside the data", name);
+            goto bad;
+        }
+    }
+    return 0;
+bad:
+    column_release(c);
+    c->n = -1;
+    return -1;
+}
+
+static void
+column_release(Column *c)
+{
+    if (c->off.obj != NULL)
+        PyBuffer_Release(&c->off);
+    if (c->data.obj != NULL)
+        PyBuffer_Release(&c->data);
+    if (c->has_valid)
+        PyBuffer_Release(&c->valid);
+    c->has_valid = 0;
+}
+
+/* Length of element i, or -1 when it is null. */
+static inline int64_t
+column_len(const Column *c, Py_ssize_t i)
+{
+    if (c->has_valid && !((const unsigned char *)c->valid.buf)[i])
+        return -1;
+    const int32_t *o = c->off.buf;
+    return (int64_t)o[i + 1] - o[i];
+}
+
+static inline const unsigned char *
+column_at(const Column *c, Py_ssize_t i)
+{
+    return (const unsigned char *)c->data.buf + ((const int32_t *)c->off.buf)[i];
+}
+
+static inline Py_ssize_t
+varint_size(int64_t value)
+{
+    uint64_t v = ((uint64_t)value << 1) ^ (uint64_t)(value >> 63);
+    Py_ssize_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+/* Size of row r's record after its length varint. */
+static inline Py_ssize_t
+record_size(const Column *keys, const Column *values, const Column *hlists,
+            const Column *hkeys, const Column *hvalues, Py_ssize_t r, int64_t delta,
+            int64_t ts_delta)
+{
+    int64_t klen = column_len(keys, r), vlen = column_len(values, r);
+    Py_ssize_t size = 1 + varint_size(ts_delta) + varint_size(delta)
+        + varint_size(klen) + (klen > 0 ? klen : 0) + varint_size(vlen) + (vlen > 0 ? vlen : 0);
+    if (hlists == NULL) {
+        return size + 1;
+    }
+    const int32_t *lo = hlists->off.buf;
+    int64_t nh = column_len(hlists, r) > 0 ? lo[r + 1] - lo[r] : 0;
+    size += varint_size(nh);
+    for (int64_t h = lo[r]; h < lo[r] + nh; h++) {
+        int64_t hk = column_len(hkeys, h), hv = column_len(hvalues, h);
+        size += varint_size(hk) + (hk > 0 ? hk : 0) + varint_size(hv) + (hv > 0 ? hv : 0);
+    }
+    return size;
+}
+
+PyDoc_STRVAR(encode_doc,
+"encode(rows, first_delta, ts_delta, keys, values, headers) -> bytes\n\n"
+"The records section of a v2 batch holding the rows (int64 indexes) of binary columns\n"
+"keys and values, each (int32 offsets, data, validity bytes or None); record i gets the\n"
+"offset delta first_delta + i and the timestamp delta ts_delta. headers: None or\n"
+"(lists, header keys, header values), three such columns (the lists' data is None: their\n"
+"offsets index the headers; a null header key is written as an empty one).");
+
+static PyObject *
+encode(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer rowbuf;
+    long long first_delta, ts_delta;
+    PyObject *kspec, *vspec, *hspec;
+    if (!PyArg_ParseTuple(args, "y*LLOOO", &rowbuf, &first_delta, &ts_delta, &kspec, &vspec,
+                          &hspec))
+        return NULL;
+    PyObject *result = NULL;
+    Column keys = {.n = -1}, values = {.n = -1}, hlists = {.n = -1}, hkeys = {.n = -1},
+           hvalues = {.n = -1};
+    Column *hl = NULL, *hk = NULL, *hv = NULL;
+    const int64_t *rows = rowbuf.buf;
+    Py_ssize_t nrows = rowbuf.len / 8;
+    if (column_get(kspec, &keys, "keys") || column_get(vspec, &values, "values"))
+        goto done;
+    if (keys.n != values.n) {
+        PyErr_SetString(PyExc_ValueError, "keys and values differ in length");
+        goto done;
+    }
+    if (hspec != Py_None) {
+        if (!PyTuple_Check(hspec) || PyTuple_GET_SIZE(hspec) != 3) {
+            PyErr_SetString(PyExc_TypeError, "headers: (lists, keys, values) expected");
+            goto done;
+        }
+        if (column_get(PyTuple_GET_ITEM(hspec, 1), &hkeys, "header keys")
+            || column_get(PyTuple_GET_ITEM(hspec, 2), &hvalues, "header values")
+            || column_get(PyTuple_GET_ITEM(hspec, 0), &hlists, "header lists"))
+            goto done;
+        if (hlists.n != keys.n || hkeys.n != hvalues.n) {
+            PyErr_SetString(PyExc_ValueError, "headers do not match the rows");
+            goto done;
+        }
+        /* The lists' offsets index the headers (hkeys and hvalues). */
+        const int32_t *lo = hlists.off.buf;
+        if (lo[hlists.n] > hkeys.n) {
+            PyErr_SetString(PyExc_ValueError, "header lists index past the headers");
+            goto done;
+        }
+        hl = &hlists;
+        hk = &hkeys;
+        hv = &hvalues;
+    }
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < nrows; i++) {
+        if (rows[i] < 0 || rows[i] >= keys.n) {
+            PyErr_SetString(PyExc_IndexError, "row index out of range");
+            goto done;
+        }
+        Py_ssize_t size = record_size(&keys, &values, hl, hk, hv, (Py_ssize_t)rows[i],
+                                      first_delta + i, ts_delta);
+        total += varint_size(size) + size;
+    }
+    result = PyBytes_FromStringAndSize(NULL, total);
+    if (result == NULL)
+        goto done;
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(result);
+    for (Py_ssize_t i = 0; i < nrows; i++) {
+        Py_ssize_t r = (Py_ssize_t)rows[i];
+        Py_ssize_t size = record_size(&keys, &values, hl, hk, hv, r, first_delta + i,
+                                      ts_delta);
+        out += put_varint(out, size);
+        *out++ = 0;  /* attributes */
+        out += put_varint(out, ts_delta);
+        out += put_varint(out, first_delta + i);
+        int64_t klen = column_len(&keys, r), vlen = column_len(&values, r);
+        out += put_varint(out, klen);
+        if (klen > 0) {
+            memcpy(out, column_at(&keys, r), (size_t)klen);
+            out += klen;
+        }
+        out += put_varint(out, vlen);
+        if (vlen > 0) {
+            memcpy(out, column_at(&values, r), (size_t)vlen);
+            out += vlen;
+        }
+        if (hl == NULL) {
+            *out++ = 0;
+            continue;
+        }
+        const int32_t *lo = hl->off.buf;
+        int64_t nh = column_len(hl, r) > 0 ? lo[r + 1] - lo[r] : 0;
+        out += put_varint(out, nh);
+        for (int64_t h = lo[r]; h < lo[r] + nh; h++) {
+            int64_t hkl = column_len(hk, h), hvl = column_len(hv, h);
+            if (hkl < 0)
+                hkl = 0;
+            out += put_varint(out, hkl);
+            memcpy(out, column_at(hk, h), (size_t)hkl);
+            out += hkl;
+            out += put_varint(out, hvl);
+            if (hvl > 0) {
+                memcpy(out, column_at(hv, h), (size_t)hvl);
+                out += hvl;
+            }
+        }
+    }
+done:
+    column_release(&keys);
+    column_release(&values);
+    column_release(&hlists);
+    column_release(&hkeys);
+    column_release(&hvalues);
+    PyBuffer_Release(&rowbuf);
+    return result;
+}
+
+/* ---- murmur2 ------------------------------------------------------------------------ */
+
+/* Java's Utils.murmur2 (seed 0x9747b28c). */
+static uint32_t
+murmur2(const unsigned char *data, Py_ssize_t length)
+{
+    const uint32_t m = 0x5bd1e995;
+    uint32_t h = 0x9747b28c ^ (uint32_t)length;
+    Py_ssize_t n4 = length / 4;
+    for (Py_ssize_t i = 0; i < n4; i++) {
+        uint32_t k;
+        memcpy(&k, data + 4 * i, 4);  /* little-endian, as Java reads it */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        k = __builtin_bswap32(k);
+#endif
+        k *= m;
+        k ^= k >> 24;
+        k *= m;
+        h *= m;
+        h ^= k;
+    }
+    const unsigned char *tail = data + 4 * n4;
+    switch (length & 3) {
+    case 3:
+        h ^= (uint32_t)tail[2] << 16;
+        /* fall through */
+    case 2:
+        h ^= (uint32_t)tail[1] << 8;
+        /* fall through */
+    case 1:
+        h ^= tail[0];
+        h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    return h;
+}
+
+PyDoc_STRVAR(partitions_doc,
+"partitions(keys, count) -> bytes\n\n"
+"int32 partition of each key of a binary column (int32 offsets, data, validity bytes or\n"
+"None): toPositive(murmur2(key)) % count as Kafka's Java client, -1 for a null key.");
+
+static PyObject *
+partitions(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *kspec;
+    int count;
+    if (!PyArg_ParseTuple(args, "Oi", &kspec, &count))
+        return NULL;
+    if (count <= 0) {
+        PyErr_SetString(PyExc_ValueError, "count must be positive");
+        return NULL;
+    }
+    Column keys = {.n = -1};
+    if (column_get(kspec, &keys, "keys"))
+        return NULL;
+    PyObject *result = PyBytes_FromStringAndSize(NULL, keys.n * 4);
+    if (result != NULL) {
+        int32_t *out = (int32_t *)PyBytes_AS_STRING(result);
+        for (Py_ssize_t i = 0; i < keys.n; i++) {
+            int64_t len = column_len(&keys, i);
+            out[i] = len < 0 ? -1
+                : (int32_t)((murmur2(column_at(&keys, i), (Py_ssize_t)len) & 0x7fffffff)
+                            % (uint32_t)count);
+        }
+    }
+    column_release(&keys);
+    return result;
+}
+
 /* ---- module ------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
     {"decode", decode, METH_VARARGS, decode_doc},
+    {"encode", encode, METH_VARARGS, encode_doc},
+    {"partitions", partitions, METH_VARARGS, partitions_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "samsa.spark._columnar",
     "The Spark connector's per-record work in C (see samsa/spark/columnar.py).", -1, methods,
+    NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC

@@ -1,13 +1,15 @@
 """A bulk idempotent producer for the Spark writer (one per task).
 
 ``samsa.Producer`` handles one record per call (a future, a lock and a batch lookup each);
-the writer already holds whole Arrow batches, so this producer partitions rows the way the
-client does (explicit partition, murmur2 of the key, or sticky for unkeyed rows), encodes
-one v2 batch per partition chunk (``protocol.records.encode_batch``) and sends them in
-*waves*: one Produce request per leader carrying at most one batch per partition.
+the writer already holds whole Arrow batches, so this producer partitions their rows the
+way the client does (explicit partition, murmur2 of the key, or sticky for unkeyed rows)
+with numpy, encodes each partition's rows straight from the Arrow buffers into the records
+section of a v2 batch (:mod:`samsa.spark.batches`, in C when the extension is built) and
+sends the batches in *waves*: one Produce request per leader carrying at most one batch per
+partition.
 
 Idempotence (KIP-98), shared with ``samsa.Producer`` (``init_producer_id``, ``Sequences``):
-the producer id and per-partition sequence numbers are set when a batch is encoded; a
+the producer id and per-partition sequence numbers are set when a batch is closed; a
 failed or timed-out wave is re-sent with the same bytes, and the broker answers a batch it
 already stored as a duplicate (success, no second copy). With only one batch per partition
 in flight, order is kept without more bookkeeping. acks=all; any non-retriable error fails
@@ -26,16 +28,26 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 from kio.schema.errors import ErrorCode
 
 from samsa import TopicPartition
 from samsa.client.errors import KafkaError, KafkaTimeoutError, error_for
 from samsa.client.metadata import Metadata
 from samsa.client.net import ApiKey, NetworkClient
-from samsa.client.partitioner import partition_for_key
 from samsa.client.producer import RECORD_OVERHEAD, Sequences, init_producer_id
 from samsa.client.security import DEFAULTS, client_security
-from samsa.protocol.records import COMPRESSION_CODES, RecordTuple, encode_batch
+from samsa.protocol.records import COMPRESSION_CODES
+from samsa.spark.batches import (
+    Binary,
+    Headers,
+    binary_column,
+    encode_records,
+    frame,
+    header_column,
+    key_partitions,
+)
 
 __all__ = ["BulkProducer"]
 
@@ -45,6 +57,7 @@ _ids = itertools.count(1)
 _NONE = int(ErrorCode.none)
 _DUPLICATE_SEQUENCE = int(ErrorCode.duplicate_sequence_number)
 Header = tuple[str, bytes | None]
+_HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
 
 @dataclass
@@ -58,8 +71,13 @@ class _Encoded:
 
 @dataclass
 class _Open:
-    records: list[RecordTuple] = field(default_factory=list)
+    """A batch being filled: its records sections so far."""
+
+    parts: list[bytes] = field(default_factory=list)
+    count: int = 0
     size: int = 0
+    base_ts: int = 0
+    max_ts: int = 0
 
 
 class BulkProducer:
@@ -79,7 +97,7 @@ class BulkProducer:
         self.delivery_timeout = delivery_timeout_ms / 1000
         self.max_queued_bytes = max_queued_bytes
         self.records_sent = 0
-        self._open: dict[str, dict[int, _Open]] = {}
+        self._open: dict[TopicPartition, _Open] = {}
         self._ready: dict[TopicPartition, collections.deque[_Encoded]] = {}
         self._queued_bytes = 0
         self._sequences = Sequences()
@@ -118,55 +136,113 @@ class BulkProducer:
     def send_rows(self, topics: Sequence[str | None], keys: Sequence[bytes | None],
                   values: Sequence[bytes | None], partitions: Sequence[int | None],
                   headers: Sequence[Sequence[Header] | None]) -> None:
-        """Queue rows (columns of equal length); sends waves as batches fill up."""
+        """Queue rows given as Python lists (columns of equal length), topic by topic."""
+        if any(t is None for t in topics):
+            raise ValueError("samsa sink: a row has a null topic and no topic option")
+        for topic in dict.fromkeys(topics):
+            idx = [i for i, t in enumerate(topics) if t == topic]
+            self.send_columns(
+                str(topic), pa.array([keys[i] for i in idx], pa.binary()),
+                pa.array([values[i] for i in idx], pa.binary()),
+                pa.array([partitions[i] for i in idx], pa.int32()),
+                pa.array([[{"key": k, "value": v} for k, v in headers[i]]
+                          if headers[i] else None for i in idx], _HEADERS))
+
+    def send_columns(self, topic: str, keys: pa.Array | None, values: pa.Array,
+                     partitions: pa.Array | None, headers: pa.Array | None) -> None:
+        """Queue the rows of Arrow columns for ``topic``; sends waves as batches fill up.
+
+        ``keys`` and ``values`` are binary or string, ``partitions`` int32 and ``headers``
+        ``array<struct<key: string, value: binary or string>>`` (None: no such column).
+        """
+        n = len(values)
+        if n == 0:
+            return
         now = int(time.time() * 1000)
-        counts: dict[str, int] = {}
-        opened = self._open
-        limit = self.batch_size
-        for topic, key, value, part, hdrs in zip(topics, keys, values, partitions, headers,
-                                                 strict=True):
-            if topic is None:
-                raise ValueError("samsa sink: a row has a null topic and no topic option")
-            count = counts.get(topic)
-            if count is None:
-                count = counts[topic] = self._partition_count(topic)
-            if part is None:
-                if key is not None:
-                    part = partition_for_key(key, count)
-                else:
-                    part = self._sticky.get(topic)
-                    if part is None or part >= count:
-                        part = self._sticky[topic] = random.randrange(count)
-            elif not 0 <= part < count:
-                raise KafkaError(f"partition {part} of {topic} does not exist",
+        count = self._partition_count(topic)
+        kcol, vcol = binary_column(keys, n), binary_column(values, n)
+        hcol = header_column(headers)
+        sizes = kcol.lengths() + vcol.lengths() + RECORD_OVERHEAD
+        if hcol is not None:
+            sizes += hcol.sizes()
+        part = np.full(n, -1, np.int32)
+        if partitions is not None and partitions.null_count < n:
+            part = np.asarray(partitions.fill_null(-1).to_numpy(zero_copy_only=False),
+                              np.int32)
+            bad = np.flatnonzero((part >= count) | (part < -1))
+            if len(bad):
+                raise KafkaError(f"partition {part[bad[0]]} of {topic} does not exist",
                                  ErrorCode.unknown_topic_or_partition)
-            by_part = opened.get(topic)
-            if by_part is None:
-                by_part = opened[topic] = {}
-            batch = by_part.get(part)
-            if batch is None:
-                batch = by_part[part] = _Open()
-            size = (len(key) if key else 0) + (len(value) if value else 0) + RECORD_OVERHEAD
-            if hdrs:
-                size += sum(len(k) + len(v or b"") + 2 for k, v in hdrs)
-            if batch.records and batch.size + size > limit:
-                self._close_batch(TopicPartition(topic, part), batch)
-                if key is None and self._sticky.get(topic) == part and count > 1:
-                    self._sticky[topic] = (part + 1) % count  # the next one fills elsewhere
-                batch = by_part[part] = _Open()
-            batch.records.append((now, key, value, hdrs or ()))
-            batch.size += size
+        free = part < 0
+        if free.any():
+            by_key = key_partitions(kcol, count)
+            part = np.where(free, by_key, part)
+            unkeyed = np.flatnonzero(part < 0)
+            if len(unkeyed):
+                self._stick(topic, count, part, unkeyed, sizes)
+        order = np.argsort(part, kind="stable")  # rows by partition, in row order
+        cuts = np.flatnonzero(np.diff(part[order])) + 1
+        for rows in np.split(order, cuts):
+            self._append(TopicPartition(topic, int(part[rows[0]])), rows, sizes, now,
+                         kcol, vcol, hcol)
             if self._queued_bytes > self.max_queued_bytes:
                 self._send_wave()
 
+    def _stick(self, topic: str, count: int, part: np.ndarray[Any, Any],
+               rows: np.ndarray[Any, Any], sizes: np.ndarray[Any, Any]) -> None:
+        """Put unkeyed ``rows`` on the topic's sticky partition until its open batch would
+        be full, then on the next partition (KIP-480's sticky partitioner)."""
+        sticky = self._sticky.get(topic)
+        if sticky is None or sticky >= count:
+            sticky = random.randrange(count)
+        csum = np.cumsum(sizes[rows])
+        i = 0
+        while i < len(rows):
+            open_ = self._open.get(TopicPartition(topic, sticky))
+            used = open_.size if open_ is not None else 0
+            before = int(csum[i - 1]) if i else 0
+            k = int(np.searchsorted(csum[i:], before + self.batch_size - used, "right"))
+            if k == 0 and not used:
+                k = 1  # a record larger than a batch gets a batch of its own
+            part[rows[i : i + k]] = sticky
+            i += k
+            if i < len(rows) and count > 1:
+                sticky = (sticky + 1) % count  # that batch is full: the next fills elsewhere
+        self._sticky[topic] = sticky
+
+    def _append(self, tp: TopicPartition, rows: np.ndarray[Any, Any],
+                sizes: np.ndarray[Any, Any], now: int, keys: Binary, values: Binary,
+                headers: Headers | None) -> None:
+        """Encode ``rows`` into ``tp``'s open batch, closing it whenever it is full."""
+        csum = np.cumsum(sizes[rows])
+        i = 0
+        while i < len(rows):
+            batch = self._open.get(tp)
+            if batch is None:
+                batch = self._open[tp] = _Open(base_ts=now, max_ts=now)
+            before = int(csum[i - 1]) if i else 0
+            k = int(np.searchsorted(csum[i:], before + self.batch_size - batch.size, "right"))
+            if k == 0:
+                if batch.count:
+                    self._close_batch(tp, self._open.pop(tp))
+                    continue
+                k = 1  # a record larger than a batch gets a batch of its own
+            batch.parts.append(encode_records(rows[i : i + k], batch.count,
+                                              now - batch.base_ts, keys, values, headers))
+            batch.count += k
+            batch.size += int(csum[i + k - 1]) - before
+            batch.max_ts = max(batch.max_ts, now)
+            i += k
+            if i < len(rows):
+                self._close_batch(tp, self._open.pop(tp))
+
     def _close_batch(self, tp: TopicPartition, batch: _Open) -> None:
-        n = len(batch.records)
+        n = batch.count
         seq = self._sequences.take(tp, n) if self.producer_id >= 0 else -1
-        data = encode_batch(batch.records, compression=self.compression,
-                            producer_id=self.producer_id, producer_epoch=self.producer_epoch,
-                            base_sequence=seq)
-        self._ready.setdefault(tp, collections.deque()).append(
-            _Encoded(tp, data, n))
+        data = frame(b"".join(batch.parts), n, batch.base_ts, batch.max_ts,
+                     compression=self.compression, producer_id=self.producer_id,
+                     producer_epoch=self.producer_epoch, base_sequence=seq)
+        self._ready.setdefault(tp, collections.deque()).append(_Encoded(tp, data, n))
         self._queued_bytes += len(data)
         self.pump()
 
@@ -244,10 +320,8 @@ class BulkProducer:
 
     def flush(self) -> None:
         """Encode the open batches and send until every batch is acknowledged."""
-        for topic, by_part in self._open.items():
-            for part, batch in by_part.items():
-                if batch.records:
-                    self._close_batch(TopicPartition(topic, part), batch)
+        for tp, batch in self._open.items():
+            self._close_batch(tp, batch)
         self._open.clear()
         while any(self._ready.values()) or self._wave:
             self._send_wave()
