@@ -86,9 +86,12 @@ def memory_batches(topic: str, partition: int, partitions: int, records: int,
         if not _batches:  # what samsa's reader does (samsa.spark.worker.freeze_imports)
             gc.collect()
             gc.freeze()
-        ids = range(partition, records, partitions)
+        ids = np.arange(partition, records, partitions)
         n = len(ids)
-        values = pa.array([str(i).rjust(100, "x").encode() for i in ids], pa.binary())
+        fixed = np.char.rjust(ids.astype("S20"), 100, b"x")  # n x 100 bytes, one buffer
+        values = pa.Array.from_buffers(pa.binary(), n, [
+            None, pa.py_buffer(np.arange(0, 100 * n + 1, 100, dtype=np.int32)),
+            pa.py_buffer(fixed.tobytes())])
         schema = pa.schema([("key", pa.binary()), ("value", pa.binary()),
                             ("topic", pa.string()), ("partition", pa.int32()),
                             ("offset", pa.int64()), ("timestamp", pa.timestamp("us", "UTC")),
@@ -209,7 +212,7 @@ class CpuMeter:
     def stop(self) -> dict[str, float]:
         self.done.set()
         self.thread.join()
-        out = {"broker": 0.0, "jvm": 0.0, "python": 0.0, "driver": 0.0}
+        out = {"broker": 0.0, "jvm": 0.0, "python": 0.0, "driver": 0.0, "new python": 0.0}
         for pid, (cmd, cpu) in self.last.items():
             if pid == self.broker_pid:
                 group = "broker"
@@ -220,6 +223,8 @@ class CpuMeter:
             else:
                 group = "driver"
             out[group] += cpu - self.base.get(pid, 0.0)
+            if group == "python" and pid not in self.base:
+                out["new python"] += 1
         return out
 
 
@@ -345,7 +350,7 @@ def runner(spec: str) -> None:
         op, args, kw = json.loads(line)
         try:
             answer = [True, getattr(side, op)(*args, **kw)]
-        except Exception:  # noqa: BLE001 - reported to the parent
+        except Exception:
             answer = [False, traceback.format_exc()]
         print(MARK + json.dumps(answer), flush=True)
         if op == "stop":
@@ -375,7 +380,8 @@ class Rows:
         per = 1e6 / self.n
         print(f"    {row:<16}{rate:>12,.0f} records/s   CPU s per 1M: broker "
               f"{used['broker'] * per:.2f}, JVM {used['jvm'] * per:.2f}, Python "
-              f"{used['python'] * per:.2f}, driver {used['driver'] * per:.2f}", flush=True)
+              f"{used['python'] * per:.2f}, driver {used['driver'] * per:.2f}; "
+              f"{used['new python']:.0f} new Python workers", flush=True)
 
 
 ROWS = [("writer", "writer   (Spark -> samsa)"),
@@ -426,8 +432,7 @@ def measure(sides: dict[str, Any], bootstrap: str, broker_pid: int | None, n: in
         side.write(bootstrap, f"{topic}-warmup", 20_000, partitions)
     main.write(bootstrap, topic, n, partitions)
     main.copy_parquet(bootstrap, topic, n, src)  # the Parquet ceiling's input
-    # ~records per fetch response: the reader's Arrow batches (8 MiB of ~110 B records)
-    batch_records = (8 << 20) // 110
+    batch_records = 16384  # the reader's Arrow batches (its option arrowBatchRecords)
     for side in sides.values():  # every side runs every job once: a warm JIT
         side.read(bootstrap, topic, n)
         side.memory(topic, n, partitions, batch_records)

@@ -26,7 +26,7 @@ from samsa.spark.arrow import BATCH_HEADER_SIZE
 try:
     from samsa.spark import _columnar as _native
 except ImportError:  # not built (no C compiler when samsa was installed): Python below
-    _native = None
+    _native = None  # type: ignore[assignment]
 
 __all__ = ["NATIVE", "Binary", "Headers", "binary_column", "encode_records", "frame",
            "header_column", "key_partitions"]
@@ -116,8 +116,9 @@ def encode_records(rows: np.ndarray[Any, Any], first_delta: int, ts_delta: int,
     ``i`` gets offset delta ``first_delta + i`` and timestamp delta ``ts_delta``."""
     rows = np.ascontiguousarray(rows, np.int64)
     if _native is not None:
-        return bytes(_native.encode(rows, first_delta, ts_delta, tuple(keys), tuple(values),
-                                    None if headers is None else tuple(map(tuple, headers))))
+        hs = None if headers is None else (
+            tuple(headers.lists), tuple(headers.keys), tuple(headers.values))
+        return _native.encode(rows, first_delta, ts_delta, tuple(keys), tuple(values), hs)
     return _encode_py(rows.tolist(), first_delta, ts_delta, keys, values, headers)
 
 

@@ -26,7 +26,7 @@ __all__ = ["NATIVE", "decode_chunk"]
 try:
     from samsa.spark import _columnar as _native
 except ImportError:  # not built (no C compiler when samsa was installed): numpy below
-    _native = None
+    _native = None  # type: ignore[assignment]
 
 NATIVE = _native is not None
 """Whether the C extension (``samsa.spark._columnar``) decodes records."""
@@ -200,7 +200,7 @@ def _bodies(mv: memoryview, start: int, until: int
                      b.base, b.base_ts, b.max_ts if b.attributes & 0x08 else -1,
                      1 if b.attributes & 0x08 else 0) for b in wanted], nxt
     bodies: list[bytes | memoryview] = []
-    meta = []
+    meta: list[tuple[int, ...]] = []
     offset = 0
     for b in wanted:
         body: bytes | memoryview = mv[b.pos + BATCH_HEADER_SIZE : b.pos + b.size]

@@ -139,14 +139,16 @@ class BulkProducer:
         """Queue rows given as Python lists (columns of equal length), topic by topic."""
         if any(t is None for t in topics):
             raise ValueError("samsa sink: a row has a null topic and no topic option")
+        def row_headers(hs: Sequence[Header] | None) -> list[dict[str, Any]] | None:
+            return [{"key": k, "value": v} for k, v in hs] if hs else None
+
         for topic in dict.fromkeys(topics):
             idx = [i for i, t in enumerate(topics) if t == topic]
             self.send_columns(
                 str(topic), pa.array([keys[i] for i in idx], pa.binary()),
                 pa.array([values[i] for i in idx], pa.binary()),
                 pa.array([partitions[i] for i in idx], pa.int32()),
-                pa.array([[{"key": k, "value": v} for k, v in headers[i]]
-                          if headers[i] else None for i in idx], _HEADERS))
+                pa.array([row_headers(headers[i]) for i in idx], _HEADERS))
 
     def send_columns(self, topic: str, keys: pa.Array | None, values: pa.Array,
                      partitions: pa.Array | None, headers: pa.Array | None) -> None:
