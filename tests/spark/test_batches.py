@@ -1,5 +1,6 @@
-"""The writer's columnar encoder and partitioner (C extension and Python twin) against the
-client's encoder and partitioner (no Spark session)."""
+"""The writer's columnar encoder and partitioner (C extension, and the fallback to the
+client's) against the client's encoder and partitioner; the decoders on bad records (no
+Spark session)."""
 
 from __future__ import annotations
 
@@ -15,15 +16,9 @@ from crc32c import crc32c
 from samsa.client.partitioner import partition_for_key
 from samsa.protocol.records import CorruptRecordError, encode_batch
 from samsa.spark import batches
-from samsa.spark.batches import (
-    NATIVE,
-    binary_column,
-    encode_records,
-    frame,
-    header_column,
-    key_partitions,
-)
+from samsa.spark.batches import NATIVE, binary_column, frame, header_column, key_partitions
 from samsa.spark.columnar import decode_chunk
+from samsa.spark.produce import _Columns
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
@@ -50,13 +45,12 @@ def _rows(rnd: random.Random, n: int) -> list[tuple[Any, ...]]:
             for _ in range(n)]
 
 
-@paths
 @pytest.mark.parametrize("seed", range(8))
-@pytest.mark.usefixtures("use")
-def test_encoder_matches_the_clients(seed: int, native: bool) -> None:
+def test_encoder_matches_the_clients(seed: int) -> None:
     """Rows picked from (sliced) Arrow columns in two chunks, as the bulk producer fills a
     batch over two Arrow batches, framed: the bytes encode_batch gives the same records
-    (offset and timestamp deltas past one varint byte in the second chunk)."""
+    (offset and timestamp deltas past one varint byte in the second chunk), and the bytes
+    of the fallback (the rows as the client's record tuples, encoded by encode_batch)."""
     rnd = random.Random(seed)
     n = rnd.choice([2, 30, 300]) if seed else 9000
     pad = rnd.randint(0, 3)  # Spark's batches start at 0; slices must work too
@@ -72,20 +66,23 @@ def test_encoder_matches_the_clients(seed: int, native: bool) -> None:
     rows = np.array(sorted(rnd.sample(range(n), rnd.randint(2, n))), np.int64)
     cut = rnd.randint(1, len(rows) - 1)
     ts_delta = rnd.choice([0, 70, 10**6])
-    cols = (binary_column(keys, n), binary_column(values, n),
-            header_column(headers) if with_headers else None)
-    body = (encode_records(rows[:cut], 0, 0, *cols)
-            + encode_records(rows[cut:], cut, ts_delta, *cols))
+    cols = _Columns(keys, values, headers if with_headers else None,
+                    binary_column(keys, n), binary_column(values, n),
+                    header_column(headers) if with_headers else None)
+    ids = {"compression": 4, "producer_id": 7, "producer_epoch": 1, "base_sequence": 40}
     base_ts = 1_700_000_000_000
-    got = frame(body, len(rows), base_ts, base_ts + ts_delta, compression=4, producer_id=7,
-                producer_epoch=1, base_sequence=40)
+    fallback = encode_batch(cols.records(rows[:cut], base_ts)
+                            + cols.records(rows[cut:], base_ts + ts_delta), **ids)
+    if not NATIVE:
+        pytest.skip("C extension not built")
+    body = cols.encode(rows[:cut], 0, 0) + cols.encode(rows[cut:], cut, ts_delta)
+    got = frame(body, len(rows), base_ts, base_ts + ts_delta, **ids)
     v = values.to_pylist()
     records = [(base_ts + (ts_delta if i >= cut else 0), data[pad + r][0],
                 v[r].encode() if isinstance(v[r], str) else v[r],
                 (data[pad + r][2] or ()) if with_headers else ())
                for i, r in enumerate(rows.tolist())]
-    assert got == encode_batch(records, compression=4, producer_id=7, producer_epoch=1,
-                               base_sequence=40)
+    assert got == encode_batch(records, **ids) == fallback
 
 
 @paths

@@ -11,11 +11,24 @@ from samsa.client.errors import KafkaConnectionError
 from samsa.client.future import Future
 from samsa.client.net import ApiKey
 from samsa.client.partitioner import partition_for_key
+from samsa.spark import batches
 from samsa.spark.produce import BulkProducer
 from tests.brokerproc import BrokerProcess
 from tests.spark.conftest import batch, create_topic, unique
 
 pytestmark = pytest.mark.spark
+
+# The C encoder (when built) and the fallback to the client's encoder.
+encoders = pytest.mark.parametrize("native", [
+    pytest.param(True, marks=pytest.mark.skipif(not batches.NATIVE,
+                                                 reason="C extension not built")),
+    False])
+
+
+@pytest.fixture
+def encoder(native: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not native:
+        monkeypatch.setattr(batches, "_native", None)
 
 
 def _end(bootstrap: str, tp: TopicPartition) -> int:
@@ -23,7 +36,10 @@ def _end(bootstrap: str, tp: TopicPartition) -> int:
         return admin.list_offsets({tp: "latest"})[tp][0]
 
 
-def test_lost_acknowledgement_is_resent_without_duplicates(broker: BrokerProcess) -> None:
+@encoders
+@pytest.mark.usefixtures("encoder")
+def test_lost_acknowledgement_is_resent_without_duplicates(broker: BrokerProcess,
+                                                           native: bool) -> None:
     topic = create_topic(broker.bootstrap, unique("idem"), 1)
     with BulkProducer(broker.bootstrap, batch_size=200) as p:
         assert p.producer_id >= 0
@@ -62,7 +78,9 @@ def test_partitioning_matches_the_client(spark: Any, broker: BrokerProcess) -> N
     assert len([r for r in rows if r.key is None]) == 40
 
 
-def test_large_batches(broker: BrokerProcess) -> None:
+@encoders
+@pytest.mark.usefixtures("encoder")
+def test_large_batches(broker: BrokerProcess, native: bool) -> None:
     """Requests of several hundred KiB (the writer's 256 KiB batches, many partitions)."""
     topic = create_topic(broker.bootstrap, unique("large"), 2)
     n = 1200

@@ -3,11 +3,12 @@
 The writer's rows arrive as Arrow batches; their keys, values and headers are encoded
 straight from the Arrow buffers, without a Python object per row, by the C extension
 ``samsa.spark._columnar`` (built with samsa when a C compiler is there): the records
-section of a batch for any selection of rows (:func:`encode_records`) and the Java
-client's murmur2 partition of every key (:func:`key_partitions`). Without the extension the
-Python twins below do the same, row by row (the tests hold both to the same bytes, and the
-framed batches to ``protocol.records.encode_batch``). :func:`frame` adds the batch header
-(compression, producer id and sequence, CRC-32C).
+section of a batch for any selection of rows (:func:`encode_records`, framed by
+:func:`frame`: header, compression, producer id and sequence, CRC-32C) and the Java
+client's murmur2 partition of every key (:func:`key_partitions`). Without the extension
+the writer hands the rows as Python objects to the client's encoder
+(``protocol.records.encode_batch``) and partitioner; the tests hold the C path to their
+bytes and partitions.
 """
 
 from __future__ import annotations
@@ -29,10 +30,15 @@ except ImportError:  # not built (no C compiler when samsa was installed): Pytho
     _native = None  # type: ignore[assignment]
 
 __all__ = ["NATIVE", "Binary", "Headers", "binary_column", "encode_records", "frame",
-           "header_column", "key_partitions"]
+           "header_column", "key_partitions", "native"]
 
 NATIVE = _native is not None
-"""Whether the C extension encodes records and partitions keys."""
+"""Whether the C extension is built."""
+
+
+def native() -> bool:
+    """Whether the C extension encodes records and partitions keys (tests turn it off)."""
+    return _native is not None
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _LOG_OVERHEAD = 12
@@ -113,49 +119,15 @@ def key_partitions(keys: Binary, count: int) -> np.ndarray[Any, Any]:
 def encode_records(rows: np.ndarray[Any, Any], first_delta: int, ts_delta: int,
                    keys: Binary, values: Binary, headers: Headers | None) -> bytes:
     """The records section of a batch holding ``rows`` (indexes) of the columns: record
-    ``i`` gets offset delta ``first_delta + i`` and timestamp delta ``ts_delta``."""
-    rows = np.ascontiguousarray(rows, np.int64)
-    if _native is not None:
-        hs = None if headers is None else (
-            tuple(headers.lists), tuple(headers.keys), tuple(headers.values))
-        return _native.encode(rows, first_delta, ts_delta, tuple(keys), tuple(values), hs)
-    return _encode_py(rows.tolist(), first_delta, ts_delta, keys, values, headers)
-
-
-def _zz(value: int) -> bytes:
-    v = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-def _field(col: Binary, i: int) -> bytes:
-    """``col``'s element ``i`` as a length varint and its bytes (-1 for null)."""
-    if col.valid is not None and not col.valid[i]:
-        return _zz(-1)
-    a, b = int(col.offsets[i]), int(col.offsets[i + 1])
-    return _zz(b - a) + bytes(memoryview(col.data)[a:b])
-
-
-def _encode_py(rows: list[int], first_delta: int, ts_delta: int, keys: Binary,
-               values: Binary, headers: Headers | None) -> bytes:
-    """:func:`encode_records` in Python, record by record (the C extension's twin)."""
-    out = []
-    for i, r in enumerate(rows):
-        fields = [b"\x00", _zz(ts_delta), _zz(first_delta + i), _field(keys, r),
-                  _field(values, r)]
-        hs: list[bytes] = []
-        if headers is not None and (headers.lists.valid is None or headers.lists.valid[r]):
-            for h in range(int(headers.lists.offsets[r]), int(headers.lists.offsets[r + 1])):
-                key = _field(headers.keys, h)
-                hs += [key if key != _zz(-1) else _zz(0), _field(headers.values, h)]
-        fields += [_zz(len(hs) // 2), *hs]
-        rec = b"".join(fields)
-        out += [_zz(len(rec)), rec]
-    return b"".join(out)
+    ``i`` gets offset delta ``first_delta + i`` and timestamp delta ``ts_delta``. Needs the
+    C extension (:data:`NATIVE`); without it the writer encodes with the client's
+    ``encode_batch``."""
+    if _native is None:
+        raise RuntimeError("samsa.spark._columnar is not built")
+    hs = None if headers is None else (
+        tuple(headers.lists), tuple(headers.keys), tuple(headers.values))
+    return _native.encode(np.ascontiguousarray(rows, np.int64), first_delta, ts_delta,
+                          tuple(keys), tuple(values), hs)
 
 
 def frame(body: bytes, count: int, base_ts: int, max_ts: int, *, compression: int = 0,

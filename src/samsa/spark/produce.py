@@ -38,7 +38,7 @@ from samsa.client.metadata import Metadata
 from samsa.client.net import ApiKey, NetworkClient
 from samsa.client.producer import RECORD_OVERHEAD, Sequences, init_producer_id
 from samsa.client.security import DEFAULTS, client_security
-from samsa.protocol.records import COMPRESSION_CODES
+from samsa.protocol.records import COMPRESSION_CODES, RecordTuple, encode_batch
 from samsa.spark.batches import (
     Binary,
     Headers,
@@ -47,6 +47,7 @@ from samsa.spark.batches import (
     frame,
     header_column,
     key_partitions,
+    native,
 )
 
 __all__ = ["BulkProducer"]
@@ -70,10 +71,41 @@ class _Encoded:
 
 
 @dataclass
-class _Open:
-    """A batch being filled: its records sections so far."""
+class _Columns:
+    """The Arrow columns of one :meth:`BulkProducer.send_columns` call and their buffers."""
 
-    parts: list[bytes] = field(default_factory=list)
+    keys: pa.Array | None
+    values: pa.Array
+    headers: pa.Array | None
+    key_buffers: Binary
+    value_buffers: Binary
+    header_buffers: Headers | None
+
+    def encode(self, rows: np.ndarray[Any, Any], first_delta: int, ts_delta: int) -> bytes:
+        """The records section of ``rows`` (C extension)."""
+        return encode_records(rows, first_delta, ts_delta, self.key_buffers,
+                              self.value_buffers, self.header_buffers)
+
+    def records(self, rows: np.ndarray[Any, Any], ts: int) -> list[RecordTuple]:
+        """``rows`` as the client's record tuples (for ``encode_batch``)."""
+        idx = pa.array(rows)
+        n = len(rows)
+        keys = [None] * n if self.keys is None else self.keys.take(idx).to_pylist()
+        headers = [None] * n if self.headers is None else self.headers.take(idx).to_pylist()
+        return [(ts, _utf8(k), _utf8(v), [(h["key"] or "", _utf8(h["value"])) for h in hs]
+                 if hs else ()) for k, v, hs in zip(keys, self.values.take(idx).to_pylist(),
+                                                    headers, strict=True)]
+
+
+def _utf8(value: Any) -> bytes | None:
+    return value.encode() if isinstance(value, str) else value
+
+
+@dataclass
+class _Open:
+    """A batch being filled: chunks of rows (columns, row indexes, timestamp)."""
+
+    chunks: list[tuple[_Columns, np.ndarray[Any, Any], int]] = field(default_factory=list)
     count: int = 0
     size: int = 0
     base_ts: int = 0
@@ -164,6 +196,7 @@ class BulkProducer:
         count = self._partition_count(topic)
         kcol, vcol = binary_column(keys, n), binary_column(values, n)
         hcol = header_column(headers)
+        cols = _Columns(keys, values, headers if hcol is not None else None, kcol, vcol, hcol)
         sizes = kcol.lengths() + vcol.lengths() + RECORD_OVERHEAD
         if hcol is not None:
             sizes += hcol.sizes()
@@ -185,8 +218,7 @@ class BulkProducer:
         order = np.argsort(part, kind="stable")  # rows by partition, in row order
         cuts = np.flatnonzero(np.diff(part[order])) + 1
         for rows in np.split(order, cuts):
-            self._append(TopicPartition(topic, int(part[rows[0]])), rows, sizes, now,
-                         kcol, vcol, hcol)
+            self._append(TopicPartition(topic, int(part[rows[0]])), rows, sizes, now, cols)
             if self._queued_bytes > self.max_queued_bytes:
                 self._send_wave()
 
@@ -213,9 +245,8 @@ class BulkProducer:
         self._sticky[topic] = sticky
 
     def _append(self, tp: TopicPartition, rows: np.ndarray[Any, Any],
-                sizes: np.ndarray[Any, Any], now: int, keys: Binary, values: Binary,
-                headers: Headers | None) -> None:
-        """Encode ``rows`` into ``tp``'s open batch, closing it whenever it is full."""
+                sizes: np.ndarray[Any, Any], now: int, cols: _Columns) -> None:
+        """Add ``rows`` to ``tp``'s open batch, closing it whenever it is full."""
         csum = np.cumsum(sizes[rows])
         i = 0
         while i < len(rows):
@@ -229,8 +260,7 @@ class BulkProducer:
                     self._close_batch(tp, self._open.pop(tp))
                     continue
                 k = 1  # a record larger than a batch gets a batch of its own
-            batch.parts.append(encode_records(rows[i : i + k], batch.count,
-                                              now - batch.base_ts, keys, values, headers))
+            batch.chunks.append((cols, rows[i : i + k], now))
             batch.count += k
             batch.size += int(csum[i + k - 1]) - before
             batch.max_ts = max(batch.max_ts, now)
@@ -239,11 +269,23 @@ class BulkProducer:
                 self._close_batch(tp, self._open.pop(tp))
 
     def _close_batch(self, tp: TopicPartition, batch: _Open) -> None:
+        """Encode the batch (C extension, or the client's ``encode_batch``) and queue it."""
         n = batch.count
         seq = self._sequences.take(tp, n) if self.producer_id >= 0 else -1
-        data = frame(b"".join(batch.parts), n, batch.base_ts, batch.max_ts,
-                     compression=self.compression, producer_id=self.producer_id,
-                     producer_epoch=self.producer_epoch, base_sequence=seq)
+        pid, epoch = self.producer_id, self.producer_epoch
+        if native():
+            parts, delta = [], 0
+            for cols, rows, ts in batch.chunks:
+                parts.append(cols.encode(rows, delta, ts - batch.base_ts))
+                delta += len(rows)
+            data = frame(b"".join(parts), n, batch.base_ts, batch.max_ts,
+                         compression=self.compression, producer_id=pid,
+                         producer_epoch=epoch, base_sequence=seq)
+        else:
+            data = encode_batch([r for cols, rows, ts in batch.chunks
+                                 for r in cols.records(rows, ts)],
+                                compression=self.compression, producer_id=pid,
+                                producer_epoch=epoch, base_sequence=seq)
         self._ready.setdefault(tp, collections.deque()).append(_Encoded(tp, data, n))
         self._queued_bytes += len(data)
         self.pump()
