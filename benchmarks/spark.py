@@ -360,28 +360,32 @@ def runner(spec: str) -> None:
 # ---- the benchmark --------------------------------------------------------------------------
 
 class Rows:
-    """Best records/s and summed CPU split per row over the rounds."""
+    """Best records/s and the CPU splits of every run, per row."""
 
     def __init__(self, broker_pid: int | None, n: int) -> None:
         self.broker_pid, self.n = broker_pid, n
         self.best: dict[str, float] = {}
-        self.cpu: dict[str, dict[str, float]] = {}
-        self.runs: dict[str, int] = {}
+        self.cpu: dict[str, list[dict[str, float]]] = {}
 
     def run(self, row: str, fn: Any, *args: Any, **kw: Any) -> None:
         meter = CpuMeter(self.broker_pid)
         rate = fn(*args, **kw)
         used = meter.stop()
         self.best[row] = max(self.best.get(row, 0.0), rate)
-        cpu = self.cpu.setdefault(row, dict.fromkeys(used, 0.0))
-        for k in used:
-            cpu[k] += used[k]
-        self.runs[row] = self.runs.get(row, 0) + 1
+        self.cpu.setdefault(row, []).append(used)
         per = 1e6 / self.n
         print(f"    {row:<16}{rate:>12,.0f} records/s   CPU s per 1M: broker "
               f"{used['broker'] * per:.2f}, JVM {used['jvm'] * per:.2f}, Python "
               f"{used['python'] * per:.2f}, driver {used['driver'] * per:.2f}; "
               f"{used['new python']:.0f} new Python workers", flush=True)
+
+    def median_cpu(self, row: str, group: str) -> float:
+        """Median CPU seconds per 1M records of ``group`` over the row's runs (a run that
+        had to start Python workers, whose imports cost ~0.5 s each, is an outlier)."""
+        runs = sorted(u[group] for u in self.cpu[row])
+        mid = len(runs) // 2
+        median = runs[mid] if len(runs) % 2 else (runs[mid - 1] + runs[mid]) / 2
+        return median * 1e6 / self.n
 
 
 ROWS = [("writer", "writer   (Spark -> samsa)"),
@@ -396,24 +400,32 @@ ROWS = [("writer", "writer   (Spark -> samsa)"),
 
 def report(title: str, rows: Rows) -> None:
     """Best records/s, ratios to the Python data-source ceiling (the memory source for
-    readers, the dropping sink for writers) and to Parquet -> Parquet, mean CPU split."""
+    readers, the dropping sink for writers) and to Parquet -> Parquet, median CPU split."""
     print(title)
-    print(f"  {'':<42}{'records/s':>12} {'/Python':>8} {'/Parquet':>9}   CPU s per 1M records:"
-          " broker   JVM Python driver  total")
+    print(f"  {'':<42}{'records/s':>12} {'/Python':>8} {'/Parquet':>9}   median CPU s per 1M:"
+          "  broker   JVM Python driver  total")
     pq = rows.best["parquet"]
     for key, name in ROWS:
         if key not in rows.best:
             continue
         rate = rows.best[key]
         python = rows.best["sink" if key.startswith(("writer", "sink")) else "memory"]
-        per = 1e6 / (rows.n * rows.runs[key])
-        split = [rows.cpu[key][k] * per for k in ("broker", "jvm", "python", "driver")]
+        split = [rows.median_cpu(key, k) for k in ("broker", "jvm", "python", "driver")]
         cpu = " ".join(f"{x:6.2f}" for x in [*split, sum(split)])
         print(f"  {name:<42}{rate:>12,.0f} {rate / python:>8.2f} {rate / pq:>9.2f}   "
               f"{'':>21}{cpu}")
+    def total(key: str) -> float:
+        return sum(rows.median_cpu(key, k) for k in ("broker", "jvm", "python", "driver"))
+
+    print(f"  CPU per record: reader {total('arrow') / total('memory'):.2f}x the Python "
+          f"source's, writer {total('writer') / total('sink'):.2f}x the Python sink's")
     if "arrow main" in rows.best:
-        print(f"  reader after/before {rows.best['arrow'] / rows.best['arrow main']:.2f}, "
-              f"writer after/before {rows.best['writer'] / rows.best['writer main']:.2f}")
+        def vs(key: str) -> str:
+            rate = rows.best[key] / rows.best[f"{key} main"]
+            cpu = rows.median_cpu(key, "python") / rows.median_cpu(f"{key} main", "python")
+            return f"{rate:.2f}x records/s, {cpu:.2f}x Python CPU"
+
+        print(f"  after/before: reader {vs('arrow')}; writer {vs('writer')}")
 
 
 def measure(sides: dict[str, Any], bootstrap: str, broker_pid: int | None, n: int,
