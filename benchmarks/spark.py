@@ -14,9 +14,12 @@ the pyspark package, see ``tests/spark/standalone.py``):
 4. The Spark ceiling: the same job reading Parquet files of the same data (the reader's
    output) instead of the topic, which is what Spark itself does on these cores.
 
-Each row prints records/s, its ratio to both ceilings, and the CPU seconds per million
-records of the broker, the JVMs (driver and executors), and the Python workers, measured
-from ``/proc`` over the rows' runs.
+Every row runs once per round, rounds interleaved (the machine's load drifts). Each row
+prints its best records/s, the median over the rounds of its ratio to each ceiling of the
+same round, and the median CPU seconds per million records of the broker, the JVMs
+(driver and executors), the Python workers and the driver processes, sampled from
+``/proc`` while it runs; then the CPU per record of the reader and the writer against their
+Python ceilings. CPU per record drifts less with the load than records/s does.
 
 ``--before DIR`` also runs the writer and the reader of another checkout (``git worktree add
 /tmp/spark-before main``) in the same run: a second driver process whose ``PYTHONPATH``
@@ -360,11 +363,12 @@ def runner(spec: str) -> None:
 # ---- the benchmark --------------------------------------------------------------------------
 
 class Rows:
-    """Best records/s and the CPU splits of every run, per row."""
+    """Records/s and CPU split of every run (one per round), per row."""
 
     def __init__(self, broker_pid: int | None, n: int) -> None:
         self.broker_pid, self.n = broker_pid, n
         self.best: dict[str, float] = {}
+        self.rates: dict[str, list[float]] = {}
         self.cpu: dict[str, list[dict[str, float]]] = {}
 
     def run(self, row: str, fn: Any, *args: Any, **kw: Any) -> None:
@@ -372,6 +376,7 @@ class Rows:
         rate = fn(*args, **kw)
         used = meter.stop()
         self.best[row] = max(self.best.get(row, 0.0), rate)
+        self.rates.setdefault(row, []).append(rate)
         self.cpu.setdefault(row, []).append(used)
         per = 1e6 / self.n
         print(f"    {row:<16}{rate:>12,.0f} records/s   CPU s per 1M: broker "
@@ -382,10 +387,19 @@ class Rows:
     def median_cpu(self, row: str, group: str) -> float:
         """Median CPU seconds per 1M records of ``group`` over the row's runs (a run that
         had to start Python workers, whose imports cost ~0.5 s each, is an outlier)."""
-        runs = sorted(u[group] for u in self.cpu[row])
-        mid = len(runs) // 2
-        median = runs[mid] if len(runs) % 2 else (runs[mid - 1] + runs[mid]) / 2
-        return median * 1e6 / self.n
+        return _median([u[group] for u in self.cpu[row]]) * 1e6 / self.n
+
+    def ratio(self, row: str, other: str) -> float:
+        """Median over the rounds of ``row``'s records/s over ``other``'s in that round:
+        runs of one round are minutes apart, while the machine's load drifts more."""
+        return _median([a / b for a, b in zip(self.rates[row], self.rates[other],
+                                               strict=True)])
+
+
+def _median(values: list[float]) -> float:
+    values = sorted(values)
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
 
 
 ROWS = [("writer", "writer   (Spark -> samsa)"),
@@ -399,21 +413,22 @@ ROWS = [("writer", "writer   (Spark -> samsa)"),
 
 
 def report(title: str, rows: Rows) -> None:
-    """Best records/s, ratios to the Python data-source ceiling (the memory source for
-    readers, the dropping sink for writers) and to Parquet -> Parquet, median CPU split."""
+    """Best records/s; the median per-round ratio to the Python data-source ceiling (the
+    memory source for readers, the dropping sink for writers) and to Parquet -> Parquet;
+    the median CPU split."""
     print(title)
-    print(f"  {'':<42}{'records/s':>12} {'/Python':>8} {'/Parquet':>9}   median CPU s per 1M:"
-          "  broker   JVM Python driver  total")
-    pq = rows.best["parquet"]
+    print(f"  {'':<42}{'records/s':>10} {'/Python':>7} {'/Parquet':>8}   median CPU s per 1M: "
+          f"{'broker':>6} {'JVM':>5} {'Python':>6} {'driver':>6} {'total':>5}")
     for key, name in ROWS:
         if key not in rows.best:
             continue
-        rate = rows.best[key]
-        python = rows.best["sink" if key.startswith(("writer", "sink")) else "memory"]
+        python = "sink" if key.startswith(("writer", "sink")) else "memory"
         split = [rows.median_cpu(key, k) for k in ("broker", "jvm", "python", "driver")]
-        cpu = " ".join(f"{x:6.2f}" for x in [*split, sum(split)])
-        print(f"  {name:<42}{rate:>12,.0f} {rate / python:>8.2f} {rate / pq:>9.2f}   "
-              f"{'':>21}{cpu}")
+        b, j, p, d = split
+        print(f"  {name:<42}{rows.best[key]:>10,.0f} {rows.ratio(key, python):>7.2f} "
+              f"{rows.ratio(key, 'parquet'):>8.2f}   {'':>21}{b:6.2f} {j:5.2f} {p:6.2f} "
+              f"{d:6.2f} {sum(split):5.2f}")
+
     def total(key: str) -> float:
         return sum(rows.median_cpu(key, k) for k in ("broker", "jvm", "python", "driver"))
 
@@ -421,11 +436,11 @@ def report(title: str, rows: Rows) -> None:
           f"source's, writer {total('writer') / total('sink'):.2f}x the Python sink's")
     if "arrow main" in rows.best:
         def vs(key: str) -> str:
-            rate = rows.best[key] / rows.best[f"{key} main"]
             cpu = rows.median_cpu(key, "python") / rows.median_cpu(f"{key} main", "python")
-            return f"{rate:.2f}x records/s, {cpu:.2f}x Python CPU"
+            return (f"{rows.ratio(key, f'{key} main'):.2f}x records/s, {cpu:.2f}x Python "
+                    f"CPU, {total(key) / total(f'{key} main'):.2f}x CPU")
 
-        print(f"  after/before: reader {vs('arrow')}; writer {vs('writer')}")
+        print(f"  after/before (main): reader {vs('arrow')}; writer {vs('writer')}")
 
 
 def measure(sides: dict[str, Any], bootstrap: str, broker_pid: int | None, n: int,
@@ -533,7 +548,7 @@ def main() -> None:
         arrow = results[0].best["arrow"]
         print(f"target {TARGET:,} records/s read into Parquet on {args.master}: "
               f"{'met' if arrow >= TARGET else 'NOT met'} ({arrow:,.0f}); "
-              f"reader / Python-source ceiling {arrow / results[0].best['memory']:.2f} "
+              f"reader / Python-source ceiling {results[0].ratio('arrow', 'memory'):.2f} "
               f"(target 0.8); load average now {os.getloadavg()[0]:.1f}")
     finally:
         if proc is not None:
