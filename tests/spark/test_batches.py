@@ -1,23 +1,19 @@
 """The writer's columnar encoder and partitioner (C extension, and the fallback to the
-client's) against the client's encoder and partitioner; the decoders on bad records (no
-Spark session)."""
+client's) against the client's encoder and partitioner (no Spark session)."""
 
 from __future__ import annotations
 
 import random
-import struct
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pytest
-from crc32c import crc32c
 
 from samsa.client.partitioner import partition_for_key
-from samsa.protocol.records import CorruptRecordError, encode_batch
+from samsa.protocol.records import encode_batch
 from samsa.spark import batches
 from samsa.spark.batches import NATIVE, binary_column, frame, header_column, key_partitions
-from samsa.spark.columnar import decode_chunk
 from samsa.spark.produce import _Columns
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
@@ -96,26 +92,3 @@ def test_key_partitions_match_the_client(native: bool) -> None:
         got = key_partitions(binary_column(pa.array(keys, pa.binary()), len(keys)), count)
         assert got.tolist() == [-1 if k is None else partition_for_key(k, count)
                                 for k in keys]
-
-
-def _refresh_crc(batch: bytearray) -> None:
-    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
-
-
-@pytest.mark.parametrize("native", [
-    pytest.param(True, marks=pytest.mark.skipif(not NATIVE, reason="C extension not built")),
-    False])
-@pytest.mark.parametrize("damage", ["length", "count", "key"])
-def test_bad_records_with_a_good_crc_are_rejected(native: bool, damage: str) -> None:
-    """Both decoders refuse records that do not fit their batch (a bad producer's batch
-    passes the CRC check)."""
-    data = bytearray(encode_batch([(1, b"key", b"v" * 20, ())] * 3))
-    if damage == "length":
-        data[61] = 0x7E  # the first record claims 63 bytes
-    elif damage == "count":
-        struct.pack_into(">i", data, 57, 4)
-    else:
-        data[61 + 4] = 0x50  # the first key claims 40 bytes
-    _refresh_crc(data)
-    with pytest.raises(CorruptRecordError):
-        decode_chunk(bytes(data), 0, 10, "t", 0, False, native=native)

@@ -1,10 +1,13 @@
-"""The vectorized Arrow decoder against the row-by-row reference decoder."""
+"""The Arrow decoders (C extension and numpy) against the row-by-row reference decoder, on
+good and bad records; the record-batch encoder against an independent builder."""
 
 from __future__ import annotations
 
 import random
+import struct
 
 import pytest
+from crc32c import crc32c
 
 from samsa.protocol.records import (
     CorruptRecordError,
@@ -70,6 +73,27 @@ def test_corrupt_batches_are_rejected(native: bool) -> None:
     data = bytearray(encode_batch([ProducerRecordData(1, b"k", b"v" * 20, ())] * 3))
     data[-5] ^= 0xFF
     with pytest.raises(CorruptRecordError, match="CRC"):
+        decode_chunk(bytes(data), 0, 10, "t", 0, False, native=native)
+
+
+def _refresh_crc(batch: bytearray) -> None:
+    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+
+
+@paths
+@pytest.mark.parametrize("damage", ["length", "count", "key"])
+def test_bad_records_with_a_good_crc_are_rejected(native: bool, damage: str) -> None:
+    """Both decoders refuse records that do not fit their batch (a bad producer's batch
+    passes the CRC check)."""
+    data = bytearray(encode_batch([ProducerRecordData(1, b"key", b"v" * 20, ())] * 3))
+    if damage == "length":
+        data[61] = 0x7E  # the first record claims 63 bytes
+    elif damage == "count":
+        struct.pack_into(">i", data, 57, 4)
+    else:
+        data[61 + 4] = 0x50  # the first key claims 40 bytes
+    _refresh_crc(data)
+    with pytest.raises(CorruptRecordError):
         decode_chunk(bytes(data), 0, 10, "t", 0, False, native=native)
 
 

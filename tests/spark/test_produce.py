@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from samsa import Admin, TopicPartition
@@ -58,8 +59,8 @@ def test_lost_acknowledgement_is_resent_without_duplicates(broker: BrokerProcess
 
         p.net.send = lose_first_ack  # type: ignore[method-assign]
         n = 30
-        p.send_rows([topic] * n, [None] * n, [b"%d" % i for i in range(n)], [0] * n,
-                    [None] * n)
+        p.send_columns(topic, None, pa.array([b"%d" % i for i in range(n)]),
+                       pa.array([0] * n, pa.int32()), None)
         p.flush()
         assert lost and p.records_sent == n
     assert _end(broker.bootstrap, TopicPartition(topic, 0)) == n
@@ -69,8 +70,8 @@ def test_partitioning_matches_the_client(spark: Any, broker: BrokerProcess) -> N
     topic = create_topic(broker.bootstrap, unique("keys"), 4)
     keys = [b"user-%d" % i for i in range(40)]
     with BulkProducer(broker.bootstrap) as p:
-        p.send_rows([topic] * 40, keys, [b"v"] * 40, [None] * 40, [None] * 40)
-        p.send_rows([topic] * 40, [None] * 40, [b"u"] * 40, [None] * 40, [None] * 40)
+        p.send_columns(topic, pa.array(keys), pa.array([b"v"] * 40), None, None)
+        p.send_columns(topic, None, pa.array([b"u"] * 40), None, None)
         p.flush()
     rows = batch(spark, broker, subscribe=topic).collect()
     keyed = [(r.key, r.partition) for r in rows if r.key is not None]
@@ -85,8 +86,8 @@ def test_large_batches(broker: BrokerProcess, native: bool) -> None:
     topic = create_topic(broker.bootstrap, unique("large"), 2)
     n = 1200
     with BulkProducer(broker.bootstrap, delivery_timeout_ms=15000) as p:
-        p.send_rows([topic] * n, [None] * n, [b"%04d" % i + b"x" * 996 for i in range(n)],
-                    [i % 2 for i in range(n)], [None] * n)
+        p.send_columns(topic, None, pa.array([b"%04d" % i + b"x" * 996 for i in range(n)]),
+                       pa.array([i % 2 for i in range(n)], pa.int32()), None)
         p.flush()
         assert p.records_sent == n
     assert _end(broker.bootstrap, TopicPartition(topic, 0)) == n // 2

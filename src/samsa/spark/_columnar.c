@@ -4,11 +4,11 @@
  *   timestamps, timestamp types, keys and values as binary arrays); headers are left to
  *   Python (their positions are returned).
  * encode(): rows of Arrow binary columns -> the records section of one v2 batch.
- * murmur2(): the Java client's partition of each key of an Arrow binary column.
+ * partitions(): the Java client's partition (murmur2) of each key of an Arrow binary column.
  *
- * Each has a pure-Python twin in samsa/spark/columnar.py and produce.py (numpy, or the
- * client's encoder and partitioner): the fallback when this extension is not built, and
- * the reference the tests hold it to. Buffers come in and go out as bytes (wrapped by
+ * Each has a pure-Python twin (numpy in samsa/spark/columnar.py; the client's encoder and
+ * partitioner through samsa/spark/batches.py and produce.py): the fallback when this
+ * extension is not built, and the reference the tests hold it to. Buffers come in and go out as bytes (wrapped by
  * pyarrow without a copy); nothing here knows Arrow or numpy.
  */
 

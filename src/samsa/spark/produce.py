@@ -24,7 +24,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,8 +57,6 @@ _ids = itertools.count(1)
 
 _NONE = int(ErrorCode.none)
 _DUPLICATE_SEQUENCE = int(ErrorCode.duplicate_sequence_number)
-Header = tuple[str, bytes | None]
-_HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
 
 @dataclass
@@ -164,23 +162,6 @@ class BulkProducer:
         return count
 
     # ---- adding records ---------------------------------------------------------------
-
-    def send_rows(self, topics: Sequence[str | None], keys: Sequence[bytes | None],
-                  values: Sequence[bytes | None], partitions: Sequence[int | None],
-                  headers: Sequence[Sequence[Header] | None]) -> None:
-        """Queue rows given as Python lists (columns of equal length), topic by topic."""
-        if any(t is None for t in topics):
-            raise ValueError("samsa sink: a row has a null topic and no topic option")
-        def row_headers(hs: Sequence[Header] | None) -> list[dict[str, Any]] | None:
-            return [{"key": k, "value": v} for k, v in hs] if hs else None
-
-        for topic in dict.fromkeys(topics):
-            idx = [i for i, t in enumerate(topics) if t == topic]
-            self.send_columns(
-                str(topic), pa.array([keys[i] for i in idx], pa.binary()),
-                pa.array([values[i] for i in idx], pa.binary()),
-                pa.array([partitions[i] for i in idx], pa.int32()),
-                pa.array([row_headers(headers[i]) for i in idx], _HEADERS))
 
     def send_columns(self, topic: str, keys: pa.Array | None, values: pa.Array,
                      partitions: pa.Array | None, headers: pa.Array | None) -> None:
