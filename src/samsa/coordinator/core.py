@@ -28,6 +28,7 @@ from samsa.coordinator.config import CoordinatorConfig
 from samsa.coordinator.consumer.group import ConsumerGroups
 from samsa.coordinator.consumer.records import CONSUMER_KEY_TYPES
 from samsa.coordinator.consumer.topics import EMPTY_TOPICS, TopicsSnapshot
+from samsa.coordinator.family import GroupFamily, OffsetsGroup
 from samsa.coordinator.group import Group
 from samsa.coordinator.history.model import GroupHistories, HistoryEvent, HistoryKey
 from samsa.coordinator.history.recorder import HistoryRecorder
@@ -111,6 +112,8 @@ class ShardCore:
         self.timer = timer
         self.new_member_id = member_id_factory
         self.hard = HardState()
+        #: the group types of the shard (:mod:`.family`), set by the shard
+        self.families: tuple[GroupFamily, ...] = ()
         #: the cluster's topics as the edge last reported them (consumer groups read it)
         self.topics: TopicsSnapshot = EMPTY_TOPICS
         self.groups: dict[str, Group] = {}
@@ -164,6 +167,14 @@ class ShardCore:
 
     def offsets_of(self, group_id: str) -> dict[TopicPartition, OffsetCommitValue]:
         return self.hard.offsets.get(group_id, {})
+
+    def find_group(self, group_id: str) -> tuple[GroupFamily, OffsetsGroup] | None:
+        """The group named ``group_id``, of whichever type, and its family."""
+        for family in self.families:
+            group = family.group(self, group_id)
+            if group is not None:
+                return family, group
+        return None
 
     # ------------------------------------------------------------------ replies
 

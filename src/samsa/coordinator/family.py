@@ -1,25 +1,29 @@
-"""What every group type offers the shard: the group interface the one offsets path
-(:mod:`.offsets`) calls, as Kafka's ``Group`` interface does for its ``OffsetMetadataManager``.
+"""What every group type offers the shard.
 
-A group of any type (classic :class:`~.group.Group`, consumer
-:class:`~.consumer.group.ConsumerGroup`, and share groups next) implements
-:class:`OffsetsGroup`: it judges offset commits, fetches and deletions, says which topics it
-subscribes to, when its offsets expire and which tombstones delete it. Nothing here writes:
-the answers are values the offsets path acts on.
+* :class:`OffsetsGroup`, the group interface (Kafka's ``Group``): a group of any type
+  (classic :class:`~.group.Group`, consumer :class:`~.consumer.group.ConsumerGroup`, share
+  groups next) judges offset commits, fetches and deletions and its own deletion, says which
+  topics it subscribes to, when its offsets expire and which tombstones delete it. The one
+  offsets path (:mod:`.offsets`) and DeleteGroups (:mod:`.admin`) call it; its answers are
+  values, nothing here writes.
+* :class:`GroupFamily`, one group type's part of a shard (its records, APIs, timers and
+  jobs): :mod:`.classic_family`, :mod:`.consumer.family`.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
 if TYPE_CHECKING:
     from samsa.coordinator.consumer.group import ConsumerMember
+    from samsa.coordinator.jobs import Job, JobKind
     from samsa.coordinator.records import OffsetCommitValue, RecordKey
+    from samsa.coordinator.timers import TimerKey, TimerKind
 
 E = ErrorCode
 
@@ -122,3 +126,59 @@ class OffsetsGroup(Protocol):
         """The keys whose tombstones delete the group (Kafka's
         ``createGroupTombstoneRecords``), in the order they are written."""
         ...
+
+
+Handler = Callable[[Any, Any, object], None]
+
+
+class GroupFamily(Protocol):
+    """One group type's part of a shard (Kafka splits the same between
+    ``GroupMetadataManager``'s per-type methods and ``GroupCoordinatorShard.replay``).
+
+    The shard (:mod:`.shard`) holds its families side by side, in :data:`.shard.FAMILIES`:
+    it routes each request naming a group to the family that holds the group (if that
+    family answers the API), otherwise to the API's home family, each timer to the family
+    owning its kind and each job to the family owning its kind. A new group type is one
+    more family: the others do not change. Methods take the shard (``core``); the family
+    keeps its state in it (records replay into ``core.hard``).
+    """
+
+    #: the name ListGroups and DescribeGroups show ("classic", "consumer", ...)
+    group_type: str
+    #: APIs it answers for a group of its own type
+    handlers: Mapping[type, Handler]
+    #: APIs it answers when no group of another type answers (it creates its groups there)
+    home_apis: Mapping[type, Handler]
+    timer_kinds: frozenset[TimerKind]
+    job_kinds: frozenset[JobKind]
+    #: an OffsetDelete that leaves the group empty without offsets deletes it
+    removes_emptied_group: bool
+
+    def group(self, core: Any, group_id: str) -> OffsetsGroup | None: ...
+
+    def groups(self, core: Any) -> list[OffsetsGroup]: ...
+
+    def forget(self, core: Any, group: Any) -> None:
+        """The group is being deleted: drop its live state and timers (its tombstones
+        follow)."""
+        ...
+
+    def commit_accepted(self, core: Any, group: Any, check: CommitCheck) -> None:
+        """An offset commit passed ``check`` (a classic member's session is renewed)."""
+        ...
+
+    def loaded(self, core: Any) -> None:
+        """The shard finished loading: build live state from ``core.hard``."""
+        ...
+
+    def started(self, core: Any) -> None:
+        """The shard is active: arm the loaded groups' timers."""
+        ...
+
+    def unloaded(self, core: Any) -> None:
+        """The shard is given up: answer what is parked (timers are cleared by the shard)."""
+        ...
+
+    def fire(self, core: Any, key: TimerKey) -> None: ...
+
+    def complete(self, core: Any, job: Job, outcome: object) -> None: ...
