@@ -34,7 +34,6 @@ from samsa.coordinator.history.model import GroupHistories, HistoryEvent, Histor
 from samsa.coordinator.history.recorder import HistoryRecorder
 from samsa.coordinator.jobs import Job, JobKind, Waiting
 from samsa.coordinator.records import (
-    GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
@@ -152,18 +151,6 @@ class ShardCore:
         self._records.append(Record(key, value, self.partition))
         self.history.observe(key, value)
         self.hard.replay(key, value)
-
-    def write_group(self, group: Group, assignments: dict[str, bytes]) -> None:
-        self.write(GroupMetadataKey(group.group_id), group.to_record(assignments))
-
-    def write_group_tombstone(self, group_id: str) -> None:
-        self.write(GroupMetadataKey(group_id), None)
-
-    def write_offset(self, group_id: str, tp: TopicPartition, value: OffsetCommitValue) -> None:
-        self.write(OffsetCommitKey(group_id, tp[0], tp[1]), value)
-
-    def write_offset_tombstone(self, group_id: str, tp: TopicPartition) -> None:
-        self.write(OffsetCommitKey(group_id, tp[0], tp[1]), None)
 
     def offsets_of(self, group_id: str) -> dict[TopicPartition, OffsetCommitValue]:
         return self.hard.offsets.get(group_id, {})

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
+from samsa.coordinator import record_factory as records
 from samsa.coordinator.core import ShardCore
 from samsa.coordinator.events import (
     CommitPartition,
@@ -78,7 +79,7 @@ def handle_commit(core: ShardCore, ev: OffsetCommit, token: object) -> None:
             return E.offset_metadata_too_large
         expire = -1 if ev.retention_time_ms == -1 else core.now_ms + ev.retention_time_ms
         value = OffsetCommitValue(p.offset, p.leader_epoch, metadata, core.now_ms, expire)
-        core.write_offset(group.group_id, (topic, p.partition), value)
+        core.write(*records.offset_commit(group.group_id, (topic, p.partition), value))
         return E.none
 
     _reply_commit(core, token, ev, store)
@@ -158,7 +159,7 @@ def handle_offset_delete(core: ShardCore, ev: OffsetDelete, token: object) -> No
                 errors.append(PartitionError(p, E.group_subscribed_to_topic))
                 continue
             if (t.name, p) in offsets:
-                core.write_offset_tombstone(group.group_id, (t.name, p))
+                core.write(*records.offset_tombstone(group.group_id, (t.name, p)))
             deleted = True
             errors.append(PartitionError(p, E.none))
         topics.append(TopicErrors(t.name, tuple(errors)))
@@ -172,7 +173,7 @@ def handle_offset_delete(core: ShardCore, ev: OffsetDelete, token: object) -> No
 
 def delete_all_offsets(core: ShardCore, group_id: str) -> None:
     for tp in list(core.offsets_of(group_id)):
-        core.write_offset_tombstone(group_id, tp)
+        core.write(*records.offset_tombstone(group_id, tp))
 
 
 def delete_group(core: ShardCore, family: GroupFamily, group: OffsetsGroup) -> None:
@@ -206,5 +207,5 @@ def expire_offsets(core: ShardCore) -> None:
                 offsets = core.offsets_of(group.group_id)
                 for tp in [tp for tp, v in offsets.items()
                            if condition.expired(tp[0], v, now, retention)]:
-                    core.write_offset_tombstone(group.group_id, tp)
+                    core.write(*records.offset_tombstone(group.group_id, tp))
             delete_if_empty(core, family, group)

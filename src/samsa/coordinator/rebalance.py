@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from samsa.coordinator import record_factory as records
 from samsa.coordinator.config import NEW_MEMBER_JOIN_TIMEOUT_MS
 from samsa.coordinator.core import ShardCore
 from samsa.coordinator.group import Group, Member, Protocols
@@ -240,7 +241,7 @@ def complete_join(core: ShardCore, group: Group) -> None:
         return
     init_next_generation(core, group)
     if group.is_(S.EMPTY):
-        core.write_group(group, {})
+        core.write(*records.group_metadata(group, {}))
         return
     for member in group.members.values():
         answer_join(core, group, member, join_response(group, member))
@@ -287,7 +288,7 @@ def reset_and_propagate_error(core: ShardCore, group: Group, error: int) -> None
 def complete_sync(core: ShardCore, group: Group, assignments: dict[str, bytes]) -> None:
     """The leader's assignment arrived: persist it, answer every parked sync, go Stable."""
     full = {mid: assignments.get(mid, b"") for mid in group.members}
-    core.write_group(group, full)
+    core.write(*records.group_metadata(group, full))
     for mid, member in group.members.items():
         member.assignment = full[mid]
     propagate_assignment(core, group, E.none)
