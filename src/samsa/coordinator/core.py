@@ -6,11 +6,15 @@ changes only in :meth:`HardState.replay`. Soft state is the live groups (:class:
 their parked requests, the shard's timer deadlines, the background jobs it awaits
 (:mod:`.jobs`) and the replies parked on them.
 
-How results are applied: a handler mutates soft state and calls :meth:`ShardCore.write`,
-which appends the typed record to the call's result and immediately replays it into hard
-state. The edge appends ``Result.records`` to the log and only then delivers
-``Result.replies``. If the append fails, the edge reloads the shard from its log and answers
-every request of the failed result with an error.
+How results are applied: a handler mutates soft state and calls :meth:`ShardCore.write` with
+a record of the pure factories (:mod:`.record_factory`, :mod:`.consumer.record_factory`),
+which appends it to the call's result and immediately replays it into hard state. The edge
+appends ``Result.records`` to the log and only then delivers ``Result.replies``. If the
+append fails, the edge reloads the shard from its log and answers every request of the
+failed result with an error.
+
+The shard's group types (:mod:`.family`) keep their state here; :meth:`ShardCore.find_group`
+finds a group of any type, with its family.
 
 Each call also feeds the shard's :class:`~.history.recorder.HistoryRecorder` (its trigger,
 every record written, every classic state change); before the result is built the recorder

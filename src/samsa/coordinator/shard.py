@@ -4,6 +4,11 @@ Lifecycle: a shard starts LOADING; the edge feeds it the partition's log with
 :meth:`CoordinatorShard.replay` and calls :meth:`finish_load` (ACTIVE). :meth:`unload`
 answers parked requests with NOT_COORDINATOR and makes the shard UNLOADED.
 
+The shard holds its group types side by side (:data:`FAMILIES`, :mod:`.family`): a request
+naming a group goes to the family of the group's type, else to the API's home family; the
+offsets APIs and DescribeGroups, ListGroups, DeleteGroups serve every type through the group
+interface; timers and jobs go to the family owning their kind.
+
 Per call (``handle``, ``fire``, ``complete``) the shard returns a :class:`Result`. The edge
 appends ``records`` to this partition, then delivers ``replies`` and starts ``jobs``
 (:mod:`.jobs`), whose outcomes come back through :meth:`CoordinatorShard.complete`. When an
