@@ -50,7 +50,7 @@ class ClassicFamily:
         return list(core.groups.values())
 
     def forget(self, core: ShardCore, group: Group) -> None:
-        core.remove_group(group)
+        rb.remove_group(core, group)
 
     def commit_accepted(self, core: ShardCore, group: Group, check: CommitCheck) -> None:
         if check.renews is not None:
@@ -77,7 +77,7 @@ class ClassicFamily:
                 rb.answer_join(core=core, group=group, member=member,
                                response=JoinGroupResponse(E.not_coordinator, member.member_id))
                 rb.answer_sync(core, member, SyncGroupResponse(E.not_coordinator))
-            core.transition(group, S.DEAD)
+            rb.transition(core, group, S.DEAD)
         core.groups.clear()
 
     def fire(self, core: ShardCore, key: TimerKey) -> None:

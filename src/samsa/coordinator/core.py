@@ -46,7 +46,6 @@ from samsa.coordinator.records import (
 )
 from samsa.coordinator.responses import Response
 from samsa.coordinator.result import Record, Reply, Result
-from samsa.coordinator.state import GroupState
 from samsa.coordinator.timers import Timer, TimerKey, TimerKind
 
 TopicPartition = tuple[str, int]
@@ -212,21 +211,3 @@ class ShardCore:
         for key in [k for k in self.deadlines if k.group_id == group_id and k.group_id]:
             del self.deadlines[key]
             self.timer.cancel(key)
-
-    # ------------------------------------------------------------------ groups
-
-    def create_group(self, group_id: str) -> Group:
-        group = Group(group_id, state_timestamp=self.now_ms)
-        self.groups[group_id] = group
-        return group
-
-    def transition(self, group: Group, target: GroupState) -> None:
-        before = group.state
-        group.transition(target, self.now_ms)
-        self.history.transitioned(group, before)
-
-    def remove_group(self, group: Group) -> None:
-        """Mark ``group`` Dead and forget its soft state and timers."""
-        self.transition(group, GroupState.DEAD)
-        self.cancel_group_timers(group.group_id)
-        self.groups.pop(group.group_id, None)

@@ -46,7 +46,7 @@ def handle_join(core: ShardCore, ev: JoinGroup, token: object) -> None:
         if not is_new:
             core.reply(token, JoinGroupResponse(E.unknown_member_id, ev.member_id))
             return
-        group = core.create_group(ev.group_id)
+        group = rb.create_group(core, ev.group_id)
     if not _accept_joining_member(core, group, ev.member_id):
         rb.remove_member(core, group, ev.member_id)
         core.reply(token, JoinGroupResponse(E.group_max_size_reached, NO_MEMBER_ID))

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
+from samsa.coordinator import rebalance as rb
 from samsa.coordinator import record_factory as records
 from samsa.coordinator.core import ShardCore
 from samsa.coordinator.events import (
@@ -51,7 +52,7 @@ def handle_commit(core: ShardCore, ev: OffsetCommit, token: object) -> None:
             _reply_commit(core, token, ev, lambda _t, _p: E.illegal_generation)
             return
         # Not using Kafka for group management: a "simple" (classic) group.
-        core.create_group(ev.group_id)
+        rb.create_group(core, ev.group_id)
         found = core.find_group(ev.group_id)
         assert found is not None
     family, group = found

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 
 from kio.schema.errors import ErrorCode
 
+from samsa.coordinator import rebalance as rb
 from samsa.coordinator import record_factory as classic_records
 from samsa.coordinator.consumer import batching, migrate, regex_refresh
 from samsa.coordinator.consumer import record_factory as records
@@ -283,7 +284,7 @@ def heartbeat(core: ShardCore, ev: ConsumerGroupHeartbeat,
 
     # Nothing was written so far; from here on the heartbeat succeeds.
     if plan.classic_to_delete is not None:
-        core.remove_group(plan.classic_to_delete)
+        rb.remove_group(core, plan.classic_to_delete)
         if gid in core.hard.groups:
             core.write(*classic_records.group_tombstone(gid))
     if plan.classic_to_upgrade is not None:

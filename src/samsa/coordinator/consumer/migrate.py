@@ -159,7 +159,7 @@ def convert_to_consumer(core: ShardCore, classic: Group) -> None:
         rb.answer_join(core, classic, parked,
                        JoinGroupResponse(E.rebalance_in_progress, parked.member_id))
         rb.answer_sync(core, parked, SyncGroupResponse(E.rebalance_in_progress))
-    core.remove_group(classic)
+    rb.remove_group(core, classic)
     core.write(*classic_records.group_tombstone(gid))
     epoch = classic.generation
     by_name = core.topics.by_name
