@@ -83,11 +83,15 @@ class ToyFamily:
     ids: set[str]
     forgotten: list[str] = field(default_factory=list)
     group_type: str = "toy"
+    key_types: tuple[type, ...] = ()
     handlers: dict[type, Handler] = field(default_factory=lambda: {Heartbeat: _toy_heartbeat})
     home_apis: dict[type, Handler] = field(default_factory=dict)
     timer_kinds: frozenset[TimerKind] = frozenset()
     job_kinds: frozenset[JobKind] = frozenset()
     removes_emptied_group: bool = False
+
+    def replay(self, hard: object, key: object, value: object) -> None:
+        pass
 
     def group(self, core: object, group_id: str) -> ToyGroup | None:
         return ToyGroup(group_id) if group_id in self.ids else None

@@ -11,11 +11,12 @@ from kio.schema.errors import ErrorCode
 
 from samsa.coordinator import heartbeat, join, sync
 from samsa.coordinator import rebalance as rb
-from samsa.coordinator.core import ShardCore
+from samsa.coordinator.core import HardState, ShardCore
 from samsa.coordinator.events import Heartbeat, JoinGroup, LeaveGroup, SyncGroup
 from samsa.coordinator.family import CommitCheck, Handler, OffsetsGroup
 from samsa.coordinator.group import Group
 from samsa.coordinator.jobs import Job, JobKind
+from samsa.coordinator.records import GroupMetadataKey, GroupMetadataValue
 from samsa.coordinator.responses import JoinGroupResponse, SyncGroupResponse
 from samsa.coordinator.state import GroupState
 from samsa.coordinator.timers import TimerKey, TimerKind
@@ -33,6 +34,7 @@ _HANDLERS: dict[type, Handler] = {
 
 class ClassicFamily:
     group_type = "classic"
+    key_types: tuple[type, ...] = (GroupMetadataKey,)
     handlers: Mapping[type, Handler] = _HANDLERS
     home_apis: Mapping[type, Handler] = _HANDLERS
     timer_kinds = frozenset({
@@ -42,6 +44,13 @@ class ClassicFamily:
     job_kinds: frozenset[JobKind] = frozenset()
     #: as Kafka's ZooKeeper-era coordinator (``cleanupGroupMetadata`` after the deletion)
     removes_emptied_group = True
+
+    def replay(self, hard: HardState, key: GroupMetadataKey,
+               value: GroupMetadataValue | None) -> None:
+        if value is None:
+            hard.groups.pop(key.group, None)
+        else:
+            hard.groups[key.group] = value
 
     def group(self, core: ShardCore, group_id: str) -> Group | None:
         return core.groups.get(group_id)

@@ -1,10 +1,12 @@
 """Shard state and the primitives every handler uses.
 
 Hard state (:class:`HardState`) is exactly what the ``__consumer_offsets`` records say: the
-latest group metadata value per group and the latest committed offset per partition. It
-changes only in :meth:`HardState.replay`. Soft state is the live groups (:class:`Group`),
-their parked requests, the shard's timer deadlines, the background jobs it awaits
-(:mod:`.jobs`) and the replies parked on them.
+latest group metadata value per group, the latest committed offset per partition, the
+consumer groups and the history. It changes only by replaying records, through the shard's
+replay switch (:data:`samsa.coordinator.shard.REPLAY`: each family replays its own record
+types). Soft state is the live classic groups (:class:`Group`), their parked requests, the
+shard's timer deadlines, the background jobs it awaits (:mod:`.jobs`) and the replies
+parked on them.
 
 How results are applied: a handler mutates soft state and calls :meth:`ShardCore.write` with
 a record of the pure factories (:mod:`.record_factory`, :mod:`.consumer.record_factory`),
@@ -24,13 +26,14 @@ record.
 
 from __future__ import annotations
 
+import functools
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from samsa.coordinator.config import CoordinatorConfig
 from samsa.coordinator.consumer.group import ConsumerGroups
-from samsa.coordinator.consumer.records import CONSUMER_KEY_TYPES
 from samsa.coordinator.consumer.topics import EMPTY_TOPICS, TopicsSnapshot
 from samsa.coordinator.family import GroupFamily, OffsetsGroup
 from samsa.coordinator.group import Group
@@ -69,34 +72,39 @@ class HardState:
     history: GroupHistories = field(default_factory=GroupHistories)
 
     def replay(self, key: RecordKey, value: RecordValue | None) -> None:
-        """Apply one record (``value is None``: a tombstone)."""
-        if isinstance(key, CONSUMER_KEY_TYPES):
-            assert not isinstance(value, OffsetCommitValue | GroupMetadataValue | HistoryEvent)
-            self.consumer.replay(key, value)
-        elif isinstance(key, HistoryKey):
-            assert value is None or isinstance(value, HistoryEvent)
-            self.history.replay(key, value)
-        elif isinstance(key, OffsetCommitKey):
-            tp = (key.topic, key.partition)
-            if value is None:
-                offsets = self.offsets.get(key.group)
-                if offsets is not None:
-                    offsets.pop(tp, None)
-                    if not offsets:
-                        del self.offsets[key.group]
-            else:
-                assert isinstance(value, OffsetCommitValue)
-                self.offsets.setdefault(key.group, {})[tp] = value
-        elif value is None:
-            self.groups.pop(key.group, None)
+        """Apply one record (``value is None``: a tombstone) through the shard's replay
+        switch (:data:`samsa.coordinator.shard.REPLAY`: each family's record types, and the
+        offsets and history records every type shares)."""
+        _replay_switch()[type(key)](self, key, value)
+
+    def replay_offset(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+        tp = (key.topic, key.partition)
+        if value is None:
+            offsets = self.offsets.get(key.group)
+            if offsets is not None:
+                offsets.pop(tp, None)
+                if not offsets:
+                    del self.offsets[key.group]
         else:
-            assert isinstance(value, GroupMetadataValue)
-            self.groups[key.group] = value
+            self.offsets.setdefault(key.group, {})[tp] = value
+
+    def replay_history(self, key: HistoryKey, value: HistoryEvent | None) -> None:
+        self.history.replay(key, value)
 
     def group_ids(self) -> list[str]:
         """Classic groups (and offset-only ids); consumer groups are in ``consumer``."""
         ids = dict.fromkeys([*self.groups, *self.offsets])
         return [g for g in ids if g not in self.consumer.groups]
+
+
+Replayer = Callable[[HardState, Any, Any], None]
+
+
+@functools.cache
+def _replay_switch() -> Mapping[type, Replayer]:
+    from samsa.coordinator.shard import REPLAY  # the shard holds the switch
+
+    return REPLAY
 
 
 class ShardCore:
@@ -153,6 +161,10 @@ class ShardCore:
     def write(self, key: RecordKey, value: RecordValue | None) -> None:
         self._records.append(Record(key, value, self.partition))
         self.history.observe(key, value)
+        self.replay(key, value)
+
+    def replay(self, key: RecordKey, value: RecordValue | None) -> None:
+        """Apply one record to hard state (the shard's switch)."""
         self.hard.replay(key, value)
 
     def offsets_of(self, group_id: str) -> dict[TopicPartition, OffsetCommitValue]:

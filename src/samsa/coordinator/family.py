@@ -136,15 +136,18 @@ class GroupFamily(Protocol):
     ``GroupMetadataManager``'s per-type methods and ``GroupCoordinatorShard.replay``).
 
     The shard (:mod:`.shard`) holds its families side by side, in :data:`.shard.FAMILIES`:
-    it routes each request naming a group to the family that holds the group (if that
-    family answers the API), otherwise to the API's home family, each timer to the family
-    owning its kind and each job to the family owning its kind. A new group type is one
+    it routes each record to the family of its key type (the replay switch), each request
+    naming a group to the family that holds the group (if that family answers the API),
+    otherwise to the API's home family, each timer to the family owning its kind and each
+    job to the family owning its kind. A new group type is one
     more family: the others do not change. Methods take the shard (``core``); the family
     keeps its state in it (records replay into ``core.hard``).
     """
 
     #: the name ListGroups and DescribeGroups show ("classic", "consumer", ...)
     group_type: str
+    #: the record key types it replays (the shard's replay switch routes them here)
+    key_types: tuple[type, ...]
     #: APIs it answers for a group of its own type
     handlers: Mapping[type, Handler]
     #: APIs it answers when no group of another type answers (it creates its groups there)
@@ -153,6 +156,10 @@ class GroupFamily(Protocol):
     job_kinds: frozenset[JobKind]
     #: an OffsetDelete that leaves the group empty without offsets deletes it
     removes_emptied_group: bool
+
+    def replay(self, hard: Any, key: Any, value: Any) -> None:
+        """Apply one of its records to the shard's hard state."""
+        ...
 
     def group(self, core: Any, group_id: str) -> OffsetsGroup | None: ...
 

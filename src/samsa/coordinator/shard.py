@@ -32,6 +32,7 @@ from samsa.coordinator.consumer.family import ConsumerFamily
 from samsa.coordinator.core import (
     HardState,
     MemberIdFactory,
+    Replayer,
     ShardCore,
     default_member_id,
 )
@@ -45,13 +46,10 @@ from samsa.coordinator.events import (
     OffsetFetch,
 )
 from samsa.coordinator.family import GroupFamily, Handler
-from samsa.coordinator.history.model import LoadInfo
+from samsa.coordinator.history.model import HistoryKey, LoadInfo
 from samsa.coordinator.history.recorder import UNLOAD
 from samsa.coordinator.jobs import Job
-from samsa.coordinator.records import (
-    RecordKey,
-    RecordValue,
-)
+from samsa.coordinator.records import OffsetCommitKey, RecordKey, RecordValue
 from samsa.coordinator.result import EMPTY_RESULT, Result
 from samsa.coordinator.timers import Timer, TimerKey, TimerKind
 
@@ -67,6 +65,24 @@ class ShardStatus(enum.Enum):
 #: The group types of a shard, side by side (:class:`~.family.GroupFamily`). A group type
 #: is one more entry here; the first is the home of the APIs no other family claims.
 FAMILIES: tuple[GroupFamily, ...] = (ClassicFamily(), ConsumerFamily())
+
+
+
+def replay_switch(families: tuple[GroupFamily, ...]) -> dict[type, Replayer]:
+    """Record key type -> who replays it (Kafka's ``GroupCoordinatorShard.replay``): each
+    family its own record types; offsets and history are every type's."""
+    switch: dict[type, Replayer] = {
+        OffsetCommitKey: HardState.replay_offset,
+        HistoryKey: HardState.replay_history,
+    }
+    for family in families:
+        for key_type in family.key_types:
+            switch[key_type] = family.replay
+    return switch
+
+
+#: the replay switch of :data:`FAMILIES`
+REPLAY = replay_switch(FAMILIES)
 
 #: APIs answered for every group type at once: through the group interface (offsets,
 #: DeleteGroups) or from the read-only views (DescribeGroups, ListGroups).
@@ -95,6 +111,7 @@ class CoordinatorShard(ShardCore):
             partition, config or CoordinatorConfig(), timer or _NoTimer(), member_id_factory
         )
         self.families = families
+        self._switch = REPLAY if families is FAMILIES else replay_switch(families)
         self.status = ShardStatus.LOADING
         self._home = {api: f for f in reversed(families) for api in f.home_apis}
         self._timer_owner = {kind: f for f in families for kind in f.timer_kinds}
@@ -103,8 +120,9 @@ class CoordinatorShard(ShardCore):
     # ------------------------------------------------------------------ loading
 
     def replay(self, key: RecordKey, value: RecordValue | None) -> None:
-        """Apply one log record to hard state (while loading)."""
-        self.hard.replay(key, value)
+        """Apply one record to hard state (loading, and each record written): the family
+        of its type replays it."""
+        self._switch[type(key)](self.hard, key, value)
 
     def load(self, records: Iterable[tuple[RecordKey, RecordValue | None]],
              now_ms: int, info: LoadInfo | None = None) -> Result:

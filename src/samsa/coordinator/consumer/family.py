@@ -10,7 +10,12 @@ from collections.abc import Mapping
 from samsa.coordinator.consumer import batching, describe, heartbeat, interop, regex_refresh
 from samsa.coordinator.consumer.describe import CONSUMER_GROUP_TYPE
 from samsa.coordinator.consumer.group import ConsumerGroup
-from samsa.coordinator.core import ShardCore
+from samsa.coordinator.consumer.records import (
+    CONSUMER_KEY_TYPES,
+    ConsumerRecordKey,
+    ConsumerRecordValue,
+)
+from samsa.coordinator.core import HardState, ShardCore
 from samsa.coordinator.events import (
     ConsumerGroupDescribe,
     ConsumerGroupHeartbeat,
@@ -31,6 +36,7 @@ _HOME: dict[type, Handler] = {
 
 class ConsumerFamily:
     group_type = CONSUMER_GROUP_TYPE
+    key_types: tuple[type, ...] = CONSUMER_KEY_TYPES
     handlers: Mapping[type, Handler] = {
         **_HOME,
         JoinGroup: interop.join,
@@ -46,6 +52,10 @@ class ConsumerFamily:
     job_kinds = frozenset({JobKind.TARGET_ASSIGNMENT, JobKind.REGEX_RESOLUTION})
     #: an emptied consumer group waits for the expiry sweep (Kafka 4.x)
     removes_emptied_group = False
+
+    def replay(self, hard: HardState, key: ConsumerRecordKey,
+               value: ConsumerRecordValue | None) -> None:
+        hard.consumer.replay(key, value)
 
     def group(self, core: ShardCore, group_id: str) -> ConsumerGroup | None:
         return core.hard.consumer.groups.get(group_id)
