@@ -16,11 +16,14 @@ from samsa.coordinator import (
     DeleteGroups,
     FetchGroup,
     Heartbeat,
+    ListGroups,
     OffsetCommit,
     OffsetFetch,
 )
+from samsa.coordinator.consumer.group import ConsumerGroupState
 from samsa.coordinator.family import ACCEPT, CommitCheck, ExpirationCondition, Handler
 from samsa.coordinator.jobs import Job, JobKind
+from samsa.coordinator.queries import GroupDescription, GroupSummary
 from samsa.coordinator.records import RecordKey
 from samsa.coordinator.responses import (
     DeletedGroup,
@@ -29,6 +32,8 @@ from samsa.coordinator.responses import (
     FetchedPartition,
     FetchedTopic,
     HeartbeatResponse,
+    ListedGroup,
+    ListGroupsResponse,
     OffsetCommitResponse,
     OffsetFetchResponse,
     PartitionError,
@@ -99,6 +104,13 @@ class ToyFamily:
     def groups(self, core: object) -> list[ToyGroup]:
         return [ToyGroup(g) for g in sorted(self.ids)]
 
+    def summary(self, core: object, group: ToyGroup) -> GroupSummary:
+        return GroupSummary(group.group_id, ConsumerGroupState.EMPTY, "toy", "", "", 0, 0, 0,
+                            group_type="toy")
+
+    def describe(self, core: object, group: ToyGroup) -> GroupDescription:
+        return GroupDescription(self.summary(core, group), (), (), None)
+
     def forget(self, core: object, group: ToyGroup) -> None:
         self.ids.discard(group.group_id)
         self.forgotten.append(group.group_id)
@@ -139,6 +151,8 @@ def test_a_request_naming_a_group_of_a_third_type_reaches_its_family() -> None:
     assert _answer(shard, Heartbeat("s", 1, "m")) == HeartbeatResponse(TOY_ANSWER)
     # another group goes where it went: the classic family knows no such member
     assert _answer(shard, Heartbeat("c", 1, "m")) == HeartbeatResponse(E.unknown_member_id)
+    assert _answer(shard, ListGroups()) == ListGroupsResponse(
+        E.none, (ListedGroup("s", "toy", "Empty", "toy"),))
 
 
 def test_the_offsets_path_and_delete_groups_ask_the_third_type_through_the_interface() -> None:

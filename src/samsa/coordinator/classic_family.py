@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 from kio.schema.errors import ErrorCode
 
-from samsa.coordinator import heartbeat, join, sync
+from samsa.coordinator import heartbeat, join, queries, sync
 from samsa.coordinator import rebalance as rb
 from samsa.coordinator.core import HardState, ShardCore
 from samsa.coordinator.events import Heartbeat, JoinGroup, LeaveGroup, SyncGroup
@@ -57,6 +57,12 @@ class ClassicFamily:
 
     def groups(self, core: ShardCore) -> list[OffsetsGroup]:
         return list(core.groups.values())
+
+    def summary(self, core: ShardCore, group: Group) -> queries.GroupSummary:
+        return queries.summary(core, group)
+
+    def describe(self, core: ShardCore, group: Group) -> queries.GroupDescription:
+        return queries.describe_classic(core, group)
 
     def forget(self, core: ShardCore, group: Group) -> None:
         rb.remove_group(core, group)

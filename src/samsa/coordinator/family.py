@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 if TYPE_CHECKING:
     from samsa.coordinator.consumer.group import ConsumerMember
     from samsa.coordinator.jobs import Job, JobKind
+    from samsa.coordinator.queries import GroupDescription, GroupSummary
     from samsa.coordinator.records import OffsetCommitValue, RecordKey
     from samsa.coordinator.timers import TimerKey, TimerKind
 
@@ -164,6 +165,14 @@ class GroupFamily(Protocol):
     def group(self, core: Any, group_id: str) -> OffsetsGroup | None: ...
 
     def groups(self, core: Any) -> list[OffsetsGroup]: ...
+
+    def summary(self, core: Any, group: Any) -> GroupSummary:
+        """The group as ListGroups and the metrics see it (:mod:`.queries`)."""
+        ...
+
+    def describe(self, core: Any, group: Any) -> GroupDescription:
+        """The group in detail (DescribeGroups, tests)."""
+        ...
 
     def forget(self, core: Any, group: Any) -> None:
         """The group is being deleted: drop its live state and timers (its tombstones

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from samsa.coordinator import queries
 from samsa.coordinator.consumer import batching, describe, heartbeat, interop, regex_refresh
 from samsa.coordinator.consumer.describe import CONSUMER_GROUP_TYPE
 from samsa.coordinator.consumer.group import ConsumerGroup
@@ -62,6 +63,12 @@ class ConsumerFamily:
 
     def groups(self, core: ShardCore) -> list[OffsetsGroup]:
         return list(core.hard.consumer.groups.values())
+
+    def summary(self, core: ShardCore, group: ConsumerGroup) -> queries.GroupSummary:
+        return queries.consumer_summary(core, group)
+
+    def describe(self, core: ShardCore, group: ConsumerGroup) -> queries.GroupDescription:
+        return queries.describe_consumer(core, group)
 
     def forget(self, core: ShardCore, group: ConsumerGroup) -> None:
         """Its timers; the group itself goes with the replay of its epoch tombstone."""
