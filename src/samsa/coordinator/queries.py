@@ -125,11 +125,8 @@ def consumer_summary(core: ShardCore, group: ConsumerGroup) -> GroupSummary:
 
 
 def group_summary(core: ShardCore, group_id: str) -> GroupSummary | None:
-    group = core.groups.get(group_id)
-    if group is not None:
-        return summary(core, group)
-    consumer = core.hard.consumer.groups.get(group_id)
-    return None if consumer is None else consumer_summary(core, consumer)
+    found = core.find_group(group_id)
+    return None if found is None else found[0].summary(core, found[1])
 
 
 def state_of(core: ShardCore, group_id: str) -> tuple[AnyGroupState, int] | None:
@@ -142,17 +139,17 @@ def state_of(core: ShardCore, group_id: str) -> tuple[AnyGroupState, int] | None
 
 
 def summaries(core: ShardCore) -> list[GroupSummary]:
-    """Every live group of the shard: classic groups, then consumer groups, each in
+    """Every live group of the shard, family by family (classic, then consumer), each in
     creation order."""
-    return ([summary(core, g) for g in core.groups.values()]
-            + [consumer_summary(core, g) for g in core.hard.consumer.groups.values()])
+    return [family.summary(core, g) for family in core.families for g in family.groups(core)]
 
 
 def describe(core: ShardCore, group_id: str) -> GroupDescription | None:
-    group = core.groups.get(group_id)
-    if group is None:
-        consumer = core.hard.consumer.groups.get(group_id)
-        return None if consumer is None else _describe_consumer(core, consumer)
+    found = core.find_group(group_id)
+    return None if found is None else found[0].describe(core, found[1])
+
+
+def describe_classic(core: ShardCore, group: Group) -> GroupDescription:
     stable = group.is_(GroupState.STABLE) and group.protocol_name is not None
     protocol = group.protocol_name if stable and group.protocol_name is not None else ""
     members = tuple(
@@ -173,7 +170,7 @@ def describe(core: ShardCore, group_id: str) -> GroupDescription | None:
     )
 
 
-def _describe_consumer(core: ShardCore, group: ConsumerGroup) -> GroupDescription:
+def describe_consumer(core: ShardCore, group: ConsumerGroup) -> GroupDescription:
     """A consumer group's members (epochs and assignments: ConsumerGroupDescribe); each
     session timeout is the group's ``consumer.session.timeout.ms``, or the classic
     one a member running the classic protocol joined with."""
