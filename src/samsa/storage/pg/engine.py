@@ -138,8 +138,8 @@ class Writer:
                 if plog.pid in ok:
                     plog.committed(epoch, batches)
                 elif epoch == plog.epoch:
-                    log.warning("write to %s-%d refused: lease epoch %d is stale",
-                                plog.topic, plog.index, epoch)
+                    log.warning("write to %s-%d refused: lease epoch %d is stale or a "
+                                "write before it failed", plog.topic, plog.index, epoch)
                     self.engine.lost(plog)
         finally:
             handled.set_result(None)
