@@ -34,8 +34,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.brokerproc import BrokerProcess
 from tests.cluster import failover
-from tests.cluster.nodes import ClusterNodeProcess, all_owned, wait_until
-from tests.cluster.test_cluster_clients import three_nodes
+from tests.cluster.nodes import ClusterNodeProcess, all_owned, leases
+from tests.cluster.test_cluster_clients import leaders, three_nodes
 from tests.conformance.javakit import JavaKit, compiled
 from tests.pg import PostgresServer
 
@@ -153,6 +153,24 @@ def fetch_mb_s(bootstrap: str, topic: str, n: int) -> float:
     return got * len(RECORD) / elapsed / 1e6
 
 
+def settle(dsn: str, bootstraps: list[str], timeout: float = 60) -> None:
+    """Wait until every partition's lease is held and has not moved for a second (the
+    placement spreads new partitions over the nodes by hand-offs) and every node's Metadata
+    names the owners: a producer started earlier would measure its retries."""
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        now = leases(dsn)
+        topics = {k: v for k, v in now.items() if not k[0].startswith("__")}
+        if now == last and all_owned(dsn, {1, 2, 3}) and all(
+                {k: v for k, v in leaders(b).items() if k in topics} == topics
+                for b in bootstraps):
+            return
+        last = now
+        time.sleep(1)
+    raise AssertionError("the leases did not settle")
+
+
 class _TempDirs:
     """``mktemp`` as pytest's TempPathFactory gives it (the Java kit compiles into one)."""
 
@@ -258,7 +276,7 @@ def throughput(root: Path, pg: PostgresServer, records: int, repeat: int = 1) ->
             for boot in (single.bootstrap, cluster):
                 create(boot, f"b1-{run}")
                 create(boot, f"ball-{run}")
-            wait_until(lambda: all_owned(dsn, {1, 2, 3}), 30, "leases")
+            settle(dsn, [n.bootstrap for n in nodes])
             for name, boot in (("single local node", single.bootstrap),
                                ("3 nodes + PostgreSQL", cluster)):
                 meter = meters[name]

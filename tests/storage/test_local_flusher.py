@@ -58,6 +58,7 @@ def test_a_slow_fsync_delays_no_other_partition(tmp_path: Path,
         release.set()
         slow.close()
         fast.close()
+        flusher.close()
 
 
 def test_a_failed_fsync_fails_the_writes_waiting_for_it(
@@ -89,3 +90,4 @@ def test_a_failed_fsync_fails_the_writes_waiting_for_it(
         asyncio.run(main())
     finally:
         log.close()
+        flusher.close()

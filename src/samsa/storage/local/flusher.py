@@ -16,8 +16,13 @@ KAFKA_STORAGE_ERROR); so does a log closed or truncated below a waiter's offset.
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 from samsa.log import PartitionLog
+
+FSYNC_THREADS = 8
+"""Partitions fsynced at once (threads of the flusher's own pool, so fsyncs never queue
+behind compaction or name lookups in the loop's default executor)."""
 
 
 class Flusher:
@@ -26,7 +31,13 @@ class Flusher:
     def __init__(self) -> None:
         self._waiting: dict[PartitionLog, list[tuple[int, asyncio.Future[None]]]] = {}
         self._running: dict[PartitionLog, asyncio.Task[None]] = {}
+        self._pool: ThreadPoolExecutor | None = None
         self.fsyncs = 0
+
+    def close(self) -> None:
+        """Stop the fsync threads once the fsyncs under way are done."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
 
     async def sync(self, log: PartitionLog, offset: int) -> None:
         """Return once everything below ``offset`` in ``log`` is on disk."""
@@ -41,15 +52,18 @@ class Flusher:
     async def _run(self, log: PartitionLog) -> None:
         """fsync ``log`` while writers wait for it."""
         loop = asyncio.get_running_loop()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(FSYNC_THREADS, thread_name_prefix="samsa-fsync")
         try:
             while waiters := self._waiting.pop(log, None):
                 # Every waiter appended before it asked, so the fsync covers it.
                 try:
-                    flushed = await loop.run_in_executor(None, log.flush)
+                    flushed = await loop.run_in_executor(self._pool, log.flush)
                     self.fsyncs += 1
                     error: OSError | None = None
-                except OSError as exc:
-                    flushed, error = -1, exc
+                except Exception as exc:  # the write is not durable: KAFKA_STORAGE_ERROR
+                    flushed = -1
+                    error = exc if isinstance(exc, OSError) else OSError(f"fsync failed: {exc}")
                 for offset, fut in waiters:
                     _settle(fut, offset, flushed, error)
                 # Writers that came during the fsync and were covered by it.
