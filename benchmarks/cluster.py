@@ -4,6 +4,10 @@
   with the CPU each process burnt per MB produced (ms of one core): the client, each
   broker node, and PostgreSQL (every server process: backends, WAL writer, checkpointer);
 * fetch MB/s of the same records with a confluent-kafka consumer (assign, no group);
+* the PostgreSQL write path alone (``--append-only``): one node's engine in this process
+  appending 256 KiB batches to 2 partitions, 5 appends in flight per partition, each
+  awaited until committed (what acks=all waits for), with the CPU per MB of this process
+  and of PostgreSQL: no client, no broker, no other node;
 * failover: seconds from the SIGKILL of the node coordinating a group until the group is
   Stable again with every partition assigned and records flow from every partition, for
   confluent-kafka, Apache Kafka's Java client 4.3 and ``samsa.Consumer``, each with the
@@ -13,12 +17,13 @@
 PostgreSQL runs as in the tests (tests/pg.py: a throwaway server, fsync on for this run, so
 acks=all waits for a durable commit). Run as root (PostgreSQL is started as the postgres
 user through runuser): ``.venv/bin/python benchmarks/cluster.py [--records N] [--repeat N]
-[--failover-runs N] [--failover-only | --throughput-only]``.
+[--failover-runs N] [--failover-only | --throughput-only | --append-only]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import shutil
 import statistics
@@ -26,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -38,6 +44,11 @@ from tests.cluster.nodes import ClusterNodeProcess, all_owned, leases
 from tests.cluster.test_cluster_clients import leaders, three_nodes
 from tests.conformance.javakit import JavaKit, compiled
 from tests.pg import PostgresServer
+from tests.records import make_batch
+
+from samsa.log import LogConfig
+from samsa.storage.pg.engine import PgEngine
+from samsa.storage.pg.log import PgPartitionLog
 
 RECORD = b"x" * 1024
 PARTITIONS = 6
@@ -239,10 +250,16 @@ def main() -> None:
                     help="runs per client, protocol and moment (the median is printed)")
     ap.add_argument("--failover-only", action="store_true", help="skip produce and fetch")
     ap.add_argument("--throughput-only", action="store_true", help="skip the failover rows")
+    ap.add_argument("--append-only", action="store_true",
+                    help="only the PostgreSQL write path, without clients or nodes")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="samsa-bench-cluster-"))
     pg = PostgresServer(fsync=True).start()
     try:
+        if args.append_only:
+            for _ in range(args.repeat):
+                print(asyncio.run(append_path(pg, args.records * len(RECORD))))
+            return
         if not args.failover_only:
             throughput(root, pg, args.records, args.repeat)
         if args.throughput_only:
@@ -258,6 +275,53 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
+async def append_path(pg: PostgresServer, total: int, partitions: int = 2,
+                      in_flight: int = 5) -> str:
+    """The write path of one node alone: MB/s of appends committed, and CPU per MB."""
+    dsn = pg.create_database("append")
+    engine = PgEngine(dsn, 1)
+    engine.open()
+    batch = make_batch([(None, RECORD)] * 256)
+    plogs = []
+    for i in range(partitions):
+        async def make(pool: Any, i: int = i) -> int:
+            await pool.execute("INSERT INTO samsa_topics (name, id) VALUES ($1, "
+                               "gen_random_uuid())", f"t{i}")
+            return int(await pool.fetchval(
+                "INSERT INTO samsa_partitions (topic, idx, owner, epoch) VALUES ($1, 0, 1, 1) "
+                "RETURNING pid", f"t{i}"))
+
+        plog = PgPartitionLog(engine, await engine.db.run(make), f"t{i}", 0, LogConfig())
+        await plog.become_leader(1, 0, 0)
+        plogs.append(plog)
+    slots = asyncio.Semaphore(partitions * in_flight)
+
+    async def append(plog: PgPartitionLog) -> None:
+        try:
+            info = plog.append(batch, int(time.time() * 1000))
+            await plog.wait_durable(info.last_offset + 1)
+        finally:
+            slots.release()
+
+    meter = CpuMeter({}, pg)
+    meter.start()
+    started = time.perf_counter()
+    tasks = []
+    for i in range(max(1, total // len(batch))):
+        await slots.acquire()
+        tasks.append(asyncio.create_task(append(plogs[i % partitions])))
+    await asyncio.gather(*tasks)
+    elapsed = time.perf_counter() - started
+    meter.stop()
+    mb = len(tasks) * len(batch) / 1e6
+    rounds = engine.writer.rounds
+    for plog in plogs:
+        plog.close()
+    engine.close()
+    return (f"append path: {mb / elapsed:.1f} MB/s committed, {rounds} rounds "
+            f"({mb / rounds:.1f} MB each); {meter.per_mb(mb).replace('client', 'engine')}")
+
+
 def throughput(root: Path, pg: PostgresServer, records: int, repeat: int = 1) -> None:
     """Produce and fetch MB/s, a single local node beside three nodes over PostgreSQL; the
     CPU per MB of every process (the single node's row has no PostgreSQL)."""
@@ -268,7 +332,8 @@ def throughput(root: Path, pg: PostgresServer, records: int, repeat: int = 1) ->
     assert single.proc is not None
     meters = {"single local node": CpuMeter({"broker": single.proc.pid}, None),
               "3 nodes + PostgreSQL": CpuMeter(
-                  {f"node{n.node_id}": n.proc.pid for n in nodes if n.proc is not None}, pg)}
+                  {f"node{i}": n.proc.pid for i, n in enumerate(nodes, 1) if n.proc is not None},
+                  pg)}
     rows = []
     details = []
     try:

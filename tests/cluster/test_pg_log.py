@@ -209,3 +209,22 @@ def test_a_failed_commit_fails_the_writes_and_the_rounds_after_it(pg_dsn: str) -
         assert end == 0
 
     run(pg_dsn, scenario)
+
+
+def test_a_stale_leader_finding_the_new_leaders_batches_is_fenced(pg_dsn: str) -> None:
+    """The new leader already wrote the offsets the stale one copies in: the conflict sends
+    the stale round back to the lease check, which drops it; nothing of it is stored."""
+
+    async def scenario(e1: PgEngine, e2: PgEngine, pid: int) -> None:
+        old = await claim(e1, pid)
+        new = await claim(e2, pid)
+        info = new.append(make_batch([(None, b"new")]), int(time.time() * 1000))
+        await new.wait_durable(info.last_offset + 1)
+        late = old.append(make_batch([(None, b"stale")]), int(time.time() * 1000))
+        assert late.base_offset == info.base_offset
+        with pytest.raises(LeaseLost):
+            await old.wait_durable(late.last_offset + 1)
+        assert not old.is_leader
+        assert values([d for _, d in await stored(e1, pid)]) == [b"new"]
+
+    run(pg_dsn, scenario)

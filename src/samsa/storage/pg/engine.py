@@ -158,20 +158,21 @@ class _Refused(Exception):
 
 def _append_job(node_id: int, taken: list[tuple[PgPartitionLog, int, list[Batch]]],
                 after: concurrent.futures.Future[set[int]] | None) -> Any:
-    """The round's transaction: check the leases, copy the batches in, wait for the round
-    before to finish, fence and commit. A partition that fails the fence (its lease moved,
-    or its round before failed) is dropped and the others are committed again without it;
-    returns the partitions committed."""
+    """The round's transaction: copy the batches in, wait for the round before to finish,
+    fence and commit (BEGIN, COPY, the fence, COMMIT). A partition that fails the fence (its lease moved,
+    or its round before failed) is dropped and the others are committed again without it,
+    after a check of the leases (a lease that moved can also show as a new leader's batch
+    at the same offset); returns the partitions committed."""
     rounds = {plog.pid: (epoch, batches) for plog, epoch, batches in taken}
 
-    async def attempt(pool: Any, pids: list[int]) -> set[int]:
-        epochs = [rounds[pid][0] for pid in pids]
+    async def attempt(pool: Any, pids: list[int], check: bool) -> set[int]:
         async with pool.acquire() as conn, conn.transaction():
-            owned = {int(r["pid"]) for r in await conn.fetch(schema.OWNED, node_id, pids,
-                                                               epochs)}
-            pids = [pid for pid in pids if pid in owned]
-            if not pids:
-                return set()
+            if check:  # a retry: copy only what this node still owns
+                owned = {int(r["pid"]) for r in await conn.fetch(
+                    schema.OWNED, node_id, pids, [rounds[pid][0] for pid in pids])}
+                pids = [pid for pid in pids if pid in owned]
+                if not pids:
+                    return set()
             await conn.copy_records_to_table(
                 "samsa_batches", columns=schema.BATCH_COLUMNS,
                 records=[(pid, b.base_offset, b.next_offset - 1, b.max_ts, b.producer_id,
@@ -188,10 +189,10 @@ def _append_job(node_id: int, taken: list[tuple[PgPartitionLog, int, list[Batch]
             return passed
 
     async def job(pool: Any) -> set[int]:
-        pids, conflicts = sorted(rounds), 0
+        pids, conflicts, check = sorted(rounds), 0, False
         while pids:
             try:
-                return await attempt(pool, pids)
+                return await attempt(pool, pids, check)
             except _Refused as refused:
                 pids = sorted(refused.passed)
             except asyncpg.UniqueViolationError:
@@ -200,6 +201,7 @@ def _append_job(node_id: int, taken: list[tuple[PgPartitionLog, int, list[Batch]
                 conflicts += 1
                 if conflicts > 2:
                     raise
+            check = True
         return set()
 
     return job

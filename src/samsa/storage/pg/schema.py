@@ -105,7 +105,7 @@ LIVE = f"""(n.expires_at > now() AND (NOT n.locked OR EXISTS (
       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))))"""
 
 #: The partitions of a round this node still owns at the epoch it wrote with (checked
-#: before their batches are copied in; :data:`COMMIT_END` fences them again).
+#: before a retried round copies its batches in; :data:`COMMIT_END` fences them again).
 OWNED = """
 SELECT p.pid FROM samsa_partitions p
 JOIN unnest($2::bigint[], $3::integer[]) AS v(pid, epoch) ON p.pid = v.pid
