@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,10 +16,24 @@ from samsa.storage.local import LocalPartition
 from samsa.storage.local.flusher import Flusher
 from tests.records import make_batch
 
+Opener = Callable[[str], LocalPartition]
 
-def _open(tmp_path: Path, name: str, flusher: Flusher) -> LocalPartition:
-    return LocalPartition.open_with(tmp_path / name, LogConfig(), flusher,
-                                    now_ms=int(time.time() * 1000))
+
+@pytest.fixture
+def opener(tmp_path: Path) -> Iterator[Opener]:
+    """Opens partitions sharing one flusher; closes them and the flusher afterwards."""
+    flusher = Flusher()
+    logs: list[LocalPartition] = []
+
+    def open_(name: str) -> LocalPartition:
+        logs.append(LocalPartition.open_with(tmp_path / name, LogConfig(), flusher,
+                                             now_ms=int(time.time() * 1000)))
+        return logs[-1]
+
+    yield open_
+    for log in logs:
+        log.close()
+    flusher.close()
 
 
 def _append(log: LocalPartition, value: bytes) -> int:
@@ -26,10 +41,9 @@ def _append(log: LocalPartition, value: bytes) -> int:
     return log.append(make_batch([(None, value)]), int(time.time() * 1000)).last_offset + 1
 
 
-def test_a_slow_fsync_delays_no_other_partition(tmp_path: Path,
+def test_a_slow_fsync_delays_no_other_partition(opener: Opener,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    flusher = Flusher()
-    slow, fast = _open(tmp_path, "slow-0", flusher), _open(tmp_path, "fast-0", flusher)
+    slow, fast = opener("slow-0"), opener("fast-0")
     release = threading.Event()
     real_flush = slow.flush
 
@@ -56,15 +70,11 @@ def test_a_slow_fsync_delays_no_other_partition(tmp_path: Path,
         asyncio.run(main())
     finally:
         release.set()
-        slow.close()
-        fast.close()
-        flusher.close()
 
 
 def test_a_failed_fsync_fails_the_writes_waiting_for_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    flusher = Flusher()
-    log = _open(tmp_path, "t-0", flusher)
+        opener: Opener, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = opener("t-0")
     real_flush = log.flush
     failing = [True]
 
@@ -86,8 +96,4 @@ def test_a_failed_fsync_fails_the_writes_waiting_for_it(
         await asyncio.wait_for(log.wait_durable(end), 5)
         assert log.flushed_offset >= end
 
-    try:
-        asyncio.run(main())
-    finally:
-        log.close()
-        flusher.close()
+    asyncio.run(main())
