@@ -159,10 +159,10 @@ class _Refused(Exception):
 def _append_job(node_id: int, taken: list[tuple[PgPartitionLog, int, list[Batch]]],
                 after: concurrent.futures.Future[set[int]] | None) -> Any:
     """The round's transaction: copy the batches in, wait for the round before to finish,
-    fence and commit (BEGIN, COPY, the fence, COMMIT). A partition that fails the fence (its lease moved,
-    or its round before failed) is dropped and the others are committed again without it,
-    after a check of the leases (a lease that moved can also show as a new leader's batch
-    at the same offset); returns the partitions committed."""
+    fence and commit (BEGIN, COPY, the fence, COMMIT). A partition that fails the fence
+    (its lease moved, or its round before failed) is dropped and the others are committed
+    again without it, after a check of the leases (a lease that moved can also show as a
+    new leader's batch at the same offset); returns the partitions committed."""
     rounds = {plog.pid: (epoch, batches) for plog, epoch, batches in taken}
 
     async def attempt(pool: Any, pids: list[int], check: bool) -> set[int]:
