@@ -1,7 +1,15 @@
 """Three samsa nodes over one PostgreSQL beside a single local node, in the same run.
 
-* produce MB/s of 1 KiB records with confluent-kafka, acks=1 and acks=all (idempotent);
+* produce MB/s of 1 KiB records with confluent-kafka, acks=1 and acks=all (idempotent),
+  with the CPU each process burnt per MB produced (ms of one core): the client, each
+  broker node, and PostgreSQL (every server process: backends, WAL writer, checkpointer).
+  The acks=all run starts once the acks=1 records are committed (acks=1 answers before
+  the commit), on leases that stopped moving;
 * fetch MB/s of the same records with a confluent-kafka consumer (assign, no group);
+* the PostgreSQL write path alone (``--append-only``): one node's engine in this process
+  appending 256 KiB batches to 2 partitions, 5 appends in flight per partition, each
+  awaited until committed (what acks=all waits for), with the CPU per MB of this process
+  and of PostgreSQL: no client, no broker, no other node;
 * failover: seconds from the SIGKILL of the node coordinating a group until the group is
   Stable again with every partition assigned and records flow from every partition, for
   confluent-kafka, Apache Kafka's Java client 4.3 and ``samsa.Consumer``, each with the
@@ -10,18 +18,22 @@
 
 PostgreSQL runs as in the tests (tests/pg.py: a throwaway server, fsync on for this run, so
 acks=all waits for a durable commit). Run as root (PostgreSQL is started as the postgres
-user through runuser): ``.venv/bin/python benchmarks/cluster.py [--records N]
-[--failover-runs N] [--failover-only]``.
+user through runuser): ``.venv/bin/python benchmarks/cluster.py [--records N] [--repeat N]
+[--failover-runs N] [--failover-only | --throughput-only | --append-only]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
+import shutil
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -30,10 +42,15 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.brokerproc import BrokerProcess
 from tests.cluster import failover
-from tests.cluster.nodes import ClusterNodeProcess, all_owned, wait_until
-from tests.cluster.test_cluster_clients import three_nodes
+from tests.cluster.nodes import ClusterNodeProcess, all_owned, leases, query, wait_until
+from tests.cluster.test_cluster_clients import leaders, three_nodes
 from tests.conformance.javakit import JavaKit, compiled
 from tests.pg import PostgresServer
+from tests.records import make_batch
+
+from samsa.log import LogConfig
+from samsa.storage.pg.engine import PgEngine
+from samsa.storage.pg.log import PgPartitionLog
 
 RECORD = b"x" * 1024
 PARTITIONS = 6
@@ -45,13 +62,72 @@ def create(bootstrap: str, topic: str) -> None:
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
 
 
-def produce_mb_s(bootstrap: str, topic: str, n: int, acks: str) -> tuple[float, str]:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process (all its threads) so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def postgres_cpu_seconds(pg: PostgresServer) -> float:
+    """CPU of the whole PostgreSQL server: the postmaster with the children it reaped, and
+    its live children (backends, WAL writer, checkpointer, autovacuum)."""
+    assert pg.root is not None
+    master = int((pg.root / "data" / "postmaster.pid").read_text().split()[0])
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(entry.name) == master:
+            total += sum(int(f) for f in fields[11:15]) / tick  # + reaped children's
+        elif int(fields[1]) == master:
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+class CpuMeter:
+    """CPU seconds per process between :meth:`start` and :meth:`stop`, as ms per MB."""
+
+    def __init__(self, pids: dict[str, int], pg: PostgresServer | None) -> None:
+        self.pids, self.pg = pids, pg
+        self._start: dict[str, float] = {}
+        self.used: dict[str, float] = {}
+
+    def _now(self) -> dict[str, float]:
+        now = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+        if self.pg is not None:
+            now["postgres"] = postgres_cpu_seconds(self.pg)
+        now["client"] = time.process_time()
+        return now
+
+    def start(self) -> None:
+        self._start = self._now()
+
+    def stop(self) -> None:
+        end = self._now()
+        self.used = {k: end[k] - self._start[k] for k in end}
+
+    def per_mb(self, mb: float) -> str:
+        total = sum(self.used.values())
+        parts = ", ".join(f"{k} {v * 1000 / mb:.1f}" for k, v in self.used.items())
+        return f"CPU ms/MB: {parts}; total {total * 1000 / mb:.1f}"
+
+
+def produce_mb_s(bootstrap: str, topic: str, n: int, acks: str,
+                 meter: CpuMeter | None = None) -> tuple[float, str]:
     """MB/s, and a detail line: when the first record was acknowledged (an idempotent
-    producer first gets its id) and the CPU the client itself burnt."""
+    producer first gets its id) and the CPU the client itself burnt (with ``meter``: every
+    process's CPU per MB)."""
     p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
                   "enable.idempotence": acks == "all", "batch.size": 1 << 20,
                   "queue.buffering.max.messages": 1_000_000})
     first: list[float] = []
+    if meter is not None:
+        meter.start()
     cpu = time.process_time()
     started = time.perf_counter()
     for i in range(n):
@@ -65,9 +141,13 @@ def produce_mb_s(bootstrap: str, topic: str, n: int, acks: str) -> tuple[float, 
                 p.poll(0.01)
     assert p.flush(120) == 0
     elapsed = time.perf_counter() - started
+    mb = n * len(RECORD) / 1e6
     detail = (f"acks={acks}: {elapsed:.2f} s, first ack seen after {first[0] - started:.2f} s, "
               f"client CPU {time.process_time() - cpu:.2f} s")
-    return n * len(RECORD) / elapsed / 1e6, detail
+    if meter is not None:
+        meter.stop()
+        detail += f"; {meter.per_mb(mb)}"
+    return mb / elapsed, detail
 
 
 def fetch_mb_s(bootstrap: str, topic: str, n: int) -> float:
@@ -84,6 +164,31 @@ def fetch_mb_s(bootstrap: str, topic: str, n: int) -> float:
     elapsed = time.perf_counter() - started
     c.close()
     return got * len(RECORD) / elapsed / 1e6
+
+
+def settle(dsn: str, bootstraps: list[str], timeout: float = 60) -> None:
+    """Wait until every partition's lease is held and has not moved for a second (the
+    placement spreads new partitions over the nodes by hand-offs) and every node's Metadata
+    names the owners: a producer started earlier would measure its retries."""
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        now = leases(dsn)
+        topics = {k: v for k, v in now.items() if not k[0].startswith("__")}
+        if now == last and all_owned(dsn, {1, 2, 3}) and all(
+                {k: v for k, v in leaders(b).items() if k in topics} == topics
+                for b in bootstraps):
+            return
+        last = now
+        time.sleep(1)
+    raise AssertionError("the leases did not settle")
+
+
+def committed(dsn: str, topic: str) -> int:
+    """Records of ``topic`` committed in the database (each record is one offset)."""
+    rows = query(dsn, "SELECT coalesce(sum(log_end - log_start), 0) AS n FROM samsa_partitions "
+                      "WHERE topic = $1", topic)
+    return int(rows[0]["n"])
 
 
 class _TempDirs:
@@ -148,15 +253,26 @@ def failover_rows(root: Path, pg: PostgresServer, runs: int) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--records", type=int, default=100_000)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="produce and fetch runs (fresh topics each); every run is printed")
     ap.add_argument("--failover-runs", type=int, default=3,
                     help="runs per client, protocol and moment (the median is printed)")
     ap.add_argument("--failover-only", action="store_true", help="skip produce and fetch")
+    ap.add_argument("--throughput-only", action="store_true", help="skip the failover rows")
+    ap.add_argument("--append-only", action="store_true",
+                    help="only the PostgreSQL write path, without clients or nodes")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="samsa-bench-cluster-"))
     pg = PostgresServer(fsync=True).start()
     try:
+        if args.append_only:
+            for _ in range(args.repeat):
+                print(asyncio.run(append_path(pg, args.records * len(RECORD))))
+            return
         if not args.failover_only:
-            throughput(root, pg, args.records)
+            throughput(root, pg, args.records, args.repeat)
+        if args.throughput_only:
+            return
         print("failover, s: SIGKILL of the node coordinating the group -> the group Stable "
               "again with every partition assigned / records flowing from every partition "
               "(produced after the kill: includes the partition leaders' fail-over)")
@@ -165,29 +281,87 @@ def main() -> None:
             print(row)
     finally:
         pg.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
-def throughput(root: Path, pg: PostgresServer, records: int) -> None:
-    """Produce and fetch MB/s, a single local node beside three nodes over PostgreSQL."""
+async def append_path(pg: PostgresServer, total: int, partitions: int = 2,
+                      in_flight: int = 5) -> str:
+    """The write path of one node alone: MB/s of appends committed, and CPU per MB."""
+    dsn = pg.create_database("append")
+    engine = PgEngine(dsn, 1)
+    engine.open()
+    batch = make_batch([(None, RECORD)] * 256)
+    plogs = []
+    for i in range(partitions):
+        async def make(pool: Any, i: int = i) -> int:
+            await pool.execute("INSERT INTO samsa_topics (name, id) VALUES ($1, "
+                               "gen_random_uuid())", f"t{i}")
+            return int(await pool.fetchval(
+                "INSERT INTO samsa_partitions (topic, idx, owner, epoch) VALUES ($1, 0, 1, 1) "
+                "RETURNING pid", f"t{i}"))
+
+        plog = PgPartitionLog(engine, await engine.db.run(make), f"t{i}", 0, LogConfig())
+        await plog.become_leader(1, 0, 0)
+        plogs.append(plog)
+    slots = asyncio.Semaphore(partitions * in_flight)
+
+    async def append(plog: PgPartitionLog) -> None:
+        try:
+            info = plog.append(batch, int(time.time() * 1000))
+            await plog.wait_durable(info.last_offset + 1)
+        finally:
+            slots.release()
+
+    meter = CpuMeter({}, pg)
+    meter.start()
+    started = time.perf_counter()
+    tasks = []
+    for i in range(max(1, total // len(batch))):
+        await slots.acquire()
+        tasks.append(asyncio.create_task(append(plogs[i % partitions])))
+    await asyncio.gather(*tasks)
+    elapsed = time.perf_counter() - started
+    meter.stop()
+    mb = len(tasks) * len(batch) / 1e6
+    rounds = engine.writer.rounds
+    for plog in plogs:
+        plog.close()
+    engine.close()
+    return (f"append path: {mb / elapsed:.1f} MB/s committed, {rounds} rounds "
+            f"({mb / rounds:.1f} MB each); {meter.per_mb(mb).replace('client', 'engine')}")
+
+
+def throughput(root: Path, pg: PostgresServer, records: int, repeat: int = 1) -> None:
+    """Produce and fetch MB/s, a single local node beside three nodes over PostgreSQL; the
+    CPU per MB of every process (the single node's row has no PostgreSQL)."""
     single = BrokerProcess(root / "single", GROUP_CONFIG).start()
     dsn = pg.create_database("bench")
     nodes = [ClusterNodeProcess(root, i, dsn, GROUP_CONFIG).start() for i in (1, 2, 3)]
     cluster = ",".join(n.bootstrap for n in nodes)
+    assert single.proc is not None
+    meters = {"single local node": CpuMeter({"broker": single.proc.pid}, None),
+              "3 nodes + PostgreSQL": CpuMeter(
+                  {f"node{i}": n.proc.pid for i, n in enumerate(nodes, 1) if n.proc is not None},
+                  pg)}
+    rows = []
+    details = []
     try:
-        create(single.bootstrap, "b1")
-        create(single.bootstrap, "ball")
-        create(cluster, "b1")
-        create(cluster, "ball")
-        wait_until(lambda: all_owned(dsn, {1, 2, 3}), 30, "leases")
-        rows = []
-        details = []
-        for name, boot in (("single local node", single.bootstrap),
-                           ("3 nodes + PostgreSQL", cluster)):
-            a1, d1 = produce_mb_s(boot, "b1", records, "1")
-            aall, dall = produce_mb_s(boot, "ball", records, "all")
-            details.append(f"{name}: {d1}; {dall}")
-            fetch = fetch_mb_s(boot, "ball", records)
-            rows.append((name, a1, aall, fetch))
+        for run in range(repeat):
+            for boot in (single.bootstrap, cluster):
+                create(boot, f"b1-{run}")
+                create(boot, f"ball-{run}")
+            settle(dsn, [n.bootstrap for n in nodes])
+            for name, boot in (("single local node", single.bootstrap),
+                               ("3 nodes + PostgreSQL", cluster)):
+                meter = meters[name]
+                a1, d1 = produce_mb_s(boot, f"b1-{run}", records, "1", meter)
+                if boot == cluster:  # acks=1 answers before the commit: let it finish first
+                    wait_until(lambda t=f"b1-{run}": committed(dsn, t) >= records,  # type: ignore[misc]
+                               120, "the acks=1 records committed")
+                aall, dall = produce_mb_s(boot, f"ball-{run}", records, "all", meter)
+                details.append(f"{name}, run {run + 1}: {d1}\n  {dall}")
+                fetch = fetch_mb_s(boot, f"ball-{run}", records)
+                rows.append((name, a1, aall, fetch))
     finally:
         single.stop()
         for n in nodes:

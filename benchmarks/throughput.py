@@ -31,8 +31,12 @@ SASL_SSL (SCRAM-SHA-512) listeners (certificates made for the run), 1 KiB record
 (acks=1) and fetched with confluent-kafka on each; the TLS rows give their rate beside
 PLAINTEXT's (target: TLS produce >= 0.6x plaintext).
 
+``--acks-only`` runs just the 1 KiB produce rows with acks=1 and acks=all (protocol-level
+and confluent-kafka, on fresh topics), and notes each acks=all row's rate beside the acks=1
+one's (target: >= 0.5x) and the broker's CPU per MB.
+
     .venv/bin/python benchmarks/throughput.py [--records-1k N] [--records-100 N] [--repeat N]
-                                              [--validation-only] [--security-only]
+                                              [--validation-only | --security-only | --acks-only]
 """
 
 from __future__ import annotations
@@ -354,6 +358,8 @@ def run_once(args: argparse.Namespace, tmp: Path) -> list[Row]:
         def drop(topic: str) -> None:
             admin.delete_topics([topic])[topic].result(30)
 
+        if args.acks_only:
+            return acks_rows(pid, boot, n1k, create, drop)
         rows = validation_rows(pid, boot, n100, create, drop)
         if args.validation_only:
             return rows
@@ -389,6 +395,33 @@ def run_once(args: argparse.Namespace, tmp: Path) -> list[Row]:
         return rows
     finally:
         broker.stop()
+
+
+def acks_rows(pid: int, boot: str, n: int, create: Callable[..., str],
+              drop: Callable[[str], None]) -> list[Row]:
+    """1 KiB produce with acks=1 and acks=all, protocol-level then confluent-kafka; each
+    acks=all row notes its rate as a share of the acks=1 row before it, and its ratio to
+    the ceiling as a share of that row's (the VM drifts between rows; target >= 0.5x)."""
+    rows = []
+    for client in ("protocol", "confluent-kafka"):
+        for acks in (1, -1):
+            t = create(f"b1k-{client}-{acks}")
+            label = "all" if acks == -1 else "1"
+
+            def case(t: str = t, acks: int = acks, client: str = client) -> tuple[int, float]:
+                if client == "protocol":
+                    return protocol_produce(boot, t, 4, n, 1024, acks=acks)
+                return confluent_produce(boot, t, n, 1024, "all" if acks == -1 else "1")
+
+            rows.append(measure(f"produce 1 KiB acks={label} ({client})", pid, 1024, None,
+                                case))
+            drop(t)
+            row = rows[-1]
+            row.note = f"broker {row.cpu / row.mbs * 1000:.1f} ms CPU/MB" if row.cpu else ""
+            if acks == -1:  # the rates, and the ratios to their own ceilings
+                row.note += (f", {row.records / rows[-2].records:.2f}x acks=1 "
+                             f"({row.ratio / rows[-2].ratio:.2f}x by ratio; target >= 0.5x)")
+    return rows
 
 
 def validation_rows(pid: int, boot: str, n: int, create: Callable[..., str],
@@ -484,16 +517,18 @@ def main() -> None:
                     help="only the delete vs compacted (key validation) produce rows")
     ap.add_argument("--security-only", action="store_true",
                     help="only the PLAINTEXT / SSL / SASL_SSL rows")
+    ap.add_argument("--acks-only", action="store_true",
+                    help="only the 1 KiB acks=1 / acks=all produce rows")
     args = ap.parse_args()
     runs: list[list[Row]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.repeat):
             (Path(tmp) / f"run{i}").mkdir()
             rows = [] if args.security_only else run_once(args, Path(tmp) / f"run{i}")
-            if not args.validation_only:
+            if not (args.validation_only or args.acks_only):
                 rows += security_rows(args, Path(tmp) / f"run{i}")
             runs.append(rows)
-        quick = args.validation_only or args.security_only
+        quick = args.validation_only or args.security_only or args.acks_only
         base, loaded = (0.0, 0.0) if quick else idle_rss(Path(tmp))
     print(f"{'case':<42}{'records/s':>12}{'MB/s':>8}{'ceiling':>9}{'ratio':>7}"
           f"{'broker':>8}{'client':>8}{'faults':>8}{'target':>8}")

@@ -149,3 +149,82 @@ def test_retention_and_compaction(pg_dsn: str) -> None:
         assert await stored(e1, pid) == []
 
     run(pg_dsn, scenario)
+
+
+async def _slow_insert(engine: PgEngine, base_offset: int, fail: bool) -> None:
+    """A trigger that holds the insert of the batch at ``base_offset`` for half a second,
+    then lets it through or (``fail``) fails its round."""
+    action = "RAISE EXCEPTION 'disk full'" if fail else "RETURN NEW"
+    await engine.db.run(lambda pool: pool.execute(f"""
+        CREATE FUNCTION samsa_test_slow() RETURNS trigger AS $$ BEGIN
+          IF NEW.base_offset = {base_offset} THEN PERFORM pg_sleep(0.5); {action}; END IF;
+          RETURN NEW;
+        END $$ LANGUAGE plpgsql;
+        CREATE TRIGGER samsa_test_slow BEFORE INSERT ON samsa_batches
+          FOR EACH ROW EXECUTE FUNCTION samsa_test_slow();"""))
+
+
+async def _two_rounds(plog: PgPartitionLog) -> tuple[int, int]:
+    """Two appends committed by two rounds in flight at once; their ends."""
+    first = plog.append(make_batch([(None, b"first")]), int(time.time() * 1000))
+    await asyncio.sleep(0.1)  # the first round is under way (held by the trigger)
+    second = plog.append(make_batch([(None, b"second")]), int(time.time() * 1000))
+    return first.last_offset + 1, second.last_offset + 1
+
+
+def test_a_round_commits_after_the_round_before_it(pg_dsn: str) -> None:
+    """The second round's batches are copied in while the first commits slowly; its fence
+    waits for the first, so it neither fails (as if the lease had moved) nor commits first."""
+
+    async def scenario(e1: PgEngine, e2: PgEngine, pid: int) -> None:
+        plog = await claim(e1, pid)
+        await _slow_insert(e1, 0, fail=False)
+        first, second = await _two_rounds(plog)
+        await asyncio.wait_for(plog.wait_durable(second), 10)
+        assert plog.is_leader and plog.log_end_offset == second
+        assert e1.writer.rounds == 2
+        rows = await stored(e1, pid)
+        assert [o for o, _ in rows] == [0, first]
+        assert values([d for _, d in rows]) == [b"first", b"second"]
+
+    run(pg_dsn, scenario)
+
+
+def test_a_failed_commit_fails_the_writes_and_the_rounds_after_it(pg_dsn: str) -> None:
+    """The first round fails in the database: its acks=all wait fails, and the round after
+    it, already copied in, is not committed past the gap."""
+
+    async def scenario(e1: PgEngine, e2: PgEngine, pid: int) -> None:
+        plog = await claim(e1, pid)
+        await _slow_insert(e1, 0, fail=True)
+        first, second = await _two_rounds(plog)
+        for end in (first, second):
+            with pytest.raises(OSError):
+                await asyncio.wait_for(plog.wait_durable(end), 10)
+        assert plog.log_end_offset == 0
+        await asyncio.sleep(0.2)  # the second round has finished too
+        assert await stored(e1, pid) == []
+        end = await e1.db.run(lambda pool: pool.fetchval(
+            "SELECT log_end FROM samsa_partitions WHERE pid = $1", pid))
+        assert end == 0
+
+    run(pg_dsn, scenario)
+
+
+def test_a_stale_leader_finding_the_new_leaders_batches_is_fenced(pg_dsn: str) -> None:
+    """The new leader already wrote the offsets the stale one copies in: the conflict sends
+    the stale round back to the lease check, which drops it; nothing of it is stored."""
+
+    async def scenario(e1: PgEngine, e2: PgEngine, pid: int) -> None:
+        old = await claim(e1, pid)
+        new = await claim(e2, pid)
+        info = new.append(make_batch([(None, b"new")]), int(time.time() * 1000))
+        await new.wait_durable(info.last_offset + 1)
+        late = old.append(make_batch([(None, b"stale")]), int(time.time() * 1000))
+        assert late.base_offset == info.base_offset
+        with pytest.raises(LeaseLost):
+            await old.wait_durable(late.last_offset + 1)
+        assert not old.is_leader
+        assert values([d for _, d in await stored(e1, pid)]) == [b"new"]
+
+    run(pg_dsn, scenario)

@@ -73,6 +73,7 @@ class LocalKit(Kit):
     def close(self) -> None:
         for log in self.open:
             log.close()
+        self.flusher.close()
 
 
 class PgKit(Kit):

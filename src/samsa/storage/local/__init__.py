@@ -85,4 +85,4 @@ class LocalEngine:
         pass
 
     def close(self) -> None:
-        pass
+        self.flusher.close()

@@ -6,9 +6,13 @@ SQL of :mod:`samsa.storage.pg.leases`."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
+
+import asyncpg
 
 from samsa.storage.pg import schema
 from samsa.storage.pg.acls import PgAclStore
@@ -58,26 +62,45 @@ class PgEngine:
         return int(first)
 
 
-class Writer:
-    """Commits the pending batches of every partition, one statement per round.
+ROUNDS_IN_FLIGHT = 2
+"""Rounds a node's writer runs at once: the next round copies its batches in while the one
+before commits (the commit's WAL flush is most of a round's time)."""
 
-    One round is in flight at a time, so a partition's batches commit in offset order;
-    appends that arrive meanwhile form the next round (group commit).
+
+class Writer:
+    """Commits the pending batches of every partition in rounds (group commit): a round
+    takes what every partition has pending and commits it in one transaction.
+
+    Up to :data:`ROUNDS_IN_FLIGHT` rounds run at once, each on a connection of its own: the
+    batches of a round are copied in (``COPY``) while the round before it commits, and its
+    fence (:data:`~samsa.storage.pg.schema.COMMIT_END`) runs only once that round has
+    finished, so a partition's rounds commit in offset order and a round whose predecessor
+    failed never commits past the gap. Results are handled in the order the rounds began.
     """
 
     def __init__(self, engine: PgEngine) -> None:
         self.engine = engine
         self._dirty: dict[PgPartitionLog, None] = {}
-        self._task: asyncio.Task[None] | None = None
+        self._running = 0
+        self._scheduled = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._last: tuple[asyncio.Future[None], concurrent.futures.Future[set[int]]] | None = \
+            None
+        """The newest round: handled on this loop / finished on the database thread."""
         self.rounds = 0
 
     def kick(self, plog: PgPartitionLog) -> None:
+        """Commit ``plog``'s pending batches in a round that starts once the loop has run
+        what is ready (the appends made meanwhile join it)."""
         self._dirty[plog] = None
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run())
+        if not self._scheduled and self._running < ROUNDS_IN_FLIGHT:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._start)
 
-    async def _run(self) -> None:
-        while self._dirty:
+    def _start(self) -> None:
+        self._scheduled = False
+        loop = asyncio.get_running_loop()
+        while self._dirty and self._running < ROUNDS_IN_FLIGHT:
             logs = list(self._dirty)
             self._dirty.clear()
             taken: list[tuple[PgPartitionLog, int, list[Batch]]] = []
@@ -87,41 +110,99 @@ class Writer:
                     taken.append((plog, *got))
             if not taken:
                 continue
+            before = self._last
+            job = self.engine.db.submit(_append_job(
+                self.engine.node_id, taken, None if before is None else before[1]))
+            handled: asyncio.Future[None] = loop.create_future()
+            self._last = (handled, job)
+            self._running += 1
+            task = loop.create_task(self._finish(
+                taken, job, None if before is None else before[0], handled))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _finish(self, taken: list[tuple[PgPartitionLog, int, list[Batch]]],
+                      job: concurrent.futures.Future[set[int]],
+                      before: asyncio.Future[None] | None,
+                      handled: asyncio.Future[None]) -> None:
+        try:
             try:
-                ok = await self.engine.db.run(_append_job(self.engine.node_id, taken))
+                ok = await asyncio.wrap_future(job)
             except Exception:
                 log.exception("committing %d partitions failed", len(taken))
                 ok = set()
+            if before is not None:
+                await before
             self.rounds += 1
             for plog, epoch, batches in taken:
                 if plog.pid in ok:
                     plog.committed(epoch, batches)
                 elif epoch == plog.epoch:
-                    log.warning("write to %s-%d refused: lease epoch %d is stale",
-                                plog.topic, plog.index, epoch)
+                    log.warning("write to %s-%d refused: lease epoch %d is stale or a "
+                                "write before it failed", plog.topic, plog.index, epoch)
                     self.engine.lost(plog)
+        finally:
+            handled.set_result(None)
+            self._running -= 1
+            if self._dirty:
+                self._start()
 
 
-def _append_job(node_id: int, taken: list[tuple[PgPartitionLog, int, list[Batch]]]) -> Any:
-    pids, epochs, ends = [], [], []
-    b_pid, b_base, b_last, b_ts, b_producer, b_size, b_data = [], [], [], [], [], [], []
-    for plog, epoch, batches in taken:
-        pids.append(plog.pid)
-        epochs.append(epoch)
-        ends.append(batches[-1].next_offset)
-        for b in batches:
-            b_pid.append(plog.pid)
-            b_base.append(b.base_offset)
-            b_last.append(b.next_offset - 1)
-            b_ts.append(b.max_ts)
-            b_producer.append(b.producer_id)
-            b_size.append(len(b.data))
-            b_data.append(b.data)
+class _Refused(Exception):
+    """Rolls a round back: some of its partitions failed the fence."""
+
+    def __init__(self, passed: set[int]) -> None:
+        super().__init__(passed)
+        self.passed = passed
+
+
+def _append_job(node_id: int, taken: list[tuple[PgPartitionLog, int, list[Batch]]],
+                after: concurrent.futures.Future[set[int]] | None) -> Any:
+    """The round's transaction: copy the batches in, wait for the round before to finish,
+    fence and commit (BEGIN, COPY, the fence, COMMIT). A partition that fails the fence
+    (its lease moved, or its round before failed) is dropped and the others are committed
+    again without it, after a check of the leases (a lease that moved can also show as a
+    new leader's batch at the same offset); returns the partitions committed."""
+    rounds = {plog.pid: (epoch, batches) for plog, epoch, batches in taken}
+
+    async def attempt(pool: Any, pids: list[int], check: bool) -> set[int]:
+        async with pool.acquire() as conn, conn.transaction():
+            if check:  # a retry: copy only what this node still owns
+                owned = {int(r["pid"]) for r in await conn.fetch(
+                    schema.OWNED, node_id, pids, [rounds[pid][0] for pid in pids])}
+                pids = [pid for pid in pids if pid in owned]
+                if not pids:
+                    return set()
+            await conn.copy_records_to_table(
+                "samsa_batches", columns=schema.BATCH_COLUMNS,
+                records=[(pid, b.base_offset, b.next_offset - 1, b.max_ts, b.producer_id,
+                          len(b.data), b.data) for pid in pids for b in rounds[pid][1]])
+            if after is not None:
+                with contextlib.suppress(Exception):  # its own finish reports it
+                    await asyncio.wrap_future(after)
+            passed = {int(r["pid"]) for r in await conn.fetch(
+                schema.COMMIT_END, node_id, pids, [rounds[pid][0] for pid in pids],
+                [rounds[pid][1][0].base_offset for pid in pids],
+                [rounds[pid][1][-1].next_offset for pid in pids])}
+            if len(passed) < len(pids):
+                raise _Refused(passed)
+            return passed
 
     async def job(pool: Any) -> set[int]:
-        rows = await pool.fetch(schema.APPEND, node_id, pids, epochs, ends, b_pid, b_base,
-                                b_last, b_ts, b_producer, b_size, b_data)
-        return {int(r["pid"]) for r in rows}
+        pids, conflicts, check = sorted(rounds), 0, False
+        while pids:
+            try:
+                return await attempt(pool, pids, check)
+            except _Refused as refused:
+                pids = sorted(refused.passed)
+            except asyncpg.UniqueViolationError:
+                # A new leader wrote these offsets: its claim, committed before, makes the
+                # lease check drop the partition next time.
+                conflicts += 1
+                if conflicts > 2:
+                    raise
+            check = True
+        return set()
 
     return job
 

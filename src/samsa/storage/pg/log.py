@@ -1,12 +1,14 @@
 """A partition log stored in PostgreSQL, written only by the node holding its lease.
 
 The leader assigns offsets in memory (it is the only writer while its lease holds) and
-hands the batches to the engine's :class:`Writer`, which commits the pending batches of all
-partitions in one statement per round (group commit). That statement updates each written
-partition's lease row only where this node still owns it at the epoch it wrote with, and
-inserts only those partitions' batches: a node that lost a lease (paused past its TTL,
-then resumed) can never append. Batches become visible to readers (``log_end_offset``, the
-high watermark) once committed; acks=all waits for that (:meth:`wait_durable`).
+hands the batches to the engine's :class:`~samsa.storage.pg.engine.Writer`, which commits
+the pending batches of all partitions in one transaction per round (group commit): the
+batches are copied in, and the last statement moves each written partition's log end only
+where this node still owns it at the epoch it wrote with and the stored log end is where
+the round starts; the round commits only if every partition passed. A node that lost a
+lease (paused past its TTL, then resumed) can never append, and no round commits past one
+that failed. Batches become visible to readers (``log_end_offset``, the high watermark)
+once committed; acks=all waits for that (:meth:`wait_durable`).
 
 Readers are served from memory: the committed tail (what this leader wrote) and a window
 loaded from the database on demand. A read that misses starts a load and returns nothing;

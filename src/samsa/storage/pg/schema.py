@@ -104,24 +104,27 @@ LIVE = f"""(n.expires_at > now() AND (NOT n.locked OR EXISTS (
       AND l.classid = {NODE_LOCK} AND l.objid::bigint = n.id AND l.objsubid = 2
       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))))"""
 
-#: One statement, one transaction: the lease rows of the written partitions are updated
-#: (new log end) only where this node still owns them at the epoch it wrote with, and only
-#: those partitions' batches are inserted. Returns the partitions written.
-APPEND = """
-WITH ok AS (
-    UPDATE samsa_partitions p SET log_end = greatest(p.log_end, v.log_end)
-    FROM unnest($2::bigint[], $3::integer[], $4::bigint[]) AS v(pid, epoch, log_end)
-    WHERE p.pid = v.pid AND p.owner = $1 AND p.epoch = v.epoch
-    RETURNING p.pid
-), ins AS (
-    INSERT INTO samsa_batches (pid, base_offset, last_offset, max_ts, producer_id, size, data)
-    SELECT b.pid, b.base_offset, b.last_offset, b.max_ts, b.producer_id, b.size, b.data
-    FROM unnest($5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[],
-                $10::integer[], $11::bytea[])
-         AS b(pid, base_offset, last_offset, max_ts, producer_id, size, data)
-    WHERE b.pid IN (SELECT pid FROM ok)
-)
-SELECT pid FROM ok
+#: The partitions of a round this node still owns at the epoch it wrote with (checked
+#: before a retried round copies its batches in; :data:`COMMIT_END` fences them again).
+OWNED = """
+SELECT p.pid FROM samsa_partitions p
+JOIN unnest($2::bigint[], $3::integer[]) AS v(pid, epoch) ON p.pid = v.pid
+WHERE p.owner = $1 AND p.epoch = v.epoch
+"""
+
+#: The columns of ``samsa_batches`` a round copies in, in order.
+BATCH_COLUMNS = ("pid", "base_offset", "last_offset", "max_ts", "producer_id", "size", "data")
+
+#: The fence of a round, last statement of its transaction: each written partition's log
+#: end moves to the round's end only where this node still owns it at the epoch it wrote
+#: with and the stored log end is where the round's first batch starts (the round before
+#: committed). Returns the partitions that passed; the round commits only if all did.
+COMMIT_END = """
+UPDATE samsa_partitions p SET log_end = v.log_end
+FROM unnest($2::bigint[], $3::integer[], $4::bigint[], $5::bigint[])
+     AS v(pid, epoch, log_start, log_end)
+WHERE p.pid = v.pid AND p.owner = $1 AND p.epoch = v.epoch AND p.log_end = v.log_start
+RETURNING p.pid
 """
 
 #: Whole batches from the one holding $2, below $3, about $4 bytes (at least one batch).
