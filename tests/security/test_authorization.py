@@ -144,13 +144,31 @@ def _alter_configs(rtype: int, key: str, value: str, name: Callable[[Case], str]
     return run
 
 
+_STARTING = (E.coordinator_not_available, E.coordinator_load_in_progress)
+
+
+def _until_started(request: Callable[[], int]) -> int:
+    """``request``'s answer once the transaction coordinator runs (the first transactional
+    request creates ``__transaction_state``)."""
+    deadline = time.monotonic() + 10
+    while (code := request()) in _STARTING and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return code
+
+
 def _find_coordinator(key_type: int) -> Callable[[Case], int]:
     def run(c: Case) -> int:
         key = c.group if key_type == 0 else c.txn
-        resp = call(c.subject, ApiKey.FIND_COORDINATOR, 4, key_type=key_type,
-                    coordinator_keys=[key])
-        return int(resp.coordinators[0].error_code)
+        return _until_started(lambda: int(call(
+            c.subject, ApiKey.FIND_COORDINATOR, 4, key_type=key_type,
+            coordinator_keys=[key]).coordinators[0].error_code))
     return run
+
+
+def _init_transactional_id(c: Case) -> int:
+    return _until_started(lambda: int(call(
+        c.subject, ApiKey.INIT_PRODUCER_ID, 4, transactional_id=c.txn,
+        transaction_timeout=60000, producer_id=-1, producer_epoch=-1).error_code))
 
 
 def _join(c: Case) -> int:
@@ -269,8 +287,8 @@ ROWS = [
     Row("IncrementalAlterConfigs group", ((G, Op.ALTER_CONFIGS),),
         _alter_configs(32, "consumer.session.timeout.ms", "50000", lambda c: c.group, True)),
     Row("FindCoordinator group", ((G, Op.DESCRIBE),), _find_coordinator(0)),
-    Row("FindCoordinator transaction", ((X, Op.DESCRIBE),), _find_coordinator(1),
-        granted=E.invalid_request),  # authorized, but samsa has no transactions
+    Row("FindCoordinator transaction", ((X, Op.DESCRIBE),), _find_coordinator(1)),
+    Row("InitProducerId transactional", ((X, Op.WRITE),), _init_transactional_id),
     Row("JoinGroup", ((G, Op.READ),), _join, granted=E.member_id_required),
     Row("SyncGroup", ((G, Op.READ),), lambda c: int(call(
         c.subject, ApiKey.SYNC_GROUP, 5, group_id=c.group, generation_id=1, member_id="m",

@@ -12,6 +12,7 @@ from samsa.broker.groups import GroupRuntime
 from samsa.broker.metrics import BrokerMetrics
 from samsa.broker.storage import Leadership, ProducerIds
 from samsa.broker.topics import TopicManager
+from samsa.broker.transactions import TxnRuntime
 from samsa.protocol.build import build
 from samsa.protocol.codec import Request, response_class
 from samsa.security.authorizer import Authorizer
@@ -28,6 +29,7 @@ class Services(Protocol):
     config: BrokerConfig
     topics: TopicManager
     groups: GroupRuntime
+    transactions: TxnRuntime
     leadership: Leadership
     producer_ids: ProducerIds
     metrics: BrokerMetrics

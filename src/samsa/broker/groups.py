@@ -68,7 +68,7 @@ from samsa.coordinator.records import RecordKey, RecordValue, deserialize, seria
 from samsa.coordinator.responses import Response
 from samsa.coordinator.result import Reply
 from samsa.coordinator.runtime import Load, ShardRuntime, must_confirm, partitions_of
-from samsa.protocol.records import ProducerRecordData, decode_batches, encode_batch
+from samsa.protocol.records import ProducerRecordData, encode_batch, keyed_records
 
 if TYPE_CHECKING:
     from samsa.broker.config import BrokerConfig
@@ -422,12 +422,7 @@ def _records(batches: list[bytes], start: int
              ) -> Iterator[tuple[RecordKey, RecordValue | None]]:
     """The typed records of a ``__consumer_offsets`` partition's batches, in order, from
     offset ``start`` (unknown record types are skipped)."""
-    for data in batches:
-        for batch in decode_batches(bytes(data)):
-            if batch.is_control:
-                continue
-            for offset, _, key, value, _ in batch.records:
-                if offset >= start and key is not None:
-                    record = deserialize(key, value)
-                    if record is not None:
-                        yield record
+    for key, value in keyed_records(batches, start):
+        record = deserialize(key, value)
+        if record is not None:
+            yield record

@@ -136,6 +136,10 @@ class _Writer:
     def __init__(self) -> None:
         self._parts: list[bytes] = []
 
+    def int8(self, v: int) -> _Writer:
+        self._parts.append(struct.pack(">b", v))
+        return self
+
     def int16(self, v: int) -> _Writer:
         self._parts.append(struct.pack(">h", v))
         return self
@@ -182,6 +186,9 @@ class _Reader:
         chunk = self._data[self._pos : self._pos + n]
         self._pos += n
         return chunk
+
+    def int8(self) -> int:
+        return int(struct.unpack(">b", self._take(1))[0])
 
     def int16(self) -> int:
         return int(struct.unpack(">h", self._take(2))[0])
@@ -235,6 +242,12 @@ class _Reader:
             for _ in range(self.uvarint()):
                 self.uvarint()
                 self._take(self.uvarint())
+
+
+RecordWriter = _Writer
+"""Kafka's non-flexible encoding of record keys and values (also the transaction log's)."""
+RecordReader = _Reader
+"""Its decoding (flexible too)."""
 
 
 # --------------------------------------------------------------------------- keys

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 from samsa.protocol.batch import (
     BatchHeader,
+    control_type,
     parse_header,
     patch_log_append_time,
     split_batches,
@@ -54,6 +55,9 @@ class Prepared:
     def done(self, producers: ProducerStateManager, log_start_offset: int) -> AppendInfo:
         """Commit the producer state once the batches are written; the append's answer."""
         producers.commit(self.staged)
+        for h in self.headers:
+            if h.is_transactional:
+                producers.track(h, control_type(self.buf, h))
         return AppendInfo(self.headers[0].base_offset, self.headers[-1].last_offset,
                           self.log_append_time, log_start_offset)
 

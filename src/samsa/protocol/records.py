@@ -391,8 +391,9 @@ class BatchBuilder(_Records):
 
     def build(self, *, base_offset: int = 0, compression: int = 0, producer_id: int = -1,
               producer_epoch: int = -1, base_sequence: int = -1,
-              transactional: bool = False) -> bytes:
-        """The batch: header, records (compressed with ``compression``), CRC-32C."""
+              transactional: bool = False, control: bool = False) -> bytes:
+        """The batch: header, records (compressed with ``compression``), CRC-32C; a
+        ``control`` batch carries transaction markers (:func:`encode_marker`)."""
         if not self.count:
             raise ValueError("a batch needs at least one record")
         buf = self._buf
@@ -407,7 +408,7 @@ class BatchBuilder(_Records):
             -1,
             2,
             0,
-            compression | (0x10 if transactional else 0),
+            compression | (0x10 if transactional else 0) | (0x20 if control else 0),
             self.count - 1,
             self.base_timestamp,
             self.max_timestamp,
@@ -453,3 +454,32 @@ def encode_batch(
     return builder.build(base_offset=base_offset, compression=compression,
                          producer_id=producer_id, producer_epoch=producer_epoch,
                          base_sequence=base_sequence, transactional=transactional)
+
+
+def keyed_records(batches: Sequence[bytes | memoryview], start: int
+                  ) -> Iterator[tuple[bytes, bytes | None]]:
+    """The (key, value) of every keyed data record of ``batches`` from offset ``start``, in
+    order; control batches are skipped (a coordinator shard's log, as its loader reads it)."""
+    for data in batches:
+        for batch in decode_batches(bytes(data)):
+            if batch.is_control:
+                continue
+            for offset, _, key, value, _ in batch.records:
+                if offset >= start and key is not None:
+                    yield key, value
+
+
+CONTROL_ABORT, CONTROL_COMMIT = 0, 1
+"""Control record types (the key's second int16): the two transaction markers."""
+
+
+def encode_marker(commit: bool, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                  timestamp_ms: int) -> bytes:
+    """A transaction marker as Kafka writes it: a transactional control batch of one record,
+    key {version int16 0, type int16}, value {version int16 0, coordinator_epoch int32}."""
+    key = struct.pack(">hh", 0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = struct.pack(">hi", 0, coordinator_epoch)
+    builder = BatchBuilder()
+    builder.append(timestamp_ms, key, value, ())
+    return builder.build(producer_id=producer_id, producer_epoch=producer_epoch,
+                         transactional=True, control=True)

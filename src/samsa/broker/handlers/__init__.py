@@ -22,6 +22,8 @@ from samsa.broker.context import RequestContext
 Handler = Callable[[RequestContext], Awaitable[Any]]
 
 API_MODULES = (
+    "add_offsets_to_txn",
+    "add_partitions_to_txn",
     "alter_configs",
     "alter_user_scram_credentials",
     "api_versions",
@@ -38,6 +40,7 @@ API_MODULES = (
     "describe_configs",
     "describe_groups",
     "describe_user_scram_credentials",
+    "end_txn",
     "fetch",
     "find_coordinator",
     "heartbeat",

@@ -3,10 +3,13 @@
 Records are read only where the topic's configs need it (:mod:`samsa.broker.validate`).
 Needs WRITE on each topic (else its partitions are TOPIC_AUTHORIZATION_FAILED); idempotence
 was granted at InitProducerId, as in Kafka 2.8+.
-Versions (v3-9 served): v3 transactional_id (refused: no transactions) and record batch v2
-only, one batch per partition; v4 KAFKA_STORAGE_ERROR; v5 log_start_offset in the answer;
-v7 zstd; v8 record_errors and error_message for batches refused because of some records
-(KIP-467); v9 flexible.
+A transactional producer also needs WRITE on its transactional id (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED); its batches open its transaction on each partition
+(the log's producer state), its coordinator's markers close it.
+Versions (v3-9 served): v3 transactional_id and record batch v2 only, one batch per
+partition; v4 KAFKA_STORAGE_ERROR; v5 log_start_offset in the answer; v7 zstd; v8
+record_errors and error_message for batches refused because of some records (KIP-467); v9
+flexible.
 Untyped on purpose: Produce is the hot path (no typed build plus conversion per request).
 """
 
@@ -82,7 +85,8 @@ async def handle(ctx: RequestContext) -> Any:
     now = now_ms()
     topics: list[dict[str, Any]] = []
     to_sync: list[tuple[Partition, int]] = []
-    if body.transactional_id is not None:
+    if body.transactional_id is not None and not access.allowed(
+            ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
         code = ErrorCode.transactional_id_authorization_failed
     elif acks not in (0, 1, -1):
         code = ErrorCode.invalid_required_acks

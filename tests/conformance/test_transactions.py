@@ -1,0 +1,170 @@
+"""Transactions with librdkafka (confluent-kafka): a transactional producer's commits and
+aborts as read_committed and read_uncommitted consumers see them, fencing by a second
+instance of the same transactional.id, an abandoned transaction that times out, and a
+broker killed mid-transaction (kill -9) and restarted."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.brokerproc import BrokerProcess
+
+CONFIG = {
+    "group.initial.rebalance.delay.ms": "0",
+    "group.min.session.timeout.ms": "1000",
+    "transaction.state.log.num.partitions": "3",
+}
+TIMEOUT_S = 15
+
+
+@pytest.fixture
+def txn_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    proc = BrokerProcess(tmp_path / "data", CONFIG).start()
+    yield proc
+    proc.kill()
+
+
+def make_topic(bootstrap: str, partitions: int = 2) -> str:
+    name = f"tx-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
+    return name
+
+
+def producer(bootstrap: str, tid: str, **extra: str | int) -> Producer:
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid,
+                  "socket.connection.setup.timeout.ms": 3000, **extra})
+    p.init_transactions(TIMEOUT_S)
+    return p
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, isolation: str,
+             expect: int | None = None, wait_s: float = 3.0) -> list[str]:
+    """Every value a consumer with ``isolation`` reads from the start (until ``expect``
+    values arrived, or ``wait_s`` passed without any)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4().hex[:6]}",
+                  "isolation.level": isolation, "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got: list[str] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    quiet_until = time.monotonic() + wait_s
+    try:
+        while time.monotonic() < min(deadline, quiet_until) or (
+                expect is not None and len(got) < expect and time.monotonic() < deadline):
+            m = c.poll(0.1)
+            if m is None or m.error():
+                continue
+            got.append(m.value().decode())
+            if expect is not None and len(got) >= expect:
+                break
+    finally:
+        c.close()
+    return got
+
+
+def lso(bootstrap: str, topic: str, partition: int) -> int:
+    """The last stable offset as a read_committed consumer's ListOffsets(LATEST) answers."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "lso",
+                  "isolation.level": "read_committed"})
+    try:
+        return int(c.get_watermark_offsets(TopicPartition(topic, partition), 5,
+                                           cached=False)[1])
+    finally:
+        c.close()
+
+
+def test_commit_and_abort_visibility(txn_broker: BrokerProcess) -> None:
+    bootstrap = txn_broker.bootstrap
+    topic = make_topic(bootstrap)
+    p = producer(bootstrap, f"vis-{uuid.uuid4().hex[:6]}")
+    p.begin_transaction()
+    for i in range(6):
+        p.produce(topic, value=f"c1-{i}", partition=i % 2)
+    p.commit_transaction(TIMEOUT_S)
+    p.begin_transaction()
+    for i in range(6):
+        p.produce(topic, value=f"a-{i}", partition=i % 2)
+    p.flush(TIMEOUT_S)
+    # open: read_committed stops at the transaction's first offset on both partitions
+    assert lso(bootstrap, topic, 0) == 4 and lso(bootstrap, topic, 1) == 4
+    p.abort_transaction(TIMEOUT_S)
+    p.begin_transaction()
+    p.produce(topic, value="c2", partition=0)
+    p.commit_transaction(TIMEOUT_S)
+    committed = {f"c1-{i}" for i in range(6)} | {"c2"}
+    got = read_all(bootstrap, topic, 2, "read_committed", expect=7)
+    assert sorted(got) == sorted(committed)
+    everything = read_all(bootstrap, topic, 2, "read_uncommitted", expect=13)
+    assert set(everything) == committed | {f"a-{i}" for i in range(6)}
+    # no stray record arrived after the expected ones
+    assert sorted(read_all(bootstrap, topic, 2, "read_committed", wait_s=1.0)) == sorted(
+        committed)
+
+
+def test_second_instance_fences_the_first(txn_broker: BrokerProcess) -> None:
+    bootstrap = txn_broker.bootstrap
+    topic = make_topic(bootstrap, 1)
+    tid = f"fence-{uuid.uuid4().hex[:6]}"
+    first = producer(bootstrap, tid)
+    first.begin_transaction()
+    first.produce(topic, value="zombie")
+    first.flush(TIMEOUT_S)
+    second = producer(bootstrap, tid)  # aborts the first's open transaction
+    second.begin_transaction()
+    second.produce(topic, value="live")
+    second.commit_transaction(TIMEOUT_S)
+    with pytest.raises(KafkaException) as raised:
+        first.commit_transaction(TIMEOUT_S)
+    assert raised.value.args[0].code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+                                           KafkaError.INVALID_PRODUCER_EPOCH)
+    assert read_all(bootstrap, topic, 1, "read_committed", expect=1) == ["live"]
+
+
+def test_abandoned_transaction_times_out(txn_broker: BrokerProcess) -> None:
+    bootstrap = txn_broker.bootstrap
+    topic = make_topic(bootstrap, 1)
+    p = producer(bootstrap, f"abandon-{uuid.uuid4().hex[:6]}", **{
+        "transaction.timeout.ms": 2000})
+    p.begin_transaction()
+    p.produce(topic, value="never")
+    p.flush(TIMEOUT_S)
+    assert lso(bootstrap, topic, 0) == 0
+    deadline = time.monotonic() + TIMEOUT_S
+    while lso(bootstrap, topic, 0) == 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert lso(bootstrap, topic, 0) == 2  # the record and the abort marker
+    assert read_all(bootstrap, topic, 1, "read_committed", wait_s=1.0) == []
+
+
+def test_kill_mid_transaction_then_restart(txn_broker: BrokerProcess) -> None:
+    """A committed transaction survives kill -9; one open at the kill is aborted by its
+    timeout once the restarted coordinator reloads it."""
+    bootstrap = txn_broker.bootstrap
+    topic = make_topic(bootstrap, 2)
+    p = producer(bootstrap, f"kill-{uuid.uuid4().hex[:6]}", **{
+        "transaction.timeout.ms": 3000, "acks": "all"})
+    p.begin_transaction()
+    for i in range(4):
+        p.produce(topic, value=f"kept-{i}", partition=i % 2)
+    p.commit_transaction(TIMEOUT_S)
+    p.begin_transaction()
+    for i in range(4):
+        p.produce(topic, value=f"lost-{i}", partition=i % 2)
+    p.flush(TIMEOUT_S)
+    txn_broker.kill()
+    txn_broker.start()
+    kept = {f"kept-{i}" for i in range(4)}
+    deadline = time.monotonic() + TIMEOUT_S
+    while (lso(bootstrap, topic, 0), lso(bootstrap, topic, 1)) != (6, 6) \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert (lso(bootstrap, topic, 0), lso(bootstrap, topic, 1)) == (6, 6)
+    assert sorted(read_all(bootstrap, topic, 2, "read_committed", wait_s=1.0)) == sorted(kept)
