@@ -1,7 +1,8 @@
 """Transactions with librdkafka (confluent-kafka): a transactional producer's commits and
 aborts as read_committed and read_uncommitted consumers see them, fencing by a second
-instance of the same transactional.id, an abandoned transaction that times out, and a
-broker killed mid-transaction (kill -9) and restarted."""
+instance of the same transactional.id, an abandoned transaction that times out, a broker
+killed mid-transaction (kill -9) and restarted, consume-transform-produce exactly once
+across a fencing restart, and OffsetFetch require_stable while offsets are pending."""
 
 from __future__ import annotations
 
@@ -11,10 +12,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
 
+from samsa.protocol.api_keys import ApiKey
+from tests.broker.test_group_api_versions import call
 from tests.brokerproc import BrokerProcess
+from tests.wire import WireClient
 
 CONFIG = {
     "group.initial.rebalance.delay.ms": "0",
@@ -168,3 +180,109 @@ def test_kill_mid_transaction_then_restart(txn_broker: BrokerProcess) -> None:
         time.sleep(0.2)
     assert (lso(bootstrap, topic, 0), lso(bootstrap, topic, 1)) == (6, 6)
     assert sorted(read_all(bootstrap, topic, 2, "read_committed", wait_s=1.0)) == sorted(kept)
+
+
+def _poll(c: Consumer, n: int) -> list[Message]:
+    got: list[Message] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(got) < n and time.monotonic() < deadline:
+        m = c.poll(0.1)
+        if m is not None and not m.error():
+            got.append(m)
+    assert len(got) == n, f"polled {len(got)} of {n}"
+    return got
+
+
+def _app(bootstrap: str, source: str, group: str) -> Consumer:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                  "isolation.level": "read_committed", "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest", "session.timeout.ms": 6000})
+    c.subscribe([source])
+    return c
+
+
+def _process(p: Producer, c: Consumer, sink: str, n: int, commit: bool = True) -> None:
+    """One transaction: ``n`` records read, transformed, written, their offsets sent."""
+    p.begin_transaction()
+    for m in _poll(c, n):
+        p.produce(sink, value=b"out-" + m.value())
+    p.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(),
+                                  TIMEOUT_S)
+    if commit:
+        p.commit_transaction(TIMEOUT_S)
+    else:
+        p.flush(TIMEOUT_S)
+
+
+def test_consume_transform_produce_exactly_once_across_a_fencing_restart(
+        txn_broker: BrokerProcess) -> None:
+    """An application commits 10 of 20 inputs in transactions, then dies inside its third
+    (its outputs and offsets written, not committed); its replacement (same
+    transactional.id) fences it, resumes from the committed offsets and finishes. Committed
+    output: every input exactly once; the zombie's commit is refused."""
+    bootstrap = txn_broker.bootstrap
+    source, sink = make_topic(bootstrap, 1), make_topic(bootstrap, 1)
+    plain = Producer({"bootstrap.servers": bootstrap})
+    for i in range(20):
+        plain.produce(source, value=b"%02d" % i)
+    plain.flush(TIMEOUT_S)
+    group, tid = f"eos-{uuid.uuid4().hex[:6]}", f"eos-{uuid.uuid4().hex[:6]}"
+    c1, p1 = _app(bootstrap, source, group), producer(bootstrap, tid)
+    _process(p1, c1, sink, 5)
+    _process(p1, c1, sink, 5)
+    _process(p1, c1, sink, 5, commit=False)  # dies here
+    c1.close()
+    p2 = producer(bootstrap, tid)  # fences p1, aborting its transaction
+    with pytest.raises(KafkaException):
+        p1.commit_transaction(TIMEOUT_S)
+    c2 = _app(bootstrap, source, group)
+    _process(p2, c2, sink, 5)
+    _process(p2, c2, sink, 5)
+    assert c2.committed([TopicPartition(source, 0)], TIMEOUT_S)[0].offset == 20
+    c2.close()
+    want = [f"out-{i:02d}" for i in range(20)]
+    assert sorted(read_all(bootstrap, sink, 1, "read_committed", expect=20)) == want
+    assert sorted(read_all(bootstrap, sink, 1, "read_committed", wait_s=1.0)) == want
+    # the zombie's outputs are in the log, aborted
+    assert len(read_all(bootstrap, sink, 1, "read_uncommitted", expect=25)) == 25
+    # kill -9 and restart: the offsets committed in transactions are reloaded with them
+    txn_broker.kill()
+    txn_broker.start()
+    c3 = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                   "isolation.level": "read_committed"})
+    try:
+        assert c3.committed([TopicPartition(source, 0)], TIMEOUT_S)[0].offset == 20
+    finally:
+        c3.close()
+    assert sorted(read_all(bootstrap, sink, 1, "read_committed", expect=20)) == want
+
+
+def test_offset_fetch_require_stable_while_offsets_are_pending(
+        txn_broker: BrokerProcess) -> None:
+    bootstrap = txn_broker.bootstrap
+    topic = make_topic(bootstrap, 1)
+    group = f"stable-{uuid.uuid4().hex[:6]}"
+    p = producer(bootstrap, f"stable-{uuid.uuid4().hex[:6]}")
+    p.begin_transaction()
+    p.produce(topic, value="x")
+    meta = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    p.send_offsets_to_transaction([TopicPartition(topic, 0, 1)],
+                                  meta.consumer_group_metadata(), TIMEOUT_S)
+    client = WireClient(bootstrap)
+    try:
+        def fetch(stable: bool) -> tuple[int, int]:
+            resp = call(client, ApiKey.OFFSET_FETCH, 7, group_id=group, require_stable=stable,
+                        topics=[{"name": topic, "partition_indexes": [0]}])
+            part = resp.topics[0].partitions[0]
+            return int(part.error_code), int(part.committed_offset)
+        assert fetch(True) == (ErrorCode.unstable_offset_commit, -1)
+        assert fetch(False) == (ErrorCode.none, -1)
+        p.commit_transaction(TIMEOUT_S)
+        deadline = time.monotonic() + TIMEOUT_S  # the markers follow EndTxn's answer
+        while fetch(True)[0] == ErrorCode.unstable_offset_commit \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert fetch(True) == (ErrorCode.none, 1)
+    finally:
+        client.close()
+        meta.close()

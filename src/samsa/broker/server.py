@@ -37,6 +37,7 @@ from samsa.broker.metrics import BrokerMetrics
 from samsa.broker.storage import Engine, Node
 from samsa.broker.topics import TopicManager
 from samsa.broker.transactions import TxnRuntime
+from samsa.broker.txn_offsets import TxnOffsets
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import convert
 from samsa.protocol.codec import (
@@ -78,7 +79,8 @@ class Broker:
         self.metrics = BrokerMetrics()
         self.authorizer = access.authorizer_for(config, engine.acls)
         self.groups = GroupRuntime(self)
-        self.transactions = TxnRuntime(self)
+        self.txn_offsets = TxnOffsets(self.groups)
+        self.transactions = TxnRuntime(self, self.txn_offsets)
         self.handlers: dict[int, tuple[tuple[int, int], Handler]] = registry()
         self.supported = {key: versions for key, (versions, _) in self.handlers.items()}
         self.features_epoch = now_ms()

@@ -10,9 +10,10 @@ writes:
   per partition), and its replies go out once they are durable;
 * then its :class:`~samsa.transactions.coordinator.Markers` are written: a control batch
   (:func:`~samsa.protocol.records.encode_marker`) to every partition of the transaction
-  through its partition store, the group side told about ``__consumer_offsets``
-  partitions (:meth:`GroupTxnOffsets.complete`) before their marker; once every marker is
-  durable the core completes the transaction. A marker that cannot be written is retried
+  through its partition store; a marker appended to a ``__consumer_offsets`` partition
+  commits or drops the offsets staged there (:meth:`GroupTxnOffsets.marker_written`, as a
+  reload replaying the marker would); once every marker is durable the core completes the
+  transaction. A marker that cannot be written is retried
   while this node runs; a shard reloaded later writes the markers of every decided
   transaction again (a second marker for a closed transaction changes nothing).
 
@@ -32,9 +33,9 @@ from kio.schema.errors import ErrorCode
 
 from samsa.broker.clock import now_ms
 from samsa.broker.groups import LoopTimer
-from samsa.broker.topics import TRANSACTION_TOPIC, Topic, TopicError
+from samsa.broker.topics import OFFSETS_TOPIC, TRANSACTION_TOPIC, Topic, TopicError
 from samsa.coordinator.timers import TimerKey
-from samsa.protocol.records import ProducerRecordData, encode_batch, encode_marker, keyed_records
+from samsa.protocol.records import ProducerRecordData, encode_batch, encode_marker, log_entries
 from samsa.transactions.coordinator import (
     Markers,
     TxnAnswer,
@@ -56,11 +57,12 @@ MARKER_RETRY_S = 0.2
 
 
 class GroupTxnOffsets(Protocol):
-    """The group side of a transaction's end (:mod:`samsa.broker.txn_offsets`)."""
+    """The group side of a transaction's end (:class:`samsa.broker.txn_offsets.TxnOffsets`)."""
 
-    async def complete(self, producer_id: int, commit: bool, partitions: list[int]) -> None:
-        """Apply (commit) or drop (abort) the offsets ``producer_id`` staged in the groups of
-        ``__consumer_offsets`` ``partitions``."""
+    def marker_written(self, partition: int, producer_id: int, epoch: int,
+                       commit: bool) -> None:
+        """A marker was appended to ``__consumer_offsets`` ``partition``: the producer's
+        offsets staged there are committed or dropped."""
 
 
 class Broker(Protocol):
@@ -214,9 +216,6 @@ class TxnRuntime:
     async def _write_markers(self, markers: Markers) -> None:
         """Write every marker of a decided transaction (retrying), then complete it."""
         topics = self.broker.topics
-        offsets = [p for t, p in markers.partitions if t == "__consumer_offsets"]
-        if offsets and self.groups is not None:
-            await self.groups.complete(markers.producer_id, markers.commit, offsets)
         waits = []
         for topic, index in markers.partitions:
             while True:
@@ -229,6 +228,9 @@ class TxnRuntime:
                                           markers.producer_epoch, 0, now)
                     info = part.log.append(batch, now)
                     part.notify()
+                    if topic == OFFSETS_TOPIC and self.groups is not None:
+                        self.groups.marker_written(index, markers.producer_id,
+                                                   markers.producer_epoch, markers.commit)
                     waits.append(part.log.wait_durable(info.last_offset + 1))
                     break
                 except Exception:
@@ -259,7 +261,8 @@ def _answer(token: object, answer: TxnAnswer) -> None:
 
 def _records(batches: list[bytes], start: int) -> Iterator[tuple[TxnKey, TxnValue | None]]:
     """The typed records of a ``__transaction_state`` partition, in order, from ``start``."""
-    for key, value in keyed_records(batches, start):
-        record = deserialize(key, value)
-        if record is not None:
-            yield record
+    for entry in log_entries(batches, start):
+        if entry.key is not None:
+            record = deserialize(entry.key, entry.value)
+            if record is not None:
+                yield record

@@ -44,6 +44,7 @@ from samsa.coordinator.responses import Response
 from samsa.coordinator.result import Record, Reply, Result
 from samsa.coordinator.state import GroupState
 from samsa.coordinator.timers import Timer, TimerKey, TimerKind
+from samsa.coordinator.txn_pending import PendingTxnOffsets
 
 TopicPartition = tuple[str, int]
 MemberIdFactory = Callable[[str], str]
@@ -64,6 +65,8 @@ class HardState:
     consumer: ConsumerGroups = field(default_factory=ConsumerGroups)
     #: each group's recent rebalance history (samsa's own record type)
     history: GroupHistories = field(default_factory=GroupHistories)
+    #: offsets staged by open transactions (:mod:`samsa.coordinator.txn_offsets`)
+    pending_txn: PendingTxnOffsets = field(default_factory=PendingTxnOffsets)
 
     def replay(self, key: RecordKey, value: RecordValue | None) -> None:
         """Apply one record (``value is None``: a tombstone)."""
@@ -149,6 +152,11 @@ class ShardCore:
         self._records.append(Record(key, value, self.partition))
         self.history.observe(key, value)
         self.hard.replay(key, value)
+
+    def write_record(self, record: Record) -> None:
+        """Append ``record`` as it is, unreplayed (a transactional offset is staged by its
+        writer, :mod:`samsa.coordinator.txn_offsets`)."""
+        self._records.append(record)
 
     def write_group(self, group: Group, assignments: dict[str, bytes]) -> None:
         self.write(GroupMetadataKey(group.group_id), group.to_record(assignments))

@@ -20,7 +20,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from samsa.coordinator import admin, heartbeat, join, offsets, sync
+from samsa.coordinator import admin, heartbeat, join, offsets, sync, txn_offsets
 from samsa.coordinator import rebalance as rb
 from samsa.coordinator.answers import group_ids, invalid_group_id, status_error_response
 from samsa.coordinator.config import CoordinatorConfig
@@ -45,6 +45,7 @@ from samsa.coordinator.events import (
     OffsetDelete,
     OffsetFetch,
     SyncGroup,
+    TxnOffsetCommit,
 )
 from samsa.coordinator.group import Group
 from samsa.coordinator.history.model import LoadInfo
@@ -75,6 +76,7 @@ _HANDLERS: dict[type, Callable[[ShardCore, Any, object], None]] = {
     Heartbeat: heartbeat.handle_heartbeat,
     LeaveGroup: heartbeat.handle_leave,
     OffsetCommit: offsets.handle_commit,
+    TxnOffsetCommit: txn_offsets.handle_commit,
     OffsetFetch: offsets.handle_fetch,
     OffsetDelete: offsets.handle_offset_delete,
     DescribeGroups: admin.handle_describe,

@@ -9,6 +9,8 @@ after the write. Rules (Kafka's ``ProducerStateEntry`` / ``ProducerAppendInfo``)
 * Same epoch: the first sequence must follow the last one (wrapping from int32 max to 0),
   else OUT_OF_ORDER_SEQUENCE_NUMBER (45).
 * A newer epoch must start at sequence 0, else OUT_OF_ORDER_SEQUENCE_NUMBER.
+* A batch without a sequence (-1: the transactional offsets a group coordinator writes, as
+  Kafka's coordinator appends) has its epoch checked only.
 * An unknown producer id (never seen, or its batches were all removed by retention) is
   accepted at any sequence: since KIP-360 (Kafka 2.5) brokers no longer answer
   UNKNOWN_PRODUCER_ID (59) on produce.
@@ -47,6 +49,7 @@ __all__ = [
 ]
 
 NUM_BATCHES_TO_RETAIN = 5
+NO_SEQUENCE = -1
 INT32_MAX = 2**31 - 1
 
 
@@ -94,6 +97,8 @@ def check_batch_sequence(entry: ProducerEntry | None, header: BatchHeader) -> Ba
         raise InvalidProducerEpoch(
             f"producer {header.producer_id} epoch {epoch} is older than {entry.epoch}"
         )
+    if first_seq == NO_SEQUENCE:  # a coordinator's transactional write: no sequence
+        return None
     if epoch > entry.epoch:
         if first_seq != 0:
             raise OutOfOrderSequence(
@@ -132,6 +137,11 @@ def next_entry(entry: ProducerEntry | None, header: BatchHeader) -> ProducerEntr
             return ProducerEntry(header.producer_id, header.producer_epoch, (),
                                  header.max_timestamp)
         return entry
+    if header.base_sequence == NO_SEQUENCE:  # a coordinator's write: the epoch only
+        kept = entry.batches if entry is not None and entry.epoch == header.producer_epoch \
+            else ()
+        return ProducerEntry(header.producer_id, header.producer_epoch, kept,
+                             header.max_timestamp)
     meta = BatchMetadata(
         header.base_sequence,
         header.last_sequence,

@@ -65,6 +65,7 @@ class DecodedBatch(NamedTuple):
     is_transactional: bool
     producer_id: int
     records: list[tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]]
+    producer_epoch: int = -1
 
 
 class ProducerRecordData(NamedTuple):
@@ -240,7 +241,7 @@ def decode_batches(data: bytes, *, check_crc: bool = True) -> Iterator[DecodedBa
             raise CorruptRecordError(f"unsupported record batch magic {magic}")
         if size < _HEADER_SIZE:
             raise CorruptRecordError(f"batch length {batch_length} too small")
-        (_, _, _, _, crc, attributes, last_delta, base_ts, max_ts, producer_id, _, _,
+        (_, _, _, _, crc, attributes, last_delta, base_ts, max_ts, producer_id, epoch, _,
          count) = _HEADER.unpack_from(data, pos)
         if check_crc and crc32c(memoryview(data)[pos + _CRC_START : pos + size]) != crc:
             raise CorruptRecordError(f"CRC mismatch in batch at offset {base_offset}")
@@ -263,6 +264,7 @@ def decode_batches(data: bytes, *, check_crc: bool = True) -> Iterator[DecodedBa
             bool(attributes & 0x10),
             producer_id,
             records,
+            epoch,
         )
         pos += size
 
@@ -456,17 +458,32 @@ def encode_batch(
                          base_sequence=base_sequence, transactional=transactional)
 
 
-def keyed_records(batches: Sequence[bytes | memoryview], start: int
-                  ) -> Iterator[tuple[bytes, bytes | None]]:
-    """The (key, value) of every keyed data record of ``batches`` from offset ``start``, in
-    order; control batches are skipped (a coordinator shard's log, as its loader reads it)."""
+class LogEntry(NamedTuple):
+    """A record of a coordinator's log as its loader reads it."""
+
+    key: bytes | None
+    value: bytes | None
+    #: (producer id, epoch) of a transactional batch's record or marker, else None
+    producer: tuple[int, int] | None
+    #: a transaction marker's type (:data:`CONTROL_ABORT`, :data:`CONTROL_COMMIT`), else None
+    marker: int | None
+
+
+def log_entries(batches: Sequence[bytes | memoryview], start: int) -> Iterator[LogEntry]:
+    """Every keyed record and every transaction marker of ``batches`` from offset ``start``,
+    in order (a coordinator shard's log, as its loader reads it)."""
     for data in batches:
         for batch in decode_batches(bytes(data)):
-            if batch.is_control:
-                continue
+            producer = (batch.producer_id, batch.producer_epoch) \
+                if batch.is_transactional else None
             for offset, _, key, value, _ in batch.records:
-                if offset >= start and key is not None:
-                    yield key, value
+                if offset < start or key is None:
+                    continue
+                if batch.is_control:
+                    if producer is not None and len(key) >= 4:
+                        yield LogEntry(None, None, producer, struct.unpack_from(">h", key, 2)[0])
+                else:
+                    yield LogEntry(key, value, producer, None)
 
 
 CONTROL_ABORT, CONTROL_COMMIT = 0, 1

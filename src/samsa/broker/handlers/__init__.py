@@ -58,6 +58,7 @@ API_MODULES = (
     "sasl_authenticate",
     "sasl_handshake",
     "sync_group",
+    "txn_offset_commit",
 )
 """The handler modules of this package, one per API."""
 
