@@ -28,6 +28,8 @@ from tests.broker.test_group_api_versions import call
 from tests.brokerproc import BrokerProcess
 from tests.wire import WireClient
 
+pytestmark = pytest.mark.conformance
+
 CONFIG = {
     "group.initial.rebalance.delay.ms": "0",
     "group.min.session.timeout.ms": "1000",

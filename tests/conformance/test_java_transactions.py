@@ -1,0 +1,83 @@
+"""Apache Kafka's Java client 4.3 (transactions v1: samsa finalizes transaction.version 0)
+against the transaction coordinator: commits, aborts and offsets sent to a transaction as
+the Java consumer (read_committed) and librdkafka see them, and a second instance of the
+transactional.id fencing the first mid-transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from tests.brokerproc import BrokerProcess
+from tests.conformance.javakit import JavaKit
+from tests.conformance.test_transactions import CONFIG, TIMEOUT_S, make_topic, read_all
+
+pytestmark = pytest.mark.conformance
+
+
+@pytest.fixture
+def txn_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    proc = BrokerProcess(tmp_path / "data", CONFIG).start()
+    yield proc
+    proc.kill()
+
+
+def ok(reply: dict[str, object]) -> dict[str, object]:
+    assert reply["ok"], reply
+    return reply
+
+
+def test_java_commit_abort_offsets_and_fencing(txn_broker: BrokerProcess,
+                                               java: JavaKit) -> None:
+    bootstrap = txn_broker.bootstrap
+    topic, source = make_topic(bootstrap, 2), make_topic(bootstrap, 1)
+    group, tid = "java-txn-group", "java-txn"
+    a = java.start("Txn", bootstrap, tid, name="txn-a")
+    a.wait_for(lambda e: e.get("event") == "ready", TIMEOUT_S)
+    ok(a.request("begin"))
+    for i in range(4):
+        ok(a.request(f"send {topic} {i % 2} c1-{i}"))
+    ok(a.request(f"offsets {group} {source} 0 7"))
+    ok(a.request("commit"))
+    ok(a.request("begin"))
+    for i in range(4):
+        ok(a.request(f"send {topic} {i % 2} aborted-{i}"))
+    ok(a.request("abort"))
+    ok(a.request("begin"))
+    ok(a.request(f"send {topic} 0 c2"))
+    ok(a.request(f"offsets {group} {source} 0 9"))
+    ok(a.request("commit"))
+    committed = sorted([f"c1-{i}" for i in range(4)] + ["c2"])
+    # the Java consumer, read_committed, up to the last stable offsets
+    events = java.run("ReadAll", bootstrap, topic, "isolation.level=read_committed")
+    assert sorted(e["value"] for e in events if e["event"] == "record") == committed
+    assert sorted(read_all(bootstrap, topic, 2, "read_committed", expect=5)) == committed
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                  "isolation.level": "read_committed"})
+    try:
+        assert c.committed([TopicPartition(source, 0)], TIMEOUT_S)[0].offset == 9
+    finally:
+        c.close()
+    # a second instance fences the first, whose open transaction is aborted
+    ok(a.request("begin"))
+    ok(a.request(f"send {topic} 1 zombie"))
+    ok(a.request(f"offsets {group} {source} 0 99"))
+    b = java.start("Txn", bootstrap, tid, name="txn-b")
+    b.wait_for(lambda e: e.get("event") == "ready", TIMEOUT_S)
+    fenced = a.request("commit")
+    assert not fenced["ok"] and "Fenced" in str(fenced["error"]), fenced
+    ok(b.request("begin"))
+    ok(b.request(f"send {topic} 1 live"))
+    ok(b.request("commit"))
+    events = java.run("ReadAll", bootstrap, topic, "isolation.level=read_committed")
+    assert sorted(e["value"] for e in events if e["event"] == "record") == sorted(
+        [*committed, "live"])
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                  "isolation.level": "read_committed"})
+    try:
+        assert c.committed([TopicPartition(source, 0)], TIMEOUT_S)[0].offset == 9
+    finally:
+        c.close()
