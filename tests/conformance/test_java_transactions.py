@@ -1,7 +1,9 @@
-"""Apache Kafka's Java client 4.3 (transactions v1: samsa finalizes transaction.version 0)
-against the transaction coordinator: commits, aborts and offsets sent to a transaction as
-the Java consumer (read_committed) and librdkafka see them, and a second instance of the
-transactional.id fencing the first mid-transaction."""
+"""Apache Kafka's Java client 4.3 against the transaction coordinator, with transactions v2
+(KIP-890: transaction.version 2, samsa's default) and v1 (the feature at 0): commits,
+aborts and offsets sent to a transaction as the Java consumer (read_committed) and
+librdkafka see them, and a second instance of the transactional.id fencing the first
+mid-transaction. Under v2 every transaction ends with an epoch bump: its batches carry a
+new epoch each time; under v1 they keep theirs."""
 
 from __future__ import annotations
 
@@ -13,14 +15,21 @@ from confluent_kafka import Consumer, TopicPartition
 
 from tests.brokerproc import BrokerProcess
 from tests.conformance.javakit import JavaKit
-from tests.conformance.test_transactions import CONFIG, TIMEOUT_S, make_topic, read_all
+from tests.conformance.test_transactions import (
+    CONFIG,
+    TIMEOUT_S,
+    batches,
+    make_topic,
+    read_all,
+)
 
 pytestmark = pytest.mark.conformance
 
 
-@pytest.fixture
-def txn_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path / "data", CONFIG).start()
+@pytest.fixture(params=[2, 0], ids=["tv2", "tv1"])
+def txn_broker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[BrokerProcess]:
+    proc = BrokerProcess(tmp_path / "data",
+                         {**CONFIG, "transaction.version": str(request.param)}).start()
     yield proc
     proc.kill()
 
@@ -51,6 +60,12 @@ def test_java_commit_abort_offsets_and_fencing(txn_broker: BrokerProcess,
     ok(a.request(f"offsets {group} {source} 0 9"))
     ok(a.request("commit"))
     committed = sorted([f"c1-{i}" for i in range(4)] + ["c2"])
+    data = [h for h in batches(bootstrap, topic, 0) if not h.is_control]
+    epochs = [h.producer_epoch for h in data]
+    tv2 = txn_broker.config["transaction.version"] == "2"
+    # three transactions wrote to partition 0: v2 bumps the epoch at each end, v1 does not
+    assert len(set(epochs)) == (3 if tv2 else 1), epochs
+    assert all(h.is_transactional for h in data)
     # the Java consumer, read_committed, up to the last stable offsets
     events = java.run("ReadAll", bootstrap, topic, "isolation.level=read_committed")
     assert sorted(e["value"] for e in events if e["event"] == "record") == committed

@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
 from samsa.protocol.api_keys import ApiKey
+from samsa.protocol.batch import BatchHeader, check_batch
 from tests.broker.test_group_api_versions import call
 from tests.brokerproc import BrokerProcess
 from tests.wire import WireClient
@@ -82,6 +83,32 @@ def read_all(bootstrap: str, topic: str, partitions: int, isolation: str,
     finally:
         c.close()
     return got
+
+
+def batches(bootstrap: str, topic: str, partition: int) -> list[BatchHeader]:
+    """The headers of every batch of a partition, as a read_uncommitted Fetch returns them."""
+    client = WireClient(bootstrap)
+    out: list[BatchHeader] = []
+    try:
+        offset = 0
+        while True:
+            resp = call(client, ApiKey.FETCH, 12, replica_id=-1, max_wait=0, min_bytes=1,
+                        max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+                        topics=[{"topic": topic, "partitions": [
+                            {"partition": partition, "current_leader_epoch": -1,
+                             "fetch_offset": offset, "last_fetched_epoch": -1,
+                             "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+                        forgotten_topics_data=[], rack_id="")
+            data = resp.responses[0].partitions[0].records or b""
+            if not data:
+                return out
+            pos = 0
+            while pos < len(data):
+                header = check_batch(data, pos, strict=False)
+                out.append(header)
+                pos, offset = header.end, header.next_offset
+    finally:
+        client.close()
 
 
 def lso(bootstrap: str, topic: str, partition: int) -> int:

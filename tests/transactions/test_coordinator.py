@@ -141,3 +141,34 @@ def test_unowned_and_loading_shards() -> None:
     assert init(h)[0] == E.not_coordinator
     h.coord.begin_load(p)
     assert init(h)[0] == E.coordinator_load_in_progress
+
+
+def test_tv2_every_end_bumps_the_epoch() -> None:
+    h = TxnHarness()
+    _, pid, epoch = init(h)
+    h.call(AddPartitions(T, pid, epoch, (("t", 0),)))
+    a = h.call(EndTxn(T, pid, epoch, True, bump=True))
+    assert (a.error_code, a.producer_id, a.producer_epoch) == (E.none, pid, epoch + 1)
+    (m,) = h.markers
+    assert (m.commit, m.producer_epoch) == (True, epoch + 1)  # the marker fences epoch
+    # the retry of an end whose answer was lost: CONCURRENT while the markers are in flight
+    assert h.call(EndTxn(T, pid, epoch, True, bump=True)).error_code \
+        == E.concurrent_transactions
+    h.write_markers()
+    retry = h.call(EndTxn(T, pid, epoch, True, bump=True))
+    assert (retry.error_code, retry.producer_epoch) == (E.none, epoch + 1)
+    assert h.call(EndTxn(T, pid, epoch, False, bump=True)).error_code == E.producer_fenced
+    # the next transaction runs at the new epoch; the old one is fenced
+    assert h.call(AddPartitions(T, pid, epoch, (("t", 0),))).error_code == E.producer_fenced
+    assert h.call(AddPartitions(T, pid, epoch + 1, (("t", 0),))).error_code == E.none
+
+
+def test_tv2_abort_without_a_transaction_bumps_the_epoch() -> None:
+    h = TxnHarness()
+    _, pid, epoch = init(h)
+    a = h.call(EndTxn(T, pid, epoch, False, bump=True))
+    assert (a.error_code, a.producer_epoch) == (E.none, epoch + 1)
+    (m,) = h.write_markers()
+    assert m.partitions == ()
+    assert h.state(T).state is S.COMPLETE_ABORT  # type: ignore[union-attr]
+    assert h.call(EndTxn(T, pid, epoch + 1, True, bump=True)).error_code == E.invalid_txn_state

@@ -25,6 +25,11 @@ States and answers (Kafka's ``TransactionState``):
   transaction (CompleteCommit / CompleteAbort). A retried EndTxn of a completed transaction
   with the same outcome is NONE, the other outcome INVALID_TXN_STATE; a retry while the
   markers are in flight is CONCURRENT_TRANSACTIONS; Empty is INVALID_TXN_STATE.
+* Transactions v2 (KIP-890, EndTxn v5): every EndTxn bumps the producer epoch (the markers
+  carry the new one, which fences the old in every partition) and answers the new epoch;
+  an abort needs no open transaction; a retry with the epoch before the bump is NONE once
+  the same outcome completed. Partitions are added implicitly (Produce v12, TxnOffsetCommit
+  v5: the edge asks :class:`AddPartitions` on the client's behalf).
 * A transaction open longer than its timeout is aborted under a bumped epoch, so the
   abandoned producer is fenced.
 * A loaded shard writes again the markers of every Prepare* transaction it finds (the
@@ -108,6 +113,8 @@ class EndTxn:
     producer_id: int
     producer_epoch: int
     commit: bool
+    #: transactions v2 (KIP-890, EndTxn v5): every end bumps the producer's epoch
+    bump: bool = False
 
 
 TxnEvent = InitProducerId | AddPartitions | EndTxn
@@ -228,13 +235,19 @@ class TxnShard:
     def end_txn(self, ev: EndTxn, now: int, token: object) -> TxnResult:
         tid = ev.transactional_id
         txn = self.txns.get(tid)
+        if ev.bump and txn is not None and txn.producer_id == ev.producer_id \
+                and ev.producer_epoch == txn.producer_epoch - 1:
+            return self._retried_after_bump(txn, ev.commit, token)
         error = _check_producer(txn, ev.producer_id, ev.producer_epoch)
         if error is not None:
             return _reply(token, error)
         assert txn is not None
         state = txn.state
-        if state is S.ONGOING:
-            return self._prepare(tid, txn, ev.commit, now, bump=False) + _reply(token, E.none)
+        if state is S.ONGOING or (ev.bump and not ev.commit and state in (S.EMPTY, *COMPLETE)):
+            # TV2 aborts even without a transaction: the epoch moves on
+            decided = self._prepare(tid, txn, ev.commit, now, bump=ev.bump)
+            value = self.txns[tid]
+            return decided + TxnResult((), _answer(token, value))
         if state is S.COMPLETE_COMMIT:
             return _reply(token, E.none if ev.commit else E.invalid_txn_state)
         if state is S.COMPLETE_ABORT:
@@ -246,6 +259,18 @@ class TxnShard:
         if state is S.PREPARE_EPOCH_FENCE:
             return _reply(token, E.producer_fenced)
         return _reply(token, E.invalid_txn_state)  # Empty, Dead
+
+    def _retried_after_bump(self, txn: TxnValue, commit: bool, token: object) -> TxnResult:
+        """A TV2 EndTxn retried with the epoch its first attempt bumped away from: NONE
+        once the same outcome completed, CONCURRENT_TRANSACTIONS while its markers are in
+        flight, else the producer is fenced."""
+        done, deciding = ((S.COMPLETE_COMMIT, S.PREPARE_COMMIT) if commit
+                          else (S.COMPLETE_ABORT, S.PREPARE_ABORT))
+        if txn.state is done:
+            return TxnResult((), _answer(token, txn))
+        if txn.state is deciding:
+            return _reply(token, E.concurrent_transactions)
+        return _reply(token, E.producer_fenced)
 
     def _prepare(self, tid: str, txn: TxnValue, commit: bool, now: int,
                  bump: bool) -> TxnResult:

@@ -9,7 +9,8 @@ coordinator.
 Versions (v0-4 served): v2 committed_leader_epoch; v3 flexible, the group metadata
 (generation or member epoch, member id, instance id: zombies are fenced by the group, KIP-447)
 and PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before); v4 TRANSACTION_ABORTABLE may be answered
-(samsa never does). Built as v4, typed.
+(samsa never does); v5 transactions v2 (KIP-890): the group's ``__consumer_offsets``
+partition joins the transaction here (no AddOffsetsToTxn). Built as v4, typed.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from kio.static.primitive import i32
 
 from samsa.broker import access
 from samsa.broker.context import RequestContext
+from samsa.broker.topics import OFFSETS_TOPIC
 from samsa.broker.transactions import fenced_code
 from samsa.coordinator import CommitPartition, CommitTopic
 from samsa.coordinator import responses as co
@@ -28,9 +30,11 @@ from samsa.coordinator.events import TxnOffsetCommit
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE
 from samsa.security.acl import AclOperation, ResourceType
+from samsa.transactions import AddPartitions
 
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
-VERSIONS = (0, 4)
+VERSIONS = (0, 5)
+TV2_VERSION = 5
 FENCED_VERSION = 3
 
 
@@ -60,7 +64,17 @@ async def handle(ctx: RequestContext) -> v4.TxnOffsetCommitResponse:
                         getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
             if parts:
                 known.append(CommitTopic(t.name, tuple(parts)))
-        if known:
+        added = ErrorCode.none
+        if known and ctx.version >= TV2_VERSION:
+            answer = await ctx.broker.transactions.call(AddPartitions(
+                body.transactional_id, body.producer_id, body.producer_epoch,
+                ((OFFSETS_TOPIC, ctx.broker.groups.partition_for(body.group_id)),)))
+            added = ErrorCode(answer.error_code)
+            if added != ErrorCode.none:
+                for t in known:
+                    for cp in t.partitions:
+                        errors[(t.name, cp.partition)] = added
+        if known and added == ErrorCode.none:
             resp = await ctx.broker.groups.call(TxnOffsetCommit(
                 body.group_id, body.producer_id, body.producer_epoch, tuple(known),
                 getattr(body, "generation_id", -1), getattr(body, "member_id", ""),
