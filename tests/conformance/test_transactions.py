@@ -2,16 +2,20 @@
 aborts as read_committed and read_uncommitted consumers see them, fencing by a second
 instance of the same transactional.id, an abandoned transaction that times out, a broker
 killed mid-transaction (kill -9) and restarted, consume-transform-produce exactly once
-across a fencing restart, and OffsetFetch require_stable while offsets are pending."""
+across a fencing restart, and OffsetFetch require_stable while offsets are pending; and
+aiokafka's transactional producer and read_committed consumer."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import TopicPartition as AioTp
 from confluent_kafka import (
     Consumer,
     KafkaError,
@@ -315,3 +319,51 @@ def test_offset_fetch_require_stable_while_offsets_are_pending(
     finally:
         client.close()
         meta.close()
+
+
+def test_aiokafka_transactions(txn_broker: BrokerProcess) -> None:
+    """aiokafka's transactional producer (v1 APIs) commits, aborts and sends offsets; its
+    read_committed consumer and librdkafka's see the committed records only."""
+    bootstrap = txn_broker.bootstrap
+    topic, source = make_topic(bootstrap, 1), make_topic(bootstrap, 1)
+    group = f"aio-{uuid.uuid4().hex[:6]}"
+
+    async def scenario() -> list[str]:
+        p = AIOKafkaProducer(bootstrap_servers=bootstrap,
+                             transactional_id=f"aio-{uuid.uuid4().hex[:6]}")
+        await p.start()
+        try:
+            async with p.transaction():
+                for i in range(3):
+                    await p.send_and_wait(topic, f"c-{i}".encode(), partition=0)
+                await p.send_offsets_to_transaction({AioTp(source, 0): 4}, group)
+            await p.begin_transaction()
+            await p.send_and_wait(topic, b"aborted", partition=0)
+            await p.abort_transaction()
+            async with p.transaction():
+                await p.send_and_wait(topic, b"c-last", partition=0)
+        finally:
+            await p.stop()
+        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                             auto_offset_reset="earliest", enable_auto_commit=False)
+        await c.start()
+        try:
+            c.assign([AioTp(topic, 0)])
+            got: list[str] = []
+            deadline = time.monotonic() + TIMEOUT_S
+            while len(got) < 4 and time.monotonic() < deadline:
+                for records in (await c.getmany(timeout_ms=200)).values():
+                    got.extend(r.value.decode() for r in records)
+            return got
+        finally:
+            await c.stop()
+
+    got = asyncio.run(asyncio.wait_for(scenario(), 60))
+    want = ["c-0", "c-1", "c-2", "c-last"]
+    assert got == want
+    assert read_all(bootstrap, topic, 1, "read_committed", expect=4) == want
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        assert c.committed([TopicPartition(source, 0)], TIMEOUT_S)[0].offset == 4
+    finally:
+        c.close()
