@@ -165,6 +165,35 @@ def _find_coordinator(key_type: int) -> Callable[[Case], int]:
     return run
 
 
+def _end_txn(c: Case) -> int:
+    return _until_started(lambda: int(call(
+        c.subject, ApiKey.END_TXN, 3, transactional_id=c.txn, producer_id=1, producer_epoch=0,
+        committed=True).error_code))
+
+
+def _add_partitions_to_txn(c: Case) -> int:
+    return _until_started(lambda: int(call(
+        c.subject, ApiKey.ADD_PARTITIONS_TO_TXN, 3, v3_and_below_transactional_id=c.txn,
+        v3_and_below_producer_id=1, v3_and_below_producer_epoch=0,
+        v3_and_below_topics=[{"name": c.topic, "partitions": [0]}],
+    ).results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code))
+
+
+def _add_offsets_to_txn(c: Case) -> int:
+    return _until_started(lambda: int(call(
+        c.subject, ApiKey.ADD_OFFSETS_TO_TXN, 3, transactional_id=c.txn, producer_id=1,
+        producer_epoch=0, group_id=c.group).error_code))
+
+
+def _txn_offset_commit(c: Case) -> int:
+    return int(call(
+        c.subject, ApiKey.TXN_OFFSET_COMMIT, 3, transactional_id=c.txn, group_id=c.group,
+        producer_id=1, producer_epoch=0, generation_id=-1, member_id="",
+        group_instance_id=None, topics=[{"name": c.topic, "partitions": [
+            {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+             "committed_metadata": ""}]}]).topics[0].partitions[0].error_code)
+
+
 def _init_transactional_id(c: Case) -> int:
     return _until_started(lambda: int(call(
         c.subject, ApiKey.INIT_PRODUCER_ID, 4, transactional_id=c.txn,
@@ -289,6 +318,14 @@ ROWS = [
     Row("FindCoordinator group", ((G, Op.DESCRIBE),), _find_coordinator(0)),
     Row("FindCoordinator transaction", ((X, Op.DESCRIBE),), _find_coordinator(1)),
     Row("InitProducerId transactional", ((X, Op.WRITE),), _init_transactional_id),
+    # authorized, the coordinator answers: this producer id holds no transactional id
+    Row("EndTxn", ((X, Op.WRITE),), _end_txn, granted=E.invalid_producer_id_mapping),
+    Row("AddPartitionsToTxn", ((X, Op.WRITE), (T, Op.WRITE)), _add_partitions_to_txn,
+        granted=E.invalid_producer_id_mapping, setup=_topic),
+    Row("AddOffsetsToTxn", ((X, Op.WRITE), (G, Op.READ)), _add_offsets_to_txn,
+        granted=E.invalid_producer_id_mapping),
+    Row("TxnOffsetCommit", ((X, Op.WRITE), (G, Op.READ), (T, Op.READ)), _txn_offset_commit,
+        setup=_topic),
     Row("JoinGroup", ((G, Op.READ),), _join, granted=E.member_id_required),
     Row("SyncGroup", ((G, Op.READ),), lambda c: int(call(
         c.subject, ApiKey.SYNC_GROUP, 5, group_id=c.group, generation_id=1, member_id="m",
