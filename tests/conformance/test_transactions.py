@@ -115,6 +115,17 @@ def batches(bootstrap: str, topic: str, partition: int) -> list[BatchHeader]:
         client.close()
 
 
+def committed(bootstrap: str, group: str, topic: str, partition: int = 0) -> int:
+    """The group's committed offset of a partition (OffsetFetch with require_stable, as a
+    read_committed librdkafka consumer asks it)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                  "isolation.level": "read_committed"})
+    try:
+        return int(c.committed([TopicPartition(topic, partition)], TIMEOUT_S)[0].offset)
+    finally:
+        c.close()
+
+
 def lso(bootstrap: str, topic: str, partition: int) -> int:
     """The last stable offset as a read_committed consumer's ListOffsets(LATEST) answers."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "lso",
@@ -144,14 +155,14 @@ def test_commit_and_abort_visibility(txn_broker: BrokerProcess) -> None:
     p.begin_transaction()
     p.produce(topic, value="c2", partition=0)
     p.commit_transaction(TIMEOUT_S)
-    committed = {f"c1-{i}" for i in range(6)} | {"c2"}
+    kept = {f"c1-{i}" for i in range(6)} | {"c2"}
     got = read_all(bootstrap, topic, 2, "read_committed", expect=7)
-    assert sorted(got) == sorted(committed)
+    assert sorted(got) == sorted(kept)
     everything = read_all(bootstrap, topic, 2, "read_uncommitted", expect=13)
-    assert set(everything) == committed | {f"a-{i}" for i in range(6)}
+    assert set(everything) == kept | {f"a-{i}" for i in range(6)}
     # no stray record arrived after the expected ones
     assert sorted(read_all(bootstrap, topic, 2, "read_committed", wait_s=1.0)) == sorted(
-        committed)
+        kept)
 
 
 def test_second_instance_fences_the_first(txn_broker: BrokerProcess) -> None:
@@ -281,12 +292,7 @@ def test_consume_transform_produce_exactly_once_across_a_fencing_restart(
     # kill -9 and restart: the offsets committed in transactions are reloaded with them
     txn_broker.kill()
     txn_broker.start()
-    c3 = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                   "isolation.level": "read_committed"})
-    try:
-        assert c3.committed([TopicPartition(source, 0)], TIMEOUT_S)[0].offset == 20
-    finally:
-        c3.close()
+    assert committed(bootstrap, group, source) == 20
     assert sorted(read_all(bootstrap, sink, 1, "read_committed", expect=20)) == want
 
 
@@ -362,8 +368,4 @@ def test_aiokafka_transactions(txn_broker: BrokerProcess) -> None:
     want = ["c-0", "c-1", "c-2", "c-last"]
     assert got == want
     assert read_all(bootstrap, topic, 1, "read_committed", expect=4) == want
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        assert c.committed([TopicPartition(source, 0)], TIMEOUT_S)[0].offset == 4
-    finally:
-        c.close()
+    assert committed(bootstrap, group, source) == 4

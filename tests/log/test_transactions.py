@@ -7,8 +7,8 @@ import pytest
 
 from samsa.log import InvalidProducerEpoch
 from samsa.log.producer_state import AbortedTxn
-from samsa.protocol.batch import control_type, parse_header
-from samsa.protocol.records import encode_marker
+from samsa.protocol.batch import parse_header
+from samsa.protocol.records import control_type, encode_marker
 from tests.log.conftest import OpenLog
 from tests.log.helpers import batch, crash, values
 

@@ -56,9 +56,7 @@ def handle_commit(core: ShardCore, ev: OffsetCommit, token: object) -> None:
         # Not using Kafka for group management: a "simple" group.
         group = core.create_group(ev.group_id)
     cell = _COMMIT[group.state]
-    error = _validate_commit(group, ev, cell)
-    if error is None and isinstance(cell, ErrorCode):
-        error = cell
+    error = commit_error(group, ev)
     if error is not None:
         err = error
         core.reply(token, _commit_response(ev, lambda _p: err))
@@ -66,6 +64,16 @@ def handle_commit(core: ShardCore, ev: OffsetCommit, token: object) -> None:
     if cell is Do.STORE_RENEW:
         rb.schedule_heartbeat(core, group, group.members[_member_id(group, ev)])
     core.reply(token, _commit_response(ev, lambda p: _store(core, group, ev, p)))
+
+
+def commit_error(group: Group, ev: OffsetCommit) -> int | None:
+    """Why ``ev``'s committer may not commit to classic ``group`` now (None: it may); also
+    the check of a transactional commit (:mod:`samsa.coordinator.txn_offsets`)."""
+    cell = _COMMIT[group.state]
+    error = _validate_commit(group, ev, cell)
+    if error is None and isinstance(cell, ErrorCode):
+        error = cell
+    return error
 
 
 def _member_id(group: Group, ev: OffsetCommit) -> str:

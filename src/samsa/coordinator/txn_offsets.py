@@ -11,8 +11,9 @@ the end stay pending).
 Fencing: a producer epoch older than the last one the shard saw for the producer id is
 PRODUCER_FENCED; the group checks the committer as an OffsetCommit would, except that a
 commit without group metadata (generation -1, no member: TxnOffsetCommit v0-2) is accepted:
-classic groups by member id, instance id and generation (ILLEGAL_GENERATION), consumer
-groups by member epoch (STALE_MEMBER_EPOCH, KIP-1251's assignment epochs for partitions).
+classic groups as OffsetCommit checks them (:func:`samsa.coordinator.offsets.commit_error`:
+member id, instance id, generation, the group's state), consumer groups by member epoch
+(STALE_MEMBER_EPOCH, KIP-1251's assignment epochs for partitions).
 
 The pending offsets live in :attr:`HardState.pending_txn
 <samsa.coordinator.core.HardState.pending_txn>`; OffsetFetch with ``require_stable`` asks
@@ -26,15 +27,13 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
+from samsa.coordinator import offsets
 from samsa.coordinator.consumer import commits
 from samsa.coordinator.core import ShardCore, TopicPartition
-from samsa.coordinator.events import NO_MEMBER_ID, TxnOffsetCommit
-from samsa.coordinator.members import validate_current_member
-from samsa.coordinator.offsets import java_length
+from samsa.coordinator.events import NO_MEMBER_ID, OffsetCommit, TxnOffsetCommit
 from samsa.coordinator.records import OffsetCommitKey, OffsetCommitValue, RecordKey, RecordValue
 from samsa.coordinator.responses import OffsetCommitResponse, PartitionError, TopicErrors
 from samsa.coordinator.result import Record
-from samsa.coordinator.state import GroupState
 from samsa.coordinator.txn_pending import PendingTxnOffsets
 
 __all__ = ["Replayer", "complete", "handle_commit", "unstable_partitions"]
@@ -54,7 +53,7 @@ def handle_commit(core: ShardCore, ev: TxnOffsetCommit, token: object) -> None:
                metadata: str | None) -> int:
         if error is not None:
             return error
-        if java_length(metadata or "") > max_metadata:
+        if offsets.java_length(metadata or "") > max_metadata:
             return E.offset_metadata_too_large
         key = OffsetCommitKey(ev.group_id, topic, partition)
         value = OffsetCommitValue(offset, leader_epoch, metadata or "", core.now_ms, -1)
@@ -83,23 +82,19 @@ def _validate(core: ShardCore, ev: TxnOffsetCommit) -> int | None:
             (None if (info := by_name.get(t.name)) is None else info.topic_id, p.partition)
             for t in ev.topics for p in t.partitions)
     group = core.groups.get(ev.group_id)
-    if group is None or group.is_(GroupState.DEAD):
+    if group is None:
         return E.illegal_generation if ev.generation_id >= 0 else E.unknown_member_id
-    error = validate_current_member(group, ev.member_id, ev.group_instance_id)
-    if error is not None:
-        return error
-    if ev.generation_id != group.generation:
-        return E.illegal_generation
-    return None
+    return offsets.commit_error(group, OffsetCommit(
+        ev.group_id, ev.topics, ev.generation_id, ev.member_id, ev.group_instance_id))
 
 
 def complete(core: ShardCore, producer_id: int, epoch: int, commit: bool) -> None:
     """The producer's transaction marker reached this shard's partition: its offsets become
     the groups' committed offsets (commit) or are dropped (abort). The marker in the log is
     the record; the state follows it as a replay would."""
-    for group, offsets in core.hard.pending_txn.end(producer_id, epoch).items():
+    for group, staged in core.hard.pending_txn.end(producer_id, epoch).items():
         if commit:
-            for (topic, partition), value in offsets.items():
+            for (topic, partition), value in staged.items():
                 core.hard.replay(OffsetCommitKey(group, topic, partition), value)
             if group not in core.groups and group not in core.hard.consumer.groups:
                 core.create_group(group)  # a "simple" group, as a load would build it
@@ -131,9 +126,9 @@ class Replayer:
 
     def marker(self, producer_id: int, epoch: int, commit: bool
                ) -> Iterator[tuple[RecordKey, RecordValue | None]]:
-        for group, offsets in self.pending.end(producer_id, epoch).items():
+        for group, staged in self.pending.end(producer_id, epoch).items():
             if commit:
-                for (topic, partition), value in offsets.items():
+                for (topic, partition), value in staged.items():
                     yield OffsetCommitKey(group, topic, partition), value
 
     def restore(self, core: ShardCore) -> None:

@@ -14,11 +14,11 @@ from dataclasses import dataclass, replace
 
 from samsa.protocol.batch import (
     BatchHeader,
-    control_type,
     parse_header,
     patch_log_append_time,
     split_batches,
 )
+from samsa.protocol.records import control_type
 
 from .config import LogConfig
 from .errors import MessageTooLarge, RecordBatchTooLarge

@@ -22,7 +22,8 @@ from collections import OrderedDict
 from dataclasses import replace
 from pathlib import Path
 
-from samsa.protocol.batch import BatchHeader, control_type
+from samsa.protocol.batch import BatchHeader
+from samsa.protocol.records import control_type
 
 from .append import AppendInfo, prepare
 from .checkpoint import LOG_START_OFFSET, RECOVERY_POINT, fsync_dir, read_offset, write_offset

@@ -31,7 +31,6 @@ __all__ = [
     "TruncatedBatch",
     "batch_crc",
     "check_batch",
-    "control_type",
     "header_from_bytes",
     "last_sequence",
     "parse_header",
@@ -252,36 +251,3 @@ def set_crc(buf: bytearray | memoryview, pos: int) -> None:
     header = parse_header(buf, pos)
     _UINT32.pack_into(buf, pos + 17, batch_crc(buf, header))
 
-
-def _varint_end(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
-    """(zigzag-decoded varint at ``pos``, position after it)."""
-    shift = value = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (value >> 1) ^ -(value & 1), pos
-        shift += 7
-        if shift > 63:
-            raise InvalidRecords(CORRUPT_MESSAGE, "varint too long")
-
-
-def control_type(buf: bytes | bytearray | memoryview, header: BatchHeader) -> int | None:
-    """The type of the control record of the control batch at ``header.position`` in ``buf``
-    (0 abort, 1 commit: a transaction marker), read from its first record's key without
-    decoding the rest; None when ``header`` is no (readable, uncompressed) control batch."""
-    if not header.is_control or header.compression or header.record_count < 1:
-        return None
-    try:
-        pos = header.position + BATCH_OVERHEAD
-        _, pos = _varint_end(buf, pos)  # record length
-        pos += 1  # attributes
-        _, pos = _varint_end(buf, pos)  # timestamp delta
-        _, pos = _varint_end(buf, pos)  # offset delta
-        key_len, pos = _varint_end(buf, pos)
-        if key_len < 4:
-            return None
-        return int(_INT16.unpack_from(buf, pos + 2)[0])
-    except (IndexError, struct.error, InvalidRecords):
-        return None

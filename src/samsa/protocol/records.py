@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import cramjam
 from crc32c import crc32c
 
-from samsa.protocol.batch import BATCH_OVERHEAD
+from samsa.protocol.batch import BATCH_OVERHEAD, BatchHeader
 
 __all__ = [
     "COMPRESSION_CODES",
@@ -488,6 +488,25 @@ def log_entries(batches: Sequence[bytes | memoryview], start: int) -> Iterator[L
 
 CONTROL_ABORT, CONTROL_COMMIT = 0, 1
 """Control record types (the key's second int16): the two transaction markers."""
+
+
+def control_type(buf: bytes | bytearray | memoryview, header: BatchHeader) -> int | None:
+    """The type of the control record of the control batch at ``header.position`` in ``buf``
+    (a transaction marker: :data:`CONTROL_ABORT` or :data:`CONTROL_COMMIT`), read from its
+    first record's key without decoding the rest; None when ``header`` is no (readable,
+    uncompressed) control batch."""
+    if not header.is_control or header.compression or header.record_count < 1:
+        return None
+    data = bytes(buf[header.position + BATCH_OVERHEAD:header.end])
+    try:
+        pos = read_varint(data, 0)[1] + 1  # record length, attributes
+        pos = read_varint(data, read_varint(data, pos)[1])[1]  # timestamp, offset deltas
+        key_len, pos = read_varint(data, pos)
+        if key_len < 4:
+            return None
+        return int(struct.unpack_from(">h", data, pos + 2)[0])
+    except (IndexError, struct.error, CorruptRecordError):
+        return None
 
 
 def encode_marker(commit: bool, producer_id: int, producer_epoch: int, coordinator_epoch: int,
