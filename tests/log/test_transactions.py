@@ -78,3 +78,28 @@ def test_marker_at_a_newer_epoch_fences_the_old_one(open_log: OpenLog) -> None:
     with pytest.raises(InvalidProducerEpoch):
         log.append(txn_batch(1, 2, epoch=4), now_ms=0)
     assert log.append(txn_batch(1, 0, epoch=5), now_ms=0).base_offset == 3
+
+
+def test_compaction_judges_transactions_only_once_decided(open_log: OpenLog) -> None:
+    """An open transaction's write is past the last stable offset: not cleaned, and it
+    shadows nothing; once aborted, it is dropped and shadows nothing either."""
+    from tests.log.test_compaction import COMPACT, records_of
+
+    log = open_log(**COMPACT)
+    log.append(batch((b"k", b"committed")), now_ms=0)                      # 0
+    log.append(batch((b"k", b"aborted"), producer_id=1, producer_epoch=0,  # 1, open
+                     base_sequence=0, attributes=TRANSACTIONAL), now_ms=0)
+    for i in range(12):  # later segments: other keys
+        log.append(batch((b"x%d" % i, b"v")), now_ms=0)
+    log.flush()
+    before = records_of(log)
+    log.compact(now_ms=10_000)
+    assert records_of(log) == before  # nothing below the open transaction to clean
+    log.append(encode_marker(False, 1, 0, 0, 0), now_ms=0)
+    for i in range(12):
+        log.append(batch((b"x%d" % i, b"w")), now_ms=0)
+    log.flush()
+    log.compact(now_ms=10_000)
+    kept = records_of(log)
+    assert (0, b"k", b"committed") in kept  # not shadowed by the aborted write
+    assert all(v != b"aborted" for _, _, v in kept)

@@ -490,7 +490,8 @@ class PartitionLog:
             finally:
                 self._flush_lock.release()
         return self._cleaner.plan(
-            self._segments, durable, self._segment_max_timestamp, self.config, now_ms
+            self._segments, durable, self._segment_max_timestamp, self.config, now_ms,
+            self.producers,
         )
 
     def clean(self, plan: CompactionPlan) -> list[int] | None:
