@@ -369,3 +369,50 @@ def test_aiokafka_transactions(txn_broker: BrokerProcess) -> None:
     assert got == want
     assert read_all(bootstrap, topic, 1, "read_committed", expect=4) == want
     assert committed(bootstrap, group, source) == 4
+
+
+def test_txn_offset_commit_fenced_after_a_rebalance(txn_broker: BrokerProcess) -> None:
+    """KIP-447: offsets sent with the group metadata of a generation the group has left
+    behind are refused (the zombie's transaction must abort); with the current metadata
+    they commit."""
+    bootstrap = txn_broker.bootstrap
+    source = make_topic(bootstrap, 2)
+    group = f"fence-g-{uuid.uuid4().hex[:6]}"
+
+    def member() -> Consumer:
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                      "session.timeout.ms": 6000, "enable.auto.commit": False,
+                      "isolation.level": "read_committed"})
+        c.subscribe([source])
+        return c
+
+    def assigned(*cs: Consumer) -> None:
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline:
+            for c in cs:
+                c.poll(0.1)
+            if all(c.assignment() for c in cs):
+                return
+        raise AssertionError("no assignment")
+
+    c1 = member()
+    assigned(c1)
+    stale = c1.consumer_group_metadata()
+    c2 = member()
+    assigned(c1, c2)  # a new generation
+    p = producer(bootstrap, f"fence-t-{uuid.uuid4().hex[:6]}")
+    try:
+        p.begin_transaction()
+        with pytest.raises(KafkaException) as raised:
+            p.send_offsets_to_transaction([TopicPartition(source, 0, 3)], stale, TIMEOUT_S)
+        assert raised.value.args[0].code() in (KafkaError.ILLEGAL_GENERATION,
+                                               KafkaError.UNKNOWN_MEMBER_ID)
+        p.abort_transaction(TIMEOUT_S)
+        p.begin_transaction()
+        p.send_offsets_to_transaction([TopicPartition(source, 0, 3)],
+                                      c1.consumer_group_metadata(), TIMEOUT_S)
+        p.commit_transaction(TIMEOUT_S)
+    finally:
+        c1.close()
+        c2.close()
+    assert committed(bootstrap, group, source) == 3
