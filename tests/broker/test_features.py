@@ -1,7 +1,7 @@
 """The cluster-feature table (samsa.broker.features): under every value of
 group.coordinator.rebalance.protocols and transaction.version each finalized level is one
-the broker supports, and a level-0 feature is left out of the finalized list (the wire shape per ApiVersions version is
-tested over TCP in test_more_api_versions.py)."""
+the broker supports, and a level-0 feature is left out of the finalized list (the wire
+shape per ApiVersions version is tested over TCP in test_more_api_versions.py)."""
 
 from __future__ import annotations
 

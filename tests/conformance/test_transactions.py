@@ -416,3 +416,46 @@ def test_txn_offset_commit_fenced_after_a_rebalance(txn_broker: BrokerProcess) -
         c1.close()
         c2.close()
     assert committed(bootstrap, group, source) == 3
+
+
+def test_samsa_consumer_read_committed(txn_broker: BrokerProcess) -> None:
+    """samsa's own Consumer with isolation_level=read_committed: librdkafka's committed
+    transactions only, interleaved with aborted ones and plain records; end_offsets and
+    "latest" are the last stable offset."""
+    import samsa
+
+    bootstrap = txn_broker.bootstrap
+    topic = make_topic(bootstrap, 1)
+    p = producer(bootstrap, f"samsa-rc-{uuid.uuid4().hex[:6]}")
+    plain = Producer({"bootstrap.servers": bootstrap})
+    want = []
+    for round_ in range(3):
+        p.begin_transaction()
+        p.produce(topic, value=f"c-{round_}", partition=0)
+        p.commit_transaction(TIMEOUT_S)
+        want.append(f"c-{round_}")
+        p.begin_transaction()
+        p.produce(topic, value=f"a-{round_}", partition=0)
+        p.flush(TIMEOUT_S)
+        plain.produce(topic, value=f"p-{round_}", partition=0)  # inside the aborted span
+        plain.flush(TIMEOUT_S)
+        want.append(f"p-{round_}")
+        p.abort_transaction(TIMEOUT_S)
+    p.begin_transaction()
+    p.produce(topic, value="open", partition=0)
+    p.flush(TIMEOUT_S)
+    tp = samsa.TopicPartition(topic, 0)
+    with samsa.Consumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                        enable_auto_commit=False) as c:
+        c.assign([tp])
+        c.seek_to_beginning(tp)
+        got: list[str] = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(got) < len(want) and time.monotonic() < deadline:
+            got.extend(r.value.decode() for r in c.poll(200))
+        assert got == want
+        lso_now = c.end_offsets([tp])[tp]
+        assert lso_now == lso(bootstrap, topic, 0) < c.position(tp) + 2
+    with samsa.Consumer(bootstrap_servers=bootstrap, enable_auto_commit=False) as c:
+        assert c.end_offsets([tp])[tp] > lso_now  # read_uncommitted: the high watermark
+    p.abort_transaction(TIMEOUT_S)
