@@ -16,6 +16,7 @@ from tests.coordinator.fake_timer import FakeTimer
 class TxnHarness:
     partitions: int = 3
     max_timeout_ms: int = 60_000
+    id_expiration_ms: int = 604_800_000
     timer: FakeTimer = field(default_factory=lambda: FakeTimer(1_000))
     #: partition -> serialised records, in write order (the ``__transaction_state`` log)
     log: dict[int, list[tuple[bytes, bytes | None]]] = field(default_factory=dict)
@@ -29,8 +30,8 @@ class TxnHarness:
 
     def load(self) -> None:
         """(Re)start: a new coordinator replays the log of every partition."""
-        self.coord = TxnCoordinator(TxnConfig(self.partitions, self.max_timeout_ms),
-                                    self.timer)
+        self.coord = TxnCoordinator(TxnConfig(self.partitions, self.max_timeout_ms,
+                                              self.id_expiration_ms), self.timer)
         self.markers = []
         for p in range(self.partitions):
             self.coord.begin_load(p)

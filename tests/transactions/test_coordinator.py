@@ -172,3 +172,18 @@ def test_tv2_abort_without_a_transaction_bumps_the_epoch() -> None:
     assert m.partitions == ()
     assert h.state(T).state is S.COMPLETE_ABORT  # type: ignore[union-attr]
     assert h.call(EndTxn(T, pid, epoch + 1, True, bump=True)).error_code == E.invalid_txn_state
+
+
+def test_idle_ids_expire_and_open_ones_do_not() -> None:
+    h = TxnHarness(id_expiration_ms=100_000)
+    _, pid, _ = init(h)
+    _, busy_pid, busy_epoch = init(h, tid="busy", timeout=60_000)
+    h.timer.advance(50_000)
+    h.call(AddPartitions("busy", busy_pid, busy_epoch, (("t", 0),)))  # open: no expiry
+    h.load()  # a reload re-arms the expiry
+    h.timer.advance(50_000)
+    assert h.state(T) is None and h.stored(T) is None  # a tombstone
+    busy = h.state("busy")
+    assert busy is not None and busy.state is S.ONGOING  # open: not expired
+    code, new_pid, new_epoch = init(h)
+    assert (code, new_epoch) == (E.none, 0) and new_pid != pid

@@ -80,6 +80,8 @@ SETTINGS: tuple[Setting, ...] = (
             "Segment size of __transaction_state."),
     Setting("transaction.max.timeout.ms", int, 900_000,
             "Largest transaction timeout a producer may ask for."),
+    Setting("transactional.id.expiration.ms", int, 604_800_000,
+            "How long an idle transactional id is remembered."),
     Setting("transaction.version", int, 2,
             "The transaction.version feature finalized (Kafka sets it with kafka-features): "
             "2 transactions v2 (KIP-890), 0 v1 only."),
@@ -271,7 +273,8 @@ class BrokerConfig:
         for name in ("num.partitions", "offsets.topic.num.partitions", "socket.request.max.bytes",
                      "message.max.bytes", "log.segment.bytes", "cluster.lease.ttl.ms",
                      "group.coordinator.background.threads",
-                     "transaction.state.log.num.partitions", "transaction.max.timeout.ms"):
+                     "transaction.state.log.num.partitions", "transaction.max.timeout.ms",
+                     "transactional.id.expiration.ms"):
             if name in values and values[name] <= 0:
                 raise ConfigError(f"{name}: must be positive, got {values[name]}")
         if values.get("log.message.timestamp.type", "CreateTime") not in (

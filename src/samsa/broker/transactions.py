@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.errors import ErrorCode
@@ -79,8 +80,10 @@ class TxnRuntime:
         self.groups = groups
         self.timer = LoopTimer(self.fire)
         config = broker.config
-        self.config = TxnConfig(int(config["transaction.state.log.num.partitions"]),
-                                int(config["transaction.max.timeout.ms"]))
+        self.config = TxnConfig.from_properties({
+            name: config[name] for name in ("transaction.state.log.num.partitions",
+                                            "transaction.max.timeout.ms",
+                                            "transactional.id.expiration.ms")})
         self.coordinator: TxnCoordinator | None = None
         self.topic: Topic | None = None
         self._starting: asyncio.Task[None] | None = None
@@ -121,7 +124,7 @@ class TxnRuntime:
 
     async def _load(self, topic: Topic) -> None:
         # Like Kafka, the existing topic's partition count decides where ids live.
-        config = TxnConfig(len(topic.partitions), self.config.max_timeout_ms)
+        config = replace(self.config, num_partitions=len(topic.partitions))
         coordinator = TxnCoordinator(config, self.timer)
         self.topic = topic
         results = []

@@ -33,6 +33,8 @@ class TimerKind(enum.Enum):
     #: the transaction coordinator (:mod:`samsa.transactions`): an open transaction's
     #: timeout (``group_id`` holds the transactional id)
     TRANSACTION_TIMEOUT = "transaction-timeout"
+    #: an idle transactional id's expiry (``transactional.id.expiration.ms``)
+    TRANSACTIONAL_ID_EXPIRATION = "transactional-id-expiration"
 
 
 @dataclass(frozen=True)

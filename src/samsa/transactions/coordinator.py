@@ -30,6 +30,8 @@ States and answers (Kafka's ``TransactionState``):
   an abort needs no open transaction; a retry with the epoch before the bump is NONE once
   the same outcome completed. Partitions are added implicitly (Produce v12, TxnOffsetCommit
   v5: the edge asks :class:`AddPartitions` on the client's behalf).
+* An id idle (Empty or Complete*) for ``transactional.id.expiration.ms`` is forgotten (a
+  tombstone); its next InitProducerId starts afresh with a new producer id.
 * A transaction open longer than its timeout is aborted under a bumped epoch, so the
   abandoned producer is fenced.
 * A loaded shard writes again the markers of every Prepare* transaction it finds (the
@@ -70,6 +72,7 @@ MAX_EPOCH = 32767
 """Kafka's ``Short.MAX_VALUE``: a producer id whose epoch reaches it gets a new id."""
 PREPARING = (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE)
 COMPLETE = (S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+IDLE = (S.EMPTY, *COMPLETE)
 
 
 @dataclass(frozen=True)
@@ -78,11 +81,13 @@ class TxnConfig:
 
     num_partitions: int = 50  # transaction.state.log.num.partitions
     max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
+    id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
 
     @classmethod
     def from_properties(cls, props: dict[str, object]) -> TxnConfig:
         return cls(int(str(props.get("transaction.state.log.num.partitions", 50))),
-                   int(str(props.get("transaction.max.timeout.ms", 900_000))))
+                   int(str(props.get("transaction.max.timeout.ms", 900_000))),
+                   int(str(props.get("transactional.id.expiration.ms", 604_800_000))))
 
 
 # -- requests -----------------------------------------------------------------------------
@@ -173,6 +178,7 @@ class TxnShard:
     timer: Timer
     txns: dict[str, TxnValue] = field(default_factory=dict)
     loaded: bool = False
+    id_expiration_ms: int = 604_800_000
 
     def replay(self, key: TxnKey, value: TxnValue | None) -> None:
         """Apply one record (the only way the state changes)."""
@@ -181,13 +187,24 @@ class TxnShard:
         else:
             self.txns[key.transactional_id] = value
 
-    def _write(self, tid: str, value: TxnValue) -> TxnRecord:
+    def _write(self, tid: str, value: TxnValue | None) -> TxnRecord:
         self.replay(TxnKey(tid), value)
-        if value.state is S.ONGOING:
-            self.timer.schedule(self._timer_key(tid), value.start_ms + value.timeout_ms)
-        else:
-            self.timer.cancel(self._timer_key(tid))
+        self._arm(tid, value)
         return TxnRecord(TxnKey(tid), value, self.partition)
+
+    def _arm(self, tid: str, value: TxnValue | None) -> None:
+        """The timers of ``tid`` in state ``value``: an open transaction's timeout, an idle
+        id's expiry."""
+        timeout = self._timer_key(tid)
+        expiry = TimerKey(self.partition, TimerKind.TRANSACTIONAL_ID_EXPIRATION, tid)
+        if value is not None and value.state is S.ONGOING:
+            self.timer.schedule(timeout, value.start_ms + value.timeout_ms)
+        else:
+            self.timer.cancel(timeout)
+        if value is not None and value.state in IDLE:
+            self.timer.schedule(expiry, value.last_update_ms + self.id_expiration_ms)
+        else:
+            self.timer.cancel(expiry)
 
     def _timer_key(self, tid: str) -> TimerKey:
         return TimerKey(self.partition, TimerKind.TRANSACTION_TIMEOUT, tid)
@@ -297,6 +314,13 @@ class TxnShard:
         """A transaction's timeout: abort it under a bumped epoch if it is still open and
         due (a stale or early fire is ignored, or re-armed)."""
         txn = self.txns.get(key.group_id)
+        if key.kind is TimerKind.TRANSACTIONAL_ID_EXPIRATION:
+            if txn is None or txn.state not in IDLE:
+                return TxnResult()
+            if now < txn.last_update_ms + self.id_expiration_ms:
+                self.timer.schedule(key, txn.last_update_ms + self.id_expiration_ms)
+                return TxnResult()
+            return TxnResult((self._write(key.group_id, None),))
         if txn is None or txn.state is not S.ONGOING:
             return TxnResult()
         deadline = txn.start_ms + txn.timeout_ms
@@ -311,15 +335,14 @@ class TxnShard:
         self.loaded = True
         markers = []
         for tid, txn in self.txns.items():
-            if txn.state is S.ONGOING:
-                self.timer.schedule(self._timer_key(tid), txn.start_ms + txn.timeout_ms)
-            elif txn.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            self._arm(tid, txn)
+            if txn.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
                 markers.append(_markers(tid, txn))
         return TxnResult((), (), tuple(markers))
 
     def unload(self) -> None:
         for tid in self.txns:
-            self.timer.cancel(self._timer_key(tid))
+            self._arm(tid, None)
         self.txns.clear()
         self.loaded = False
 
@@ -373,7 +396,8 @@ class TxnCoordinator:
 
     def begin_load(self, partition: int) -> TxnShard:
         self.unload(partition)
-        shard = self.shards[partition] = TxnShard(partition, self.timer)
+        shard = self.shards[partition] = TxnShard(partition, self.timer,
+                                                  id_expiration_ms=self.config.id_expiration_ms)
         return shard
 
     def finish_load(self, partition: int,
@@ -411,7 +435,8 @@ class TxnCoordinator:
 
     def fire(self, key: TimerKey, now: int) -> TxnResult:
         shard = self.shards.get(key.partition)
-        if shard is None or not shard.loaded or key.kind is not TimerKind.TRANSACTION_TIMEOUT:
+        if shard is None or not shard.loaded or key.kind not in (
+                TimerKind.TRANSACTION_TIMEOUT, TimerKind.TRANSACTIONAL_ID_EXPIRATION):
             return TxnResult()
         return shard.fire(key, now)
 
