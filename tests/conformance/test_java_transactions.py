@@ -3,7 +3,8 @@
 aborts and offsets sent to a transaction as the Java consumer (read_committed) and
 librdkafka see them, and a second instance of the transactional.id fencing the first
 mid-transaction. Under v2 every transaction ends with an epoch bump: its batches carry a
-new epoch each time; under v1 they keep theirs."""
+new epoch each time; under v1 they keep theirs. Its Admin lists and describes transactions
+(KIP-664)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from tests.conformance.test_transactions import (
     batches,
     committed,
     make_topic,
+    producer,
     read_all,
 )
 
@@ -86,3 +88,37 @@ def test_java_commit_abort_offsets_and_fencing(txn_broker: BrokerProcess,
     assert sorted(e["value"] for e in events if e["event"] == "record") == sorted(
         [*kept, "live"])
     assert committed(bootstrap, group, source) == 9
+
+
+def test_java_admin_lists_and_describes_transactions(tmp_path: Path, java: JavaKit) -> None:
+    """Admin.listTransactions / describeTransactions (KIP-664) while one transaction is
+    open and another id is idle."""
+    broker = BrokerProcess(tmp_path / "data", CONFIG).start()
+    try:
+        bootstrap = broker.bootstrap
+        topic = make_topic(bootstrap, 2)
+        producer(bootstrap, "admin-idle")
+        busy = producer(bootstrap, "admin-busy")
+        busy.begin_transaction()
+        busy.produce(topic, value="x", partition=1)
+        busy.produce(topic, value="y", partition=0)
+        busy.flush(TIMEOUT_S)
+        admin = java.start("AdminDriver", bootstrap)
+        try:
+            listed = ok(admin.request("list-transactions"))["transactions"]
+            described = ok(admin.request(
+                "describe-transactions admin-busy admin-idle"))["transactions"]
+        finally:
+            admin.close()
+        assert sorted((t["id"], t["state"]) for t in listed) == [  # type: ignore[union-attr]
+            ("admin-busy", "Ongoing"), ("admin-idle", "Empty")]
+        assert described["admin-busy"] == {  # type: ignore[index]
+            "state": "Ongoing", "producer_id": described["admin-busy"]["producer_id"],  # type: ignore[index]
+            "epoch": 0, "timeout_ms": 60000, "started": True,
+            "partitions": [f"{topic}:0", f"{topic}:1"]}
+        assert described["admin-idle"]["state"] == "Empty"  # type: ignore[index]
+        assert described["admin-idle"]["started"] is False  # type: ignore[index]
+        assert described["admin-idle"]["partitions"] == []  # type: ignore[index]
+        busy.abort_transaction(TIMEOUT_S)
+    finally:
+        broker.kill()

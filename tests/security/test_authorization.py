@@ -194,6 +194,12 @@ def _txn_offset_commit(c: Case) -> int:
              "committed_metadata": ""}]}]).topics[0].partitions[0].error_code)
 
 
+def _describe_transactions(c: Case) -> int:
+    return _until_started(lambda: int(call(
+        c.subject, ApiKey.DESCRIBE_TRANSACTIONS, 0,
+        transactional_ids=[c.txn]).transaction_states[0].error_code))
+
+
 def _init_transactional_id(c: Case) -> int:
     return _until_started(lambda: int(call(
         c.subject, ApiKey.INIT_PRODUCER_ID, 4, transactional_id=c.txn,
@@ -320,6 +326,8 @@ ROWS = [
     Row("InitProducerId transactional", ((X, Op.WRITE),), _init_transactional_id),
     # authorized, the coordinator answers: this producer id holds no transactional id
     Row("EndTxn", ((X, Op.WRITE),), _end_txn, granted=E.invalid_producer_id_mapping),
+    Row("DescribeTransactions", ((X, Op.DESCRIBE),), _describe_transactions,
+        granted=E.transactional_id_not_found),
     Row("AddPartitionsToTxn", ((X, Op.WRITE), (T, Op.WRITE)), _add_partitions_to_txn,
         granted=E.invalid_producer_id_mapping, setup=_topic),
     Row("AddOffsetsToTxn", ((X, Op.WRITE), (G, Op.READ)), _add_offsets_to_txn,

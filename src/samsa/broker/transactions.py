@@ -153,6 +153,16 @@ class TxnRuntime:
             return error
         return self.coordinator.coordinator_error(transactional_id)
 
+    def transactions(self) -> list[tuple[str, TxnValue]]:
+        """Every transactional id this node coordinates (none before the topic exists)."""
+        return [] if self.coordinator is None else self.coordinator.transactions()
+
+    def describe(self, transactional_id: str) -> tuple[int, TxnValue | None]:
+        error = self.ensure_started()
+        if error or self.coordinator is None:
+            return error, None
+        return self.coordinator.describe(transactional_id)
+
     async def call(self, event: TxnEvent) -> TxnAnswer:
         """Handle one request; its answer once its records are durable."""
         error = self.ensure_started()

@@ -54,6 +54,7 @@ from samsa.coordinator.timers import Timer, TimerKey, TimerKind
 from samsa.transactions.records import TxnKey, TxnState, TxnValue
 
 __all__ = [
+    "STATE_NAMES",
     "AddPartitions",
     "EndTxn",
     "InitProducerId",
@@ -73,6 +74,11 @@ MAX_EPOCH = 32767
 PREPARING = (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE)
 COMPLETE = (S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
 IDLE = (S.EMPTY, *COMPLETE)
+STATE_NAMES = {S.EMPTY: "Empty", S.ONGOING: "Ongoing", S.PREPARE_COMMIT: "PrepareCommit",
+               S.PREPARE_ABORT: "PrepareAbort", S.COMPLETE_COMMIT: "CompleteCommit",
+               S.COMPLETE_ABORT: "CompleteAbort", S.DEAD: "Dead",
+               S.PREPARE_EPOCH_FENCE: "PrepareEpochFence"}
+"""Kafka's names of the states (ListTransactions, DescribeTransactions)."""
 
 
 @dataclass(frozen=True)
@@ -439,6 +445,20 @@ class TxnCoordinator:
                 TimerKind.TRANSACTION_TIMEOUT, TimerKind.TRANSACTIONAL_ID_EXPIRATION):
             return TxnResult()
         return shard.fire(key, now)
+
+    def transactions(self) -> list[tuple[str, TxnValue]]:
+        """Every transactional id of the loaded shards and its state (ListTransactions)."""
+        return sorted((tid, txn) for shard in self.shards.values() if shard.loaded
+                      for tid, txn in shard.txns.items())
+
+    def describe(self, transactional_id: str) -> tuple[int, TxnValue | None]:
+        """DescribeTransactions: (error, state); TRANSACTIONAL_ID_NOT_FOUND for an id this
+        coordinator does not know."""
+        error = self.coordinator_error(transactional_id)
+        if error:
+            return error, None
+        txn = self.shards[self.partition_for(transactional_id)].txns.get(transactional_id)
+        return (E.none, txn) if txn is not None else (E.transactional_id_not_found, None)
 
     def open_transactions(self) -> int:
         return sum(t.state is S.ONGOING for s in self.shards.values() for t in s.txns.values())
