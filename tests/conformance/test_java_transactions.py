@@ -91,8 +91,8 @@ def test_java_commit_abort_offsets_and_fencing(txn_broker: BrokerProcess,
 
 
 def test_java_admin_lists_and_describes_transactions(tmp_path: Path, java: JavaKit) -> None:
-    """Admin.listTransactions / describeTransactions (KIP-664) while one transaction is
-    open and another id is idle."""
+    """Admin.listTransactions / describeTransactions / describeProducers (KIP-664) while
+    one transaction is open and another id is idle."""
     broker = BrokerProcess(tmp_path / "data", CONFIG).start()
     try:
         bootstrap = broker.bootstrap
@@ -108,6 +108,7 @@ def test_java_admin_lists_and_describes_transactions(tmp_path: Path, java: JavaK
             listed = ok(admin.request("list-transactions"))["transactions"]
             described = ok(admin.request(
                 "describe-transactions admin-busy admin-idle"))["transactions"]
+            producers = ok(admin.request(f"describe-producers {topic}:1"))["producers"]
         finally:
             admin.close()
         assert sorted((t["id"], t["state"]) for t in listed) == [  # type: ignore[union-attr]
@@ -119,6 +120,10 @@ def test_java_admin_lists_and_describes_transactions(tmp_path: Path, java: JavaK
         assert described["admin-idle"]["state"] == "Empty"  # type: ignore[index]
         assert described["admin-idle"]["started"] is False  # type: ignore[index]
         assert described["admin-idle"]["partitions"] == []  # type: ignore[index]
+        # DescribeProducers: the open transaction's first offset (a hanging one shows so)
+        assert producers == [{  # type: ignore[comparison-overlap]
+            "producer_id": described["admin-busy"]["producer_id"],  # type: ignore[index]
+            "epoch": 0, "txn_start": 0}]
         busy.abort_transaction(TIMEOUT_S)
     finally:
         broker.kill()

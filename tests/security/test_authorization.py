@@ -328,6 +328,10 @@ ROWS = [
     Row("EndTxn", ((X, Op.WRITE),), _end_txn, granted=E.invalid_producer_id_mapping),
     Row("DescribeTransactions", ((X, Op.DESCRIBE),), _describe_transactions,
         granted=E.transactional_id_not_found),
+    Row("DescribeProducers", ((T, Op.READ),), lambda c: int(call(
+        c.subject, ApiKey.DESCRIBE_PRODUCERS, 0, topics=[
+            {"name": c.topic, "partition_indexes": [0]}]).topics[0].partitions[0].error_code),
+        setup=_topic),
     Row("AddPartitionsToTxn", ((X, Op.WRITE), (T, Op.WRITE)), _add_partitions_to_txn,
         granted=E.invalid_producer_id_mapping, setup=_topic),
     Row("AddOffsetsToTxn", ((X, Op.WRITE), (G, Op.READ)), _add_offsets_to_txn,

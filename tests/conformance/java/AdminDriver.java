@@ -18,6 +18,7 @@ import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.FeatureMetadata;
 import org.apache.kafka.clients.admin.FinalizedVersionRange;
 import org.apache.kafka.clients.admin.MemberDescription;
+import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.clients.admin.SupportedVersionRange;
 import org.apache.kafka.clients.admin.TransactionDescription;
 import org.apache.kafka.clients.admin.TransactionListing;
@@ -50,6 +51,7 @@ import org.apache.kafka.common.resource.ResourceType;
  *   describe-features           describeFeatures (finalized and supported, epoch)
  *   list-transactions           listTransactions (id, producer id, state of each)
  *   describe-transactions ID... describeTransactions (state, producer, timeout, partitions)
+ *   describe-producers TP       describeProducers (id, epoch, open transaction's start)
  *   create-acls ACL...          createAcls (a result per ACL)
  *   describe-acls [ACL]         describeAcls (every ACL when no filter is given)
  *   delete-acls ACL...          deleteAcls (the ACLs each filter removed, or its error)
@@ -77,6 +79,7 @@ public final class AdminDriver {
         COMMANDS.put("describe-features", AdminDriver::describeFeatures);
         COMMANDS.put("list-transactions", AdminDriver::listTransactions);
         COMMANDS.put("describe-transactions", AdminDriver::describeTransactions);
+        COMMANDS.put("describe-producers", AdminDriver::describeProducers);
         COMMANDS.put("create-acls", AdminDriver::createAcls);
         COMMANDS.put("describe-acls", AdminDriver::describeAcls);
         COMMANDS.put("delete-acls", AdminDriver::deleteAcls);
@@ -265,6 +268,20 @@ public final class AdminDriver {
                     "started", d.transactionStartTimeMs().isPresent(), "partitions", parts));
         }
         return Json.obj("transactions", out);
+    }
+
+    static Map<String, Object> describeProducers(Admin admin, List<String> words)
+            throws Exception {
+        String[] tp = words.get(0).split(":");
+        TopicPartition partition = new TopicPartition(tp[0], Integer.parseInt(tp[1]));
+        List<Object> out = new ArrayList<>();
+        for (ProducerState s : get(admin.describeProducers(List.of(partition))
+                .partitionResult(partition)).activeProducers()) {
+            out.add(Json.obj("producer_id", s.producerId(), "epoch", s.producerEpoch(),
+                    "txn_start", s.currentTransactionStartOffset().isPresent()
+                            ? s.currentTransactionStartOffset().getAsLong() : null));
+        }
+        return Json.obj("producers", out);
     }
 
     static String nullable(String s) {

@@ -39,6 +39,7 @@ API_MODULES = (
     "describe_cluster",
     "describe_configs",
     "describe_groups",
+    "describe_producers",
     "describe_transactions",
     "describe_user_scram_credentials",
     "end_txn",
