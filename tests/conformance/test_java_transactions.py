@@ -25,7 +25,7 @@ from tests.conformance.test_transactions import (
     read_all,
 )
 
-pytestmark = pytest.mark.conformance
+pytestmark = [pytest.mark.conformance, pytest.mark.slow]
 
 
 @pytest.fixture(params=[2, 0], ids=["tv2", "tv1"])

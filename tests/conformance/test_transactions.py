@@ -33,7 +33,7 @@ from tests.broker.test_group_api_versions import call
 from tests.brokerproc import BrokerProcess
 from tests.wire import WireClient
 
-pytestmark = pytest.mark.conformance
+pytestmark = [pytest.mark.conformance, pytest.mark.slow]
 
 CONFIG = {
     "group.initial.rebalance.delay.ms": "0",

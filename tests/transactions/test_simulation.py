@@ -167,6 +167,7 @@ class Sim:
             assert self.state(tid) not in (S.ONGOING, S.PREPARE_COMMIT, S.PREPARE_ABORT), tid
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS)
 def test_seeded_simulation(seed: int) -> None:
     sim = Sim(random.Random(seed))
