@@ -270,3 +270,27 @@ def test_request_histogram() -> None:
     names = {f.name for f in m.collect()}
     assert {"samsa_requests", "samsa_request_latency_seconds", "samsa_group_rebalances",
             "samsa_coordinator_shard_load_seconds"} <= names
+
+
+def test_transaction_metrics(metrics_broker: MetricsBroker) -> None:
+    """Transactional ids by state, and the records past a partition's last stable offset
+    while a librdkafka transaction is open."""
+    from confluent_kafka import Producer as RdProducer
+
+    from tests.conformance.test_transactions import make_topic
+
+    topic = make_topic(metrics_broker.bootstrap, 1)
+    p = RdProducer({"bootstrap.servers": metrics_broker.bootstrap,
+                    "transactional.id": unique("tx")})
+    p.init_transactions(15)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(topic, value=b"%d" % i, partition=0)
+    p.flush(15)
+    s = wait_for(metrics_broker, lambda s: value(s, "samsa_transactions", state="Ongoing") == 1)
+    assert value(s, "samsa_log_unstable_records", topic=topic, partition="0") == 3
+    p.commit_transaction(15)
+    s = wait_for(metrics_broker,
+                 lambda s: value(s, "samsa_transactions", state="CompleteCommit") == 1)
+    assert value(s, "samsa_transactions", state="Ongoing") == 0
+    assert value(s, "samsa_log_unstable_records", topic=topic, partition="0") is None

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from samsa.coordinator import (
     CommitPartition,
@@ -26,12 +27,14 @@ from samsa.coordinator import (
     SyncGroup,
     TimerKey,
     TimerKind,
+    txn_offsets,
 )
 from samsa.coordinator.events import Event
 from samsa.coordinator.jobs import Job
 from samsa.coordinator.queries import GroupDescription
 from samsa.coordinator.records import RecordKey, RecordValue, deserialize, serialize
 from samsa.coordinator.responses import JoinGroupResponse, Response, SyncGroupResponse
+from samsa.coordinator.txn_offsets import Replayer
 from tests.coordinator.fake_timer import FakeTimer
 from tests.coordinator.subscriptions import encode_subscription
 
@@ -63,7 +66,7 @@ class Ctx:
         self._tokens = itertools.count(1)
         self.coord = Coordinator(self.config, self.timer, self._member_id)
         self.timer.on_fire = self._on_fire
-        self.records: list[Record] = []
+        self.records: list[Record | TxnMarker] = []
         self.replies: dict[object, list[Response]] = {}
         self.results: list[Result] = []
         self.held: list[Job] = []
@@ -117,6 +120,12 @@ class Ctx:
         token = next(self._tokens)
         self.absorb(self.coord.handle(event, self.now, token))
         return token
+
+    def marker(self, producer_id: int, epoch: int, commit: bool, group_id: str = "g") -> None:
+        """The transaction coordinator wrote a marker to ``group_id``'s partition."""
+        shard = self.shard(group_id)
+        self.records.append(TxnMarker(shard.partition, producer_id, epoch, commit))
+        txn_offsets.complete(shard, producer_id, epoch, commit)
 
     def reply(self, token: object) -> Response | None:
         got = self.replies.get(token)
@@ -283,6 +292,16 @@ class Ctx:
         check_replay(self.coord, self.records)
 
 
+class TxnMarker(NamedTuple):
+    """A transaction marker the transaction coordinator wrote to a shard's partition (kept
+    in :attr:`Ctx.records` where it stands, for the replay check)."""
+
+    partition: int
+    producer_id: int
+    epoch: int
+    commit: bool
+
+
 def _through_bytes(r: Record) -> tuple[RecordKey, RecordValue | None]:
     """The record as loading reads it back from the log (Kafka's byte formats)."""
     decoded = deserialize(*serialize(r.key, r.value))
@@ -290,16 +309,23 @@ def _through_bytes(r: Record) -> tuple[RecordKey, RecordValue | None]:
     return decoded
 
 
-def check_replay(coord: Coordinator, records: Iterable[Record]) -> None:
+def check_replay(coord: Coordinator, records: Iterable[Record | TxnMarker]) -> None:
     """Replaying every record written so far, encoded and decoded as in the log, rebuilds
     each live shard's hard state, and the live groups agree with it."""
-    by_partition: dict[int, list[Record]] = {}
+    by_partition: dict[int, list[Record | TxnMarker]] = {}
     for r in records:
         by_partition.setdefault(r.partition, []).append(r)
     for partition, shard in coord.shards.items():
         fresh = CoordinatorShard(partition, coord.config)
+        replayer = Replayer()  # transactional offsets wait for their marker, as on a load
         for r in by_partition.get(partition, []):  # finish_load would write (history)
-            fresh.replay(*_through_bytes(r))
+            if isinstance(r, TxnMarker):
+                replayed = replayer.marker(r.producer_id, r.epoch, r.commit)
+            else:
+                replayed = replayer.record(r.producer, *_through_bytes(r))
+            for key, value in replayed:
+                fresh.replay(key, value)
+        replayer.restore(fresh)
         assert fresh.hard == shard.hard, f"replay differs on partition {partition}"
         check_consistency(shard)
 

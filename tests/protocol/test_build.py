@@ -75,3 +75,23 @@ def test_convert_refuses_an_entity_of_another_api() -> None:
     with pytest.raises(UnknownField):
         convert(HeartbeatResponse(throttle_time=NO_THROTTLE, error_code=ErrorCode.none),
                 response_class(8, 2))  # OffsetCommit has no error_code at the top
+
+
+def test_a_negative_start_time_of_describe_transactions_is_decoded() -> None:
+    """Kafka sends -1 for no open transaction; kio refuses a negative datetime, so the
+    response is decoded with samsa.protocol.kio_fixes' schema (the start in ms)."""
+    from kio.schema.describe_transactions.v0 import response as v0
+
+    from samsa.protocol.build import build
+    from samsa.protocol.codec import decode_response, encode_response
+
+    row = {"error_code": 0, "transactional_id": "t", "transaction_state": "Empty",
+           "transaction_timeout": 60000, "transaction_start_time": -1, "producer_id": 7,
+           "producer_epoch": 0, "topics": []}
+    resp = v0.DescribeTransactionsResponse(throttle_time=build(
+        v0.DescribeTransactionsResponse, {"transaction_states": []}).throttle_time,
+        transaction_states=(build(v0.TransactionState, row),))
+    frame = encode_response(3, resp)[4:]
+    correlation, body = decode_response(frame, 65, 0)
+    (state,) = body.transaction_states
+    assert (correlation, state.transaction_start_time, state.producer_id) == (3, -1, 7)

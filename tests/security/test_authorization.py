@@ -144,13 +144,66 @@ def _alter_configs(rtype: int, key: str, value: str, name: Callable[[Case], str]
     return run
 
 
+_STARTING = (E.coordinator_not_available, E.coordinator_load_in_progress)
+
+
+def _until_started(request: Callable[[], int]) -> int:
+    """``request``'s answer once the transaction coordinator runs (the first transactional
+    request creates ``__transaction_state``)."""
+    deadline = time.monotonic() + 10
+    while (code := request()) in _STARTING and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return code
+
+
 def _find_coordinator(key_type: int) -> Callable[[Case], int]:
     def run(c: Case) -> int:
         key = c.group if key_type == 0 else c.txn
-        resp = call(c.subject, ApiKey.FIND_COORDINATOR, 4, key_type=key_type,
-                    coordinator_keys=[key])
-        return int(resp.coordinators[0].error_code)
+        return _until_started(lambda: int(call(
+            c.subject, ApiKey.FIND_COORDINATOR, 4, key_type=key_type,
+            coordinator_keys=[key]).coordinators[0].error_code))
     return run
+
+
+def _end_txn(c: Case) -> int:
+    return _until_started(lambda: int(call(
+        c.subject, ApiKey.END_TXN, 3, transactional_id=c.txn, producer_id=1, producer_epoch=0,
+        committed=True).error_code))
+
+
+def _add_partitions_to_txn(c: Case) -> int:
+    return _until_started(lambda: int(call(
+        c.subject, ApiKey.ADD_PARTITIONS_TO_TXN, 3, v3_and_below_transactional_id=c.txn,
+        v3_and_below_producer_id=1, v3_and_below_producer_epoch=0,
+        v3_and_below_topics=[{"name": c.topic, "partitions": [0]}],
+    ).results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code))
+
+
+def _add_offsets_to_txn(c: Case) -> int:
+    return _until_started(lambda: int(call(
+        c.subject, ApiKey.ADD_OFFSETS_TO_TXN, 3, transactional_id=c.txn, producer_id=1,
+        producer_epoch=0, group_id=c.group).error_code))
+
+
+def _txn_offset_commit(c: Case) -> int:
+    return int(call(
+        c.subject, ApiKey.TXN_OFFSET_COMMIT, 3, transactional_id=c.txn, group_id=c.group,
+        producer_id=1, producer_epoch=0, generation_id=-1, member_id="",
+        group_instance_id=None, topics=[{"name": c.topic, "partitions": [
+            {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+             "committed_metadata": ""}]}]).topics[0].partitions[0].error_code)
+
+
+def _describe_transactions(c: Case) -> int:
+    return _until_started(lambda: int(call(
+        c.subject, ApiKey.DESCRIBE_TRANSACTIONS, 0,
+        transactional_ids=[c.txn]).transaction_states[0].error_code))
+
+
+def _init_transactional_id(c: Case) -> int:
+    return _until_started(lambda: int(call(
+        c.subject, ApiKey.INIT_PRODUCER_ID, 4, transactional_id=c.txn,
+        transaction_timeout=60000, producer_id=-1, producer_epoch=-1).error_code))
 
 
 def _join(c: Case) -> int:
@@ -269,8 +322,22 @@ ROWS = [
     Row("IncrementalAlterConfigs group", ((G, Op.ALTER_CONFIGS),),
         _alter_configs(32, "consumer.session.timeout.ms", "50000", lambda c: c.group, True)),
     Row("FindCoordinator group", ((G, Op.DESCRIBE),), _find_coordinator(0)),
-    Row("FindCoordinator transaction", ((X, Op.DESCRIBE),), _find_coordinator(1),
-        granted=E.invalid_request),  # authorized, but samsa has no transactions
+    Row("FindCoordinator transaction", ((X, Op.DESCRIBE),), _find_coordinator(1)),
+    Row("InitProducerId transactional", ((X, Op.WRITE),), _init_transactional_id),
+    # authorized, the coordinator answers: this producer id holds no transactional id
+    Row("EndTxn", ((X, Op.WRITE),), _end_txn, granted=E.invalid_producer_id_mapping),
+    Row("DescribeTransactions", ((X, Op.DESCRIBE),), _describe_transactions,
+        granted=E.transactional_id_not_found),
+    Row("DescribeProducers", ((T, Op.READ),), lambda c: int(call(
+        c.subject, ApiKey.DESCRIBE_PRODUCERS, 0, topics=[
+            {"name": c.topic, "partition_indexes": [0]}]).topics[0].partitions[0].error_code),
+        setup=_topic),
+    Row("AddPartitionsToTxn", ((X, Op.WRITE), (T, Op.WRITE)), _add_partitions_to_txn,
+        granted=E.invalid_producer_id_mapping, setup=_topic),
+    Row("AddOffsetsToTxn", ((X, Op.WRITE), (G, Op.READ)), _add_offsets_to_txn,
+        granted=E.invalid_producer_id_mapping),
+    Row("TxnOffsetCommit", ((X, Op.WRITE), (G, Op.READ), (T, Op.READ)), _txn_offset_commit,
+        setup=_topic),
     Row("JoinGroup", ((G, Op.READ),), _join, granted=E.member_id_required),
     Row("SyncGroup", ((G, Op.READ),), lambda c: int(call(
         c.subject, ApiKey.SYNC_GROUP, 5, group_id=c.group, generation_id=1, member_id="m",

@@ -74,6 +74,17 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("log.flush.interval.ms", int, 1000, "Background fsync period for acks<-1 data."),
     Setting("offsets.topic.num.partitions", int, 50, "Partitions of __consumer_offsets."),
     Setting("offsets.topic.segment.bytes", int, 104_857_600, "Segment size of __consumer_offsets."),
+    Setting("transaction.state.log.num.partitions", int, 50,
+            "Partitions of __transaction_state (created on the first transactional id)."),
+    Setting("transaction.state.log.segment.bytes", int, 104_857_600,
+            "Segment size of __transaction_state."),
+    Setting("transaction.max.timeout.ms", int, 900_000,
+            "Largest transaction timeout a producer may ask for."),
+    Setting("transactional.id.expiration.ms", int, 604_800_000,
+            "How long an idle transactional id is remembered."),
+    Setting("transaction.version", int, 2,
+            "The transaction.version feature finalized (Kafka sets it with kafka-features): "
+            "2 transactions v2 (KIP-890), 0 v1 only."),
     Setting("offsets.retention.minutes", int, 10_080, "Committed offset retention."),
     Setting("offsets.retention.check.interval.ms", int, 600_000, "Offset expiry period."),
     Setting("offset.metadata.max.bytes", int, 4096, "Largest offset commit metadata."),
@@ -258,9 +269,13 @@ class BrokerConfig:
             if setting is None:
                 raise ConfigError(f"unknown broker config {name!r}")
             values[name] = _parse(setting, raw)
+        if values.get("transaction.version", 2) not in (0, 1, 2):
+            raise ConfigError("transaction.version: expected 0, 1 or 2")
         for name in ("num.partitions", "offsets.topic.num.partitions", "socket.request.max.bytes",
                      "message.max.bytes", "log.segment.bytes", "cluster.lease.ttl.ms",
-                     "group.coordinator.background.threads"):
+                     "group.coordinator.background.threads",
+                     "transaction.state.log.num.partitions", "transaction.max.timeout.ms",
+                     "transactional.id.expiration.ms"):
             if name in values and values[name] <= 0:
                 raise ConfigError(f"{name}: must be positive, got {values[name]}")
         if values.get("log.message.timestamp.type", "CreateTime") not in (

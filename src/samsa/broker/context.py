@@ -12,6 +12,8 @@ from samsa.broker.groups import GroupRuntime
 from samsa.broker.metrics import BrokerMetrics
 from samsa.broker.storage import Leadership, ProducerIds
 from samsa.broker.topics import TopicManager
+from samsa.broker.transactions import TxnRuntime
+from samsa.broker.txn_offsets import TxnOffsets
 from samsa.protocol.build import build
 from samsa.protocol.codec import Request, response_class
 from samsa.security.authorizer import Authorizer
@@ -28,6 +30,8 @@ class Services(Protocol):
     config: BrokerConfig
     topics: TopicManager
     groups: GroupRuntime
+    transactions: TxnRuntime
+    txn_offsets: TxnOffsets
     leadership: Leadership
     producer_ids: ProducerIds
     metrics: BrokerMetrics

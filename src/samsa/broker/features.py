@@ -54,7 +54,10 @@ FEATURES: tuple[Feature, ...] = (
             "1: KIP-848 consumer groups; 0 when group.coordinator.rebalance.protocols "
             "leaves out consumer"),
     Feature("share.version", 0, 0, _off, "share groups (KIP-932): not served yet"),
-    Feature("transaction.version", 0, 0, _off, "transactions (KIP-890): not served yet"),
+    Feature("transaction.version", 0, 2, lambda config: int(config["transaction.version"]),
+            "2: transactions v2 (KIP-890: partitions added implicitly, an epoch bump at "
+            "every end); 0 and 1: v1 (samsa does not verify a v1 producer's partitions "
+            "as Kafka's level 1 does); the transaction.version setting"),
 )
 
 

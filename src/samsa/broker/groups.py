@@ -44,6 +44,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
+from itertools import groupby
 from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.errors import ErrorCode
@@ -68,7 +69,13 @@ from samsa.coordinator.records import RecordKey, RecordValue, deserialize, seria
 from samsa.coordinator.responses import Response
 from samsa.coordinator.result import Reply
 from samsa.coordinator.runtime import Load, ShardRuntime, must_confirm, partitions_of
-from samsa.protocol.records import ProducerRecordData, decode_batches, encode_batch
+from samsa.coordinator.txn_offsets import Replayer
+from samsa.protocol.records import (
+    CONTROL_COMMIT,
+    ProducerRecordData,
+    encode_batch,
+    log_entries,
+)
 
 if TYPE_CHECKING:
     from samsa.broker.config import BrokerConfig
@@ -360,9 +367,11 @@ class GroupRuntime:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
         start = store.log_start_offset
-        result = shards.finish(load, _records(batches, start), now_ms())
+        replayer = Replayer()
+        result = shards.finish(load, _records(batches, start, replayer), now_ms())
         if result is None:
             return  # lost or reloaded meanwhile
+        replayer.restore(load.shard)
         self._apply(result)
         elapsed = time.perf_counter() - loading
         self.broker.metrics.shard_loaded(index, elapsed)
@@ -391,10 +400,15 @@ class _OffsetsWriter:
         self.topic = topic
 
     def append(self, partition: int, records: Sequence[Record], now_ms: int) -> int:
+        """One batch per run of records of the same producer (a transactional offset's
+        batch carries its producer id and epoch, as Kafka's coordinator writes it)."""
         part = self.topic.partitions[partition]
-        batch = encode_batch([ProducerRecordData(now_ms, *serialize(r.key, r.value), ())
-                              for r in records])
-        info = part.log.append(batch, now_ms)
+        batches = []
+        for producer, run in groupby(records, key=lambda r: r.producer):
+            data = [ProducerRecordData(now_ms, *serialize(r.key, r.value), ()) for r in run]
+            batches.append(encode_batch(data) if producer is None else encode_batch(
+                data, producer_id=producer[0], producer_epoch=producer[1], transactional=True))
+        info = part.log.append(b"".join(batches), now_ms)
         part.notify()
         return info.last_offset + 1
 
@@ -418,16 +432,18 @@ class _FutureReplies:
             token.set_exception(StorageFailure("group records could not be written"))
 
 
-def _records(batches: list[bytes], start: int
+def _records(batches: list[bytes], start: int, replayer: Replayer | None = None
              ) -> Iterator[tuple[RecordKey, RecordValue | None]]:
     """The typed records of a ``__consumer_offsets`` partition's batches, in order, from
-    offset ``start`` (unknown record types are skipped)."""
-    for data in batches:
-        for batch in decode_batches(bytes(data)):
-            if batch.is_control:
-                continue
-            for offset, _, key, value, _ in batch.records:
-                if offset >= start and key is not None:
-                    record = deserialize(key, value)
-                    if record is not None:
-                        yield record
+    offset ``start`` (unknown record types are skipped); transactional offsets reach the
+    shard where their commit marker stands (``replayer`` keeps those still open)."""
+    replayer = replayer if replayer is not None else Replayer()
+    for entry in log_entries(batches, start):
+        if entry.producer is not None and entry.marker is not None:
+            yield from replayer.marker(*entry.producer, entry.marker == CONTROL_COMMIT)
+            continue
+        if entry.key is None:
+            continue
+        record = deserialize(entry.key, entry.value)
+        if record is not None:
+            yield from replayer.record(entry.producer, *record)

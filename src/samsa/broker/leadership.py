@@ -60,3 +60,16 @@ def coordinator(broker: Services, group_id: str,
     if node < 0 or node not in nodes:
         return ErrorCode.coordinator_not_available, None
     return ErrorCode.none, nodes[node]
+
+
+def txn_coordinator(broker: Services, transactional_id: str,
+                    listener: str | None = None) -> tuple[ErrorCode, NodeInfo | None]:
+    """FindCoordinator for a transactional id: this node once its shard is loaded (a
+    cluster node serves no transactions yet: COORDINATOR_NOT_AVAILABLE)."""
+    code = ErrorCode(broker.transactions.coordinator_error(transactional_id))
+    if code != ErrorCode.none:
+        return code, None
+    nodes = {n.node_id: n for n in brokers(broker, listener)}
+    node = nodes.get(broker.config.node_id)
+    return (ErrorCode.none, node) if node is not None else (
+        ErrorCode.coordinator_not_available, None)

@@ -2,8 +2,9 @@
 
 The request path only bumps plain counters (:meth:`BrokerMetrics.observe_request`: a few
 dict operations and a bisect per request); everything else (log end offsets, groups by
-state, members, committed offsets and lag, shard load times) is read from the broker's
-state when Prometheus scrapes. Rebalances are counted by
+state, members, committed offsets and lag, shard load times, transactions by state and the
+records past each partition's last stable offset) is read from the broker's state when
+Prometheus scrapes. Rebalances are counted by
 :meth:`BrokerMetrics.observe_group`, which the group runtime calls after each group request
 or timer: it compares the group's state with the last one seen.
 
@@ -30,16 +31,22 @@ from prometheus_client.core import (
 from samsa.coordinator.queries import REBALANCING_STATE_NAMES, STATE_NAMES
 from samsa.protocol.api_keys import ApiKey
 from samsa.security.acl import AclOperation, ResourceType
+from samsa.transactions.coordinator import STATE_NAMES as TXN_STATE_NAMES
 
 if TYPE_CHECKING:
     from samsa.broker.topics import TopicManager
     from samsa.coordinator import Coordinator
     from samsa.security.authorizer import Authorizer
     from samsa.security.limits import ConnectionLimits
+    from samsa.transactions import TxnValue
 
 
 class _Groups(Protocol):
     coordinator: Coordinator | None
+
+
+class _Transactions(Protocol):
+    def transactions(self) -> list[tuple[str, TxnValue]]: ...
 
 
 class Broker(Protocol):
@@ -47,6 +54,7 @@ class Broker(Protocol):
 
     limits: ConnectionLimits
     groups: _Groups
+    transactions: _Transactions
     authorizer: Authorizer | None
     topics: TopicManager
 
@@ -246,12 +254,28 @@ class BrokerMetrics:
                                 labels=["topic", "partition"])
         start = GaugeMetricFamily("samsa_log_start_offset", "Log start offset per partition",
                                   labels=["topic", "partition"])
+        unstable = GaugeMetricFamily(
+            "samsa_log_unstable_records", "Records between the last stable offset and the "
+            "log end offset (open transactions), per partition that has any",
+            labels=["topic", "partition"])
         for topic in broker.topics:
             for part in topic.partitions:
                 labels = [topic.name, str(part.index)]
-                end.add_metric(labels, part.log.log_end_offset)
+                log_end = part.log.log_end_offset
+                end.add_metric(labels, log_end)
                 start.add_metric(labels, part.log.log_start_offset)
-        yield from (end, start)
+                if part.log.producers.ongoing:
+                    unstable.add_metric(
+                        labels, log_end - part.log.producers.last_stable_offset(log_end))
+        yield from (end, start, unstable)
+        by_state = GaugeMetricFamily(
+            "samsa_transactions", "Transactional ids per transaction state", labels=["state"])
+        counts = dict.fromkeys(TXN_STATE_NAMES.values(), 0)
+        for _, txn in broker.transactions.transactions():
+            counts[TXN_STATE_NAMES[txn.state]] += 1
+        for state, n in counts.items():
+            by_state.add_metric([state], n)
+        yield by_state
 
     def _group_metrics(self, broker: Broker, coordinator: Coordinator) -> Iterator[Metric]:
         by_state = GaugeMetricFamily("samsa_groups", "Groups per state", labels=["state"])

@@ -38,6 +38,8 @@ from samsa.broker.handlers.api_versions import unsupported_version_response
 from samsa.broker.metrics import BrokerMetrics
 from samsa.broker.storage import Engine, Node
 from samsa.broker.topics import TopicManager
+from samsa.broker.transactions import TxnRuntime
+from samsa.broker.txn_offsets import TxnOffsets
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import convert
 from samsa.protocol.codec import (
@@ -80,6 +82,8 @@ class Broker:
         self.metrics = BrokerMetrics()
         self.authorizer = access.authorizer_for(config, engine.acls)
         self.groups = GroupRuntime(self)
+        self.txn_offsets = TxnOffsets(self.groups)
+        self.transactions = TxnRuntime(self, self.txn_offsets)
         self.handlers: dict[int, tuple[tuple[int, int], Handler]] = registry()
         self.supported = {key: versions for key, (versions, _) in self.handlers.items()}
         self.features_epoch = now_ms()
@@ -133,6 +137,7 @@ class Broker:
         self.topics.load(now_ms())
         await self.credentials.refresh()
         await self.groups.start()
+        await self.transactions.start()
         loop = asyncio.get_running_loop()
         handshake_s = int(self.config["connections.authentication.timeout.ms"]) / 1000
         for sec in self.security:
@@ -185,6 +190,7 @@ class Broker:
             server.close()
         for conn in list(self.connections):
             conn.close()
+        await self.transactions.stop()
         await self.groups.stop()
         for server in self._servers:
             await server.wait_closed()

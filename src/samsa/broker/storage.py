@@ -4,7 +4,8 @@
 :class:`~samsa.broker.server.Broker`; the broker, its handlers and the group runtime type
 against these protocols only:
 
-* :class:`PartitionStore`: one partition's log: append whole batches at the log end, read
+* :class:`PartitionStore`: one partition's log: append whole batches at the log end (its
+  producer state tracks idempotent producers and open and aborted transactions), read
   whole batches from an offset, wait until an offset is durable, read everything (loading a
   coordinator shard), look offsets up by timestamp, apply retention and compaction;
 * :class:`TopicStore`: where the topic catalog (:class:`~samsa.broker.topics.TopicManager`,
@@ -36,6 +37,7 @@ from kio.schema.errors import ErrorCode
 
 from samsa.broker.config import BrokerConfig
 from samsa.log import AppendInfo, LogConfig
+from samsa.log.producer_state import ProducerStateManager
 from samsa.protocol.batch import BatchHeader
 from samsa.security.authorizer import AclStore
 from samsa.security.credentials import CredentialStore
@@ -62,6 +64,9 @@ class PartitionStore(Protocol):
     """
 
     config: LogConfig
+    producers: ProducerStateManager
+    """The idempotent producers and the transactions of the partition (the last stable
+    offset and the aborted transactions read_committed fetches need)."""
 
     @property
     def closed(self) -> bool: ...

@@ -23,7 +23,8 @@ from samsa.broker.storage import TopicRecord, TopicStore
 from samsa.log import LogConfig
 
 OFFSETS_TOPIC = "__consumer_offsets"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
+TRANSACTION_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_TOPIC})
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 
@@ -133,6 +134,9 @@ class TopicManager:
         if name == OFFSETS_TOPIC:
             merged["cleanup.policy"] = "compact"
             merged["segment.bytes"] = str(self.config["offsets.topic.segment.bytes"])
+        if name == TRANSACTION_TOPIC:
+            merged["cleanup.policy"] = "compact"
+            merged["segment.bytes"] = str(self.config["transaction.state.log.segment.bytes"])
         merged.update(overrides)
         return LogConfig.from_mapping(merged)
 

@@ -18,6 +18,7 @@ from samsa.cli import (
     produce,
     serve,
     topics,
+    transactions,
     users,
 )
 from samsa.cli.errors import CliError
@@ -56,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     groups.add_parser(sub)
     configs.add_parser(sub)
     features.add_parser(sub)
+    transactions.add_parser(sub)
     cluster.add_parser(sub)
     acls.add_parser(sub)
     users.add_parser(sub)

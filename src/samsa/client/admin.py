@@ -98,6 +98,29 @@ class GroupListing:
 
 
 @dataclass(frozen=True)
+class TransactionListing:
+    """One transactional id as ListTransactions names it (KIP-664)."""
+
+    transactional_id: str
+    producer_id: int
+    state: str
+    """Kafka's state name: Empty, Ongoing, PrepareCommit, CompleteCommit, ..."""
+
+
+@dataclass(frozen=True)
+class TransactionDescription:
+    """One transactional id as DescribeTransactions describes it (KIP-664)."""
+
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_ms: int | None
+    """When the open transaction started; None without one."""
+    partitions: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True)
 class FeatureMetadata:
     """A broker's cluster features (KIP-584), as Java's ``Admin.describeFeatures`` gives
     them."""
@@ -323,10 +346,11 @@ class Admin:
 
     # ---- groups -------------------------------------------------------------------------
 
-    def _coordinator(self, group_id: str) -> Any:
+    def _coordinator(self, group_id: str, key_type: int = 0) -> Any:
+        """The coordinator of a group (``key_type`` 0) or transactional id (1)."""
         deadline = self._clock.now() + self.timeout_ms / 1000
         while True:
-            resp = self._any(ApiKey.FIND_COORDINATOR, {"key": group_id, "key_type": 0,
+            resp = self._any(ApiKey.FIND_COORDINATOR, {"key": group_id, "key_type": key_type,
                                                        "coordinator_keys": [group_id]})
             if hasattr(resp, "coordinators"):
                 c = resp.coordinators[0]
@@ -335,7 +359,7 @@ class Admin:
                 code, node, host, port = (int(resp.error_code), int(resp.node_id), resp.host,
                                           int(resp.port))
             if code == ErrorCode.none:
-                dest = ("coordinator", node)
+                dest = ("coordinator" if key_type == 0 else "txn-coordinator", node)
                 self._net.set_address(dest, host, port)
                 return dest
             if code not in _COORDINATOR_RETRY or self._clock.now() > deadline:
@@ -368,14 +392,54 @@ class Admin:
             raise error_for(int(resp.error_code), "ListGroups")
         return {g.group_id: getattr(g, "group_state", "") for g in resp.groups}
 
+    # ---- transactions (KIP-664) ---------------------------------------------------------
+
+    def list_transactions(self, states: Iterable[str] = ()) -> list[TransactionListing]:
+        """Every transactional id of every node (in ``states`` only, when given): like
+        ListGroups, ListTransactions goes to every broker."""
+        out: list[TransactionListing] = []
+        for node in self._brokers():
+            resp = self._net.call(node, ApiKey.LIST_TRANSACTIONS,
+                                  {"state_filters": list(states), "producer_id_filters": [],
+                                   "duration_filter": -1}, timeout_ms=self.timeout_ms)
+            if int(resp.error_code):
+                raise error_for(int(resp.error_code), "ListTransactions")
+            out.extend(TransactionListing(t.transactional_id, int(t.producer_id),
+                                          t.transaction_state)
+                       for t in resp.transaction_states)
+        return sorted(out, key=lambda t: t.transactional_id)
+
+    def describe_transactions(self, transactional_ids: Iterable[str]
+                              ) -> dict[str, TransactionDescription]:
+        """Each id's transaction, from its coordinator; raises the error of an id that
+        has none (TransactionalIdNotFoundError) or may not be described."""
+        out: dict[str, TransactionDescription] = {}
+        for tid in transactional_ids:
+            resp = self._net.call(self._coordinator(tid, key_type=1),
+                                  ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [tid]},
+                                  timeout_ms=self.timeout_ms)
+            (t,) = resp.transaction_states
+            if int(t.error_code):
+                raise error_for(int(t.error_code), f"DescribeTransactions {tid}")
+            start = int(t.transaction_start_time)  # ms (samsa.protocol.kio_fixes)
+            out[tid] = TransactionDescription(
+                t.transaction_state, int(t.producer_id), int(t.producer_epoch),
+                int(t.transaction_timeout.total_seconds() * 1000),
+                None if start < 0 else start,
+                tuple(TopicPartition(tp.topic, int(p)) for tp in t.topics
+                      for p in tp.partitions))
+        return out
+
+    def _brokers(self) -> list[object]:
+        """Every broker, from fresh metadata (the bootstrap server if none is known)."""
+        self._metadata.refresh([], allow_auto_create=False)
+        return [*sorted(self._metadata.cluster.brokers)] or [self._metadata.any_node()]
+
     def list_group_listings(self) -> list[GroupListing]:
         """Every group of the cluster with its state and type: ListGroups goes to every
         broker, each listing the groups it coordinates (as Kafka's ``listGroups``)."""
-        self._metadata.refresh([], allow_auto_create=False)
-        nodes: list[object] = [*sorted(self._metadata.cluster.brokers)] or [
-            self._metadata.any_node()]
         found: dict[str, GroupListing] = {}
-        for node in nodes:
+        for node in self._brokers():
             resp = self._net.call(node, ApiKey.LIST_GROUPS,
                                   {"states_filter": [], "types_filter": []},
                                   timeout_ms=self.timeout_ms)

@@ -68,6 +68,7 @@ DEFAULTS: dict[str, Any] = {
     "reconnect_backoff_ms": 50,
     "metadata_max_age_ms": 300000,
     "check_crcs": True,
+    "isolation_level": "read_uncommitted",
     "default_api_timeout_ms": 60000,
     "consumer_timeout_ms": float("inf"),
     "key_deserializer": None,
@@ -102,6 +103,9 @@ class Consumer:
         c = self.config
         if c["auto_offset_reset"] not in ("earliest", "latest", "none"):
             raise ValueError("auto_offset_reset must be earliest, latest or none")
+        if c["isolation_level"] not in ("read_uncommitted", "read_committed"):
+            raise ValueError("isolation_level must be read_uncommitted or read_committed")
+        self._read_committed = c["isolation_level"] == "read_committed"
         # Everything that can refuse the configuration comes before the network thread.
         self._assignors: list[Assignor] = [resolve_assignor(a)
                                            for a in c["partition_assignment_strategy"]]
@@ -133,7 +137,8 @@ class Consumer:
             fetch_max_bytes=c["fetch_max_bytes"],
             max_partition_fetch_bytes=c["max_partition_fetch_bytes"],
             max_poll_records=c["max_poll_records"], check_crcs=c["check_crcs"],
-            client_rack=c["client_rack"], auto_offset_reset=c["auto_offset_reset"]),
+            client_rack=c["client_rack"], auto_offset_reset=c["auto_offset_reset"],
+            read_committed=self._read_committed),
             self._notify)
         self._coordinator: GroupDriver[Any] | None = None
         if c["group_id"] is not None and protocol == "consumer":
@@ -344,7 +349,8 @@ class Consumer:
                                                 "auto_offset_reset is none")
         if resets:
             found = list_offsets(self._metadata, resets,
-                                 max(timeout, self.config["default_api_timeout_ms"] / 1000))
+                                 max(timeout, self.config["default_api_timeout_ms"] / 1000),
+                                 read_committed=self._read_committed)
             for tp, (offset, _) in found.items():
                 st = self._subs.assignment.get(tp)
                 if st is not None and st.position is None:
@@ -406,7 +412,8 @@ class Consumer:
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return {tp: o for tp, (o, _) in list_offsets(
-            self._metadata, dict.fromkeys(partitions, LATEST)).items()}
+            self._metadata, dict.fromkeys(partitions, LATEST),
+            read_committed=self._read_committed).items()}
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]
                           ) -> dict[TopicPartition, int | None]:

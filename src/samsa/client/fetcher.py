@@ -31,7 +31,7 @@ from samsa.client.metadata import Metadata
 from samsa.client.net import ApiKey
 from samsa.client.records import ConsumerRecord
 from samsa.client.subscription import SubscriptionState
-from samsa.protocol.records import decode_batches
+from samsa.protocol.records import DecodedBatch, decode_batches
 
 __all__ = ["FetchConfig", "Fetcher"]
 
@@ -48,6 +48,8 @@ class FetchConfig:
     check_crcs: bool = True
     client_rack: str | None = None
     auto_offset_reset: str = "latest"
+    #: read_committed: up to the last stable offset, aborted transactions left out
+    read_committed: bool = False
 
 
 @dataclass
@@ -57,6 +59,29 @@ class _Completed:
     error: int
     high_watermark: int
     data: bytes | None
+    #: (producer id, first offset) of the aborted transactions (read_committed)
+    aborted: tuple[tuple[int, int], ...] = ()
+
+
+class _AbortedFilter:
+    """Kafka's read_committed consumer: a data batch of a producer whose aborted
+    transaction (from the answer's list, by first offset) is open at that point is left
+    out; the producer's abort marker closes it."""
+
+    __slots__ = ("_open", "_pending")
+
+    def __init__(self, aborted: tuple[tuple[int, int], ...]) -> None:
+        self._pending = sorted(aborted, key=lambda a: a[1])
+        self._open: set[int] = set()
+
+    def __call__(self, batch: DecodedBatch) -> bool:
+        while self._pending and self._pending[0][1] <= batch.base_offset:
+            self._open.add(self._pending.pop(0)[0])
+        if not batch.is_transactional or batch.producer_id not in self._open:
+            return False
+        if batch.is_control:  # this producer's marker: its aborted transaction ends here
+            self._open.discard(batch.producer_id)
+        return True
 
 
 class _PartitionRecords:
@@ -132,7 +157,8 @@ class Fetcher:
             body = {
                 "cluster_id": None, "replica_id": -1, "max_wait": c.fetch_max_wait_ms,
                 "min_bytes": c.fetch_min_bytes, "max_bytes": c.fetch_max_bytes,
-                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "isolation_level": 1 if c.read_committed else 0, "session_id": 0,
+                "session_epoch": -1,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
                 "forgotten_topics_data": [], "rack_id": c.client_rack or "",
             }
@@ -158,8 +184,11 @@ class Fetcher:
                     fetch_offset = offsets.get(tp)
                     if fetch_offset is None:
                         continue
+                    aborted = tuple((int(a.producer_id), int(a.first_offset))
+                                    for a in p.aborted_transactions or ())
                     self.completed.append(_Completed(tp, fetch_offset, int(p.error_code),
-                                                     int(p.high_watermark), p.records))
+                                                     int(p.high_watermark), p.records,
+                                                     aborted))
         finally:
             self.in_flight.discard(node)
             self.on_data()
@@ -216,10 +245,11 @@ class Fetcher:
             next_offset = c.fetch_offset
             topic, partition, fetch_offset = tp.topic, tp.partition, c.fetch_offset
             make = ConsumerRecord
+            skip = _AbortedFilter(c.aborted)
             for batch in decode_batches(c.data, check_crc=self.config.check_crcs):
                 if batch.next_offset > next_offset:
                     next_offset = batch.next_offset
-                if batch.is_control:
+                if skip(batch) or batch.is_control:
                     continue
                 tst = batch.timestamp_type
                 if batch.base_offset >= fetch_offset:

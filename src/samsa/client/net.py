@@ -43,7 +43,7 @@ from samsa.client.future import Future
 from samsa.client.security import ClientSecurity
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import build
-from samsa.protocol.codec import RequestTemplates, encode_request, response_class
+from samsa.protocol.codec import RequestTemplates, decoded_class, encode_request
 from samsa.security.sasl.client import ClientAuthError, ClientMechanism
 
 __all__ = ["CLIENT_MAX_VERSIONS", "ApiKey", "Connector", "NetworkClient"]
@@ -75,6 +75,8 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     ApiKey.CREATE_PARTITIONS: 3,
     ApiKey.DELETE_GROUPS: 2,
     ApiKey.OFFSET_DELETE: 0,
+    ApiKey.LIST_TRANSACTIONS: 1,
+    ApiKey.DESCRIBE_TRANSACTIONS: 0,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: 1,
     ApiKey.SASL_HANDSHAKE: 1,
     ApiKey.SASL_AUTHENTICATE: 2,
@@ -607,7 +609,7 @@ class NetworkClient:
             pending.future.failure(KafkaConnectionError("correlation mismatch"))
             return
         try:
-            cls = response_class(pending.api_key, pending.version)  # cached
+            cls = decoded_class(pending.api_key, pending.version)  # cached
             header_reader, body_reader = _readers(cls)
             _, used = header_reader(frame, 0)
             body, _ = body_reader(frame, used)

@@ -28,9 +28,10 @@ _RETRIABLE_METADATA = frozenset({
 
 
 def list_offsets(metadata: Metadata, timestamps: Mapping[TopicPartition, int],
-                 timeout_s: float = 30.0, *, allow_auto_create: bool = True
-                 ) -> dict[TopicPartition, tuple[int, int]]:
-    """Offset lookup per partition: ``timestamp`` -2 earliest, -1 latest, else by time.
+                 timeout_s: float = 30.0, *, allow_auto_create: bool = True,
+                 read_committed: bool = False) -> dict[TopicPartition, tuple[int, int]]:
+    """Offset lookup per partition: ``timestamp`` -2 earliest, -1 latest (with
+    ``read_committed``, the last stable offset), else by time.
 
     Returns tp -> (offset, timestamp); offset is -1 when no record is that recent.
     Deadline, pauses and waits for answers are on ``metadata.clock`` (its owner's).
@@ -55,7 +56,7 @@ def list_offsets(metadata: Metadata, timestamps: Mapping[TopicPartition, int],
             for tp, ts in tps.items():
                 topics[tp.topic].append({"partition_index": tp.partition, "timestamp": ts,
                                          "current_leader_epoch": -1})
-            body = {"replica_id": -1, "isolation_level": 0,
+            body = {"replica_id": -1, "isolation_level": 1 if read_committed else 0,
                     "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
             futures.append(metadata.net.send(node, ApiKey.LIST_OFFSETS, body))
         denied = cluster.unauthorized({tp.topic for tp in unknown})

@@ -18,6 +18,7 @@ from samsa.coordinator.events import (
     OffsetDelete,
     OffsetFetch,
     SyncGroup,
+    TxnOffsetCommit,
 )
 from samsa.coordinator.responses import (
     ConsumerDescribedGroup,
@@ -75,7 +76,7 @@ def error_response(event: Event, error: int) -> Response:
             return HeartbeatResponse(error)
         case LeaveGroup():
             return LeaveGroupResponse(error)
-        case OffsetCommit():
+        case OffsetCommit() | TxnOffsetCommit():
             return OffsetCommitResponse(
                 tuple(
                     TopicErrors(

@@ -50,6 +50,7 @@ from samsa.coordinator.records import (
 from samsa.coordinator.responses import Response
 from samsa.coordinator.result import Record, Reply, Result
 from samsa.coordinator.timers import Timer, TimerKey, TimerKind
+from samsa.coordinator.txn_pending import PendingTxnOffsets
 
 TopicPartition = tuple[str, int]
 MemberIdFactory = Callable[[str], str]
@@ -70,6 +71,8 @@ class HardState:
     consumer: ConsumerGroups = field(default_factory=ConsumerGroups)
     #: each group's recent rebalance history (samsa's own record type)
     history: GroupHistories = field(default_factory=GroupHistories)
+    #: offsets staged by open transactions (:mod:`samsa.coordinator.txn_offsets`)
+    pending_txn: PendingTxnOffsets = field(default_factory=PendingTxnOffsets)
 
     def replay(self, key: RecordKey, value: RecordValue | None) -> None:
         """Apply one record (``value is None``: a tombstone) through the shard's replay
@@ -166,6 +169,11 @@ class ShardCore:
     def replay(self, key: RecordKey, value: RecordValue | None) -> None:
         """Apply one record to hard state (the shard's switch)."""
         self.hard.replay(key, value)
+
+    def write_record(self, record: Record) -> None:
+        """Append ``record`` as it is, unreplayed (a transactional offset is staged by its
+        writer, :mod:`samsa.coordinator.txn_offsets`)."""
+        self._records.append(record)
 
     def offsets_of(self, group_id: str) -> dict[TopicPartition, OffsetCommitValue]:
         return self.hard.offsets.get(group_id, {})

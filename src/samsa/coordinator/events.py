@@ -98,6 +98,21 @@ class OffsetCommit:
 
 
 @dataclass(frozen=True)
+class TxnOffsetCommit:
+    """TxnOffsetCommit (key 28): offsets staged under a transactional producer
+    (:mod:`samsa.coordinator.txn_offsets`); ``generation_id`` is a consumer group member's
+    epoch."""
+
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    topics: tuple[CommitTopic, ...]
+    generation_id: int = UNKNOWN_GENERATION_ID
+    member_id: str = NO_MEMBER_ID
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True)
 class FetchTopic:
     name: str
     partitions: tuple[int, ...]
@@ -197,6 +212,7 @@ Event = (
     | Heartbeat
     | LeaveGroup
     | OffsetCommit
+    | TxnOffsetCommit
     | OffsetFetch
     | OffsetDelete
     | DescribeGroups

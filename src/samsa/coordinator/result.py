@@ -19,6 +19,8 @@ class Record(NamedTuple):
     key: RecordKey
     value: RecordValue | None
     partition: int
+    #: (producer id, epoch) of a transactional record (:mod:`.txn_offsets`), else None
+    producer: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 
 from kio.schema.errors import ErrorCode
 
-from samsa.coordinator import admin, offsets
+from samsa.coordinator import admin, offsets, txn_offsets
 from samsa.coordinator.answers import group_ids, invalid_group_id, status_error_response
 from samsa.coordinator.classic_family import ClassicFamily
 from samsa.coordinator.config import CoordinatorConfig
@@ -44,6 +44,7 @@ from samsa.coordinator.events import (
     OffsetCommit,
     OffsetDelete,
     OffsetFetch,
+    TxnOffsetCommit,
 )
 from samsa.coordinator.family import GroupFamily, Handler
 from samsa.coordinator.history.model import HistoryKey, LoadInfo
@@ -88,6 +89,7 @@ REPLAY = replay_switch(FAMILIES)
 #: DeleteGroups) or from the read-only views (DescribeGroups, ListGroups).
 _SHARED: dict[type, Handler] = {
     OffsetCommit: offsets.handle_commit,
+    TxnOffsetCommit: txn_offsets.handle_commit,
     OffsetFetch: offsets.handle_fetch,
     OffsetDelete: offsets.handle_offset_delete,
     DescribeGroups: admin.handle_describe,

@@ -30,6 +30,11 @@ class TimerKind(enum.Enum):
     CONSUMER_SYNC = "consumer-sync"
     #: a consumer group's next target assignment, once its assignment interval has passed
     CONSUMER_ASSIGNMENT = "consumer-assignment"
+    #: the transaction coordinator (:mod:`samsa.transactions`): an open transaction's
+    #: timeout (``group_id`` holds the transactional id)
+    TRANSACTION_TIMEOUT = "transaction-timeout"
+    #: an idle transactional id's expiry (``transactional.id.expiration.ms``)
+    TRANSACTIONAL_ID_EXPIRATION = "transactional-id-expiration"
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from samsa.protocol.batch import (
     patch_log_append_time,
     split_batches,
 )
+from samsa.protocol.records import control_type
 
 from .config import LogConfig
 from .errors import MessageTooLarge, RecordBatchTooLarge
@@ -54,6 +55,9 @@ class Prepared:
     def done(self, producers: ProducerStateManager, log_start_offset: int) -> AppendInfo:
         """Commit the producer state once the batches are written; the append's answer."""
         producers.commit(self.staged)
+        for h in self.headers:
+            if h.is_transactional:
+                producers.track(h, control_type(self.buf, h))
         return AppendInfo(self.headers[0].base_offset, self.headers[-1].last_offset,
                           self.log_append_time, log_start_offset)
 

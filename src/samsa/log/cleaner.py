@@ -20,12 +20,20 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .checkpoint import CLEANER_OFFSET, fsync_dir, read_offset, write_offset
-from .compaction import CleanPolicy, KeyMap, add_to_key_map, clean_batch
+from .compaction import (
+    AbortedRanges,
+    CleanPolicy,
+    KeyMap,
+    aborted_ranges,
+    add_to_key_map,
+    clean_batch,
+)
 from .config import LogConfig
+from .producer_state import ProducerStateManager
 from .segment import Segment, read_batches
 
 __all__ = ["NOTHING_CLEANED", "Cleaner", "CompactionPlan", "CompactionStats", "Installed"]
@@ -40,6 +48,7 @@ class CompactionPlan:
     end: int  # base offset of the first segment not cleaned
     delete_horizon_ms: int  # tombstones older than this are dropped
     truncations: int  # the log's truncation count when planned
+    aborted: AbortedRanges = field(default_factory=dict)  # aborted transactions, when planned
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,17 +97,21 @@ class Cleaner:
         max_timestamp: Callable[[Segment], int],
         config: LogConfig,
         now_ms: int,
+        producers: ProducerStateManager | None = None,
     ) -> CompactionPlan | None:
         """Choose among the log's ``segments`` (oldest first, the active one last).
 
         Only segments wholly below ``durable`` (the checkpointed recovery point) qualify:
         recovery relies on segments past it being contiguous, which cleaning does not
-        preserve. ``max_timestamp`` gives a segment's largest timestamp. None if no
+        preserve; nor past the last stable offset of ``producers`` (an open transaction's
+        batches are not judged). ``max_timestamp`` gives a segment's largest timestamp. None if no
         compaction is due or one is already planned.
         """
         if self._planned:
             return None
         horizon = now_ms - config.min_compaction_lag_ms
+        if producers is not None:
+            durable = min(durable, producers.last_stable_offset(durable))
         candidates: list[Segment] = []
         for i, seg in enumerate(segments[:-1]):
             if segments[i + 1].base_offset > durable:
@@ -118,6 +131,7 @@ class Cleaner:
         return CompactionPlan(
             tuple(candidates), tuple(s.size for s in candidates), end,
             now_ms - config.delete_retention_ms, self._truncations,
+            aborted_ranges(producers.aborted) if producers is not None else {},
         )
 
     def clean(self, plan: CompactionPlan) -> list[int] | None:
@@ -148,8 +162,8 @@ class Cleaner:
                 for header, batch in read_batches(fd, size):
                     if self._abort:
                         return None
-                    add_to_key_map(key_map, header, batch)
-        policy = CleanPolicy(key_map, plan.delete_horizon_ms)
+                    add_to_key_map(key_map, header, batch, plan.aborted)
+        policy = CleanPolicy(key_map, plan.delete_horizon_ms, plan.aborted)
         sizes = []
         for seg, size in zip(plan.segments, plan.sizes, strict=True):
             tmp = cleaned_path(seg)

@@ -10,7 +10,11 @@ as 16-byte BLAKE2b digests to bound memory), then rewrites each batch:
 * Compressed batches are kept or dropped whole: kept if any of their records survives.
   (Records are decompressed with cramjam only to read their keys.) Batches that cannot be
   decoded are kept unchanged.
-* Control batches are kept unchanged.
+* Control batches (transaction markers) are kept unchanged.
+* A batch of an aborted transaction is dropped, and none of its keys shadows an older
+  record (Kafka's cleaner likewise), so an aborted write never costs a committed one. Only
+  what lies below the last stable offset is cleaned (the cleaner's plan stops there), so
+  no open transaction's batch is judged.
 * Records with a null key are kept.
 * A tombstone (null value) that is the latest for its key survives until its timestamp
   (the batch max timestamp for LogAppendTime) is older than ``delete.retention.ms``.
@@ -22,14 +26,15 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from samsa.protocol.batch import BATCH_OVERHEAD, LOG_OVERHEAD, BatchHeader, set_crc
 
+from .producer_state import AbortedTxn
 from .records import RawRecord, RecordDecodeError, read_records
 
-__all__ = ["KeyMap", "clean_batch", "key_digest"]
+__all__ = ["AbortedRanges", "KeyMap", "aborted_ranges", "clean_batch", "key_digest"]
 
 _INT32 = struct.Struct(">i")
 
@@ -41,9 +46,30 @@ def key_digest(key: bytes) -> bytes:
     return hashlib.blake2b(key, digest_size=16).digest()
 
 
-def add_to_key_map(key_map: KeyMap, header: BatchHeader, batch: bytes) -> None:
-    """Record the offsets of the keyed records of ``batch`` (later ones win)."""
-    if header.is_control:
+AbortedRanges = Mapping[int, Sequence[tuple[int, int]]]
+"""Producer id -> (first offset, marker offset) of each of its aborted transactions."""
+
+
+def aborted_ranges(aborted: Iterable[AbortedTxn]) -> dict[int, list[tuple[int, int]]]:
+    out: dict[int, list[tuple[int, int]]] = {}
+    for a in aborted:
+        out.setdefault(a.producer_id, []).append((a.first_offset, a.last_offset))
+    return out
+
+
+def is_aborted(header: BatchHeader, aborted: AbortedRanges) -> bool:
+    """Whether ``header`` is a data batch of an aborted transaction."""
+    if not header.is_transactional or header.is_control:
+        return False
+    return any(first <= header.base_offset <= last
+               for first, last in aborted.get(header.producer_id, ()))
+
+
+def add_to_key_map(key_map: KeyMap, header: BatchHeader, batch: bytes,
+                   aborted: AbortedRanges | None = None) -> None:
+    """Record the offsets of the keyed records of ``batch`` (later ones win); an aborted
+    transaction's records count for nothing."""
+    if header.is_control or (aborted and is_aborted(header, aborted)):
         return
     try:
         _, records = read_records(batch, header)
@@ -61,6 +87,8 @@ class CleanPolicy:
     key_map: KeyMap
     tombstone_horizon_ms: int
     """Tombstones with a timestamp below this are dropped."""
+    aborted: AbortedRanges = field(default_factory=dict)
+    """The aborted transactions: their batches are dropped."""
 
 
 def _retain(record: RawRecord, header: BatchHeader, policy: CleanPolicy) -> bool:
@@ -84,6 +112,8 @@ def clean_batch(header: BatchHeader, batch: bytes, policy: CleanPolicy) -> bytes
     """The batch to write in the cleaned segment (possibly ``batch`` itself), or None."""
     if header.is_control:
         return batch
+    if is_aborted(header, policy.aborted):
+        return None
     try:
         section, records = read_records(batch, header)
     except RecordDecodeError:

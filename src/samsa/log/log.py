@@ -19,9 +19,11 @@ import threading
 import time
 from bisect import bisect_right
 from collections import OrderedDict
+from dataclasses import replace
 from pathlib import Path
 
 from samsa.protocol.batch import BatchHeader
+from samsa.protocol.records import control_type
 
 from .append import AppendInfo, prepare
 from .checkpoint import LOG_START_OFFSET, RECOVERY_POINT, fsync_dir, read_offset, write_offset
@@ -116,7 +118,11 @@ class PartitionLog:
         for seg in self._segments:
             for header in seg.headers():
                 if header.producer_id >= 0:
-                    self.producers.replay(header)
+                    control = None
+                    if header.is_control:  # a marker: its type is in its one small record
+                        data = seg.pread(header.size, header.position)
+                        control = control_type(data, replace(header, position=0))
+                    self.producers.replay(header, control)
             if not seg.loaded:
                 seg.close()
         self.producers.remove_before(self._log_start_offset)
@@ -484,7 +490,8 @@ class PartitionLog:
             finally:
                 self._flush_lock.release()
         return self._cleaner.plan(
-            self._segments, durable, self._segment_max_timestamp, self.config, now_ms
+            self._segments, durable, self._segment_max_timestamp, self.config, now_ms,
+            self.producers,
         )
 
     def clean(self, plan: CompactionPlan) -> list[int] | None:

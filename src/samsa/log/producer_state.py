@@ -9,11 +9,23 @@ after the write. Rules (Kafka's ``ProducerStateEntry`` / ``ProducerAppendInfo``)
 * Same epoch: the first sequence must follow the last one (wrapping from int32 max to 0),
   else OUT_OF_ORDER_SEQUENCE_NUMBER (45).
 * A newer epoch must start at sequence 0, else OUT_OF_ORDER_SEQUENCE_NUMBER.
+* A batch without a sequence (-1: the transactional offsets a group coordinator writes, as
+  Kafka's coordinator appends) has its epoch checked only.
 * An unknown producer id (never seen, or its batches were all removed by retention) is
   accepted at any sequence: since KIP-360 (Kafka 2.5) brokers no longer answer
   UNKNOWN_PRODUCER_ID (59) on produce.
 
-Control batches (transaction markers) are not checked and do not change the state.
+Control batches (transaction markers) are not checked; a marker at a newer epoch (the
+coordinator fenced the producer or, with KIP-890, bumped its epoch at the transaction's end)
+moves the producer to that epoch, so the next batch starts at sequence 0 and the older
+epoch is refused.
+
+Transactions (Kafka's ``ProducerStateManager`` ongoing transactions and ``.txnindex``): a
+transactional batch opens its producer's transaction at its base offset, a marker closes it;
+an aborted one is kept as (producer id, first offset, marker offset) for read_committed
+fetches. The last stable offset is the first offset of the oldest open transaction (or the
+high watermark). The state is rebuilt with the producer state when a log opens
+(:meth:`ProducerStateManager.replay` with the marker's type).
 """
 
 from __future__ import annotations
@@ -27,6 +39,7 @@ from .errors import InvalidProducerEpoch, OutOfOrderSequence
 
 __all__ = [
     "NUM_BATCHES_TO_RETAIN",
+    "AbortedTxn",
     "BatchMetadata",
     "ProducerEntry",
     "ProducerStateManager",
@@ -36,6 +49,7 @@ __all__ = [
 ]
 
 NUM_BATCHES_TO_RETAIN = 5
+NO_SEQUENCE = -1
 INT32_MAX = 2**31 - 1
 
 
@@ -83,6 +97,8 @@ def check_batch_sequence(entry: ProducerEntry | None, header: BatchHeader) -> Ba
         raise InvalidProducerEpoch(
             f"producer {header.producer_id} epoch {epoch} is older than {entry.epoch}"
         )
+    if first_seq == NO_SEQUENCE:  # a coordinator's transactional write: no sequence
+        return None
     if epoch > entry.epoch:
         if first_seq != 0:
             raise OutOfOrderSequence(
@@ -102,10 +118,30 @@ def check_batch_sequence(entry: ProducerEntry | None, header: BatchHeader) -> Ba
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    """An aborted transaction of one partition: its producer, first offset, and the offset
+    of its abort marker (Fetch's ``aborted_transactions`` lists the first two)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+
+
 def next_entry(entry: ProducerEntry | None, header: BatchHeader) -> ProducerEntry | None:
     """The entry after appending ``header`` (already carrying its final offsets)."""
-    if header.producer_id < 0 or header.is_control:
+    if header.producer_id < 0:
         return entry
+    if header.is_control:  # a marker at a newer epoch moves the producer to it
+        if entry is not None and header.producer_epoch > entry.epoch:
+            return ProducerEntry(header.producer_id, header.producer_epoch, (),
+                                 header.max_timestamp)
+        return entry
+    if header.base_sequence == NO_SEQUENCE:  # a coordinator's write: the epoch only
+        kept = entry.batches if entry is not None and entry.epoch == header.producer_epoch \
+            else ()
+        return ProducerEntry(header.producer_id, header.producer_epoch, kept,
+                             header.max_timestamp)
     meta = BatchMetadata(
         header.base_sequence,
         header.last_sequence,
@@ -125,6 +161,10 @@ class ProducerStateManager:
 
     def __init__(self) -> None:
         self.entries: dict[int, ProducerEntry] = {}
+        #: producer id -> first offset of its open transaction
+        self.ongoing: dict[int, int] = {}
+        #: aborted transactions, in marker order
+        self.aborted: list[AbortedTxn] = []
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -142,10 +182,15 @@ class ProducerStateManager:
         """
         staged: dict[int, ProducerEntry] = {}
         for header in headers:
-            if header.producer_id < 0 or header.is_control:
+            if header.producer_id < 0:
                 continue
             pid = header.producer_id
             entry = staged.get(pid) or self.entries.get(pid)
+            if header.is_control:  # a marker may move the producer to a newer epoch
+                moved = next_entry(entry, header)
+                if moved is not None and moved is not entry:
+                    staged[pid] = moved
+                continue
             duplicate = check_batch_sequence(entry, header)
             if duplicate is not None:
                 return duplicate, {}
@@ -157,17 +202,41 @@ class ProducerStateManager:
     def commit(self, staged: dict[int, ProducerEntry]) -> None:
         self.entries.update(staged)
 
-    def replay(self, header: BatchHeader) -> None:
-        """Update from a batch found in the log (rebuilding state on open); no checks."""
+    def replay(self, header: BatchHeader, control: int | None = None) -> None:
+        """Update from a batch found in the log (rebuilding state on open); no checks.
+        ``control`` is a marker's type (:func:`samsa.protocol.batch.control_type`)."""
         new = next_entry(self.entries.get(header.producer_id), header)
         if new is not None:
             self.entries[header.producer_id] = new
+        self.track(header, control)
+
+    def track(self, header: BatchHeader, control: int | None) -> None:
+        """Open or close a transaction for an appended batch (``control``: the type of a
+        marker, 0 abort, 1 commit)."""
+        pid = header.producer_id
+        if pid < 0 or not header.is_transactional:
+            return
+        if header.is_control:
+            first = self.ongoing.pop(pid, None)
+            if control == 0 and first is not None:
+                self.aborted.append(AbortedTxn(pid, first, header.base_offset))
+        elif pid not in self.ongoing:
+            self.ongoing[pid] = header.base_offset
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The first offset of the oldest open transaction, or ``high_watermark``."""
+        return min(min(self.ongoing.values(), default=high_watermark), high_watermark)
+
+    def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
+        """The aborted transactions with records in [start, end)."""
+        return [a for a in self.aborted if a.last_offset >= start and a.first_offset < end]
 
     def remove_before(self, log_start_offset: int) -> None:
         """Forget producers whose last batch is entirely below the log start offset."""
         self.entries = {
             pid: e for pid, e in self.entries.items() if e.last_offset >= log_start_offset
         }
+        self.aborted = [a for a in self.aborted if a.last_offset >= log_start_offset]
 
     def expire(self, now_ms: int, max_idle_ms: int) -> None:
         """Forget producers idle longer than ``max_idle_ms`` (producer.id.expiration.ms)."""
@@ -177,3 +246,5 @@ class ProducerStateManager:
 
     def clear(self) -> None:
         self.entries.clear()
+        self.ongoing.clear()
+        self.aborted.clear()

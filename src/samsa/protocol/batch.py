@@ -250,3 +250,4 @@ def set_crc(buf: bytearray | memoryview, pos: int) -> None:
     """Recompute and store the CRC of the (already length-correct) batch at ``pos``."""
     header = parse_header(buf, pos)
     _UINT32.pack_into(buf, pos + 17, batch_crc(buf, header))
+

@@ -17,6 +17,7 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from samsa.protocol.kio_fixes import RESPONSE_SCHEMAS
 from samsa.protocol.limits import LimitExceeded
 from samsa.protocol.limits import check as check_limits
 
@@ -103,6 +104,12 @@ def decode_request(frame: bytes | memoryview, supported: dict[int, tuple[int, in
 def response_class(api_key: int, api_version: int) -> type[Any]:
     """The kio response entity class for an API version (kio looks it up by name)."""
     return load_response_schema(api_key, api_version)
+
+
+def decoded_class(api_key: int, api_version: int) -> type[Any]:
+    """The schema a client decodes a response with: :func:`response_class`, or its
+    replacement where kio cannot read what Kafka sends (:mod:`samsa.protocol.kio_fixes`)."""
+    return RESPONSE_SCHEMAS.get((api_key, api_version)) or response_class(api_key, api_version)
 
 
 def encode_response(correlation_id: int, response: Any) -> bytes:
@@ -264,7 +271,7 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
 
 def decode_response(frame: bytes, api_key: int, api_version: int) -> tuple[int, Any]:
     """Decode a response frame (no size prefix): (correlation_id, body)."""
-    cls = load_response_schema(api_key, api_version)
+    cls = decoded_class(api_key, api_version)
     header, used = entity_reader(cls.__header_schema__)(frame, 0)
     body, _ = entity_reader(cls)(frame, used)
     return header.correlation_id, body

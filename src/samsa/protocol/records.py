@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import cramjam
 from crc32c import crc32c
 
-from samsa.protocol.batch import BATCH_OVERHEAD
+from samsa.protocol.batch import BATCH_OVERHEAD, BatchHeader
 
 __all__ = [
     "COMPRESSION_CODES",
@@ -65,6 +65,7 @@ class DecodedBatch(NamedTuple):
     is_transactional: bool
     producer_id: int
     records: list[tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]]
+    producer_epoch: int = -1
 
 
 class ProducerRecordData(NamedTuple):
@@ -240,7 +241,7 @@ def decode_batches(data: bytes, *, check_crc: bool = True) -> Iterator[DecodedBa
             raise CorruptRecordError(f"unsupported record batch magic {magic}")
         if size < _HEADER_SIZE:
             raise CorruptRecordError(f"batch length {batch_length} too small")
-        (_, _, _, _, crc, attributes, last_delta, base_ts, max_ts, producer_id, _, _,
+        (_, _, _, _, crc, attributes, last_delta, base_ts, max_ts, producer_id, epoch, _,
          count) = _HEADER.unpack_from(data, pos)
         if check_crc and crc32c(memoryview(data)[pos + _CRC_START : pos + size]) != crc:
             raise CorruptRecordError(f"CRC mismatch in batch at offset {base_offset}")
@@ -263,6 +264,7 @@ def decode_batches(data: bytes, *, check_crc: bool = True) -> Iterator[DecodedBa
             bool(attributes & 0x10),
             producer_id,
             records,
+            epoch,
         )
         pos += size
 
@@ -391,8 +393,9 @@ class BatchBuilder(_Records):
 
     def build(self, *, base_offset: int = 0, compression: int = 0, producer_id: int = -1,
               producer_epoch: int = -1, base_sequence: int = -1,
-              transactional: bool = False) -> bytes:
-        """The batch: header, records (compressed with ``compression``), CRC-32C."""
+              transactional: bool = False, control: bool = False) -> bytes:
+        """The batch: header, records (compressed with ``compression``), CRC-32C; a
+        ``control`` batch carries transaction markers (:func:`encode_marker`)."""
         if not self.count:
             raise ValueError("a batch needs at least one record")
         buf = self._buf
@@ -407,7 +410,7 @@ class BatchBuilder(_Records):
             -1,
             2,
             0,
-            compression | (0x10 if transactional else 0),
+            compression | (0x10 if transactional else 0) | (0x20 if control else 0),
             self.count - 1,
             self.base_timestamp,
             self.max_timestamp,
@@ -453,3 +456,66 @@ def encode_batch(
     return builder.build(base_offset=base_offset, compression=compression,
                          producer_id=producer_id, producer_epoch=producer_epoch,
                          base_sequence=base_sequence, transactional=transactional)
+
+
+class LogEntry(NamedTuple):
+    """A record of a coordinator's log as its loader reads it."""
+
+    key: bytes | None
+    value: bytes | None
+    #: (producer id, epoch) of a transactional batch's record or marker, else None
+    producer: tuple[int, int] | None
+    #: a transaction marker's type (:data:`CONTROL_ABORT`, :data:`CONTROL_COMMIT`), else None
+    marker: int | None
+
+
+def log_entries(batches: Sequence[bytes | memoryview], start: int) -> Iterator[LogEntry]:
+    """Every keyed record and every transaction marker of ``batches`` from offset ``start``,
+    in order (a coordinator shard's log, as its loader reads it)."""
+    for data in batches:
+        for batch in decode_batches(bytes(data)):
+            producer = (batch.producer_id, batch.producer_epoch) \
+                if batch.is_transactional else None
+            for offset, _, key, value, _ in batch.records:
+                if offset < start or key is None:
+                    continue
+                if batch.is_control:
+                    if producer is not None and len(key) >= 4:
+                        yield LogEntry(None, None, producer, struct.unpack_from(">h", key, 2)[0])
+                else:
+                    yield LogEntry(key, value, producer, None)
+
+
+CONTROL_ABORT, CONTROL_COMMIT = 0, 1
+"""Control record types (the key's second int16): the two transaction markers."""
+
+
+def control_type(buf: bytes | bytearray | memoryview, header: BatchHeader) -> int | None:
+    """The type of the control record of the control batch at ``header.position`` in ``buf``
+    (a transaction marker: :data:`CONTROL_ABORT` or :data:`CONTROL_COMMIT`), read from its
+    first record's key without decoding the rest; None when ``header`` is no (readable,
+    uncompressed) control batch."""
+    if not header.is_control or header.compression or header.record_count < 1:
+        return None
+    data = bytes(buf[header.position + BATCH_OVERHEAD:header.end])
+    try:
+        pos = read_varint(data, 0)[1] + 1  # record length, attributes
+        pos = read_varint(data, read_varint(data, pos)[1])[1]  # timestamp, offset deltas
+        key_len, pos = read_varint(data, pos)
+        if key_len < 4:
+            return None
+        return int(struct.unpack_from(">h", data, pos + 2)[0])
+    except (IndexError, struct.error, CorruptRecordError):
+        return None
+
+
+def encode_marker(commit: bool, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                  timestamp_ms: int) -> bytes:
+    """A transaction marker as Kafka writes it: a transactional control batch of one record,
+    key {version int16 0, type int16}, value {version int16 0, coordinator_epoch int32}."""
+    key = struct.pack(">hh", 0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = struct.pack(">hi", 0, coordinator_epoch)
+    builder = BatchBuilder()
+    builder.append(timestamp_ms, key, value, ())
+    return builder.build(producer_id=producer_id, producer_epoch=producer_epoch,
+                         transactional=True, control=True)

@@ -18,7 +18,10 @@ import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.FeatureMetadata;
 import org.apache.kafka.clients.admin.FinalizedVersionRange;
 import org.apache.kafka.clients.admin.MemberDescription;
+import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.clients.admin.SupportedVersionRange;
+import org.apache.kafka.clients.admin.TransactionDescription;
+import org.apache.kafka.clients.admin.TransactionListing;
 import org.apache.kafka.common.acl.AccessControlEntry;
 import org.apache.kafka.common.acl.AccessControlEntryFilter;
 import org.apache.kafka.common.acl.AclBinding;
@@ -46,6 +49,9 @@ import org.apache.kafka.common.resource.ResourceType;
  *   alter-offsets GROUP TP=OFFSET...   alterConsumerGroupOffsets (a result per partition)
  *   delete-offsets GROUP TP...  deleteConsumerGroupOffsets (a result per partition)
  *   describe-features           describeFeatures (finalized and supported, epoch)
+ *   list-transactions           listTransactions (id, producer id, state of each)
+ *   describe-transactions ID... describeTransactions (state, producer, timeout, partitions)
+ *   describe-producers TP       describeProducers (id, epoch, open transaction's start)
  *   create-acls ACL...          createAcls (a result per ACL)
  *   describe-acls [ACL]         describeAcls (every ACL when no filter is given)
  *   delete-acls ACL...          deleteAcls (the ACLs each filter removed, or its error)
@@ -71,6 +77,9 @@ public final class AdminDriver {
         COMMANDS.put("alter-offsets", AdminDriver::alterOffsets);
         COMMANDS.put("delete-offsets", AdminDriver::deleteOffsets);
         COMMANDS.put("describe-features", AdminDriver::describeFeatures);
+        COMMANDS.put("list-transactions", AdminDriver::listTransactions);
+        COMMANDS.put("describe-transactions", AdminDriver::describeTransactions);
+        COMMANDS.put("describe-producers", AdminDriver::describeProducers);
         COMMANDS.put("create-acls", AdminDriver::createAcls);
         COMMANDS.put("describe-acls", AdminDriver::describeAcls);
         COMMANDS.put("delete-acls", AdminDriver::deleteAcls);
@@ -230,6 +239,49 @@ public final class AdminDriver {
         }
         return Json.obj("finalized", finalized, "supported", supported,
                 "epoch", m.finalizedFeaturesEpoch().orElse(null));
+    }
+
+    static Map<String, Object> listTransactions(Admin admin, List<String> words)
+            throws Exception {
+        List<Object> out = new ArrayList<>();
+        for (TransactionListing t : get(admin.listTransactions().all())) {
+            out.add(Json.obj("id", t.transactionalId(), "producer_id", t.producerId(),
+                    "state", t.state().toString()));
+        }
+        return Json.obj("transactions", out);
+    }
+
+    static Map<String, Object> describeTransactions(Admin admin, List<String> words)
+            throws Exception {
+        Map<String, Object> out = new java.util.TreeMap<>();
+        for (Map.Entry<String, TransactionDescription> e
+                : get(admin.describeTransactions(words).all()).entrySet()) {
+            TransactionDescription d = e.getValue();
+            List<String> parts = new ArrayList<>();
+            for (TopicPartition tp : d.topicPartitions()) {
+                parts.add(tp.topic() + ":" + tp.partition());
+            }
+            java.util.Collections.sort(parts);
+            out.put(e.getKey(), Json.obj("state", d.state().toString(),
+                    "producer_id", d.producerId(), "epoch", d.producerEpoch(),
+                    "timeout_ms", d.transactionTimeoutMs(),
+                    "started", d.transactionStartTimeMs().isPresent(), "partitions", parts));
+        }
+        return Json.obj("transactions", out);
+    }
+
+    static Map<String, Object> describeProducers(Admin admin, List<String> words)
+            throws Exception {
+        String[] tp = words.get(0).split(":");
+        TopicPartition partition = new TopicPartition(tp[0], Integer.parseInt(tp[1]));
+        List<Object> out = new ArrayList<>();
+        for (ProducerState s : get(admin.describeProducers(List.of(partition))
+                .partitionResult(partition)).activeProducers()) {
+            out.add(Json.obj("producer_id", s.producerId(), "epoch", s.producerEpoch(),
+                    "txn_start", s.currentTransactionStartOffset().isPresent()
+                            ? s.currentTransactionStartOffset().getAsLong() : null));
+        }
+        return Json.obj("producers", out);
     }
 
     static String nullable(String s) {

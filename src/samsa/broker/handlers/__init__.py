@@ -22,6 +22,8 @@ from samsa.broker.context import RequestContext
 Handler = Callable[[RequestContext], Awaitable[Any]]
 
 API_MODULES = (
+    "add_offsets_to_txn",
+    "add_partitions_to_txn",
     "alter_configs",
     "alter_user_scram_credentials",
     "api_versions",
@@ -37,7 +39,10 @@ API_MODULES = (
     "describe_cluster",
     "describe_configs",
     "describe_groups",
+    "describe_producers",
+    "describe_transactions",
     "describe_user_scram_credentials",
+    "end_txn",
     "fetch",
     "find_coordinator",
     "heartbeat",
@@ -47,6 +52,7 @@ API_MODULES = (
     "leave_group",
     "list_groups",
     "list_offsets",
+    "list_transactions",
     "metadata",
     "offset_commit",
     "offset_delete",
@@ -55,6 +61,7 @@ API_MODULES = (
     "sasl_authenticate",
     "sasl_handshake",
     "sync_group",
+    "txn_offset_commit",
 )
 """The handler modules of this package, one per API."""
 

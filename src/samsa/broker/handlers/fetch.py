@@ -2,8 +2,9 @@
 
 Fetch sessions (KIP-227) are declined by answering session id 0, so clients send full
 fetch requests; that is allowed by the protocol and keeps the broker stateless here.
-Versions (v4-13 served): v4 isolation_level, last_stable_offset (the high watermark: no
-transactions); v5 log_start_offset; v7 fetch sessions (declined); v9 current_leader_epoch
+Versions (v4-13 served): v4 isolation_level (read_committed: records up to the last stable
+offset only, whole batches, and the aborted transactions among them), last_stable_offset;
+v5 log_start_offset; v7 fetch sessions (declined); v9 current_leader_epoch
 (checked against a cluster node's lease: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH; a single
 node is at epoch 0); v11 rack_id, preferred_read_replica (-1); v12 flexible, diverging epochs
 (never sent), current_leader on NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH (Kafka fills
@@ -28,12 +29,14 @@ from samsa.broker.context import RequestContext
 from samsa.broker.partition import Partition
 from samsa.log import OffsetOutOfRange
 from samsa.protocol.api_keys import ApiKey
+from samsa.protocol.batch import BATCH_OVERHEAD, parse_header
 from samsa.protocol.build import millis
 from samsa.protocol.codec import Spliced, placeholder
 from samsa.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.FETCH
 VERSIONS = (4, 13)
+READ_COMMITTED = 1
 
 
 @dataclass(slots=True)
@@ -83,8 +86,22 @@ def _wants(ctx: RequestContext, readable: Callable[[str], bool]) -> list[_Want]:
     return out
 
 
-def _read(wants: list[_Want], max_bytes: int) -> tuple[list[dict[str, Any]], int]:
-    """Read every wanted partition within the limits; returns (partition results, bytes)."""
+def _below(data: bytes | memoryview, lso: int) -> tuple[bytes | memoryview, int]:
+    """The whole batches of ``data`` that start below ``lso``, and the offset after them."""
+    pos, end = 0, -1
+    while pos + BATCH_OVERHEAD <= len(data):
+        header = parse_header(data, pos)
+        if header.base_offset >= lso:
+            break
+        pos, end = header.end, header.next_offset
+    return (data[:pos] if pos < len(data) else data), end
+
+
+def _read(wants: list[_Want], max_bytes: int,
+          committed: bool = False) -> tuple[list[dict[str, Any]], int]:
+    """Read every wanted partition within the limits; returns (partition results, bytes).
+    ``committed`` (read_committed): up to the last stable offset, with the aborted
+    transactions among the records returned."""
     total = 0
     results = []
     for w in wants:
@@ -95,12 +112,13 @@ def _read(wants: list[_Want], max_bytes: int) -> tuple[list[dict[str, Any]], int
         if w.part is not None:
             log = w.part.log
             hw = log.log_end_offset
-            entry.update(high_watermark=hw, last_stable_offset=hw,
+            lso = log.producers.last_stable_offset(hw) if committed else hw
+            entry.update(high_watermark=hw, last_stable_offset=lso,
                          log_start_offset=log.log_start_offset)
             budget = min(w.max_bytes, max_bytes - total)
             data: bytes | memoryview
             try:
-                if total and budget <= 0:
+                if (total and budget <= 0) or lso <= w.fetch_offset <= hw:
                     data = b""
                 else:
                     # The response's first batch is returned even if it exceeds the limits.
@@ -110,6 +128,11 @@ def _read(wants: list[_Want], max_bytes: int) -> tuple[list[dict[str, Any]], int
             except OffsetOutOfRange:
                 entry["error_code"] = ErrorCode.offset_out_of_range
                 data = b""
+            if committed:
+                data, upto = _below(data, lso) if lso < hw else (data, hw)
+                entry["aborted_transactions"] = [
+                    {"producer_id": a.producer_id, "first_offset": a.first_offset}
+                    for a in log.producers.aborted_between(w.fetch_offset, upto)] if data else []
             entry["records"] = data
             total += len(data)
         elif w.leader is not None:
@@ -135,7 +158,8 @@ async def handle(ctx: RequestContext) -> Any:
     readable = access.checker(ctx, AclOperation.READ, ResourceType.TOPIC)
     wants = _wants(ctx, readable)
     max_bytes = body.max_bytes
-    results, total = _read(wants, max_bytes)
+    committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
+    results, total = _read(wants, max_bytes, committed)
     wait_ms = millis(body.max_wait)
     if total < body.min_bytes and wait_ms > 0 and not _has_errors(results):
         loop = asyncio.get_running_loop()
@@ -156,7 +180,7 @@ async def handle(ctx: RequestContext) -> Any:
                 for part in parts:
                     part.waiters.discard(fut)
             wants = _wants(ctx, readable)
-            results, total = _read(wants, max_bytes)
+            results, total = _read(wants, max_bytes, committed)
     payloads = _take_payloads(results)
     response = ctx.respond(throttle_time=0, error_code=ErrorCode.none, session_id=0,
                            responses=_group(wants, results, ctx.version))

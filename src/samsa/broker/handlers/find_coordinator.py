@@ -1,9 +1,12 @@
-"""FindCoordinator (key 10): the node owning the group's ``__consumer_offsets`` shard.
+"""FindCoordinator (key 10): the node owning the group's ``__consumer_offsets`` shard, or
+the transactional id's ``__transaction_state`` shard (a single node: this one, once the
+topic exists; the first transaction key creates it and is answered
+COORDINATOR_NOT_AVAILABLE meanwhile, as in Kafka).
 
 A group key needs DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), a transaction
 key DESCRIBE on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 
-Versions: v1 key_type (0 group, 1 transaction: refused, samsa has no transactions),
+Versions: v1 key_type (0 group, 1 transaction),
 throttle_time and error_message; v3 flexible; v4 several keys per request (KIP-699), each
 with its own answer. The answer is built typed, as v4 or (the shapes differ) as v3 for
 v0-3.
@@ -38,12 +41,13 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> v4.Coordinator:
                                                       ResourceType.TRANSACTIONAL_ID, key):
         return _error(key, ErrorCode.transactional_id_authorization_failed,
                       access.DENIED_MESSAGES[ErrorCode.transactional_id_authorization_failed])
-    if key_type == TRANSACTION:
-        return _error(key, ErrorCode.invalid_request, "samsa does not support transactions")
-    if key_type != GROUP:
+    if key_type not in (GROUP, TRANSACTION):
         message = f"unsupported coordinator key type {key_type}"
         return _error(key, ErrorCode.invalid_request, message)
-    code, node = leadership.coordinator(ctx.broker, key, ctx.listener)
+    if key_type == TRANSACTION:
+        code, node = leadership.txn_coordinator(ctx.broker, key, ctx.listener)
+    else:
+        code, node = leadership.coordinator(ctx.broker, key, ctx.listener)
     if code or node is None:
         return _error(key, code, None)
     return v4.Coordinator(key=key, node_id=BrokerId(node.node_id), host=node.host,

@@ -1,6 +1,9 @@
-"""InitProducerId (key 22): producer ids for idempotent producers (no transactions).
+"""InitProducerId (key 22): producer ids for idempotent and transactional producers.
 
-A transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED. An idempotent producer needs
+With a transactional id the transaction coordinator answers (:mod:`samsa.transactions`:
+epoch bump, fencing, the previous instance's open transaction aborted first); it needs
+WRITE on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); PRODUCER_FENCED
+is INVALID_PRODUCER_EPOCH below v4. An idempotent producer needs
 IDEMPOTENT_WRITE on the cluster or WRITE on some topic (Kafka 2.8+, KIP-679), else
 CLUSTER_AUTHORIZATION_FAILED. Versions: v2 flexible; v3
 producer_id and producer_epoch (KIP-360: a producer that knows its id bumps its epoch
@@ -16,23 +19,30 @@ from kio.static.primitive import i16
 
 from samsa.broker import access
 from samsa.broker.context import RequestContext
+from samsa.broker.transactions import fenced_code
 from samsa.protocol.api_keys import ApiKey
-from samsa.protocol.build import NO_THROTTLE
+from samsa.protocol.build import NO_THROTTLE, millis
 from samsa.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from samsa.transactions import InitProducerId
 
 API_KEY = ApiKey.INIT_PRODUCER_ID
 VERSIONS = (0, 4)
 
 MAX_EPOCH = 32767
+FENCED_VERSION = 4
 
 
 async def handle(ctx: RequestContext) -> InitProducerIdResponse:
     body = ctx.body
     if body.transactional_id is not None:
-        access.allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
-                       body.transactional_id)  # a denial is logged as such
-        # Transactions are not implemented: refuse clearly rather than pretend.
-        return _answer(ErrorCode.transactional_id_authorization_failed, -1, -1)
+        tid = body.transactional_id
+        if not access.allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+            return _answer(ErrorCode.transactional_id_authorization_failed, -1, -1)
+        answer = await ctx.broker.transactions.call(InitProducerId(
+            tid, millis(body.transaction_timeout), ctx.broker.producer_ids.allocate(),
+            getattr(body, "producer_id", -1), getattr(body, "producer_epoch", -1)))
+        return _answer(fenced_code(answer.error_code, ctx.version, FENCED_VERSION),
+                       answer.producer_id, answer.producer_epoch)
     if not (access.cluster_allowed(ctx, AclOperation.IDEMPOTENT_WRITE, log=False)
             or access.allowed_any(ctx, AclOperation.WRITE, ResourceType.TOPIC)):
         access.denied(ctx, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME)

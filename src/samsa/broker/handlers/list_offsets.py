@@ -2,7 +2,8 @@
 
 Needs DESCRIBE on each topic (else its partitions are TOPIC_AUTHORIZATION_FAILED).
 
-Versions (v1-8 served): v2 isolation_level and throttle_time; v4 current_leader_epoch
+Versions (v1-8 served): v2 isolation_level (read_committed, 1: LATEST is the last stable
+offset) and throttle_time; v4 current_leader_epoch
 (checked as Fetch does: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH against a cluster node's
 lease) and each answer's leader_epoch (the lease's epoch; 0 on a single node); v6 flexible;
 v7 MAX_TIMESTAMP (-3), UNSUPPORTED_VERSION before; v8 EARLIEST_LOCAL (-4, KIP-405) is not
@@ -29,6 +30,7 @@ API_KEY = ApiKey.LIST_OFFSETS
 VERSIONS = (1, 8)
 
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+READ_COMMITTED = 1
 _UNKNOWN = i64(-1)
 _NO_EPOCH = i32(-1)
 
@@ -40,7 +42,7 @@ def _answer(partition: i32, code: ErrorCode = ErrorCode.none, offset: i64 = _UNK
 
 
 def _lookup(ctx: RequestContext, topic: str, partition: i32, ts: int,
-            current_leader_epoch: int) -> ListOffsetsPartitionResponse:
+            current_leader_epoch: int, committed: bool) -> ListOffsetsPartitionResponse:
     part = ctx.broker.topics.partition(topic, partition)
     if part is None:
         return _answer(partition, ErrorCode.unknown_topic_or_partition)
@@ -52,7 +54,10 @@ def _lookup(ctx: RequestContext, topic: str, partition: i32, ts: int,
     if ts == EARLIEST:
         return _answer(partition, offset=i64(log.log_start_offset), epoch=epoch)
     if ts == LATEST:
-        return _answer(partition, offset=i64(log.log_end_offset), epoch=epoch)
+        end = log.log_end_offset
+        if committed:
+            end = log.producers.last_stable_offset(end)
+        return _answer(partition, offset=i64(end), epoch=epoch)
     if ts == MAX_TIMESTAMP:
         if ctx.version < 7:
             return _answer(partition, ErrorCode.unsupported_version)
@@ -68,6 +73,7 @@ def _lookup(ctx: RequestContext, topic: str, partition: i32, ts: int,
 
 async def handle(ctx: RequestContext) -> ListOffsetsResponse:
     topics = []
+    committed = getattr(ctx.body, "isolation_level", 0) == READ_COMMITTED
     describable = access.allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
                                        [t.name for t in ctx.body.topics])
     for t in ctx.body.topics:
@@ -82,6 +88,6 @@ async def handle(ctx: RequestContext) -> ListOffsetsResponse:
                 continue
             seen.add(p.partition_index)
             parts.append(_lookup(ctx, t.name, p.partition_index, p.timestamp,
-                                 getattr(p, "current_leader_epoch", -1)))
+                                 getattr(p, "current_leader_epoch", -1), committed))
         topics.append(ListOffsetsTopicResponse(name=t.name, partitions=tuple(parts)))
     return ListOffsetsResponse(throttle_time=NO_THROTTLE, topics=tuple(topics))

@@ -6,7 +6,8 @@ group's offsets (topics null) only those of describable topics are answered, as 
 v1 has no group error: a group's error is each partition's.
 
 Versions: v2 topics may be null (all of the group's offsets) and a top-level error code;
-v3 throttle_time; v5 committed_leader_epoch; v6 flexible; v7 require_stable; v8 several
+v3 throttle_time; v5 committed_leader_epoch; v6 flexible; v7 require_stable (a partition
+with offsets staged by an open transaction is UNSTABLE_OFFSET_COMMIT); v8 several
 groups per request, each with its own error code; v9 each group's member id and epoch (a
 KIP-848 consumer group checks them: STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID; none, or epoch
 -1, fetches as an admin); v10 names topics by id only (Kafka 4.1+): ids are resolved to names
@@ -109,6 +110,8 @@ async def handle(ctx: RequestContext) -> (v7.OffsetFetchResponse | v8.OffsetFetc
     else:
         groups = (FetchGroup(body.group_id, _topics(body.topics, None)),)
     resp = await _fetch_authorized(ctx, OffsetFetch(groups, require_stable))
+    if require_stable:
+        resp = _unstable(ctx, resp)
     if ids is not None:
         return v10.OffsetFetchResponse(throttle_time=NO_THROTTLE, groups=tuple(
             v10.OffsetFetchResponseGroup(group_id=GroupId(g.group_id),
@@ -124,6 +127,21 @@ async def handle(ctx: RequestContext) -> (v7.OffsetFetchResponse | v8.OffsetFetc
     return v7.OffsetFetchResponse(
         throttle_time=NO_THROTTLE, error_code=ErrorCode(group.error_code),
         topics=tuple(convert(t, v7.OffsetFetchResponseTopic) for t in _by_name(group)))
+
+
+def _unstable(ctx: RequestContext, resp: co.OffsetFetchResponse) -> co.OffsetFetchResponse:
+    """``require_stable``: a partition with offsets an open transaction staged is
+    UNSTABLE_OFFSET_COMMIT (the client retries), as in Kafka."""
+    groups = []
+    for g in resp.groups:
+        pending = ctx.broker.txn_offsets.unstable(g.group_id) if not g.error_code else set()
+        if pending:
+            g = replace(g, topics=tuple(co.FetchedTopic(t.name, tuple(
+                co.FetchedPartition(p.partition, error_code=ErrorCode.unstable_offset_commit)
+                if (t.name, p.partition) in pending else p for p in t.partitions))
+                for t in g.topics))
+        groups.append(g)
+    return replace(resp, groups=tuple(groups))
 
 
 async def _fetch_authorized(ctx: RequestContext, event: OffsetFetch) -> co.OffsetFetchResponse:

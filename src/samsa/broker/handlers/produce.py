@@ -3,10 +3,17 @@
 Records are read only where the topic's configs need it (:mod:`samsa.broker.validate`).
 Needs WRITE on each topic (else its partitions are TOPIC_AUTHORIZATION_FAILED); idempotence
 was granted at InitProducerId, as in Kafka 2.8+.
-Versions (v3-9 served): v3 transactional_id (refused: no transactions) and record batch v2
-only, one batch per partition; v4 KAFKA_STORAGE_ERROR; v5 log_start_offset in the answer;
-v7 zstd; v8 record_errors and error_message for batches refused because of some records
-(KIP-467); v9 flexible.
+A transactional producer also needs WRITE on its transactional id (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED); its batches open its transaction on each partition
+(the log's producer state), its coordinator's markers close it.
+Versions (v3-9 served): v3 transactional_id and record batch v2 only, one batch per
+partition; v4 KAFKA_STORAGE_ERROR; v5 log_start_offset in the answer; v7 zstd; v8
+record_errors and error_message for batches refused because of some records (KIP-467); v9
+flexible; v10-11 the same here (current_leader and node_endpoints, KIP-951, are never
+filled: a single node leads everything); v12 transactions v2 (KIP-890): a transactional
+producer's partitions are added to its transaction here, before the append (the
+coordinator's CONCURRENT_TRANSACTIONS and coordinator errors become the retriable
+NOT_ENOUGH_REPLICAS, PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH).
 Untyped on purpose: Produce is the hot path (no typed build plus conversion per request).
 """
 
@@ -24,11 +31,18 @@ from samsa.broker.partition import Partition
 from samsa.broker.validate import Rejection, check
 from samsa.log import AppendInfo, LogError
 from samsa.protocol.api_keys import ApiKey
-from samsa.protocol.batch import InvalidRecords, split_batches
+from samsa.protocol.batch import InvalidRecords, parse_header, split_batches
 from samsa.security.acl import AclOperation, ResourceType
+from samsa.transactions import AddPartitions
 
 API_KEY = ApiKey.PRODUCE
-VERSIONS = (3, 9)
+VERSIONS = (3, 12)
+TV2_VERSION = 12
+"""From this version a transactional producer's partitions join its transaction implicitly
+(KIP-890, transactions v2)."""
+#: coordinator answers a producer retries, as Produce knows them (Kafka's mapping)
+_RETRIABLE = {ErrorCode.concurrent_transactions, ErrorCode.coordinator_not_available,
+              ErrorCode.coordinator_load_in_progress, ErrorCode.not_coordinator}
 
 
 def _result(index: int, code: ErrorCode, message: str | None = None,
@@ -76,13 +90,41 @@ def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None,
     return _result(index, ErrorCode.none, None, info), part, info.last_offset + 1
 
 
+async def _add_to_transaction(ctx: RequestContext, transactional_id: str,
+                              writable: set[str]) -> dict[tuple[str, int], ErrorCode]:
+    """TV2: the partitions of the request join the producer's transaction (its id and epoch
+    are its batches'); the error of each that could not."""
+    topics = ctx.broker.topics
+    wanted = [(t.name, p.index, p.records) for t in ctx.body.topic_data if t.name in writable
+              for p in t.partition_data
+              if p.records and topics.partition(t.name, p.index) is not None]
+    if not wanted:
+        return {}
+    try:
+        header = parse_header(wanted[0][2])
+    except InvalidRecords:
+        return {}  # the append refuses it
+    answer = await ctx.broker.transactions.call(AddPartitions(
+        transactional_id, header.producer_id, header.producer_epoch,
+        tuple((name, index) for name, index, _ in wanted)))
+    if answer.error_code == ErrorCode.none:
+        return {}
+    code = ErrorCode(answer.error_code)
+    if code in _RETRIABLE:
+        code = ErrorCode.not_enough_replicas
+    elif code == ErrorCode.producer_fenced:
+        code = ErrorCode.invalid_producer_epoch
+    return {(name, index): code for name, index, _ in wanted}
+
+
 async def handle(ctx: RequestContext) -> Any:
     body = ctx.body
     acks = body.acks
     now = now_ms()
     topics: list[dict[str, Any]] = []
     to_sync: list[tuple[Partition, int]] = []
-    if body.transactional_id is not None:
+    if body.transactional_id is not None and not access.allowed(
+            ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
         code = ErrorCode.transactional_id_authorization_failed
     elif acks not in (0, 1, -1):
         code = ErrorCode.invalid_required_acks
@@ -90,6 +132,10 @@ async def handle(ctx: RequestContext) -> Any:
         code = ErrorCode.none
     writable = access.allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC,
                                     [t.name for t in body.topic_data])
+    not_added: dict[tuple[str, int], ErrorCode] = {}
+    if code == ErrorCode.none and body.transactional_id is not None \
+            and ctx.version >= TV2_VERSION:
+        not_added = await _add_to_transaction(ctx, body.transactional_id, writable)
     for t in body.topic_data:
         results = []
         refused = code if code != ErrorCode.none or t.name in writable \
@@ -97,6 +143,9 @@ async def handle(ctx: RequestContext) -> Any:
         for p in t.partition_data:
             if refused != ErrorCode.none:
                 results.append(_result(p.index, refused))
+                continue
+            if (t.name, p.index) in not_added:
+                results.append(_result(p.index, not_added[(t.name, p.index)]))
                 continue
             result, part, end = _append(ctx, t.name, p.index, p.records, now)
             results.append(result)

@@ -30,7 +30,13 @@ from kio.schema.errors import ErrorCode
 
 from samsa.log import AppendInfo, LogConfig, LogError, OffsetOutOfRange
 from samsa.log.append import prepare
-from samsa.log.compaction import CleanPolicy, KeyMap, add_to_key_map, clean_batch
+from samsa.log.compaction import (
+    CleanPolicy,
+    KeyMap,
+    aborted_ranges,
+    add_to_key_map,
+    clean_batch,
+)
 from samsa.log.producer_state import ProducerStateManager
 from samsa.log.records import record_at_or_after
 from samsa.protocol.batch import BatchHeader, header_from_bytes, parse_header
@@ -423,15 +429,18 @@ class PgPartitionLog:
         if len(batches) < 2 or epoch != self.epoch:
             return
         self._clean_end = batches[-1][0].base_offset
+        aborted = aborted_ranges(self.producers.aborted)
+        stable = self.producers.last_stable_offset(self._next)
         key_map: KeyMap = {}
         for header, blob in batches:
-            add_to_key_map(key_map, header, blob)
-        policy = CleanPolicy(key_map, now_ms - self.config.delete_retention_ms)
+            if header.base_offset < stable:
+                add_to_key_map(key_map, header, blob, aborted)
+        policy = CleanPolicy(key_map, now_ms - self.config.delete_retention_ms, aborted)
         horizon = now_ms - self.config.min_compaction_lag_ms
         updates: list[tuple[int, bytes]] = []
         deletes: list[int] = []
         for header, blob in batches[:-1]:
-            if header.max_timestamp > horizon:
+            if header.max_timestamp > horizon or header.next_offset > stable:
                 break
             cleaned = clean_batch(header, blob, policy)
             if cleaned is None:

@@ -1,0 +1,125 @@
+"""Transactions against idempotence, with confluent-kafka (librdkafka) on one samsa broker.
+
+Produces the same records (100 B values, acks=all) three ways: idempotent, in transactions
+of 10,000 records and in transactions of 100, and prints records/s and each transactional
+rate as a ratio of the idempotent one (the aim: >= 0.7x for large transactions). Then
+fetches the topic written transactionally with read_committed and with read_uncommitted
+and prints both rates and their ratio. Each producer is warmed up (connections, producer id,
+one record) before it is timed. Cases alternate over ``--repeat`` rounds (the VM's
+speed drifts); the best round of each is reported.
+
+    .venv/bin/python benchmarks/transactions.py [--records N] [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.brokerproc import BrokerProcess
+
+VALUE = b"x" * 100
+
+
+def produce(bootstrap: str, topic: str, records: int, txn_size: int | None) -> float:
+    """Records/s of one producer; ``txn_size`` records per transaction, None: idempotent."""
+    conf: dict[str, object] = {"bootstrap.servers": bootstrap, "acks": "all",
+                               "enable.idempotence": True, "linger.ms": 5}
+    if txn_size is not None:
+        conf["transactional.id"] = f"bench-{uuid.uuid4().hex[:8]}"
+    p = Producer(conf)
+    # warm up (connections, metadata, the producer id) outside the timing
+    if txn_size is not None:
+        p.init_transactions(30)
+        p.begin_transaction()
+    p.produce(topic, VALUE, partition=0)
+    if txn_size is not None:
+        p.commit_transaction(60)
+    p.flush(60)
+    start = time.perf_counter()
+    sent = 0
+    while sent < records:
+        n = min(txn_size or records, records - sent)
+        if txn_size is not None:
+            p.begin_transaction()
+        for _ in range(n):
+            while True:
+                try:
+                    p.produce(topic, VALUE, partition=0)
+                    break
+                except BufferError:
+                    p.poll(0.01)
+        sent += n
+        if txn_size is not None:
+            p.commit_transaction(60)
+    p.flush(60)
+    return records / (time.perf_counter() - start)
+
+
+def fetch(bootstrap: str, topic: str, records: int, isolation: str) -> float:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
+                  "isolation.level": isolation, "enable.auto.commit": False,
+                  "fetch.max.bytes": 8 << 20})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got, start = 0, None
+    deadline = time.monotonic() + 120
+    while got < records and time.monotonic() < deadline:
+        for m in c.consume(10_000, 0.5):
+            if m.error():
+                continue
+            if start is None:
+                start = time.perf_counter()
+            got += 1
+    elapsed = time.perf_counter() - (start or time.perf_counter())
+    c.close()
+    if got < records:
+        raise SystemExit(f"{isolation}: read {got} of {records}")
+    return records / max(elapsed, 1e-9)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=2)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        broker = BrokerProcess(Path(tmp) / "data", {
+            "transaction.state.log.num.partitions": "1",
+            "offsets.topic.num.partitions": "1"}).start()
+        try:
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+            cases = {"idempotent": None, "txn 10000": 10_000, "txn 100": 100}
+            best: dict[str, float] = dict.fromkeys(cases, 0.0)
+            reads: dict[str, float] = {"read_uncommitted": 0.0, "read_committed": 0.0}
+            for _ in range(args.repeat):
+                for name, size in cases.items():
+                    topic = f"bench-{uuid.uuid4().hex[:8]}"
+                    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+                    best[name] = max(best[name],
+                                     produce(broker.bootstrap, topic, args.records, size))
+                    if name == "txn 100":  # read back the many-transactions topic
+                        for isolation in reads:
+                            reads[isolation] = max(reads[isolation], fetch(
+                                broker.bootstrap, topic, args.records + 1, isolation))
+                    admin.delete_topics([topic])[topic].result(30)
+        finally:
+            broker.stop()
+    base = best["idempotent"]
+    print(f"{'case':<22}{'records/s':>12}{'ratio':>8}")
+    for name, rate in best.items():
+        print(f"{'produce ' + name:<22}{rate:>12,.0f}{rate / base:>8.2f}")
+    plain = reads["read_uncommitted"]
+    for name, rate in reads.items():
+        print(f"{'fetch ' + name:<22}{rate:>12,.0f}{rate / plain:>8.2f}")
+
+
+if __name__ == "__main__":
+    main()
