@@ -94,11 +94,23 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("group.consumer.max.heartbeat.interval.ms", int, 15000,
             "Largest consumer.heartbeat.interval.ms a group may set."),
     Setting("group.coordinator.rebalance.protocols", str, "classic,consumer",
-            "Group protocols served (classic, consumer); without consumer, "
-            "ConsumerGroupHeartbeat/Describe are not advertised."),
+            "Group protocols served (classic, consumer, share); without consumer, "
+            "ConsumerGroupHeartbeat/Describe are not advertised. Share groups are on with "
+            "the share.version feature, as in Kafka 4.2+."),
     Setting("group.consumer.max.size", int, 2_147_483_647, "Most members of a consumer group."),
     Setting("group.consumer.assignors", str, "uniform,range",
             "Server-side assignors of consumer groups; the first is the default."),
+    Setting("group.share.session.timeout.ms", int, 45000,
+            "Session timeout of share groups (KIP-932)."),
+    Setting("group.share.heartbeat.interval.ms", int, 5000,
+            "Heartbeat interval of share groups."),
+    Setting("group.share.max.size", int, 200, "Most members of a share group."),
+    Setting("group.share.record.lock.duration.ms", int, 30000,
+            "How long a share consumer holds the records it acquired (acquisition lock)."),
+    Setting("group.share.delivery.count.limit", int, 5,
+            "Deliveries of a record before it is archived."),
+    Setting("group.share.partition.max.record.locks", int, 2000,
+            "Most in-flight records per share partition."),
     Setting("group.consumer.migration.policy", str, "bidirectional",
             "Online classic <-> consumer group conversion: disabled, upgrade, downgrade, "
             "bidirectional."),

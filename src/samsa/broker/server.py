@@ -34,6 +34,7 @@ from samsa.broker.groups import GroupRuntime
 from samsa.broker.handlers import Handler, registry
 from samsa.broker.handlers.api_versions import unsupported_version_response
 from samsa.broker.metrics import BrokerMetrics
+from samsa.broker.shares import ShareRuntime
 from samsa.broker.storage import Engine, Node
 from samsa.broker.topics import TopicManager
 from samsa.protocol.api_keys import ApiKey
@@ -77,6 +78,7 @@ class Broker:
         self.metrics = BrokerMetrics()
         self.authorizer = access.authorizer_for(config, engine.acls)
         self.groups = GroupRuntime(self)
+        self.shares = ShareRuntime(config, self.topics.dynamic.group)
         self.handlers: dict[int, tuple[tuple[int, int], Handler]] = registry()
         self.supported = {key: versions for key, (versions, _) in self.handlers.items()}
         self.features_epoch = now_ms()
@@ -171,6 +173,7 @@ class Broker:
         for conn in list(self.connections):
             conn.close()
         await self.groups.stop()
+        self.shares.close()
         for server in self._servers:
             await server.wait_closed()
         await asyncio.get_running_loop().run_in_executor(None, self._flush_all)
@@ -335,6 +338,7 @@ class Connection(asyncio.BufferedProtocol):
             self.broker.limits.release(self.listener, self.ip)
         self.broker.connections.discard(self)
         self.broker.paused.discard(self)
+        self.broker.shares.connection_closed(self)
 
     def pause_writing(self) -> None:
         self._can_write.clear()
@@ -464,7 +468,8 @@ class Connection(asyncio.BufferedProtocol):
                 return await self._sasl_answer(request.correlation_id, reply)
             self.max_frame = auth.max_frame(self.frame_limit)
         started = time.perf_counter()
-        ctx = RequestContext(self.broker, request, self.host, auth.principal, self.listener)
+        ctx = RequestContext(self.broker, request, self.host, auth.principal, self.listener,
+                             self)
         response = await self.broker.dispatch(ctx)
         out: Outgoing = None
         if isinstance(response, Spliced):

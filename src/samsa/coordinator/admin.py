@@ -18,6 +18,7 @@ from samsa.coordinator.responses import (
     ListedGroup,
     ListGroupsResponse,
 )
+from samsa.coordinator.share import describe as share_describe
 from samsa.coordinator.state import Do, GroupState, Request, answer, as_error
 
 S = GroupState
@@ -82,6 +83,9 @@ def handle_delete(core: ShardCore, ev: DeleteGroups, token: object) -> None:
 
 def delete_group(core: ShardCore, group_id: str) -> DeletedGroup:
     """Only Empty groups can be deleted: tombstones for every offset and the metadata."""
+    shared = core.hard.share.groups.get(group_id)
+    if shared is not None:
+        return share_describe.delete_group(core, shared)
     group = core.groups.get(group_id)
     if group is None:
         return DeletedGroup(group_id, E.group_id_not_found)

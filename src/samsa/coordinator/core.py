@@ -42,6 +42,8 @@ from samsa.coordinator.records import (
 )
 from samsa.coordinator.responses import Response
 from samsa.coordinator.result import Record, Reply, Result
+from samsa.coordinator.share.group import ShareGroups
+from samsa.coordinator.share.records import SHARE_KEY_TYPES, ShareRecordValue
 from samsa.coordinator.state import GroupState
 from samsa.coordinator.timers import Timer, TimerKey, TimerKind
 
@@ -64,12 +66,17 @@ class HardState:
     consumer: ConsumerGroups = field(default_factory=ConsumerGroups)
     #: each group's recent rebalance history (samsa's own record type)
     history: GroupHistories = field(default_factory=GroupHistories)
+    #: the share (KIP-932) groups, live like consumer groups
+    share: ShareGroups = field(default_factory=ShareGroups)
 
     def replay(self, key: RecordKey, value: RecordValue | None) -> None:
         """Apply one record (``value is None``: a tombstone)."""
         if isinstance(key, CONSUMER_KEY_TYPES):
-            assert not isinstance(value, OffsetCommitValue | GroupMetadataValue | HistoryEvent)
+            assert not isinstance(value, OffsetCommitValue | GroupMetadataValue | HistoryEvent
+                                  | ShareRecordValue)
             self.consumer.replay(key, value)
+        elif isinstance(key, SHARE_KEY_TYPES):
+            self.share.replay(key, value)  # type: ignore[arg-type]
         elif isinstance(key, HistoryKey):
             assert value is None or isinstance(value, HistoryEvent)
             self.history.replay(key, value)
@@ -91,9 +98,10 @@ class HardState:
             self.groups[key.group] = value
 
     def group_ids(self) -> list[str]:
-        """Classic groups (and offset-only ids); consumer groups are in ``consumer``."""
+        """Classic groups (and offset-only ids); consumer and share groups are in
+        ``consumer`` and ``share``."""
         ids = dict.fromkeys([*self.groups, *self.offsets])
-        return [g for g in ids if g not in self.consumer.groups]
+        return [g for g in ids if g not in self.consumer.groups and g not in self.share.groups]
 
 
 class ShardCore:

@@ -22,14 +22,23 @@ from samsa.coordinator.consumer.group import (
 from samsa.coordinator.consumer.target import preferred_assignor
 from samsa.coordinator.core import ShardCore
 from samsa.coordinator.group import Group
+from samsa.coordinator.share.group import (
+    SHARE_ASSIGNOR,
+    SHARE_GROUP_TYPE,
+    SHARE_PROTOCOL_TYPE,
+    SHARE_STATE_NAMES,
+    ShareGroup,
+    ShareGroupState,
+)
 from samsa.coordinator.state import CLASSIC_STATE_NAMES, GroupState
 
 CLASSIC_GROUP_TYPE = "classic"
 
 #: a classic group's state, or a consumer group's (Empty, Assigning, Reconciling, Stable)
-AnyGroupState = GroupState | ConsumerGroupState
-#: every state name of both group types, classic ones first
-STATE_NAMES: tuple[str, ...] = tuple(dict.fromkeys(CLASSIC_STATE_NAMES + CONSUMER_STATE_NAMES))
+AnyGroupState = GroupState | ConsumerGroupState | ShareGroupState
+#: every state name of the group types, classic ones first
+STATE_NAMES: tuple[str, ...] = tuple(dict.fromkeys(
+    CLASSIC_STATE_NAMES + CONSUMER_STATE_NAMES + SHARE_STATE_NAMES))
 #: the state names of a group in a rebalance (classic: until SyncGroup; consumer: until
 #: every member reconciled to the target assignment)
 REBALANCING_STATE_NAMES = frozenset({
@@ -124,33 +133,51 @@ def consumer_summary(core: ShardCore, group: ConsumerGroup) -> GroupSummary:
     )
 
 
+def share_summary(core: ShardCore, group: ShareGroup) -> GroupSummary:
+    return GroupSummary(
+        group_id=group.group_id,
+        state=group.state,
+        protocol_type=SHARE_PROTOCOL_TYPE,
+        protocol=SHARE_ASSIGNOR,
+        leader="",
+        generation=group.epoch,
+        members=len(group.members),
+        partition=core.partition,
+        group_type=SHARE_GROUP_TYPE,
+    )
+
+
 def group_summary(core: ShardCore, group_id: str) -> GroupSummary | None:
     group = core.groups.get(group_id)
     if group is not None:
         return summary(core, group)
+    shared = core.hard.share.groups.get(group_id)
+    if shared is not None:
+        return share_summary(core, shared)
     consumer = core.hard.consumer.groups.get(group_id)
     return None if consumer is None else consumer_summary(core, consumer)
 
 
 def state_of(core: ShardCore, group_id: str) -> tuple[AnyGroupState, int] | None:
-    """The group's state and generation (a consumer group's: its group epoch)."""
-    group = core.groups.get(group_id)
-    if group is not None:
-        return group.state, group.generation
-    consumer = core.hard.consumer.groups.get(group_id)
-    return None if consumer is None else (consumer.state, consumer.epoch)
+    """The group's state and generation (a consumer or share group's: its group epoch)."""
+    summary_ = group_summary(core, group_id)
+    return None if summary_ is None else (summary_.state, summary_.generation)
 
 
 def summaries(core: ShardCore) -> list[GroupSummary]:
-    """Every live group of the shard: classic groups, then consumer groups, each in
-    creation order."""
+    """Every live group of the shard: classic groups, then consumer groups, then share
+    groups, each in creation order."""
     return ([summary(core, g) for g in core.groups.values()]
-            + [consumer_summary(core, g) for g in core.hard.consumer.groups.values()])
+            + [consumer_summary(core, g) for g in core.hard.consumer.groups.values()]
+            + [share_summary(core, g) for g in core.hard.share.groups.values()])
 
 
 def describe(core: ShardCore, group_id: str) -> GroupDescription | None:
     group = core.groups.get(group_id)
     if group is None:
+        shared = core.hard.share.groups.get(group_id)
+        if shared is not None:
+            return _describe_share(core, shared)
         consumer = core.hard.consumer.groups.get(group_id)
         return None if consumer is None else _describe_consumer(core, consumer)
     stable = group.is_(GroupState.STABLE) and group.protocol_name is not None
@@ -192,6 +219,15 @@ def _describe_consumer(core: ShardCore, group: ConsumerGroup) -> GroupDescriptio
         for m in group.members.values()
     )
     return GroupDescription(consumer_summary(core, group), members, (),
+                            group.subscribed_topic_names())
+
+
+def _describe_share(core: ShardCore, group: ShareGroup) -> GroupDescription:
+    session = core.config.share_session_timeout_ms
+    members = tuple(
+        MemberDescription(m.member_id, None, m.client_id, m.client_host, session, -1, b"", b"")
+        for m in group.members.values())
+    return GroupDescription(share_summary(core, group), members, (),
                             group.subscribed_topic_names())
 
 

@@ -56,6 +56,8 @@ from samsa.coordinator.records import (
 )
 from samsa.coordinator.responses import JoinGroupResponse, SyncGroupResponse
 from samsa.coordinator.result import EMPTY_RESULT, Result
+from samsa.coordinator.share import dispatch as share
+from samsa.coordinator.share import heartbeat as share_heartbeat
 from samsa.coordinator.state import GroupState
 from samsa.coordinator.timers import Timer, TimerKey, TimerKind
 
@@ -129,6 +131,7 @@ class CoordinatorShard(ShardCore):
             for member in group.members.values():
                 rb.schedule_heartbeat(self, group, member)
         consumer_heartbeat.arm_loaded_timers(self)
+        share_heartbeat.arm_loaded_timers(self)
         self._schedule_offsets_expiry()
         return self._end()
 
@@ -166,7 +169,8 @@ class CoordinatorShard(ShardCore):
         error = self._status_error(event)
         if error is not None:
             self.reply(reply_to, status_error_response(event, error))
-        elif not consumer.dispatch(self, event, reply_to):
+        elif not (share.dispatch(self, event, reply_to)
+                  or consumer.dispatch(self, event, reply_to)):
             _HANDLERS[type(event)](self, event, reply_to)
         return self._end()
 
@@ -198,6 +202,9 @@ class CoordinatorShard(ShardCore):
             return self._end()
         if key.kind is TimerKind.CONSUMER_SESSION:
             consumer_heartbeat.session_expired(self, key.group_id, key.member_id)
+            return self._end()
+        if key.kind is TimerKind.SHARE_SESSION:
+            share_heartbeat.session_expired(self, key.group_id, key.member_id)
             return self._end()
         if key.kind is TimerKind.CONSUMER_REBALANCE:
             consumer_heartbeat.rebalance_expired(self, key.group_id, key.member_id)

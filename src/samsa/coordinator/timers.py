@@ -30,6 +30,8 @@ class TimerKind(enum.Enum):
     CONSUMER_SYNC = "consumer-sync"
     #: a consumer group's next target assignment, once its assignment interval has passed
     CONSUMER_ASSIGNMENT = "consumer-assignment"
+    #: share (KIP-932) groups: a member's session
+    SHARE_SESSION = "share-session"
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,10 @@ API_MODULES = (
     "produce",
     "sasl_authenticate",
     "sasl_handshake",
+    "share_acknowledge",
+    "share_fetch",
+    "share_group_describe",
+    "share_group_heartbeat",
     "sync_group",
 )
 """The handler modules of this package, one per API."""

@@ -29,6 +29,7 @@ from samsa.broker.context import RequestContext
 from samsa.broker.dynamic_config import (
     DEFAULT_CONFIG,
     DYNAMIC_BROKER_SETTINGS,
+    GROUP_STRING_DEFAULTS,
     GROUP_SYNONYMS,
     Resolved,
 )
@@ -143,6 +144,11 @@ def _group(ctx: RequestContext, name: str, keys: set[str] | None, synonyms: bool
             setting = _BY_NAME[GROUP_SYNONYMS[key]]
             configs.append(_entry(key, dynamic.resolve_group(name, key), synonyms,
                                   _type(setting), setting.doc if docs else None))
+    for key in sorted(GROUP_STRING_DEFAULTS):
+        if _wanted(keys, key):
+            configs.append(_entry(key, dynamic.resolve_group(name, key), synonyms, STRING,
+                                  "Where a share group starts reading a partition: latest, "
+                                  "earliest or by_duration:<ISO-8601>." if docs else None))
     return _result(GROUP, name, configs)
 
 

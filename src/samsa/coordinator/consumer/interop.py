@@ -62,6 +62,8 @@ from samsa.coordinator.events import (
     OffsetCommit,
     OffsetDelete,
     OffsetFetch,
+    ShareGroupDescribe,
+    ShareGroupHeartbeat,
     SyncGroup,
 )
 from samsa.coordinator.jobs import Job, JobKind
@@ -104,8 +106,8 @@ def dispatch(core: ShardCore, event: Event, token: object) -> bool:
             return False
         core.reply(token, DeleteGroupsResponse((_delete(core, groups[event.groups[0]]),)))
         return True
-    if isinstance(event, DescribeGroups | ListGroups):
-        return False  # samsa.coordinator.admin answers both group types
+    if isinstance(event, DescribeGroups | ListGroups | ShareGroupDescribe | ShareGroupHeartbeat):
+        return False  # samsa.coordinator.admin answers every group type; shares are theirs
     found = groups.get(event.group_id)
     if found is None:
         return False

@@ -1,0 +1,148 @@
+"""Share groups (KIP-932) with confluent-kafka's ``ShareConsumer`` (librdkafka's share
+consumer) over TCP: more members than partitions all get records and every record is
+accepted once (implicit mode); in explicit mode a RELEASE and an expired lock redeliver with
+a delivery count of 2 and more, a REJECT archives, and the delivery count limit archives a
+record released too often; a consumer that disappears without closing gives its records
+back when its connection closes. One broker, short locks (2 s) and sessions."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import AcknowledgeType, Message
+
+from tests.brokerproc import BrokerProcess
+from tests.conformance.groupkit import create_topic, produce, unique
+from tests.conformance.sharekit import (
+    SHARE_BROKER_CONFIG,
+    Share,
+    poll_until,
+    set_group_configs,
+    share_consumer,
+)
+
+pytestmark = pytest.mark.conformance
+
+EARLIEST = {"share.auto.offset.reset": "earliest"}
+
+
+@pytest.fixture(scope="module")
+def share_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    proc = BrokerProcess(tmp_path_factory.mktemp("share") / "data", SHARE_BROKER_CONFIG).start()
+    yield proc
+    assert proc.stop() == 0, f"broker did not exit cleanly, see {proc.log_path}"
+
+
+def _setup(broker: BrokerProcess, partitions: int, per_partition: int) -> tuple[str, str,
+                                                                                   set[bytes]]:
+    topic, group = unique("sq"), unique("sg")
+    create_topic(broker.bootstrap, topic, partitions)
+    set_group_configs(broker.bootstrap, group, EARLIEST)
+    values = produce(broker.bootstrap, topic, partitions, per_partition)
+    return topic, group, values
+
+
+def test_more_members_than_partitions_each_record_accepted_once(
+        share_broker: BrokerProcess) -> None:
+    topic, group, values = _setup(share_broker, 2, 60)
+    shares = [share_consumer(share_broker.bootstrap, group, [topic], f"m{i}",
+                             **{"max.poll.records": "5"}) for i in range(3)]
+    try:
+        seen: Counter[bytes] = Counter()
+        poll_until(shares, lambda: set(seen) >= values,
+                   on_message=lambda s, m: seen.update([m.value()]))
+        # implicit mode: the next poll accepts; nothing is redelivered after that
+        for _ in range(10):
+            for s in shares:
+                for m in s.poll(0.1):
+                    seen.update([m.value()])
+        assert set(seen) == values
+        assert max(seen.values()) == 1, [v for v, n in seen.items() if n > 1][:5]
+        assert all(s.got for s in shares), [len(s.got) for s in shares]
+    finally:
+        for s in shares:
+            s.close()
+
+
+def test_release_reject_and_lock_expiry_in_explicit_mode(share_broker: BrokerProcess) -> None:
+    """``a`` releases a third of the records, rejects a third and leaves the rest
+    unacknowledged (it stops polling, so their locks run out); ``b`` then gets exactly the
+    released and expired ones, each with a delivery count of 2, and nothing after it
+    accepted them."""
+    topic, group, values = _setup(share_broker, 1, 6)
+    explicit = {"share.acknowledgement.mode": "explicit"}
+    a = share_consumer(share_broker.bootstrap, group, [topic], "a", **explicit)
+    b: Share | None = None
+    outcome: dict[bytes, str] = {}
+    try:
+        poll_until([a], lambda: len(a.got) == len(values))
+        for m in a.last:
+            index = int(m.value().rsplit(b"/", 1)[1])
+            outcome[m.value()] = ("release", "reject", "expire")[index % 3]
+            if index % 3 == 0:
+                a.consumer.acknowledge(m, AcknowledgeType.RELEASE)
+            elif index % 3 == 1:
+                a.consumer.acknowledge(m, AcknowledgeType.REJECT)
+        a.consumer.commit_sync(10)
+        b = share_consumer(share_broker.bootstrap, group, [topic], "b", **explicit)
+        again: dict[bytes, int] = {}
+
+        def accept(s: Share, m: Message) -> None:
+            again[m.value()] = m.delivery_count()
+            s.consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+            s.consumer.commit_sync(10)
+
+        redelivered = {v for v, what in outcome.items() if what in ("release", "expire")}
+        poll_until([b], lambda: set(again) >= redelivered, on_message=accept)
+        assert set(again) == redelivered  # rejected records never come back
+        assert set(again.values()) == {2}, again
+        for _ in range(15):  # accepted: nothing more, even past the lock duration
+            assert not b.poll(0.2)
+    finally:
+        a.close()
+        if b is not None:
+            b.close()
+
+
+def test_delivery_count_limit_archives(share_broker: BrokerProcess) -> None:
+    topic, group, _ = _setup(share_broker, 1, 1)
+    a = share_consumer(share_broker.bootstrap, group, [topic], "a",
+                       **{"share.acknowledgement.mode": "explicit"})
+    counts: list[int] = []
+    try:
+        def release(s: Share, m: Message) -> None:
+            counts.append(m.delivery_count())
+            s.consumer.acknowledge(m, AcknowledgeType.RELEASE)
+            s.consumer.commit_sync(10)
+
+        poll_until([a], lambda: len(counts) == 3, on_message=release)
+        assert counts == [1, 2, 3]  # group.share.delivery.count.limit=3
+        for _ in range(15):
+            assert not a.poll(0.2)  # archived at the limit
+    finally:
+        a.close()
+
+
+def test_a_vanished_consumer_gives_its_records_back(share_broker: BrokerProcess) -> None:
+    """A consumer that holds records and disappears without closing (its connection
+    drops): the records come back to another member at once, long before its lock (60 s
+    for this group) would expire."""
+    topic, group, values = _setup(share_broker, 1, 5)
+    set_group_configs(share_broker.bootstrap, group, {"share.record.lock.duration.ms": "60000"})
+    _acquire_and_vanish(share_broker.bootstrap, group, topic, 5)
+    other = share_consumer(share_broker.bootstrap, group, [topic], "other")
+    try:
+        poll_until([other], lambda: {v for _, _, v, _ in other.got} >= values, timeout=20)
+        assert all(n == 2 for _, _, _, n in other.got)
+    finally:
+        other.close()
+
+
+def _acquire_and_vanish(bootstrap: str, group: str, topic: str, records: int) -> None:
+    """A consumer acquires ``records`` and is destroyed without close() on return:
+    librdkafka drops its connections without closing its share session."""
+    holder = share_consumer(bootstrap, group, [topic], "holder",
+                            **{"share.acknowledgement.mode": "explicit"})
+    poll_until([holder], lambda: len(holder.got) == records)
