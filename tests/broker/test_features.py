@@ -11,11 +11,14 @@ from samsa.broker import features
 from samsa.broker.config import BrokerConfig
 
 
-@pytest.mark.parametrize("protocols", ["classic", "classic,consumer", "consumer,classic"])
+@pytest.mark.parametrize("protocols", ["classic", "classic,consumer", "consumer,classic",
+                                       "classic,consumer,share"])
 def test_finalized_levels_are_supported(protocols: str) -> None:
     config = BrokerConfig(values={"group.coordinator.rebalance.protocols": protocols})
     for f in features.FEATURES:
         assert f.min_level <= f.level(config) <= f.max_level, f.name
     on = "consumer" in protocols
-    assert features.finalized(config) == ({"group.version": 1} if on else {})
+    # share groups are on with share.version, finalized as in Kafka 4.2+
+    assert features.finalized(config) == (
+        {"group.version": 1, "share.version": 1} if on else {"share.version": 1})
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import Message, ShareConsumer
 from confluent_kafka.admin import (
@@ -16,9 +17,15 @@ from confluent_kafka.admin import (
     ConfigResource,
     ResourceType,
 )
+from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
+from kio.schema.types import GroupId
+
+from samsa.protocol.api_keys import ApiKey
+from tests.wire import call_once
 
 #: short share-group settings for tests (lock 2 s, session 6 s, heartbeat 0.5 s)
 SHARE_BROKER_CONFIG = {
+    "group.coordinator.rebalance.protocols": "classic,consumer,share",
     "group.share.record.lock.duration.ms": "2000",
     "group.share.session.timeout.ms": "6000",
     "group.share.heartbeat.interval.ms": "500",
@@ -34,6 +41,29 @@ def set_group_configs(bootstrap: str, group: str, configs: dict[str, str]) -> No
         for k, v in configs.items()])
     for fut in admin.incremental_alter_configs([resource]).values():
         fut.result(15)
+
+
+def describe(bootstrap: str, group: str) -> Any:
+    """The group as ShareGroupDescribe v1 answers it (over the wire)."""
+    answer = call_once(bootstrap, ApiKey.SHARE_GROUP_DESCRIBE, 1, ShareGroupDescribeRequest(
+        group_ids=(GroupId(group),), include_authorized_operations=False))
+    return answer.groups[0]
+
+
+def wait_assigned(bootstrap: str, group: str, members: int, timeout: float = 60.0) -> None:
+    """Until the group has ``members`` members, each with an assignment at the group's
+    assignment epoch (records produced after it spread over every member)."""
+    def ready() -> bool:
+        g = describe(bootstrap, group)
+        return (len(g.members) == members and all(
+            m.assignment.topic_partitions and m.member_epoch == g.assignment_epoch
+            for m in g.members))
+
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{group} never had {members} assigned members")
+        time.sleep(0.1)
 
 
 @dataclass

@@ -21,6 +21,7 @@ from tests.conformance.sharekit import (
     poll_until,
     set_group_configs,
     share_consumer,
+    wait_assigned,
 )
 
 pytestmark = pytest.mark.conformance
@@ -35,6 +36,14 @@ def share_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPro
     assert proc.stop() == 0, f"broker did not exit cleanly, see {proc.log_path}"
 
 
+def _assigned(broker: BrokerProcess, group: str, members: int) -> bool:
+    try:
+        wait_assigned(broker.bootstrap, group, members, timeout=0)
+    except AssertionError:
+        return False
+    return True
+
+
 def _setup(broker: BrokerProcess, partitions: int, per_partition: int) -> tuple[str, str,
                                                                                    set[bytes]]:
     topic, group = unique("sq"), unique("sg")
@@ -46,10 +55,12 @@ def _setup(broker: BrokerProcess, partitions: int, per_partition: int) -> tuple[
 
 def test_more_members_than_partitions_each_record_accepted_once(
         share_broker: BrokerProcess) -> None:
-    topic, group, values = _setup(share_broker, 2, 60)
+    topic, group, _ = _setup(share_broker, 2, 0)
     shares = [share_consumer(share_broker.bootstrap, group, [topic], f"m{i}",
                              **{"max.poll.records": "5"}) for i in range(3)]
     try:
+        poll_until(shares, lambda: _assigned(share_broker, group, 3))
+        values = produce(share_broker.bootstrap, topic, 2, 60)
         seen: Counter[bytes] = Counter()
         poll_until(shares, lambda: set(seen) >= values,
                    on_message=lambda s, m: seen.update([m.value()]))
@@ -146,3 +157,38 @@ def _acquire_and_vanish(bootstrap: str, group: str, topic: str, records: int) ->
     holder = share_consumer(bootstrap, group, [topic], "holder",
                             **{"share.acknowledgement.mode": "explicit"})
     poll_until([holder], lambda: len(holder.got) == records)
+
+
+def test_a_killed_broker_keeps_acknowledged_state(tmp_path_factory: pytest.TempPathFactory
+                                                  ) -> None:
+    """Accepted and rejected records stay done across a kill -9 and restart (the state is
+    in ``__share_group_state``); the records acquired but not acknowledged come back."""
+    broker = BrokerProcess(tmp_path_factory.mktemp("share-kill") / "data",
+                           SHARE_BROKER_CONFIG).start()
+    try:
+        topic, group, values = _setup(broker, 1, 10)
+        a = share_consumer(broker.bootstrap, group, [topic], "a",
+                           **{"share.acknowledgement.mode": "explicit"})
+        poll_until([a], lambda: len(a.got) == len(values))
+        done = set()
+        for m in a.last:
+            index = int(m.value().rsplit(b"/", 1)[1])
+            if index < 7:
+                a.consumer.acknowledge(m, AcknowledgeType.ACCEPT if index < 5
+                                       else AcknowledgeType.REJECT)
+                done.add(m.value())
+        a.consumer.commit_sync(10)
+        broker.kill()
+        a.close()
+        broker.start()
+        b = share_consumer(broker.bootstrap, group, [topic], "b")
+        try:
+            poll_until([b], lambda: {v for _, _, v, _ in b.got} >= values - done, timeout=30)
+            for _ in range(10):
+                b.poll(0.2)
+            assert {v for _, _, v, _ in b.got} == values - done
+            assert len(b.got) == len(values - done)
+        finally:
+            b.close()
+    finally:
+        broker.stop()

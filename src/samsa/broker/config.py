@@ -111,6 +111,8 @@ SETTINGS: tuple[Setting, ...] = (
             "Deliveries of a record before it is archived."),
     Setting("group.share.partition.max.record.locks", int, 2000,
             "Most in-flight records per share partition."),
+    Setting("share.coordinator.state.topic.num.partitions", int, 50,
+            "Partitions of __share_group_state (created at the first share fetch)."),
     Setting("group.consumer.migration.policy", str, "bidirectional",
             "Online classic <-> consumer group conversion: disabled, upgrade, downgrade, "
             "bidirectional."),

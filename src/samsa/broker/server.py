@@ -78,7 +78,7 @@ class Broker:
         self.metrics = BrokerMetrics()
         self.authorizer = access.authorizer_for(config, engine.acls)
         self.groups = GroupRuntime(self)
-        self.shares = ShareRuntime(config, self.topics.dynamic.group)
+        self.shares = ShareRuntime(config, self.topics, self.topics.dynamic.group)
         self.handlers: dict[int, tuple[tuple[int, int], Handler]] = registry()
         self.supported = {key: versions for key, (versions, _) in self.handlers.items()}
         self.features_epoch = now_ms()
@@ -120,6 +120,7 @@ class Broker:
         self.topics.load(now_ms())
         await self.credentials.refresh()
         await self.groups.start()
+        await self.shares.start()
         loop = asyncio.get_running_loop()
         handshake_s = int(self.config["connections.authentication.timeout.ms"]) / 1000
         for sec in self.security:

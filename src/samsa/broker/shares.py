@@ -14,32 +14,51 @@ of :mod:`samsa.share`.
 * whatever makes records available again (a release, an expired lock) wakes the ShareFetch
   requests waiting for records, as new log data does through the partition's waiters.
 
-State is in memory: a restart starts every share partition again at its reset offset.
+Durable state (SPSO, acknowledged and archived records, delivery counts) is kept in the
+compacted internal topic ``__share_group_state`` through the broker's partition stores, as
+Kafka's share coordinator keeps it (its ShareSnapshot records, :mod:`samsa.share.records`;
+the state partition is ``abs(hash("group:topicId:partition")) % partitions``). The topic is
+created at the first share fetch; :meth:`ShareRuntime.start` reads it back, so a restarted
+broker rebuilds each share partition from its last snapshot (nothing acknowledged is
+delivered again; what was acquired is available again). A change is appended at once; the
+acknowledgements behind it are answered once it is durable (:meth:`ShareRuntime.durable`).
+samsa serves the state itself: the share coordinator's RPCs (FindCoordinator key type 2,
+Read/Write/InitializeShareGroupState) are not served.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from kio.schema.errors import ErrorCode
 
 from samsa.broker.clock import now_ms
 from samsa.broker.groups import LoopTimer
+from samsa.broker.topics import SHARE_STATE_TOPIC, Topic, TopicError
+from samsa.coordinator.hashing import partition_for
+from samsa.protocol.records import ProducerRecordData, decode_batches, encode_batch
 from samsa.share import (
+    DurableState,
     LockKey,
     OffsetReset,
     SharePartition,
     SharePartitionConfig,
     ShareUpdate,
 )
+from samsa.share import records as state_records
+from samsa.share.records import ShareSnapshot, ShareStateKey
 
 if TYPE_CHECKING:
     from samsa.broker.config import BrokerConfig
     from samsa.broker.partition import Partition
+    from samsa.broker.topics import TopicManager
+
+log = logging.getLogger("samsa.shares")
 
 #: (share group, topic id, partition)
 SharePartitionKey = tuple[str, uuid.UUID, int]
@@ -73,14 +92,81 @@ class ShareRuntime:
     the group configs set for a group (``share.auto.offset.reset``,
     ``share.record.lock.duration.ms``, ``share.delivery.count.limit``: KIP-932/KIP-1240)."""
 
-    def __init__(self, config: BrokerConfig,
+    def __init__(self, config: BrokerConfig, topics: TopicManager,
                  group_configs: Callable[[str], Mapping[str, str]]) -> None:
         self.config = config
+        self.topics = topics
         self.group_configs = group_configs
         self.timer: LoopTimer[LockKey] = LoopTimer(self._fire)
         self.partitions: dict[SharePartitionKey, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self._waiters: set[asyncio.Future[None]] = set()
+        #: durable states read at start, not yet taken by a share partition
+        self.stored: dict[SharePartitionKey, DurableState] = {}
+        self.state_topic: Topic | None = None
+
+    async def start(self) -> None:
+        """Read ``__share_group_state`` back (when it exists)."""
+        topic = self.topics.get(SHARE_STATE_TOPIC)
+        if topic is None:
+            return
+        self.state_topic = topic
+        states: dict[ShareStateKey, DurableState] = {}
+        for part in topic.partitions:
+            start = part.log.log_start_offset
+            for data in await part.log.read_all():
+                for batch in decode_batches(bytes(data)):
+                    if batch.is_control:
+                        continue
+                    for offset, _, key, value, _ in batch.records:
+                        if offset >= start and key is not None:
+                            state_records.replay(states, key, value)
+        self.stored = {(k.group_id, k.topic_id, k.partition): v for k, v in states.items()}
+        log.info("read %d share partition states", len(self.stored))
+
+    def _state_topic(self) -> Topic:
+        if self.state_topic is None:
+            topic = self.topics.get(SHARE_STATE_TOPIC)
+            if topic is None:
+                try:
+                    topic = self.topics.create(
+                        SHARE_STATE_TOPIC,
+                        int(self.config["share.coordinator.state.topic.num.partitions"]),
+                        {"cleanup.policy": "compact"}, now_ms=now_ms())
+                except TopicError:  # created meanwhile (another cluster node)
+                    topic = self.topics.get(SHARE_STATE_TOPIC)
+                    if topic is None:
+                        raise
+            self.state_topic = topic
+        return self.state_topic
+
+    def _persist(self, part: SharePartition) -> tuple[Partition, int] | None:
+        """Append the share partition's durable state as a ShareSnapshot; returns the state
+        partition and the offset to wait for (None when the append failed: logged)."""
+        group_id, topic_id, index = cast(SharePartitionKey, part.owner)
+        key = ShareStateKey(group_id, topic_id, index)
+        durable = part.durable()
+        now = now_ms()
+        value = ShareSnapshot(0, durable.start_offset, durable.batches(), write_timestamp=now)
+        try:
+            topic = self._state_topic()
+            target = topic.partitions[partition_for(key.coordinator_key(),
+                                                    len(topic.partitions))]
+            batch = encode_batch([ProducerRecordData(
+                now, state_records.encode_key(key), state_records.encode_snapshot(value), ())])
+            info = target.log.append(batch, now)
+        except Exception:
+            log.exception("could not write the state of share partition %s", part.owner)
+            return None
+        target.notify()
+        return target, info.last_offset + 1
+
+    async def durable(self, marks: Iterable[tuple[Partition, int] | None]) -> None:
+        """Wait until the appended states ``marks`` are on disk."""
+        waits = [part.log.wait_durable(end) for mark in marks if mark is not None
+                 for part, end in (mark,)]
+        if waits:
+            await asyncio.gather(*waits)
 
     def partition_config(self, group_id: str) -> SharePartitionConfig:
         """The group's share partition settings: its group configs, else the broker's."""
@@ -115,7 +201,13 @@ class ShareRuntime:
 
             start = reset.start_offset(log.log_start_offset, log.log_end_offset, now_ms(),
                                        by_time)
-            found = SharePartition(key, start, self.timer, self.partition_config(group_id))
+            stored = self.stored.pop(key, None)
+            config = self.partition_config(group_id)
+            if stored is not None:
+                found = SharePartition.from_durable(key, stored, self.timer, config)
+            else:
+                found = SharePartition(key, start, self.timer, config)
+                self._persist(found)  # the start offset, as Kafka's InitializeShareGroupState
             self.partitions[key] = found
         return found
 
@@ -127,12 +219,17 @@ class ShareRuntime:
         owner = key.owner
         part = self.partitions.get(owner) if isinstance(owner, tuple) else None
         if part is not None:
-            self.changed(part.fire(key, now_ms()))
+            self.changed(part, part.fire(key, now_ms()))
 
-    def changed(self, update: ShareUpdate | None) -> None:
-        """A share partition's durable state changed: records may be available again."""
-        if update is not None:
-            self._wake()
+    def changed(self, part: SharePartition,
+                update: ShareUpdate | None) -> tuple[Partition, int] | None:
+        """``part``'s durable state changed (``update``): it is written, and fetches
+        waiting for records wake. Returns what to wait for before answering."""
+        if update is None:
+            return None
+        mark = self._persist(part)
+        self._wake()
+        return mark
 
     # ------------------------------------------------------------------ waiting
 
@@ -186,7 +283,7 @@ class ShareRuntime:
     def release_member(self, group_id: str, member_id: str) -> None:
         for (gid, _, _), part in list(self.partitions.items()):
             if gid == group_id:
-                self.changed(part.release_member(member_id))
+                self.changed(part, part.release_member(member_id))
 
     def connection_closed(self, connection: object) -> None:
         """A client connection closed: the sessions last used on it close."""

@@ -43,13 +43,15 @@ def ack_batches(batches: Any) -> Batches:
             for b in batches]
 
 
-def acknowledge(ctx: RequestContext, group_id: str, member_id: str,
-                acks: Acks) -> dict[tuple[uuid.UUID | None, int], ErrorCode]:
-    """Apply each partition's acknowledgements; its error code (NONE when applied)."""
+async def acknowledge(ctx: RequestContext, group_id: str, member_id: str,
+                      acks: Acks) -> dict[tuple[uuid.UUID | None, int], ErrorCode]:
+    """Apply each partition's acknowledgements; its error code (NONE when applied). Returns
+    once the share partitions' new states are durable."""
     topics = ctx.broker.topics
     shares = ctx.broker.shares
     readable = access.checker(ctx, AclOperation.READ, ResourceType.TOPIC)
     out: dict[tuple[uuid.UUID | None, int], ErrorCode] = {}
+    marks = []
     now = now_ms()
     for (topic_id, index), batches in acks.items():
         topic = topics.by_id(topic_id) if topic_id is not None else None
@@ -71,8 +73,9 @@ def acknowledge(ctx: RequestContext, group_id: str, member_id: str,
             out[(topic_id, index)] = error
             continue
         code, update = share.acknowledge(member_id, batches, now)
-        shares.changed(update)
+        marks.append(shares.changed(share, update))
         out[(topic_id, index)] = ErrorCode(code)
+    await shares.durable(marks)
     return out
 
 
@@ -98,7 +101,7 @@ async def handle(ctx: RequestContext) -> wire.ShareAcknowledgeResponse:
         return _error(ctx, exc.code, str(exc))
     acks: Acks = {(t.topic_id, int(p.partition_index)): ack_batches(p.acknowledgement_batches)
                   for t in body.topics for p in t.partitions}
-    errors = acknowledge(ctx, group_id, member_id, acks)
+    errors = await acknowledge(ctx, group_id, member_id, acks)
     if epoch == -1:
         shares.close_session(session)
     by_topic: dict[uuid.UUID | None, list[wire.PartitionData]] = {}

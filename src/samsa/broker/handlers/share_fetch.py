@@ -83,7 +83,7 @@ async def handle(ctx: RequestContext) -> wire.ShareFetchResponse:
         for p in t.partitions:
             if p.acknowledgement_batches:
                 acks[(t.topic_id, int(p.partition_index))] = ack_batches(p.acknowledgement_batches)
-    ack_errors = acknowledge(ctx, group_id, member_id, acks)
+    ack_errors = await acknowledge(ctx, group_id, member_id, acks)
     if epoch == -1:
         shares.close_session(session)
         return _answer(ctx, {tp: _Part(ack_error=e) for tp, e in ack_errors.items()})

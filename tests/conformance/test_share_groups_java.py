@@ -1,0 +1,89 @@
+"""Share groups (KIP-932) with Apache Kafka's Java ``KafkaShareConsumer`` 4.3 (driver
+``tests/conformance/java/ShareMember.java``) over TCP: three members on two partitions all
+get records and each record is delivered once (implicit mode); in explicit mode a member
+that RELEASEs every first delivery sees each record again with delivery count 2, and one
+that REJECTs never sees a record again. One JVM per member, short locks (2 s)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.brokerproc import BrokerProcess
+from tests.conformance.groupkit import create_topic, produce, unique, wait_until
+from tests.conformance.javakit import Driver, JavaKit
+from tests.conformance.sharekit import SHARE_BROKER_CONFIG, set_group_configs, wait_assigned
+
+pytestmark = [pytest.mark.conformance, pytest.mark.slow]
+
+FAST = {"reconnect.backoff.max.ms": "200", "retry.backoff.max.ms": "300"}
+
+
+@pytest.fixture(scope="module")
+def share_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    proc = BrokerProcess(tmp_path_factory.mktemp("jshare") / "data", SHARE_BROKER_CONFIG).start()
+    yield proc
+    assert proc.stop() == 0, f"broker did not exit cleanly, see {proc.log_path}"
+
+
+def _records(d: Driver) -> list[list[Any]]:
+    return [r for e in d.of("records") for r in e["records"]]
+
+
+def _member(java: JavaKit, broker: BrokerProcess, group: str, topic: str, name: str,
+            *settings: str) -> Driver:
+    args = [f"{k}={v}" for k, v in {**FAST, "client.id": name}.items()]
+    return java.start("ShareMember", broker.bootstrap, group, topic, *args, *settings, name=name)
+
+
+def _setup(broker: BrokerProcess, partitions: int, per_partition: int = 0) -> tuple[
+        str, str, set[str]]:
+    topic, group = unique("jq"), unique("jg")
+    create_topic(broker.bootstrap, topic, partitions)
+    set_group_configs(broker.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    values = {v.decode() for v in produce(broker.bootstrap, topic, partitions, per_partition)}
+    return topic, group, values
+
+
+def test_more_members_than_partitions_get_each_record_once(share_broker: BrokerProcess,
+                                                           java: JavaKit) -> None:
+    topic, group, _ = _setup(share_broker, 2)
+    members = [_member(java, share_broker, group, topic, f"j{i}", "max.poll.records=5")
+               for i in range(3)]
+    wait_assigned(share_broker.bootstrap, group, 3)
+    values = {v.decode() for v in produce(share_broker.bootstrap, topic, 2, 40)}
+
+    def seen() -> Counter[str]:
+        return Counter(r[2] for m in members for r in _records(m))
+
+    wait_until(lambda: set(seen()) >= values, timeout=60, what="every record")
+    for m in members:
+        assert m.close() == 0
+    counts = seen()
+    assert set(counts) == values and max(counts.values()) == 1
+    assert all(_records(m) for m in members), [len(_records(m)) for m in members]
+    assert not [e for m in members for e in m.of("error")]
+
+
+@pytest.mark.parametrize("first", ["release", "reject"])
+def test_explicit_release_redelivers_and_reject_archives(share_broker: BrokerProcess,
+                                                          java: JavaKit, first: str) -> None:
+    topic, group, values = _setup(share_broker, 1, 4)
+    m = _member(java, share_broker, group, topic, "explicit",
+                "share.acknowledgement.mode=explicit", f"driver.first={first}")
+    wait_until(lambda: {r[2] for r in _records(m)} >= values, timeout=60, what="first pass")
+    if first == "release":
+        wait_until(lambda: Counter(r[2] for r in _records(m)) == Counter(
+            {v: 2 for v in values}), timeout=30, what="redelivery")
+        assert sorted(r[3] for r in _records(m)) == [1] * 4 + [2] * 4
+    else:
+        wait_until(lambda: len(m.of("committed")) >= 1, timeout=30, what="the commit")
+        java_wait = 3.0  # past the 2 s lock: a rejected record must not come back
+        with pytest.raises(AssertionError):
+            wait_until(lambda: len(_records(m)) > len(values), timeout=java_wait)
+        assert [r[3] for r in _records(m)] == [1] * 4
+    assert m.close() == 0
+    assert not m.of("error")
