@@ -27,6 +27,7 @@ def share_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPro
     proc = BrokerProcess(tmp_path_factory.mktemp("jshare") / "data", SHARE_BROKER_CONFIG).start()
     yield proc
     assert proc.stop() == 0, f"broker did not exit cleanly, see {proc.log_path}"
+    assert "Traceback" not in proc.log_path.read_text(), f"see {proc.log_path}"
 
 
 def _records(d: Driver) -> list[list[Any]]:

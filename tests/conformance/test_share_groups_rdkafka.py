@@ -11,7 +11,8 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import AcknowledgeType, Message
+from confluent_kafka import AcknowledgeType, KafkaError, KafkaException, Message
+from confluent_kafka.admin import AdminClient
 
 from tests.brokerproc import BrokerProcess
 from tests.conformance.groupkit import create_topic, produce, unique
@@ -34,6 +35,7 @@ def share_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPro
     proc = BrokerProcess(tmp_path_factory.mktemp("share") / "data", SHARE_BROKER_CONFIG).start()
     yield proc
     assert proc.stop() == 0, f"broker did not exit cleanly, see {proc.log_path}"
+    assert "Traceback" not in proc.log_path.read_text(), f"see {proc.log_path}"
 
 
 def _assigned(broker: BrokerProcess, group: str, members: int) -> bool:
@@ -75,6 +77,28 @@ def test_more_members_than_partitions_each_record_accepted_once(
     finally:
         for s in shares:
             s.close()
+
+
+def test_delete_group_forgets_its_state(share_broker: BrokerProcess) -> None:
+    """DeleteGroups refuses a share group with members, deletes an empty one with its
+    share-partition state: a new member of the same group id reads everything again."""
+    topic, group, values = _setup(share_broker, 1, 3)
+    a = share_consumer(share_broker.bootstrap, group, [topic], "a")
+    admin = AdminClient({"bootstrap.servers": share_broker.bootstrap})
+    try:
+        poll_until([a], lambda: len(a.got) == 3)
+        a.poll(0.2)  # implicit mode: accepts the first three
+        with pytest.raises(KafkaException) as refused:
+            admin.delete_consumer_groups([group])[group].result(15)
+        assert refused.value.args[0].code() == KafkaError.NON_EMPTY_GROUP
+    finally:
+        a.close()
+    admin.delete_consumer_groups([group])[group].result(15)
+    b = share_consumer(share_broker.bootstrap, group, [topic], "b")
+    try:
+        poll_until([b], lambda: {v for _, _, v, _ in b.got} == values)
+    finally:
+        b.close()
 
 
 def test_release_reject_and_lock_expiry_in_explicit_mode(share_broker: BrokerProcess) -> None:

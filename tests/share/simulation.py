@@ -8,8 +8,9 @@ KIP-932's invariants against its own model of what each member was handed:
 * no delivery count passes the limit;
 * every lock whose deadline passed has released its offsets (no lost expiry);
 * SPSO moves only over offsets acknowledged or archived;
-* replaying the durable updates gives the partition's durable state, and a partition
-  rebuilt from it has the same durable state.
+* replaying the durable updates gives the partition's durable state, it survives its
+  ``__share_group_state`` snapshot encoding, and a partition rebuilt from it has the same
+  durable state.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from samsa.share import (
     SharePartitionConfig,
     ShareUpdate,
 )
+from samsa.share.records import ShareSnapshot, decode_snapshot, encode_snapshot
 
 OWNER = ("g", "t", 0)
 
@@ -216,6 +218,8 @@ class Sim:
         assert part.end_offset - part.start_offset <= self.config.max_record_locks
         durable = part.durable()
         assert self.replayed == durable, (self.replayed, durable)
+        snapshot = ShareSnapshot(0, durable.start_offset, durable.batches())
+        assert decode_snapshot(encode_snapshot(snapshot)).durable() == durable
         rebuilt = SharePartition.from_durable(OWNER, durable, SimTimer(), self.config)
         assert rebuilt.durable() == durable
         assert not rebuilt.locks

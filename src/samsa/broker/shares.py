@@ -143,20 +143,24 @@ class ShareRuntime:
     def _persist(self, part: SharePartition) -> tuple[Partition, int] | None:
         """Append the share partition's durable state as a ShareSnapshot; returns the state
         partition and the offset to wait for (None when the append failed: logged)."""
-        group_id, topic_id, index = cast(SharePartitionKey, part.owner)
-        key = ShareStateKey(group_id, topic_id, index)
+        key = ShareStateKey(*cast(SharePartitionKey, part.owner))
         durable = part.durable()
+        return self._write(key, ShareSnapshot(0, durable.start_offset, durable.batches(),
+                                              write_timestamp=now_ms()))
+
+    def _write(self, key: ShareStateKey,
+               value: ShareSnapshot | None) -> tuple[Partition, int] | None:
         now = now_ms()
-        value = ShareSnapshot(0, durable.start_offset, durable.batches(), write_timestamp=now)
         try:
             topic = self._state_topic()
             target = topic.partitions[partition_for(key.coordinator_key(),
                                                     len(topic.partitions))]
-            batch = encode_batch([ProducerRecordData(
-                now, state_records.encode_key(key), state_records.encode_snapshot(value), ())])
+            raw = None if value is None else state_records.encode_snapshot(value)
+            batch = encode_batch([ProducerRecordData(now, state_records.encode_key(key), raw,
+                                                     ())])
             info = target.log.append(batch, now)
         except Exception:
-            log.exception("could not write the state of share partition %s", part.owner)
+            log.exception("could not write the state of share partition %s", key)
             return None
         target.notify()
         return target, info.last_offset + 1
@@ -289,6 +293,20 @@ class ShareRuntime:
         """A client connection closed: the sessions last used on it close."""
         for session in [s for s in self.sessions.values() if s.connection is connection]:
             self.close_session(session)
+
+    def delete_group(self, group_id: str) -> None:
+        """The group was deleted: its share partitions go, their stored states get
+        tombstones, and its sessions end."""
+        keys = {k for k in self.partitions if k[0] == group_id}
+        keys |= {k for k in self.stored if k[0] == group_id}
+        for key in keys:
+            part = self.partitions.pop(key, None)
+            if part is not None:
+                part.release_all()
+            self.stored.pop(key, None)
+            self._write(ShareStateKey(*key), None)
+        for session in [s for s in self.sessions.values() if s.group_id == group_id]:
+            del self.sessions[(session.group_id, session.member_id)]
 
     def forget_topics(self, topic_ids: Iterable[uuid.UUID]) -> None:
         """Deleted topics: their share partitions (and locks) go."""
