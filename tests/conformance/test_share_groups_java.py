@@ -7,7 +7,6 @@ that REJECTs never sees a record again. One JVM per member, short locks (2 s).""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,19 +14,11 @@ import pytest
 from tests.brokerproc import BrokerProcess
 from tests.conformance.groupkit import create_topic, produce, unique, wait_until
 from tests.conformance.javakit import Driver, JavaKit
-from tests.conformance.sharekit import SHARE_BROKER_CONFIG, set_group_configs, wait_assigned
+from tests.conformance.sharekit import set_group_configs, wait_assigned
 
 pytestmark = [pytest.mark.conformance, pytest.mark.slow]
 
 FAST = {"reconnect.backoff.max.ms": "200", "retry.backoff.max.ms": "300"}
-
-
-@pytest.fixture(scope="module")
-def share_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path_factory.mktemp("jshare") / "data", SHARE_BROKER_CONFIG).start()
-    yield proc
-    assert proc.stop() == 0, f"broker did not exit cleanly, see {proc.log_path}"
-    assert "Traceback" not in proc.log_path.read_text(), f"see {proc.log_path}"
 
 
 def _records(d: Driver) -> list[list[Any]]:
@@ -88,3 +79,33 @@ def test_explicit_release_redelivers_and_reject_archives(share_broker: BrokerPro
         assert [r[3] for r in _records(m)] == [1] * 4
     assert m.close() == 0
     assert not m.of("error")
+
+
+def test_java_admin_lists_and_describes_share_groups(share_broker: BrokerProcess,
+                                                      java: JavaKit) -> None:
+    """Admin.listGroups(forShareGroups) and Admin.describeShareGroups (ShareGroupDescribe
+    v1) see a share group's members, epochs and assignments; a consumer group id is not a
+    share group."""
+    topic, group, _ = _setup(share_broker, 2)
+    members = [_member(java, share_broker, group, topic, f"a{i}") for i in range(2)]
+    wait_assigned(share_broker.bootstrap, group, 2)
+    admin = java.start("AdminDriver", share_broker.bootstrap)
+    try:
+        listed = admin.request("list-share-groups")
+        assert listed["ok"], listed
+        assert {"group": group, "state": "Stable", "type": "Share", "protocol": "share"} in \
+            listed["groups"]
+        nope = unique("nope")
+        described = admin.request(f"describe-share-groups {group} {nope}")
+        assert described["ok"], described
+        g = described["groups"][group]
+        assert (g["state"], len(g["members"])) == ("Stable", 2)
+        assert g["epoch"] == g["assignment_epoch"] == 2
+        assert sorted(m["client"] for m in g["members"]) == ["a0", "a1"]
+        assert {tuple(tp) for m in g["members"] for tp in m["assignment"]} == {
+            (topic, 0), (topic, 1)}
+        assert "GroupIdNotFoundException" in described["groups"][nope]["error"]
+    finally:
+        admin.close()
+        for m in members:
+            m.close()

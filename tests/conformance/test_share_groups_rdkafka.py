@@ -8,7 +8,6 @@ back when its connection closes. One broker, short locks (2 s) and sessions."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import AcknowledgeType, KafkaError, KafkaException, Message
@@ -28,14 +27,6 @@ from tests.conformance.sharekit import (
 pytestmark = pytest.mark.conformance
 
 EARLIEST = {"share.auto.offset.reset": "earliest"}
-
-
-@pytest.fixture(scope="module")
-def share_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path_factory.mktemp("share") / "data", SHARE_BROKER_CONFIG).start()
-    yield proc
-    assert proc.stop() == 0, f"broker did not exit cleanly, see {proc.log_path}"
-    assert "Traceback" not in proc.log_path.read_text(), f"see {proc.log_path}"
 
 
 def _assigned(broker: BrokerProcess, group: str, members: int) -> bool:

@@ -17,6 +17,10 @@ import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.FeatureMetadata;
 import org.apache.kafka.clients.admin.FinalizedVersionRange;
+import org.apache.kafka.clients.admin.GroupListing;
+import org.apache.kafka.clients.admin.ListGroupsOptions;
+import org.apache.kafka.clients.admin.ShareGroupDescription;
+import org.apache.kafka.clients.admin.ShareMemberDescription;
 import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.SupportedVersionRange;
 import org.apache.kafka.common.acl.AccessControlEntry;
@@ -46,6 +50,8 @@ import org.apache.kafka.common.resource.ResourceType;
  *   alter-offsets GROUP TP=OFFSET...   alterConsumerGroupOffsets (a result per partition)
  *   delete-offsets GROUP TP...  deleteConsumerGroupOffsets (a result per partition)
  *   describe-features           describeFeatures (finalized and supported, epoch)
+ *   list-share-groups           listGroups(ListGroupsOptions.forShareGroups())
+ *   describe-share-groups GROUP...   describeShareGroups
  *   create-acls ACL...          createAcls (a result per ACL)
  *   describe-acls [ACL]         describeAcls (every ACL when no filter is given)
  *   delete-acls ACL...          deleteAcls (the ACLs each filter removed, or its error)
@@ -71,6 +77,8 @@ public final class AdminDriver {
         COMMANDS.put("alter-offsets", AdminDriver::alterOffsets);
         COMMANDS.put("delete-offsets", AdminDriver::deleteOffsets);
         COMMANDS.put("describe-features", AdminDriver::describeFeatures);
+        COMMANDS.put("list-share-groups", AdminDriver::listShareGroups);
+        COMMANDS.put("describe-share-groups", AdminDriver::describeShareGroups);
         COMMANDS.put("create-acls", AdminDriver::createAcls);
         COMMANDS.put("describe-acls", AdminDriver::describeAcls);
         COMMANDS.put("delete-acls", AdminDriver::deleteAcls);
@@ -174,6 +182,41 @@ public final class AdminDriver {
             out.put(group, error(futures.get(group)));
         }
         return Json.obj("errors", out);
+    }
+
+    static Map<String, Object> listShareGroups(Admin admin, List<String> words) throws Exception {
+        List<Object> groups = new ArrayList<>();
+        for (GroupListing g : get(admin.listGroups(ListGroupsOptions.forShareGroups()).all())) {
+            groups.add(Json.obj("group", g.groupId(),
+                    "state", g.groupState().map(Object::toString).orElse(null),
+                    "type", g.type().map(Object::toString).orElse(null),
+                    "protocol", g.protocol()));
+        }
+        return Json.obj("groups", groups);
+    }
+
+    static Map<String, Object> describeShareGroups(Admin admin, List<String> groups)
+            throws Exception {
+        Map<String, Object> out = new LinkedHashMap<>();
+        Map<String, KafkaFuture<ShareGroupDescription>> futures =
+                admin.describeShareGroups(groups).describedGroups();
+        for (String group : groups) {
+            try {
+                ShareGroupDescription d = get(futures.get(group));
+                List<Object> members = new ArrayList<>();
+                for (ShareMemberDescription m : d.members()) {
+                    members.add(Json.obj("member", m.consumerId(), "client", m.clientId(),
+                            "epoch", m.memberEpoch(),
+                            "assignment", Json.tps(m.assignment().topicPartitions())));
+                }
+                out.put(group, Json.obj("state", d.groupState().toString(),
+                        "epoch", d.groupEpoch(), "assignment_epoch", d.targetAssignmentEpoch(),
+                        "members", members));
+            } catch (Exception e) {
+                out.put(group, Json.obj("error", Conf.error(e)));
+            }
+        }
+        return Json.obj("groups", out);
     }
 
     static Map<String, Object> listOffsets(Admin admin, List<String> words) throws Exception {

@@ -79,6 +79,16 @@ async def acknowledge(ctx: RequestContext, group_id: str, member_id: str,
     return out
 
 
+def refused(ctx: RequestContext) -> tuple[ErrorCode, str | None] | None:
+    """The checks before the share session: a group and a member id, READ on the group."""
+    body = ctx.body
+    if not body.group_id or not body.member_id:
+        return ErrorCode.invalid_request, "GroupId and MemberId are required."
+    if not access.allowed(ctx, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return ErrorCode.group_authorization_failed, None
+    return None
+
+
 def leader_of(ctx: RequestContext, topic_id: uuid.UUID | None, index: int) -> tuple[int, int]:
     topics = ctx.broker.topics
     topic = topics.by_id(topic_id) if topic_id is not None else None
@@ -90,10 +100,9 @@ async def handle(ctx: RequestContext) -> wire.ShareAcknowledgeResponse:
     body = ctx.body
     group_id, member_id = body.group_id or "", body.member_id or ""
     epoch = int(body.share_session_epoch)
-    if not group_id or not member_id:
-        return _error(ctx, ErrorCode.invalid_request, "GroupId and MemberId are required.")
-    if not access.allowed(ctx, AclOperation.READ, ResourceType.GROUP, group_id):
-        return _error(ctx, ErrorCode.group_authorization_failed, None)
+    refusal = refused(ctx)
+    if refusal is not None:
+        return _error(ctx, *refusal)
     shares = ctx.broker.shares
     try:
         session = shares.session(group_id, member_id, epoch, ctx.connection, opening=False)

@@ -34,6 +34,7 @@ from samsa.broker.handlers.share_acknowledge import (
     acknowledge,
     leader_of,
     lock_timeout,
+    refused,
 )
 from samsa.broker.shares import SessionError, ShareSession
 from samsa.protocol.api_keys import ApiKey
@@ -60,10 +61,9 @@ async def handle(ctx: RequestContext) -> wire.ShareFetchResponse:
     body = ctx.body
     group_id, member_id = body.group_id or "", body.member_id or ""
     epoch = int(body.share_session_epoch)
-    if not group_id or not member_id:
-        return _error(ctx, ErrorCode.invalid_request, "GroupId and MemberId are required.")
-    if not access.allowed(ctx, AclOperation.READ, ResourceType.GROUP, group_id):
-        return _error(ctx, ErrorCode.group_authorization_failed, None)
+    refusal = refused(ctx)
+    if refusal is not None:
+        return _error(ctx, *refusal)
     wanted = [(t.topic_id, int(p.partition_index)) for t in body.topics for p in t.partitions]
     if epoch == -1 and wanted:
         return _error(ctx, ErrorCode.invalid_request,
