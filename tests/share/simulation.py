@@ -207,6 +207,8 @@ class Sim:
         holders = {o: (r.member_id, r.delivery_count) for o, r in part.window.items()
                    if r.state is RecordState.ACQUIRED}
         assert holders == self.held
+        assert part.available == {o for o, r in part.window.items()
+                                  if r.state is RecordState.AVAILABLE}
         for offset, rec in part.window.items():
             assert rec.delivery_count <= self.config.delivery_count_limit
             if rec.state is RecordState.ACKNOWLEDGED:

@@ -118,7 +118,7 @@ class ShareUpdate:
     batches: tuple[StateBatch, ...] = ()
 
 
-@dataclass
+@dataclass(slots=True)
 class InFlight:
     state: RecordState
     delivery_count: int = 0
@@ -162,17 +162,18 @@ class DurableState:
 
 
 def _ranges(items: Iterable[tuple[int, tuple[RecordState, int]]]) -> Iterator[StateBatch]:
-    run: StateBatch | None = None
-    for offset, (state, count) in items:
-        if (run is not None and run.last_offset + 1 == offset and run.state is state
-                and run.delivery_count == count):
-            run = StateBatch(run.first_offset, offset, state, count)
+    first = last = -2
+    key: tuple[RecordState, int] | None = None
+    for offset, state_count in items:
+        if offset == last + 1 and state_count == key:
+            last = offset
             continue
-        if run is not None:
-            yield run
-        run = StateBatch(offset, offset, state, count)
-    if run is not None:
-        yield run
+        if key is not None:
+            yield StateBatch(first, last, key[0], key[1])
+        first = last = offset
+        key = state_count
+    if key is not None:
+        yield StateBatch(first, last, key[0], key[1])
 
 
 class SharePartition:
@@ -188,6 +189,8 @@ class SharePartition:
         self.end_offset = start_offset
         #: window offsets in ascending order (inserted in order, removed from the front)
         self.window: dict[int, InFlight] = {}
+        #: the window's AVAILABLE offsets (so acquiring never walks the whole window)
+        self.available: set[int] = set()
         self.locks: dict[int, _Lock] = {}
         self._next_lock = 1
 
@@ -201,6 +204,8 @@ class SharePartition:
             for offset in range(part.start_offset, last + 1):
                 state, count = durable.offsets.get(offset, (RecordState.AVAILABLE, 0))
                 part.window[offset] = InFlight(state, count)
+                if state is RecordState.AVAILABLE:
+                    part.available.add(offset)
             part.end_offset = last + 1
             part._advance_start()
         return part
@@ -215,10 +220,7 @@ class SharePartition:
     def next_fetch_offset(self) -> int:
         """Where a fetch should start reading the log: the first AVAILABLE offset of the
         window, else SPEO."""
-        for offset, rec in self.window.items():
-            if rec.state is RecordState.AVAILABLE:
-                return offset
-        return self.end_offset
+        return min(self.available) if self.available else self.end_offset
 
     def count(self, state: RecordState) -> int:
         return sum(1 for rec in self.window.values() if rec.state is state)
@@ -234,12 +236,7 @@ class SharePartition:
         """Acquire up to ``max_records`` offsets below ``log_end_offset`` (the end of what
         the fetch read) for ``member_id``: AVAILABLE window offsets first, then fresh
         offsets past SPEO while the window has room. One lock covers them all."""
-        picked: list[int] = []
-        for offset, rec in self.window.items():
-            if len(picked) >= max_records or offset >= log_end_offset:
-                break
-            if rec.state is RecordState.AVAILABLE:
-                picked.append(offset)
+        picked = sorted(o for o in self.available if o < log_end_offset)[:max(max_records, 0)]
         room = self.start_offset + self.config.max_record_locks - self.end_offset
         fresh = min(max_records - len(picked), log_end_offset - self.end_offset, room)
         if not picked and fresh <= 0:
@@ -248,6 +245,7 @@ class SharePartition:
         lock = self.locks[lock_id]
         for offset in picked:
             rec = self.window[offset]
+            self.available.discard(offset)
             rec.state, rec.member_id, rec.lock_id = RecordState.ACQUIRED, member_id, lock_id
             rec.delivery_count += 1
             lock.offsets.add(offset)
@@ -306,7 +304,7 @@ class SharePartition:
             if ack is AckType.ACCEPT:
                 rec.state = RecordState.ACKNOWLEDGED
             elif ack is AckType.RELEASE:
-                self._make_available(rec)
+                self._make_available(offset, rec)
             else:  # REJECT, GAP
                 rec.state = RecordState.ARCHIVED
             changed.append(offset)
@@ -332,10 +330,12 @@ class SharePartition:
                 self.timer.cancel(LockKey(self.owner, rec.lock_id))
         rec.member_id, rec.lock_id = "", 0
 
-    def _make_available(self, rec: InFlight) -> None:
+    def _make_available(self, offset: int, rec: InFlight) -> None:
         limited = rec.delivery_count >= self.config.delivery_count_limit
         rec.state = RecordState.ARCHIVED if limited else RecordState.AVAILABLE
         rec.member_id, rec.lock_id = "", 0
+        if not limited:
+            self.available.add(offset)
 
     # ------------------------------------------------------------------ release
 
@@ -370,7 +370,7 @@ class SharePartition:
     def _release(self, offsets: Iterable[int]) -> ShareUpdate | None:
         changed = sorted(offsets)
         for offset in changed:
-            self._make_available(self.window[offset])
+            self._make_available(offset, self.window[offset])
         return self._update(changed)
 
     # ------------------------------------------------------------------ start offset
