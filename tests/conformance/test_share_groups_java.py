@@ -84,8 +84,9 @@ def test_explicit_release_redelivers_and_reject_archives(share_broker: BrokerPro
 def test_java_admin_lists_and_describes_share_groups(share_broker: BrokerProcess,
                                                       java: JavaKit) -> None:
     """Admin.listGroups(forShareGroups) and Admin.describeShareGroups (ShareGroupDescribe
-    v1) see a share group's members, epochs and assignments; a consumer group id is not a
-    share group."""
+    v1) see a share group's members, epochs and assignments; a group that does not exist is
+    not found; Admin.listShareGroupOffsets (DescribeShareGroupOffsets v1) gives each
+    partition's start offset and lag."""
     topic, group, _ = _setup(share_broker, 2)
     members = [_member(java, share_broker, group, topic, f"a{i}") for i in range(2)]
     wait_assigned(share_broker.bootstrap, group, 2)
@@ -105,6 +106,20 @@ def test_java_admin_lists_and_describes_share_groups(share_broker: BrokerProcess
         assert {tuple(tp) for m in g["members"] for tp in m["assignment"]} == {
             (topic, 0), (topic, 1)}
         assert "GroupIdNotFoundException" in described["groups"][nope]["error"]
+        produce(share_broker.bootstrap, topic, 2, 5)
+        wait_until(lambda: sum(len(_records(m)) for m in members) == 10, timeout=30,
+                   what="the records")
+        for m in members:  # implicit mode: closing accepts what the last poll gave
+            assert m.close() == 0
+
+        def offsets() -> Any:
+            return admin.request(f"list-share-offsets {group}")
+
+        wait_until(lambda: offsets()["offsets"] == {
+            f"{topic}:0": {"start": 5, "lag": 0}, f"{topic}:1": {"start": 5, "lag": 0}},
+            timeout=15, what="the share offsets")
+        produce(share_broker.bootstrap, topic, 2, 3)
+        assert offsets()["offsets"][f"{topic}:1"] == {"start": 5, "lag": 3}
     finally:
         admin.close()
         for m in members:

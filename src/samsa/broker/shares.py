@@ -215,6 +215,17 @@ class ShareRuntime:
             self.partitions[key] = found
         return found
 
+    def state(self, group_id: str, topic_id: uuid.UUID, index: int) -> DurableState | None:
+        """The share partition's durable state (live or read at start); None: never read."""
+        key = (group_id, topic_id, index)
+        part = self.partitions.get(key)
+        return part.durable() if part is not None else self.stored.get(key)
+
+    def partitions_of(self, group_id: str) -> list[TopicPartition]:
+        """Every (topic id, partition) the group has share state for."""
+        return sorted({(t, p) for g, t, p in (*self.partitions, *self.stored) if g == group_id},
+                      key=lambda tp: (str(tp[0]), tp[1]))
+
     def existing(self, group_id: str, topic_id: uuid.UUID,
                  index: int) -> SharePartition | None:
         return self.partitions.get((group_id, topic_id, index))

@@ -19,6 +19,8 @@ import org.apache.kafka.clients.admin.FeatureMetadata;
 import org.apache.kafka.clients.admin.FinalizedVersionRange;
 import org.apache.kafka.clients.admin.GroupListing;
 import org.apache.kafka.clients.admin.ListGroupsOptions;
+import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
+import org.apache.kafka.clients.admin.SharePartitionOffsetInfo;
 import org.apache.kafka.clients.admin.ShareGroupDescription;
 import org.apache.kafka.clients.admin.ShareMemberDescription;
 import org.apache.kafka.clients.admin.MemberDescription;
@@ -52,6 +54,7 @@ import org.apache.kafka.common.resource.ResourceType;
  *   describe-features           describeFeatures (finalized and supported, epoch)
  *   list-share-groups           listGroups(ListGroupsOptions.forShareGroups())
  *   describe-share-groups GROUP...   describeShareGroups
+ *   list-share-offsets GROUP    listShareGroupOffsets (every partition with share state)
  *   create-acls ACL...          createAcls (a result per ACL)
  *   describe-acls [ACL]         describeAcls (every ACL when no filter is given)
  *   delete-acls ACL...          deleteAcls (the ACLs each filter removed, or its error)
@@ -79,6 +82,7 @@ public final class AdminDriver {
         COMMANDS.put("describe-features", AdminDriver::describeFeatures);
         COMMANDS.put("list-share-groups", AdminDriver::listShareGroups);
         COMMANDS.put("describe-share-groups", AdminDriver::describeShareGroups);
+        COMMANDS.put("list-share-offsets", AdminDriver::listShareOffsets);
         COMMANDS.put("create-acls", AdminDriver::createAcls);
         COMMANDS.put("describe-acls", AdminDriver::describeAcls);
         COMMANDS.put("delete-acls", AdminDriver::deleteAcls);
@@ -217,6 +221,20 @@ public final class AdminDriver {
             }
         }
         return Json.obj("groups", out);
+    }
+
+    static Map<String, Object> listShareOffsets(Admin admin, List<String> words)
+            throws Exception {
+        String group = words.get(0);
+        Map<TopicPartition, SharePartitionOffsetInfo> offsets = get(admin.listShareGroupOffsets(
+                Map.of(group, new ListShareGroupOffsetsSpec())).partitionsToOffsetInfo(group));
+        Map<String, Object> out = new java.util.TreeMap<>();
+        for (Map.Entry<TopicPartition, SharePartitionOffsetInfo> e : offsets.entrySet()) {
+            SharePartitionOffsetInfo o = e.getValue();
+            out.put(name(e.getKey()), o == null ? null : Json.obj("start", o.startOffset(),
+                    "lag", o.lag().orElse(null)));
+        }
+        return Json.obj("offsets", out);
     }
 
     static Map<String, Object> listOffsets(Admin admin, List<String> words) throws Exception {

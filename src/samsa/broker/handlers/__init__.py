@@ -37,6 +37,7 @@ API_MODULES = (
     "describe_cluster",
     "describe_configs",
     "describe_groups",
+    "describe_share_group_offsets",
     "describe_user_scram_credentials",
     "fetch",
     "find_coordinator",
