@@ -111,6 +111,8 @@ SETTINGS: tuple[Setting, ...] = (
             "Deliveries of a record before it is archived."),
     Setting("group.share.partition.max.record.locks", int, 2000,
             "Most in-flight records per share partition."),
+    Setting("group.share.max.share.sessions", int, 2000,
+            "Most share sessions a broker keeps (SHARE_SESSION_LIMIT_REACHED beyond)."),
     Setting("share.coordinator.state.topic.num.partitions", int, 50,
             "Partitions of __share_group_state (created at the first share fetch)."),
     Setting("group.consumer.migration.policy", str, "bidirectional",

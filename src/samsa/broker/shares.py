@@ -6,7 +6,8 @@ of :mod:`samsa.share`.
   partition at the offset ``share.auto.offset.reset`` names (``latest`` by default, as
   Kafka), and runs their acquisition locks on a :class:`~samsa.broker.groups.LoopTimer`
   (early fires re-arm, stale ones are ignored: no expiry is lost);
-* share sessions, one per (group, member): ShareFetch epoch 0 opens one (replacing an old
+* share sessions, one per (group, member), at most ``group.share.max.share.sessions``
+  (SHARE_SESSION_LIMIT_REACHED beyond): ShareFetch epoch 0 opens one (replacing an old
   one), each later ShareFetch/ShareAcknowledge must carry the next epoch (else
   INVALID_SHARE_SESSION_EPOCH; SHARE_SESSION_NOT_FOUND without a session), epoch -1 closes
   it. A closed session, and the connection it was opened on closing, releases the member's
@@ -273,6 +274,10 @@ class ShareRuntime:
             if not opening:
                 raise SessionError(ErrorCode.invalid_share_session_epoch,
                                    "ShareAcknowledge cannot open a share session.")
+            limit = int(self.config["group.share.max.share.sessions"])
+            if key not in self.sessions and len(self.sessions) >= limit:
+                raise SessionError(ErrorCode.share_session_limit_reached,
+                                   f"The broker keeps at most {limit} share sessions.")
             opened = ShareSession(group_id, member_id, 1, connection)
             self.sessions[key] = opened
             return opened
