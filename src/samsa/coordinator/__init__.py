@@ -32,7 +32,8 @@ How the broker edge drives it (one asyncio task per shard keeps calls serialised
 
 Where things are: the group states, their transitions and how each state answers each
 request are tables in :mod:`.state`; one module per API (``join``, ``sync``, ``heartbeat``,
-``offsets``, ``admin``); the shared group procedures in :mod:`.rebalance`.
+``offsets``, ``admin``); the shared group procedures in :mod:`.rebalance`. KIP-848
+consumer groups live in :mod:`.consumer`, KIP-932 share groups in :mod:`.share`.
 
 Try it in a REPL from the repository root (``.venv/bin/python``), on the fake clock of
 ``tests/coordinator``. The test harness does the plumbing (it also answers MEMBER_ID_REQUIRED

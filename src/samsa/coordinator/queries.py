@@ -1,9 +1,10 @@
 """Read-only views of a shard's groups and offsets (metrics, DescribeGroups, ListGroups,
 tests): frozen copies, so nothing outside the coordinator holds its live objects.
 
-Both group types are covered: classic groups and KIP-848 consumer groups
-(``GroupSummary.group_type``). For a consumer group the summary's generation is its group
-epoch, its protocol the server assignor most members name, and there is no leader.
+Every group type is covered: classic groups, KIP-848 consumer groups and KIP-932 share
+groups (``GroupSummary.group_type``). For a consumer or share group the summary's
+generation is its group epoch, its protocol the server assignor (most members name; share
+groups: ``simple``), and there is no leader.
 
 :class:`~samsa.coordinator.Coordinator` offers these for every shard it owns
 (``group_summaries()``, ``group_summary(id)``, ``describe(id)``, ``committed_offsets(id)``).
