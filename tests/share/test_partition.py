@@ -129,3 +129,17 @@ def test_offset_reset_start_offsets() -> None:
     assert OffsetReset("earliest").start_offset(3, 9, 5_000, by_time) == 3
     assert OffsetReset("by_duration", 4_000).start_offset(3, 9, 5_000, by_time) == 7
     assert OffsetReset("by_duration", 10).start_offset(3, 9, 5_000, by_time) == 9
+
+
+def test_skip_to_follows_the_log_start() -> None:
+    part, timer = _part()
+    part.acquire("a", 14, 2, 0)  # 10-11 held by a
+    part.acquire("b", 14, 5, 0)  # 12-13 held by b
+    part.acknowledge("b", [(12, 12, [REL])], 0)
+    assert part.skip_to(12) == ShareUpdate(12)
+    assert part.held_by("a") == [] and LockKey("p", 1) not in timer.deadlines
+    assert part.acknowledge("a", [(10, 10, [ACC])], 0)[0] == ErrorCode.invalid_record_state
+    assert part.next_fetch_offset() == 12
+    assert part.skip_to(20) == ShareUpdate(20)
+    assert (part.start_offset, part.end_offset, part.window) == (20, 20, {})
+    assert part.skip_to(5) is None

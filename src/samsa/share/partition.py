@@ -16,7 +16,8 @@ Offsets before SPSO are done; offsets from SPEO on were never acquired.
   died or closed its share session) make ACQUIRED offsets AVAILABLE again with their
   delivery count kept, or ARCHIVED once the count reached ``delivery_count_limit``, so a
   count never passes the limit;
-* SPSO moves over the leading ACKNOWLEDGED/ARCHIVED offsets and never over others.
+* SPSO moves over the leading ACKNOWLEDGED/ARCHIVED offsets and never over others, except
+  when the log itself no longer holds them (:meth:`SharePartition.skip_to`).
 
 Locks run on keyed timers (:class:`LockKey`) through an injected :class:`LockTimer`, with
 the coordinator's discipline: :meth:`SharePartition.fire` ignores a stale or duplicate fire
@@ -374,6 +375,21 @@ class SharePartition:
         return self._update(changed)
 
     # ------------------------------------------------------------------ start offset
+
+    def skip_to(self, offset: int) -> ShareUpdate | None:
+        """The log no longer holds offsets below ``offset`` (retention, DeleteRecords): SPSO
+        moves up to it, whatever their state, and their locks let them go."""
+        if offset <= self.start_offset:
+            return None
+        for gone in [o for o in self.window if o < offset]:
+            rec = self.window.pop(gone)
+            self.available.discard(gone)
+            if rec.state is RecordState.ACQUIRED:
+                self._unlock(gone, rec)
+        self.start_offset = offset
+        self.end_offset = max(self.end_offset, offset)
+        self._advance_start()
+        return ShareUpdate(self.start_offset)
 
     def _advance_start(self) -> bool:
         moved = False

@@ -176,11 +176,12 @@ def _fetch(ctx: RequestContext, session: ShareSession, max_records: int,
         if budget_records <= 0 or budget_bytes <= 0:
             continue
         share = ctx.broker.shares.partition(session.group_id, topic.topic_id, part)
-        start = share.next_fetch_offset()
         log = part.log
+        if log.log_start_offset > share.start_offset:  # retention deleted records
+            ctx.broker.shares.changed(share, share.skip_to(log.log_start_offset))
+        start = share.next_fetch_offset()
         if start >= log.log_end_offset:
             continue
-        start = max(start, log.log_start_offset)
         # enough whole batches to acquire the budget past SPEO (fewer bytes to copy)
         data, upto = _batches(log.read(start, min(PARTITION_BYTES, budget_bytes)),
                               max(start, share.end_offset) + budget_records)
