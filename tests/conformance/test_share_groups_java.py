@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 
@@ -86,7 +87,8 @@ def test_java_admin_lists_and_describes_share_groups(share_broker: BrokerProcess
     """Admin.listGroups(forShareGroups) and Admin.describeShareGroups (ShareGroupDescribe
     v1) see a share group's members, epochs and assignments; a group that does not exist is
     not found; Admin.listShareGroupOffsets (DescribeShareGroupOffsets v1) gives each
-    partition's start offset and lag."""
+    partition's start offset and lag; alterShareGroupOffsets and deleteShareGroupOffsets
+    change them once the group is empty."""
     topic, group, _ = _setup(share_broker, 2)
     members = [_member(java, share_broker, group, topic, f"a{i}") for i in range(2)]
     wait_assigned(share_broker.bootstrap, group, 2)
@@ -106,6 +108,8 @@ def test_java_admin_lists_and_describes_share_groups(share_broker: BrokerProcess
         assert {tuple(tp) for m in g["members"] for tp in m["assignment"]} == {
             (topic, 0), (topic, 1)}
         assert "GroupIdNotFoundException" in described["groups"][nope]["error"]
+        busy = admin.request(f"alter-share-offsets {group} {topic}:1=0")["all"]
+        assert "GroupNotEmptyException" in busy, busy
         produce(share_broker.bootstrap, topic, 2, 5)
         wait_until(lambda: sum(len(_records(m)) for m in members) == 10, timeout=30,
                    what="the records")
@@ -120,6 +124,12 @@ def test_java_admin_lists_and_describes_share_groups(share_broker: BrokerProcess
             timeout=15, what="the share offsets")
         produce(share_broker.bootstrap, topic, 2, 3)
         assert offsets()["offsets"][f"{topic}:1"] == {"start": 5, "lag": 3}
+        # the group is empty now: offsets may be altered and deleted
+        assert admin.request(f"alter-share-offsets {group} {topic}:1=2") == {
+            "reply": "alter-share-offsets", "ok": True, "all": None, "ts": ANY}
+        assert offsets()["offsets"][f"{topic}:1"] == {"start": 2, "lag": 6}
+        assert admin.request(f"delete-share-offsets {group} {topic}")["all"] is None
+        assert offsets()["offsets"] == {}
     finally:
         admin.close()
         for m in members:

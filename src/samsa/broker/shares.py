@@ -324,6 +324,33 @@ class ShareRuntime:
         for session in [s for s in self.sessions.values() if s.group_id == group_id]:
             del self.sessions[(session.group_id, session.member_id)]
 
+    def reset_start(self, group_id: str, topic_id: uuid.UUID, part: Partition,
+                    offset: int) -> None:
+        """AlterShareGroupOffsets: the share partition starts afresh at ``offset`` (within
+        the log), its locks and state gone; the new state is written."""
+        key = (group_id, topic_id, part.index)
+        old = self.partitions.pop(key, None)
+        if old is not None:
+            old.release_all()
+        self.stored.pop(key, None)
+        log = part.log
+        start = min(max(offset, log.log_start_offset), log.log_end_offset)
+        fresh = SharePartition(key, start, self.timer, self.partition_config(group_id))
+        self.partitions[key] = fresh
+        self._persist(fresh)
+
+    def forget_topic(self, group_id: str, topic_id: uuid.UUID) -> None:
+        """DeleteShareGroupOffsets: the group's state of the topic goes (tombstones); its
+        next fetch starts again where ``share.auto.offset.reset`` says."""
+        keys = {k for k in (*self.partitions, *self.stored)
+                if k[0] == group_id and k[1] == topic_id}
+        for key in keys:
+            part = self.partitions.pop(key, None)
+            if part is not None:
+                part.release_all()
+            self.stored.pop(key, None)
+            self._write(ShareStateKey(*key), None)
+
     def forget_topics(self, topic_ids: Iterable[uuid.UUID]) -> None:
         """Deleted topics: their share partitions (and locks) go."""
         gone = set(topic_ids)

@@ -64,6 +64,8 @@ class ApiKey(enum.IntEnum):
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
     DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
     @property
     def title(self) -> str:

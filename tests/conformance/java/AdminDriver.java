@@ -55,6 +55,8 @@ import org.apache.kafka.common.resource.ResourceType;
  *   list-share-groups           listGroups(ListGroupsOptions.forShareGroups())
  *   describe-share-groups GROUP...   describeShareGroups
  *   list-share-offsets GROUP    listShareGroupOffsets (every partition with share state)
+ *   alter-share-offsets GROUP TP=OFFSET...   alterShareGroupOffsets
+ *   delete-share-offsets GROUP TOPIC...      deleteShareGroupOffsets
  *   create-acls ACL...          createAcls (a result per ACL)
  *   describe-acls [ACL]         describeAcls (every ACL when no filter is given)
  *   delete-acls ACL...          deleteAcls (the ACLs each filter removed, or its error)
@@ -83,6 +85,8 @@ public final class AdminDriver {
         COMMANDS.put("list-share-groups", AdminDriver::listShareGroups);
         COMMANDS.put("describe-share-groups", AdminDriver::describeShareGroups);
         COMMANDS.put("list-share-offsets", AdminDriver::listShareOffsets);
+        COMMANDS.put("alter-share-offsets", AdminDriver::alterShareOffsets);
+        COMMANDS.put("delete-share-offsets", AdminDriver::deleteShareOffsets);
         COMMANDS.put("create-acls", AdminDriver::createAcls);
         COMMANDS.put("describe-acls", AdminDriver::describeAcls);
         COMMANDS.put("delete-acls", AdminDriver::deleteAcls);
@@ -235,6 +239,22 @@ public final class AdminDriver {
                     "lag", o.lag().orElse(null)));
         }
         return Json.obj("offsets", out);
+    }
+
+    static Map<String, Object> alterShareOffsets(Admin admin, List<String> words)
+            throws Exception {
+        Map<TopicPartition, Long> offsets = new HashMap<>();
+        for (String w : words.subList(1, words.size())) {
+            String[] kv = w.split("=");
+            offsets.put(tp(kv[0]), Long.parseLong(kv[1]));
+        }
+        return Json.obj("all", error(admin.alterShareGroupOffsets(words.get(0), offsets).all()));
+    }
+
+    static Map<String, Object> deleteShareOffsets(Admin admin, List<String> words)
+            throws Exception {
+        Set<String> topics = new HashSet<>(words.subList(1, words.size()));
+        return Json.obj("all", error(admin.deleteShareGroupOffsets(words.get(0), topics).all()));
     }
 
     static Map<String, Object> listOffsets(Admin admin, List<String> words) throws Exception {

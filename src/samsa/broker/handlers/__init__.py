@@ -23,6 +23,7 @@ Handler = Callable[[RequestContext], Awaitable[Any]]
 
 API_MODULES = (
     "alter_configs",
+    "alter_share_group_offsets",
     "alter_user_scram_credentials",
     "api_versions",
     "consumer_group_describe",
@@ -32,6 +33,7 @@ API_MODULES = (
     "create_topics",
     "delete_acls",
     "delete_groups",
+    "delete_share_group_offsets",
     "delete_topics",
     "describe_acls",
     "describe_cluster",

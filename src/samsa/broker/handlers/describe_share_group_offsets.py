@@ -32,16 +32,25 @@ API_KEY = ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS
 VERSIONS = (0, 1)
 
 
-def _group_error(ctx: RequestContext, group_id: str) -> tuple[ErrorCode, str | None] | None:
-    if not access.allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+def group_refusal(ctx: RequestContext, group_id: str, op: AclOperation,
+                  changing: bool = False) -> tuple[ErrorCode, str | None] | None:
+    """Why the share-group offsets APIs refuse ``group_id``: ``op`` on the group is not
+    allowed, this node is not its coordinator, or it is not a share group. ``changing``
+    (Alter/DeleteShareGroupOffsets): the group may also not exist yet, and must have no
+    members."""
+    if not access.allowed(ctx, op, ResourceType.GROUP, group_id):
         return ErrorCode.group_authorization_failed, None
     groups = ctx.broker.groups
     status = groups.coordinator_error(group_id)
     if status != ErrorCode.none:
         return ErrorCode(status), None
     summary = None if groups.coordinator is None else groups.coordinator.group_summary(group_id)
+    if summary is None and changing:
+        return None
     if summary is None or summary.group_type != SHARE_GROUP_TYPE:
         return ErrorCode.group_id_not_found, f"Group {group_id} is not a share group."
+    if changing and summary.members:
+        return ErrorCode.non_empty_group, f"Share group {group_id} has members."
     return None
 
 
@@ -101,7 +110,7 @@ def _topics(ctx: RequestContext, group_id: str,
 async def handle(ctx: RequestContext) -> wire.DescribeShareGroupOffsetsResponse:
     groups = []
     for g in ctx.body.groups:
-        error = _group_error(ctx, str(g.group_id))
+        error = group_refusal(ctx, str(g.group_id), AclOperation.DESCRIBE)
         if error is not None:
             groups.append(wire.DescribeShareGroupOffsetsResponseGroup(
                 group_id=GroupId(g.group_id), topics=(), error_code=error[0],
