@@ -313,14 +313,7 @@ class ShareRuntime:
     def delete_group(self, group_id: str) -> None:
         """The group was deleted: its share partitions go, their stored states get
         tombstones, and its sessions end."""
-        keys = {k for k in self.partitions if k[0] == group_id}
-        keys |= {k for k in self.stored if k[0] == group_id}
-        for key in keys:
-            part = self.partitions.pop(key, None)
-            if part is not None:
-                part.release_all()
-            self.stored.pop(key, None)
-            self._write(ShareStateKey(*key), None)
+        self._drop({k for k in (*self.partitions, *self.stored) if k[0] == group_id})
         for session in [s for s in self.sessions.values() if s.group_id == group_id]:
             del self.sessions[(session.group_id, session.member_id)]
 
@@ -342,8 +335,11 @@ class ShareRuntime:
     def forget_topic(self, group_id: str, topic_id: uuid.UUID) -> None:
         """DeleteShareGroupOffsets: the group's state of the topic goes (tombstones); its
         next fetch starts again where ``share.auto.offset.reset`` says."""
-        keys = {k for k in (*self.partitions, *self.stored)
-                if k[0] == group_id and k[1] == topic_id}
+        self._drop({k for k in (*self.partitions, *self.stored)
+                    if k[0] == group_id and k[1] == topic_id})
+
+    def _drop(self, keys: Iterable[SharePartitionKey]) -> None:
+        """Share partitions go: their locks, their state (a tombstone is written)."""
         for key in keys:
             part = self.partitions.pop(key, None)
             if part is not None:
