@@ -117,3 +117,23 @@ def test_renew_only_fetch_acquires_nothing(share_broker: BrokerProcess,
     renewed = fetch(wire, 2, group, "a", 1, topic_id, acks=[(0, 0, [4])], is_renew_ack=True)
     assert renewed.error_code == E.none and acquired(renewed) == []
     assert part_errors(renewed) == [(E.none, E.none)]
+
+
+def test_a_member_leaving_the_group_gives_its_records_back(share_broker: BrokerProcess,
+                                                           wire: WireClient) -> None:
+    """ShareGroupHeartbeat with epoch -1 while the member's share session is still open: the
+    records it holds come back at once (its group's lock would last a minute)."""
+    name, topic_id, group = _topic(share_broker, wire, 2)
+    set_group_configs(share_broker.bootstrap, group, {"share.record.lock.duration.ms": "60000"})
+
+    def heartbeat(member: str, epoch: int) -> Any:
+        return call(wire, ApiKey.SHARE_GROUP_HEARTBEAT, 1, group_id=group, member_id=member,
+                    member_epoch=epoch, rack_id=None,
+                    subscribed_topic_names=[name] if epoch == 0 else None)
+
+    joined = heartbeat("m", 0)
+    assert (joined.error_code, joined.member_epoch) == (E.none, 1)
+    assert acquired(fetch(wire, 2, group, "m", 0, topic_id)) == [(0, 1, 1)]
+    assert acquired(fetch(wire, 2, group, "n", 0, topic_id)) == []
+    assert heartbeat("m", -1).member_epoch == -1
+    assert acquired(fetch(wire, 2, group, "n", 1)) == [(0, 1, 2)]

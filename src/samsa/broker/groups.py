@@ -73,6 +73,7 @@ from samsa.coordinator.records import RecordKey, RecordValue, deserialize, seria
 from samsa.coordinator.responses import Response
 from samsa.coordinator.result import Reply
 from samsa.coordinator.runtime import Load, ShardRuntime, must_confirm, partitions_of
+from samsa.coordinator.share.records import ShareGroupMemberMetadataKey
 from samsa.protocol.records import ProducerRecordData, decode_batches, encode_batch
 
 if TYPE_CHECKING:
@@ -179,6 +180,9 @@ class GroupRuntime:
         self._topics_seen: tuple[tuple[object, int], ...] | None = None
         self.jobs = JobRunner(int(broker.config["group.coordinator.background.threads"]),
                               self._job_done)
+        #: called with (group, member) when a share group member is removed (the broker
+        #: releases the records it holds: samsa.broker.shares)
+        self.share_member_left: Callable[[str, str], None] | None = None
 
     @property
     def loads(self) -> dict[int, LoadInfo]:
@@ -299,6 +303,10 @@ class GroupRuntime:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         self._start_jobs(result)
+        if self.share_member_left is not None:
+            for r in result.records:  # a share group member left or its session expired
+                if isinstance(r.key, ShareGroupMemberMetadataKey) and r.value is None:
+                    self.share_member_left(r.key.group, r.key.member_id)
         return True
 
     async def _deliver_when_durable(self, synced: list[tuple[int, int]],

@@ -79,6 +79,7 @@ class Broker:
         self.authorizer = access.authorizer_for(config, engine.acls)
         self.groups = GroupRuntime(self)
         self.shares = ShareRuntime(config, self.topics, self.topics.dynamic.group)
+        self.groups.share_member_left = self.shares.release_member
         self.handlers: dict[int, tuple[tuple[int, int], Handler]] = registry()
         self.supported = {key: versions for key, (versions, _) in self.handlers.items()}
         self.features_epoch = now_ms()

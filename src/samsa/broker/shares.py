@@ -10,8 +10,10 @@ of :mod:`samsa.share`.
   (SHARE_SESSION_LIMIT_REACHED beyond): ShareFetch epoch 0 opens one (replacing an old
   one), each later ShareFetch/ShareAcknowledge must carry the next epoch (else
   INVALID_SHARE_SESSION_EPOCH; SHARE_SESSION_NOT_FOUND without a session), epoch -1 closes
-  it. A closed session, and the connection it was opened on closing, releases the member's
-  acquired records (they become available again, delivery counts kept);
+  it. A closed session, the connection it was last used on closing, and the member leaving
+  the group (or missing its session timeout: the group runtime tells,
+  :meth:`ShareRuntime.release_member`) release the member's acquired records (they become
+  available again, delivery counts kept);
 * whatever makes records available again (a release, an expired lock) wakes the ShareFetch
   requests waiting for records, as new log data does through the partition's waiters.
 
