@@ -117,7 +117,12 @@ class ShareRuntime:
         states: dict[ShareStateKey, DurableState] = {}
         for part in topic.partitions:
             start = part.log.log_start_offset
-            for data in await part.log.read_all():
+            try:
+                batches = await part.log.read_all()
+            except OSError:  # a cluster node that does not hold the partition
+                log.warning("share state partition %d not read: not held here", part.index)
+                continue
+            for data in batches:
                 for batch in decode_batches(bytes(data)):
                     if batch.is_control:
                         continue
