@@ -157,7 +157,9 @@ def test_group_configs(broker: BrokerProcess) -> None:
         "consumer.assignor.offload.enable": ("true", ConfigSource.DEFAULT_CONFIG.value),
         "share.auto.offset.reset": ("latest", ConfigSource.DEFAULT_CONFIG.value),
         "share.delivery.count.limit": ("5", ConfigSource.DEFAULT_CONFIG.value),
-        "share.record.lock.duration.ms": ("30000", ConfigSource.DEFAULT_CONFIG.value)}
+        "share.heartbeat.interval.ms": ("5000", ConfigSource.DEFAULT_CONFIG.value),
+        "share.record.lock.duration.ms": ("30000", ConfigSource.DEFAULT_CONFIG.value),
+        "share.session.timeout.ms": ("45000", ConfigSource.DEFAULT_CONFIG.value)}
 
     _alter(admin, _resource("GROUP", group, ("consumer.session.timeout.ms", "50000", SET),
                             ("consumer.heartbeat.interval.ms", "6000", SET)))
@@ -175,7 +177,7 @@ def test_group_configs(broker: BrokerProcess) -> None:
                ("consumer.assignment.interval.ms", "16000", SET),  # above the broker's max
                ("consumer.assignment.interval.ms", "-1", SET),
                ("consumer.assignor.offload.enable", "maybe", SET),
-               ("share.session.timeout.ms", "50000", SET),
+               ("share.session.timeout.ms", "0", SET),
                ("share.auto.offset.reset", "sometimes", SET),
                ("share.delivery.count.limit", "1", SET),
                ("no.such.config", "1", SET)]:

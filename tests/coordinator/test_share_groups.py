@@ -126,3 +126,20 @@ def test_a_reload_keeps_the_group_and_restarts_sessions() -> None:
     ctx.absorb(ctx.coord.load(0, [(r.key, r.value) for r in ctx.records], ctx.now))
     assert ctx.share_group() == before
     assert ctx.shb("b", 2).error_code == E.none
+
+
+def test_group_configs_set_the_session_and_heartbeat() -> None:
+    overrides = {"share.session.timeout.ms": 700, "share.heartbeat.interval.ms": 90}
+    ctx = SCtx(config=CoordinatorConfig(
+        offsets_topic_num_partitions=1,
+        group_configs=lambda gid: overrides if gid == "g" else {}))
+    assert ctx.shb("a", 0).heartbeat_interval_ms == 90
+    assert ctx.shb("a", 0, group_id="other").heartbeat_interval_ms == 5000
+    ctx.sleep(701)
+    assert not ctx.share_group().members
+    assert list(ctx.share_group("other").members) == ["a"]
+
+
+def test_share_is_an_accepted_rebalance_protocol() -> None:
+    CoordinatorConfig.from_properties(
+        {"group.coordinator.rebalance.protocols": "classic,consumer,share"}).validate()

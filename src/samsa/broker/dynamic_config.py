@@ -42,6 +42,8 @@ GROUP_SYNONYMS = {
     "consumer.heartbeat.interval.ms": "group.consumer.heartbeat.interval.ms",
     "consumer.assignment.interval.ms": "group.consumer.assignment.interval.ms",
     "consumer.assignor.offload.enable": "group.consumer.assignor.offload.enable",
+    "share.session.timeout.ms": "group.share.session.timeout.ms",
+    "share.heartbeat.interval.ms": "group.share.heartbeat.interval.ms",
     "share.record.lock.duration.ms": "group.share.record.lock.duration.ms",
     "share.delivery.count.limit": "group.share.delivery.count.limit",
 }
@@ -54,7 +56,8 @@ _GROUP_BOOLEANS = frozenset({"consumer.assignor.offload.enable"})
 #: int group configs -> the least value Kafka's GroupConfig takes (``atLeast``)
 _GROUP_MINIMUM = {"consumer.session.timeout.ms": 1, "consumer.heartbeat.interval.ms": 1,
                   "consumer.assignment.interval.ms": 0, "share.record.lock.duration.ms": 1000,
-                  "share.delivery.count.limit": 2}
+                  "share.delivery.count.limit": 2, "share.session.timeout.ms": 1,
+                  "share.heartbeat.interval.ms": 1}
 
 _KNOWN = {s.name for s in SETTINGS}
 _INT32_MAX = 2**31 - 1

@@ -157,6 +157,16 @@ class CoordinatorConfig:
         return bool(self.group_configs(group_id).get(GROUP_ASSIGNOR_OFFLOAD,
                                                      self.consumer_assignor_offload_enable))
 
+    def share_session_timeout_for(self, group_id: str) -> int:
+        """The group's ``share.session.timeout.ms``, else the broker's."""
+        return self.group_configs(group_id).get("share.session.timeout.ms",
+                                                self.share_session_timeout_ms)
+
+    def share_heartbeat_interval_for(self, group_id: str) -> int:
+        """The group's ``share.heartbeat.interval.ms``, else the broker's."""
+        return self.group_configs(group_id).get("share.heartbeat.interval.ms",
+                                                self.share_heartbeat_interval_ms)
+
     def validate(self) -> None:
         """Kafka's start-up checks of the consumer-group settings; raises
         :class:`InvalidCoordinatorConfig` naming the settings at fault."""

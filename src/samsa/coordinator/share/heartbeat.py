@@ -13,8 +13,9 @@ Kafka's ``GroupMetadataManager.shareGroupHeartbeat`` in small steps:
    assignment epoch (ShareGroupCurrentMemberAssignment) and its session timer restarts.
 
 The answer carries the whole assignment when it changed or the request was a full one.
-A member that leaves or whose session (``group.share.session.timeout.ms``) expires is
-removed with tombstones and the group epoch bumps.
+A member that leaves or whose session (the group's ``share.session.timeout.ms``, else
+``group.share.session.timeout.ms``) expires is removed with tombstones and the group epoch
+bumps.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def handle_heartbeat(core: ShardCore, ev: ShareGroupHeartbeat, token: object) ->
     current = group.members[ev.member_id]
     core.reply(token, ShareGroupHeartbeatResponse(
         E.none, None, ev.member_id, current.member_epoch,
-        core.config.share_heartbeat_interval_ms,
+        core.config.share_heartbeat_interval_for(gid),
         to_topic_partitions(current.assigned) if assignment_changed or full else None))
 
 
@@ -175,7 +176,7 @@ def _reconcile(core: ShardCore, group: ShareGroup, mid: str) -> bool:
 
 def _schedule_session(core: ShardCore, group: ShareGroup, mid: str) -> None:
     core.schedule(TimerKind.SHARE_SESSION, group.group_id, mid,
-                  core.config.share_session_timeout_ms)
+                  core.config.share_session_timeout_for(group.group_id))
 
 
 def remove_member(core: ShardCore, group: ShareGroup, mid: str) -> None:
