@@ -68,6 +68,7 @@ def test_broker_and_group_configs(cli: CLI, admin: Admin) -> None:
         "consumer.assignor.offload.enable": ("true", "DEFAULT_CONFIG"),
         "consumer.heartbeat.interval.ms": ("5000", "DEFAULT_CONFIG"),
         "consumer.session.timeout.ms": ("50000", "GROUP_CONFIG"),
+        "errors.deadletterqueue.topic.name": ("", "DEFAULT_CONFIG"),
         "share.auto.offset.reset": ("latest", "DEFAULT_CONFIG"),
         "share.delivery.count.limit": ("5", "DEFAULT_CONFIG"),
         "share.heartbeat.interval.ms": ("5000", "DEFAULT_CONFIG"),

@@ -156,6 +156,7 @@ def test_group_configs(broker: BrokerProcess) -> None:
         "consumer.assignment.interval.ms": ("1000", ConfigSource.DEFAULT_CONFIG.value),
         "consumer.assignor.offload.enable": ("true", ConfigSource.DEFAULT_CONFIG.value),
         "share.auto.offset.reset": ("latest", ConfigSource.DEFAULT_CONFIG.value),
+        "errors.deadletterqueue.topic.name": ("", ConfigSource.DEFAULT_CONFIG.value),
         "share.delivery.count.limit": ("5", ConfigSource.DEFAULT_CONFIG.value),
         "share.heartbeat.interval.ms": ("5000", ConfigSource.DEFAULT_CONFIG.value),
         "share.record.lock.duration.ms": ("30000", ConfigSource.DEFAULT_CONFIG.value),

@@ -7,10 +7,11 @@ back when its connection closes. One broker, short locks (2 s) and sessions."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 import pytest
-from confluent_kafka import AcknowledgeType, KafkaError, KafkaException, Message
+from confluent_kafka import AcknowledgeType, Consumer, KafkaError, KafkaException, Message
 from confluent_kafka.admin import AdminClient
 
 from tests.brokerproc import BrokerProcess
@@ -207,3 +208,48 @@ def test_a_killed_broker_keeps_acknowledged_state(tmp_path_factory: pytest.TempP
             b.close()
     finally:
         broker.stop()
+
+
+def test_rejected_and_exhausted_records_go_to_the_dead_letter_topic(
+        share_broker: BrokerProcess) -> None:
+    """KIP-1191: with ``errors.deadletterqueue.topic.name`` set, a REJECTed record and one
+    archived at the delivery limit (3) are copied to that topic, with headers naming their
+    origin; an accepted one is not."""
+    topic, group, values = _setup(share_broker, 1, 3)
+    dlq = unique("dlq")
+    create_topic(share_broker.bootstrap, dlq, 1)
+    set_group_configs(share_broker.bootstrap, group,
+                      {"errors.deadletterqueue.topic.name": dlq})
+    a = share_consumer(share_broker.bootstrap, group, [topic], "a",
+                       **{"share.acknowledgement.mode": "explicit"})
+    try:
+        def decide(s: Share, m: Message) -> None:
+            index = int(m.value().rsplit(b"/", 1)[1])
+            ack = (AcknowledgeType.ACCEPT, AcknowledgeType.REJECT, AcknowledgeType.RELEASE)
+            s.consumer.acknowledge(m, ack[index])
+            s.consumer.commit_sync(10)
+
+        poll_until([a], lambda: len(a.got) == 5, on_message=decide)  # 0, 1, then 2 thrice
+    finally:
+        a.close()
+    reader = Consumer({"bootstrap.servers": share_broker.bootstrap, "group.id": unique("r"),
+                       "auto.offset.reset": "earliest"})
+    reader.subscribe([dlq])
+    got: list[Message] = []
+    try:
+        deadline = time.monotonic() + 20
+        while len(got) < 2 and time.monotonic() < deadline:
+            m = reader.poll(0.2)
+            if m is not None and not m.error():
+                got.append(m)
+    finally:
+        reader.close()
+    assert sorted(m.value() for m in got) == sorted(v for v in values
+                                                    if not v.endswith(b"/0"))
+    by_value = {m.value(): dict(m.headers() or []) for m in got}
+    rejected = by_value[next(v for v in values if v.endswith(b"/1"))]
+    assert (rejected["__dlq.errors.topic"], rejected["__dlq.errors.group.id"],
+            rejected["__dlq.errors.offset"], rejected["__dlq.errors.delivery.count"]) == (
+                topic.encode(), group.encode(), b"1", b"1")
+    assert by_value[next(v for v in values if v.endswith(b"/2"))][
+        "__dlq.errors.delivery.count"] == b"3"

@@ -143,3 +143,13 @@ def test_skip_to_follows_the_log_start() -> None:
     assert part.skip_to(20) == ShareUpdate(20)
     assert (part.start_offset, part.end_offset, part.window) == (20, 20, {})
     assert part.skip_to(5) is None
+
+
+def test_rejected_and_limit_archived_records_are_dead_letters() -> None:
+    part, _ = _part(limit=2)
+    part.acquire("a", 14, 4, 0)
+    part.acknowledge("a", [(10, 13, [REJ, AckType.GAP, REL, ACC])], 0)
+    assert part.take_dead() == [(10, 1)]  # a GAP has no record to copy
+    part.acquire("a", 14, 4, 0)
+    part.release_member("a")  # offset 12 at its second delivery: archived
+    assert part.take_dead() == [(12, 2)] and part.take_dead() == []

@@ -49,7 +49,8 @@ GROUP_SYNONYMS = {
 }
 """Group config name -> the broker setting that supplies its default (Kafka's GroupConfig)."""
 
-GROUP_STRING_DEFAULTS = {"share.auto.offset.reset": "latest"}
+GROUP_STRING_DEFAULTS = {"share.auto.offset.reset": "latest",
+                         "errors.deadletterqueue.topic.name": ""}
 """Group configs without a broker setting behind them, and Kafka's default."""
 
 _GROUP_BOOLEANS = frozenset({"consumer.assignor.offload.enable"})

@@ -251,8 +251,53 @@ class ShareRuntime:
         if update is None:
             return None
         mark = self._persist(part)
+        dead = part.take_dead()
+        if dead:
+            self._dead_letters(part, dead)
         self._wake()
         return mark
+
+    def _dead_letters(self, part: SharePartition, dead: list[tuple[int, int]]) -> None:
+        """KIP-1191: copy records rejected or archived at the delivery limit to the group's
+        ``errors.deadletterqueue.topic.name`` topic (which must exist), with headers naming
+        where they came from (``__dlq.errors.*``: group, topic, partition, offset, delivery
+        count)."""
+        group_id, topic_id, index = cast(SharePartitionKey, part.owner)
+        name = self.group_configs(group_id).get("errors.deadletterqueue.topic.name", "")
+        if not name:
+            return
+        dlq = self.topics.get(name)
+        source_topic = self.topics.by_id(topic_id)
+        source = None if source_topic is None else self.topics.partition(source_topic.name,
+                                                                         index)
+        if dlq is None or source is None or source_topic is None:
+            log.warning("dead-letter topic %r of share group %r does not exist", name,
+                        group_id)
+            return
+        wanted = dict(dead)
+        now = now_ms()
+        out = []
+        try:
+            for offset in sorted(wanted):
+                for batch in decode_batches(bytes(source.log.read(offset, 1 << 20))):
+                    for rec_offset, ts, key, value, headers in batch.records:
+                        if rec_offset == offset:
+                            origin = [("__dlq.errors.group.id", group_id),
+                                      ("__dlq.errors.topic", source_topic.name),
+                                      ("__dlq.errors.partition", str(index)),
+                                      ("__dlq.errors.offset", str(offset)),
+                                      ("__dlq.errors.delivery.count", str(wanted[offset]))]
+                            out.append(ProducerRecordData(
+                                ts, key, value,
+                                [*headers, *((k, v.encode()) for k, v in origin)]))
+                    break
+            if out:
+                target = dlq.partitions[index % len(dlq.partitions)]
+                target.log.append(encode_batch(out), now)
+                target.notify()
+        except Exception:
+            log.exception("could not write dead letters of share group %r to %r", group_id,
+                          name)
 
     # ------------------------------------------------------------------ waiting
 

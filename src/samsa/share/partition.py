@@ -194,6 +194,9 @@ class SharePartition:
         self.available: set[int] = set()
         self.locks: dict[int, _Lock] = {}
         self._next_lock = 1
+        #: (offset, delivery count) of records rejected or archived at the delivery limit
+        #: since the last :meth:`take_dead` (KIP-1191's dead-letter queue takes them)
+        self.dead: list[tuple[int, int]] = []
 
     @classmethod
     def from_durable(cls, owner: Hashable, durable: DurableState, timer: LockTimer,
@@ -308,6 +311,8 @@ class SharePartition:
                 self._make_available(offset, rec)
             else:  # REJECT, GAP
                 rec.state = RecordState.ARCHIVED
+                if ack is AckType.REJECT:
+                    self.dead.append((offset, rec.delivery_count))
             changed.append(offset)
         if renewed:
             self._renew(member_id, renewed, now_ms)
@@ -335,8 +340,15 @@ class SharePartition:
         limited = rec.delivery_count >= self.config.delivery_count_limit
         rec.state = RecordState.ARCHIVED if limited else RecordState.AVAILABLE
         rec.member_id, rec.lock_id = "", 0
-        if not limited:
+        if limited:
+            self.dead.append((offset, rec.delivery_count))
+        else:
             self.available.add(offset)
+
+    def take_dead(self) -> list[tuple[int, int]]:
+        """The records rejected or archived at the delivery limit since the last call."""
+        dead, self.dead = self.dead, []
+        return dead
 
     # ------------------------------------------------------------------ release
 

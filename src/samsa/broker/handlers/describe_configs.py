@@ -147,9 +147,16 @@ def _group(ctx: RequestContext, name: str, keys: set[str] | None, synonyms: bool
     for key in sorted(GROUP_STRING_DEFAULTS):
         if _wanted(keys, key):
             configs.append(_entry(key, dynamic.resolve_group(name, key), synonyms, STRING,
-                                  "Where a share group starts reading a partition: latest, "
-                                  "earliest or by_duration:<ISO-8601>." if docs else None))
+                                  _GROUP_STRING_DOCS[key] if docs else None))
     return _result(GROUP, name, configs)
+
+
+_GROUP_STRING_DOCS = {
+    "share.auto.offset.reset": "Where a share group starts reading a partition: latest, "
+                               "earliest or by_duration:<ISO-8601>.",
+    "errors.deadletterqueue.topic.name": "The topic a share group copies records it rejects "
+                                         "or archives at the delivery limit to (KIP-1191).",
+}
 
 
 def _type(setting: Setting) -> int:
