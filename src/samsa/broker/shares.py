@@ -14,6 +14,8 @@ of :mod:`samsa.share`.
   the group (or missing its session timeout: the group runtime tells,
   :meth:`ShareRuntime.release_member`) release the member's acquired records (they become
   available again, delivery counts kept);
+* records rejected or archived at the delivery limit are copied to the group's
+  ``errors.deadletterqueue.topic.name`` topic when it has one (KIP-1191);
 * whatever makes records available again (a release, an expired lock) wakes the ShareFetch
   requests waiting for records, as new log data does through the partition's waiters.
 

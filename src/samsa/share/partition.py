@@ -16,6 +16,8 @@ Offsets before SPSO are done; offsets from SPEO on were never acquired.
   died or closed its share session) make ACQUIRED offsets AVAILABLE again with their
   delivery count kept, or ARCHIVED once the count reached ``delivery_count_limit``, so a
   count never passes the limit;
+* records rejected or archived at the limit are kept for :meth:`SharePartition.take_dead`
+  (the edge copies them to a dead-letter topic, KIP-1191);
 * SPSO moves over the leading ACKNOWLEDGED/ARCHIVED offsets and never over others, except
   when the log itself no longer holds them (:meth:`SharePartition.skip_to`).
 
