@@ -111,9 +111,10 @@ def test_metrics_during_a_rebalance(metrics_broker: MetricsBroker, cli: CLI) -> 
     second = None
     try:
         deadline = time.monotonic() + 20
-        while len(first.assignment()) < 2:
+        fetched = 0  # records received: a Fetch was answered (and counted) by then
+        while len(first.assignment()) < 2 or not fetched:
             assert time.monotonic() < deadline
-            first.poll(100)
+            fetched += len(first.poll(100))
         first.commit({TopicPartition(topic, 0): 2, TopicPartition(topic, 1): 1})
         s = wait_for(b, lambda s: value(s, "samsa_group_info", group=group, state="Stable",
                                         protocol_type="consumer", protocol="range",

@@ -411,6 +411,26 @@ def test_fatal_errors(code: int) -> None:
     assert len(step) == 1 and isinstance(step[0], RaiseError) and step[0].code == code
 
 
+def test_topic_authorization_failed_is_raised_once_and_the_member_stays() -> None:
+    """Kafka 4.x: a heartbeat's TOPIC_AUTHORIZATION_FAILED (a subscribed topic the member
+    may not DESCRIBE) is raised by the next poll only; the member keeps its state and
+    partitions, heartbeats again after the backoff and goes on once it is answered."""
+    m = machine()
+    owned = joined(m, {T: {0}})
+    req = heartbeat(m, 1000)
+    m.on_heartbeat_response(req, 1000, E.topic_authorization_failed, message="no t")
+    assert m.state == CgState.STABLE and m.fatal is None
+    (err,) = m.user_step(1001, NAMES, owned)
+    assert isinstance(err, RaiseError) and err.code == E.topic_authorization_failed
+    assert "no t" in err.message
+    assert m.user_step(1002, NAMES, owned) == []  # raised once
+    assert m.heartbeat_tick(1050) == []  # backing off
+    retry = heartbeat(m, 1200)
+    assert retry.subscribed_topic_names == ("t", "u")  # a full heartbeat after an error
+    answer(m, retry, 1200, 1)
+    assert m.state == CgState.STABLE and m.user_step(1201, NAMES, owned) == []
+
+
 def test_unsupported_version_says_what_to_do() -> None:
     m = machine()
     m.subscribe({"t"}, None)

@@ -175,6 +175,7 @@ def test_the_stream_pushes_groups_and_the_watched_group(console: tuple[BrokerPro
 
 def test_samsa_console_serves_any_cluster_without_samsa_only_panels(
         console: tuple[BrokerProcess, str], tmp_path: Path) -> None:
+    """... and answers 502 with the client's error once the cluster is gone."""
     proc, _ = console
     create_topic(proc.bootstrap, "k", 1)
     produce(proc.bootstrap, "k", 1, 10)
@@ -182,8 +183,9 @@ def test_samsa_console_serves_any_cluster_without_samsa_only_panels(
     consume_and_commit(c, 4)
     cmd = subprocess.Popen(
         [sys.executable, "-m", "samsa.cli.main", "console", "--bootstrap-server", proc.bootstrap,
-         "--listen", "127.0.0.1:0", "--interval", "0.3", "--audit-log",
+         "--listen", "127.0.0.1:0", "--interval", "0.3", "--timeout", "3", "--audit-log",
          str(tmp_path / "audit.log")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    closed = False
     try:
         assert cmd.stdout is not None
         base = None
@@ -206,8 +208,14 @@ def test_samsa_console_serves_any_cluster_without_samsa_only_panels(
         assert api(base, "/health")[0] == 404
         status, body = api(base, "/groups/kg/offsets/preview", {"mode": "earliest"})
         assert status == 200 and body["refused"]
-    finally:
         c.close()
+        closed = True
+        assert proc.stop() == 0
+        status, body = api(base, "/groups/kg")
+        assert status == 502 and body["error"], body
+    finally:
+        if not closed:
+            c.close()
         cmd.terminate()
         cmd.wait(20)
         if cmd.stdout is not None:

@@ -7,7 +7,20 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from samsa.coordinator import CoordinatorConfig, DeleteGroups, DescribeGroups, ListGroups
-from samsa.coordinator.responses import DeleteGroupsResponse, DescribeGroupsResponse
+from samsa.coordinator.events import (
+    FetchGroup,
+    FetchTopic,
+    OffsetDelete,
+    OffsetFetch,
+    SyncGroup,
+)
+from samsa.coordinator.responses import (
+    DeleteGroupsResponse,
+    DescribeGroupsResponse,
+    OffsetCommitResponse,
+    OffsetDeleteResponse,
+    OffsetFetchResponse,
+)
 from samsa.coordinator.share.records import (
     ShareGroupCurrentMemberAssignmentKey,
     ShareGroupMemberMetadataKey,
@@ -143,3 +156,37 @@ def test_group_configs_set_the_session_and_heartbeat() -> None:
 def test_share_is_an_accepted_rebalance_protocol() -> None:
     CoordinatorConfig.from_properties(
         {"group.coordinator.rebalance.protocols": "classic,consumer,share"}).validate()
+
+
+def test_classic_and_consumer_apis_on_a_share_group_are_refused_as_kafka_does() -> None:
+    """Kafka's ShareGroup: no offsets in __consumer_offsets (commit, fetch and delete are
+    GROUP_ID_NOT_FOUND), not a classic or consumer group (GROUP_ID_NOT_FOUND; a join is
+    INCONSISTENT_GROUP_PROTOCOL); nothing is written for any of them."""
+    ctx = SCtx()
+    ctx.shb("a", 0)
+    written = len(ctx.records)
+    commit = ctx.reply(ctx.commit({("t1", 0): 5}))
+    assert isinstance(commit, OffsetCommitResponse)
+    assert commit.topics[0].partitions[0].error_code == E.group_id_not_found
+    fetched = ctx.reply(ctx.call(OffsetFetch((FetchGroup("g"), FetchGroup("other")))))
+    assert isinstance(fetched, OffsetFetchResponse)
+    assert [g.error_code for g in fetched.groups] == [E.group_id_not_found, E.none]
+    deleted = ctx.reply(ctx.call(OffsetDelete("g", (FetchTopic("t1", (0,)),))))
+    assert isinstance(deleted, OffsetDeleteResponse)
+    assert deleted.error_code == E.group_id_not_found
+    for token in (ctx.heartbeat("a", 1), ctx.leave("a"), ctx.call(SyncGroup("g", 1, "a"))):
+        response = ctx.reply(token)
+        assert response is not None and response.error_code == E.group_id_not_found, response
+    assert ctx.hb("c1", 0).error_code == E.group_id_not_found
+    assert len(ctx.records) == written
+    assert list(ctx.share_group().members) == ["a"]
+
+
+def test_the_offsets_expiry_sweep_keeps_an_empty_share_group() -> None:
+    """Kafka's ShareGroup.shouldExpire is false: only DeleteGroups deletes it."""
+    ctx = SCtx(config=CoordinatorConfig(offsets_topic_num_partitions=1,
+                                        offsets_retention_check_interval_ms=1_000))
+    ctx.shb("a", 0)
+    ctx.shb("a", -1)
+    ctx.sleep(3_001)
+    assert ctx.share_group().epoch == 2 and not ctx.share_group().members

@@ -88,6 +88,24 @@ class Secure:
             ctx.load_cert_chain(self.certs[user].crt, self.certs[user].key)
         return ctx
 
+    def properties(self, directory: Path, user: str, way: str = "SCRAM-SHA-512",
+                   secret: str | None = None) -> Path:
+        """A client properties file (``--command-config``, as Kafka's tools take it) of
+        ``user``: SASL ``way`` over SASL_SSL with ``secret`` (default: the user's password),
+        or the user's client certificate (``way="mTLS"``)."""
+        path = directory / f"{user}-{way}.properties"
+        trust = f"ssl.truststore.type=PEM\nssl.truststore.location={self.ca}\n"
+        if way == "mTLS":
+            path.write_text(f"security.protocol=SSL\n{trust}ssl.keystore.type=PEM\n"
+                            f"ssl.keystore.location={self.certs[user].pem}\n")
+            return path
+        module = "plain.PlainLoginModule" if way == "PLAIN" else "scram.ScramLoginModule"
+        path.write_text(
+            f"security.protocol=SASL_SSL\nsasl.mechanism={way}\n"
+            f"sasl.jaas.config=org.apache.kafka.common.security.{module} required "
+            f'username="{user}" password="{secret or password(f"User:{user}")}";\n{trust}')
+        return path
+
     def connect(self, principal: str, mechanism: str = "SCRAM-SHA-512",
                 source: str | None = None, broker: BrokerProcess | None = None) -> WireClient:
         """A raw connection of ``principal`` (to ``broker``, by default the session's):

@@ -18,13 +18,7 @@ pytestmark = pytest.mark.conformance
 
 
 def _properties(tmp: Path, secure: Secure, password: str, user: str = "alice") -> Path:
-    path = tmp / f"{user}.properties"
-    path.write_text(
-        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
-        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
-        f'username="{user}" password="{password}";\n'
-        f"ssl.truststore.type=PEM\nssl.truststore.location={secure.ca}\n")
-    return path
+    return secure.properties(tmp, user, secret=password)
 
 
 def _as(tmp: Path, secure: Secure, principal: str) -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 
+import pyarrow as pa
 import pytest
 
 from samsa import TopicPartition
@@ -30,8 +31,8 @@ def test_sink_and_source_options_reach_a_sasl_ssl_listener(secure: Secure) -> No
     topic = f"app-spark-{uuid.uuid4().hex[:6]}"  # alice may write and read app-* topics
     sink = SinkOptions.parse({**_options(secure), "topic": topic})
     with BulkProducer(sink.bootstrap, security=client_settings(sink.security)) as producer:
-        producer.send_rows([topic] * 5, [None] * 5, [b"v%d" % i for i in range(5)],
-                           [0] * 5, [None] * 5)
+        producer.send_columns(topic, None, pa.array([b"v%d" % i for i in range(5)]),
+                              pa.array([0] * 5, pa.int32()), None)
         producer.flush()
     source = SourceOptions.parse({**_options(secure), "subscribe": topic}, batch=True)
     with RangeReader(source.bootstrap, security=client_settings(source.security)) as reader:

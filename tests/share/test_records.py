@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 
-from samsa.coordinator.consumer.records import _W
+from samsa.coordinator.codec import Writer
 from samsa.share import DurableState, RecordState, StateBatch
 from samsa.share.records import (
     UPDATE_KEY,
@@ -34,10 +34,10 @@ def test_snapshot_round_trip() -> None:
 
 
 def _update(start: int, batches: list[tuple[int, int, int, int]]) -> bytes:
-    w = _W().raw(">h", 0).raw(">i", 0).raw(">i", 0).raw(">q", start)
-    w.uvarint(len(batches) + 1)
+    w = Writer(flexible=True).int16(0).int32(0).int32(0).int64(start)
+    w.array_len(len(batches))
     for first, last, state, count in batches:
-        w.raw(">q", first).raw(">q", last).raw(">b", state).raw(">h", count).tags()
+        w.int64(first).int64(last).int8(state).int16(count).tags()
     return w.tags().done()
 
 

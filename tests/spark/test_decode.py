@@ -1,10 +1,13 @@
-"""The vectorized Arrow decoder against the row-by-row reference decoder."""
+"""The Arrow decoders (C extension and numpy) against the row-by-row reference decoder, on
+good and bad records; the record-batch encoder against an independent builder."""
 
 from __future__ import annotations
 
 import random
+import struct
 
 import pytest
+from crc32c import crc32c
 
 from samsa.protocol.records import (
     CorruptRecordError,
@@ -13,7 +16,7 @@ from samsa.protocol.records import (
     encode_batch,
 )
 from samsa.spark.arrow import Columns, decode_into
-from samsa.spark.columnar import decode_chunk
+from samsa.spark.columnar import NATIVE, decode_chunk
 from tests.protocol import recordbuild
 
 
@@ -39,8 +42,15 @@ def _random_chunk(rnd: random.Random) -> tuple[bytes, int]:
     return data, offset
 
 
+# The C decoder (when built) and the numpy one, each against the reference.
+paths = pytest.mark.parametrize("native", [
+    pytest.param(True, marks=pytest.mark.skipif(not NATIVE, reason="C extension not built")),
+    False])
+
+
+@paths
 @pytest.mark.parametrize("seed", range(20))
-def test_columnar_matches_reference(seed: int) -> None:
+def test_columnar_matches_reference(seed: int, native: bool) -> None:
     rnd = random.Random(seed)
     for _ in range(10):
         data, end = _random_chunk(rnd)
@@ -49,7 +59,7 @@ def test_columnar_matches_reference(seed: int) -> None:
         headers = rnd.random() < 0.5
         cols = Columns("t", 3, headers)
         expected_next = decode_into(cols, data, start, until)
-        batch, nxt = decode_chunk(data, start, until, "t", 3, headers)
+        batch, nxt = decode_chunk(data, start, until, "t", 3, headers, native=native)
         assert nxt == expected_next
         if not len(cols):
             assert batch is None
@@ -58,11 +68,33 @@ def test_columnar_matches_reference(seed: int) -> None:
         assert batch.equals(cols.take())
 
 
-def test_corrupt_batches_are_rejected() -> None:
+@paths
+def test_corrupt_batches_are_rejected(native: bool) -> None:
     data = bytearray(encode_batch([ProducerRecordData(1, b"k", b"v" * 20, ())] * 3))
     data[-5] ^= 0xFF
     with pytest.raises(CorruptRecordError, match="CRC"):
-        decode_chunk(bytes(data), 0, 10, "t", 0, False)
+        decode_chunk(bytes(data), 0, 10, "t", 0, False, native=native)
+
+
+def _refresh_crc(batch: bytearray) -> None:
+    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+
+
+@paths
+@pytest.mark.parametrize("damage", ["length", "count", "key"])
+def test_bad_records_with_a_good_crc_are_rejected(native: bool, damage: str) -> None:
+    """Both decoders refuse records that do not fit their batch (a bad producer's batch
+    passes the CRC check)."""
+    data = bytearray(encode_batch([ProducerRecordData(1, b"key", b"v" * 20, ())] * 3))
+    if damage == "length":
+        data[61] = 0x7E  # the first record claims 63 bytes
+    elif damage == "count":
+        struct.pack_into(">i", data, 57, 4)
+    else:
+        data[61 + 4] = 0x50  # the first key claims 40 bytes
+    _refresh_crc(data)
+    with pytest.raises(CorruptRecordError):
+        decode_chunk(bytes(data), 0, 10, "t", 0, False, native=native)
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -95,8 +127,9 @@ def test_encoder_headers_round_trip() -> None:
         (40 + i, r.timestamp, r.key, r.value, list(r.headers)) for i, r in enumerate(records)]
 
 
+@paths
 @pytest.mark.parametrize("seed", range(6))
-def test_runs_of_equal_sized_records_match_reference(seed: int) -> None:
+def test_runs_of_equal_sized_records_match_reference(seed: int, native: bool) -> None:
     """Batches of mostly equal-sized records (the numpy run check) with odd records between
     runs, timestamp deltas changing their varint size, and offsets past 8191."""
     rnd = random.Random(seed)
@@ -115,6 +148,6 @@ def test_runs_of_equal_sized_records_match_reference(seed: int) -> None:
     start, until = rnd.randint(0, 50), offset - rnd.randint(0, 50)
     cols = Columns("t", 0, False)
     expected_next = decode_into(cols, data, start, until)
-    batch, nxt = decode_chunk(data, start, until, "t", 0, False)
+    batch, nxt = decode_chunk(data, start, until, "t", 0, False, native=native)
     assert nxt == expected_next and batch is not None
     assert batch.equals(cols.take())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from samsa import Admin, TopicPartition
@@ -11,11 +12,24 @@ from samsa.client.errors import KafkaConnectionError
 from samsa.client.future import Future
 from samsa.client.net import ApiKey
 from samsa.client.partitioner import partition_for_key
+from samsa.spark import batches
 from samsa.spark.produce import BulkProducer
 from tests.brokerproc import BrokerProcess
 from tests.spark.conftest import batch, create_topic, unique
 
 pytestmark = pytest.mark.spark
+
+# The C encoder (when built) and the fallback to the client's encoder.
+encoders = pytest.mark.parametrize("native", [
+    pytest.param(True, marks=pytest.mark.skipif(not batches.NATIVE,
+                                                 reason="C extension not built")),
+    False])
+
+
+@pytest.fixture
+def encoder(native: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not native:
+        monkeypatch.setattr(batches, "_native", None)
 
 
 def _end(bootstrap: str, tp: TopicPartition) -> int:
@@ -23,7 +37,10 @@ def _end(bootstrap: str, tp: TopicPartition) -> int:
         return admin.list_offsets({tp: "latest"})[tp][0]
 
 
-def test_lost_acknowledgement_is_resent_without_duplicates(broker: BrokerProcess) -> None:
+@encoders
+@pytest.mark.usefixtures("encoder")
+def test_lost_acknowledgement_is_resent_without_duplicates(broker: BrokerProcess,
+                                                           native: bool) -> None:
     topic = create_topic(broker.bootstrap, unique("idem"), 1)
     with BulkProducer(broker.bootstrap, batch_size=200) as p:
         assert p.producer_id >= 0
@@ -42,8 +59,8 @@ def test_lost_acknowledgement_is_resent_without_duplicates(broker: BrokerProcess
 
         p.net.send = lose_first_ack  # type: ignore[method-assign]
         n = 30
-        p.send_rows([topic] * n, [None] * n, [b"%d" % i for i in range(n)], [0] * n,
-                    [None] * n)
+        p.send_columns(topic, None, pa.array([b"%d" % i for i in range(n)]),
+                       pa.array([0] * n, pa.int32()), None)
         p.flush()
         assert lost and p.records_sent == n
     assert _end(broker.bootstrap, TopicPartition(topic, 0)) == n
@@ -53,8 +70,8 @@ def test_partitioning_matches_the_client(spark: Any, broker: BrokerProcess) -> N
     topic = create_topic(broker.bootstrap, unique("keys"), 4)
     keys = [b"user-%d" % i for i in range(40)]
     with BulkProducer(broker.bootstrap) as p:
-        p.send_rows([topic] * 40, keys, [b"v"] * 40, [None] * 40, [None] * 40)
-        p.send_rows([topic] * 40, [None] * 40, [b"u"] * 40, [None] * 40, [None] * 40)
+        p.send_columns(topic, pa.array(keys), pa.array([b"v"] * 40), None, None)
+        p.send_columns(topic, None, pa.array([b"u"] * 40), None, None)
         p.flush()
     rows = batch(spark, broker, subscribe=topic).collect()
     keyed = [(r.key, r.partition) for r in rows if r.key is not None]
@@ -62,13 +79,15 @@ def test_partitioning_matches_the_client(spark: Any, broker: BrokerProcess) -> N
     assert len([r for r in rows if r.key is None]) == 40
 
 
-def test_large_batches(broker: BrokerProcess) -> None:
+@encoders
+@pytest.mark.usefixtures("encoder")
+def test_large_batches(broker: BrokerProcess, native: bool) -> None:
     """Requests of several hundred KiB (the writer's 256 KiB batches, many partitions)."""
     topic = create_topic(broker.bootstrap, unique("large"), 2)
     n = 1200
     with BulkProducer(broker.bootstrap, delivery_timeout_ms=15000) as p:
-        p.send_rows([topic] * n, [None] * n, [b"%04d" % i + b"x" * 996 for i in range(n)],
-                    [i % 2 for i in range(n)], [None] * n)
+        p.send_columns(topic, None, pa.array([b"%04d" % i + b"x" * 996 for i in range(n)]),
+                       pa.array([i % 2 for i in range(n)], pa.int32()), None)
         p.flush()
         assert p.records_sent == n
     assert _end(broker.bootstrap, TopicPartition(topic, 0)) == n // 2

@@ -1,10 +1,11 @@
 """What a request may do: the handlers' one door to the authorizer (Kafka's ``AuthHelper``).
 
 Every handler asks here, with its request context, whether the connection's principal may
-do an operation on a resource; without an authorizer (``authorizer.class.name`` unset)
-everything is allowed, as in Kafka. A denial is logged (rate-limited) and counted in the
-metrics, except where a handler filters results (``log=False``: Metadata of all topics,
-ListGroups), where being denied is the expected case, as in Kafka.
+do an operation on a resource (the console asks :func:`may` for its own principal); without
+an authorizer (``authorizer.class.name`` unset) everything is allowed, as in Kafka. A
+denial is logged (rate-limited) and counted in the metrics, except where a handler filters
+results (``log=False``: Metadata of all topics, ListGroups), where being denied is the
+expected case, as in Kafka.
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLU
 NOT_REQUESTED = -(2**31)
 """The authorized-operations field of an answer that did not ask for them."""
 
+NO_ADDRESS = "/unknown"
+"""The client host of a connection without an address (the broker's in-process ones, the
+console's): only ACLs for host ``*`` match it."""
+
 
 def authorizer_for(config: BrokerConfig, store: AclStore) -> Authorizer | None:
     """The broker's authorizer over the engine's ACL ``store`` (the data directory, or the
@@ -48,14 +53,20 @@ def authorizer_for(config: BrokerConfig, store: AclStore) -> Authorizer | None:
                       bool(config["allow.everyone.if.no.acl.found"]))
 
 
+def may(authorizer: Authorizer | None, principal: str, host: str, op: AclOperation,
+        rtype: ResourceType, name: str) -> bool:
+    """May ``principal`` connected from ``host`` do ``op`` on resource ``name``? (Always,
+    without an authorizer.) For callers without a request: the console's views."""
+    return authorizer is None or authorizer.authorize(principal, host, op, rtype, name)
+
+
 def allowed(ctx: RequestContext, op: AclOperation, rtype: ResourceType, name: str, *,
             log: bool = True) -> bool:
     """May the request's principal do ``op`` on resource ``name``?"""
     authorizer = ctx.broker.authorizer
     if authorizer is None:
         return True
-    principal = str(ctx.principal)
-    if authorizer.authorize(principal, ctx.client_host, op, rtype, name):
+    if may(authorizer, str(ctx.principal), ctx.client_host, op, rtype, name):
         return True
     if log:
         denied(ctx, op, rtype, name)

@@ -175,7 +175,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("console.actions.enable", bool, False,
             "samsa: the web console may execute changing actions (offset resets)."),
     Setting("console.principal", str, "User:ANONYMOUS",
-            "samsa: the principal the web console acts as (audit log; its ACLs apply)."),
+            "samsa: the principal the web console acts as: its ACLs decide what the console "
+            "shows and may do; written to the audit log."),
     Setting("console.lag.sample.interval.ms", int, 5000,
             "samsa: how often the console samples lag and pushes live pages."),
     Setting("group.consumer.assignment.interval.ms", int, 1000,
@@ -322,9 +323,16 @@ def _check_group_settings(values: Mapping[str, Any]) -> None:
 
 
 def _check_authorizer_settings(values: Mapping[str, Any]) -> None:
-    """A known ``authorizer.class.name`` and principals in ``super.users``."""
+    """A known ``authorizer.class.name`` and principals in ``super.users`` and
+    ``console.principal``."""
     from samsa.security.acl import parse_super_users
     from samsa.security.authorizer import AUTHORIZER_CLASSES
+    from samsa.security.principal import KafkaPrincipal
+
+    try:
+        KafkaPrincipal.parse(str(values.get("console.principal", "User:ANONYMOUS")))
+    except ValueError as exc:
+        raise ConfigError(f"console.principal: {exc}") from None
 
     name = values.get("authorizer.class.name") or ""
     if name and name not in AUTHORIZER_CLASSES:

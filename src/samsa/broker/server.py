@@ -20,9 +20,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import struct
 import time
 from collections import deque
+from dataclasses import replace
 from functools import partial
 from typing import Any, cast
 
@@ -53,6 +55,7 @@ from samsa.security.credentials import CredentialStore
 from samsa.security.edge import Authentication
 from samsa.security.limits import ConnectionLimits, RequestMemory, parse_overrides
 from samsa.security.listeners import parse_advertised
+from samsa.security.principal import KafkaPrincipal
 from samsa.security.sasl.exchange import Reply
 from samsa.security.setup import ListenerSecurity, listener_security
 
@@ -110,6 +113,18 @@ class Broker:
             if sec.listener.name == name:
                 return int(server.sockets[0].getsockname()[1])
         raise KeyError(name)
+
+    async def local_connection(self, principal: KafkaPrincipal) -> socket.socket:
+        """A connection into this broker without a network, as ``principal`` (what the
+        console's admin client acts through): the client's end of a socket pair, served as
+        a PLAINTEXT connection of the first listener whose principal is ``principal``, with
+        no client address (only ACLs for host ``*`` match it)."""
+        ours, theirs = socket.socketpair()
+        first = self.security[0].listener
+        sec = ListenerSecurity(replace(first, protocol="PLAINTEXT"), principal=principal)
+        await asyncio.get_running_loop().connect_accepted_socket(
+            partial(Connection, self, sec), ours)
+        return theirs
 
     async def start(self) -> None:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
@@ -286,7 +301,7 @@ class Connection(asyncio.BufferedProtocol):
         self.frame_limit = int(broker.config["socket.request.max.bytes"])
         self.max_frame = self.auth.max_frame(self.frame_limit)
         self.transport: asyncio.Transport | None = None
-        self.host = "/unknown"
+        self.host = access.NO_ADDRESS
         self.ip = ""
         self._buf = bytearray(_RECV_BUFFER)
         self._view = memoryview(self._buf)
@@ -310,7 +325,7 @@ class Connection(asyncio.BufferedProtocol):
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         peer = self.transport.get_extra_info("peername")
         self.ip = str(peer[0]) if peer else ""
-        self.host = f"/{peer[0]}" if peer else "/unknown"
+        self.host = f"/{peer[0]}" if peer else access.NO_ADDRESS
         refused = self.broker.limits.admit(self.listener, self.ip)
         if refused is not None:
             log.info("refusing connection from %s on %s: %s", self.host, self.listener, refused)

@@ -24,6 +24,10 @@ def add_client_options(p: argparse.ArgumentParser) -> None:
                    help="table for people, json for scripts (default %(default)s)")
     p.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                    help="how long to wait for the broker (default %(default)s)")
+    add_command_config(p)
+
+
+def add_command_config(p: argparse.ArgumentParser) -> None:
     p.add_argument("--command-config", type=Path, metavar="FILE",
                    help="client properties (TLS, SASL) as Kafka's tools take them: "
                         "security.protocol, sasl.mechanism, sasl.jaas.config, "

@@ -2,7 +2,9 @@
 
 It serves the same page and JSON API as a samsa broker's HTTP port, from the Kafka
 protocol alone (:class:`~samsa.console.remote_source.RemoteSource`): the panels only samsa
-brokers can fill (rebalance history, liveness clocks, coordinator health) are hidden.
+brokers can fill (rebalance history, liveness clocks, coordinator health) are hidden. With
+``--command-config`` (TLS, SASL, as Kafka's tools) it acts with those credentials, so the
+cluster's ACLs decide what it shows and may do.
 """
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from samsa.cli.connect import DEFAULT_BOOTSTRAP, check_reachable
+from samsa.cli.connect import (
+    DEFAULT_BOOTSTRAP,
+    add_command_config,
+    check_reachable,
+    security_config,
+)
+from samsa.cli.errors import CliError
 
 
 def add_parser(sub: Any) -> None:
@@ -29,9 +37,10 @@ def add_parser(sub: Any) -> None:
                         "%(default)s)")
     p.add_argument("--enable-actions", action="store_true",
                    help="allow changing actions (offset resets); previews are always allowed")
-    p.add_argument("--principal", default="User:ANONYMOUS", metavar="TYPE:NAME",
-                   help="the principal the console acts as, for the audit log "
-                        "(default %(default)s)")
+    add_command_config(p)
+    p.add_argument("--principal", metavar="TYPE:NAME",
+                   help="the principal the console acts as, for the audit log (default: "
+                        "User:<SASL user> of --command-config, else User:ANONYMOUS)")
     p.add_argument("--audit-log", type=Path, default=Path("samsa-console-audit.log"),
                    metavar="FILE", help="where actions are logged (default %(default)s)")
     p.add_argument("--interval", type=float, default=5.0, metavar="SECONDS",
@@ -48,18 +57,20 @@ def run(args: argparse.Namespace) -> int:
     from samsa.console.source import ConsoleOptions
     from samsa.security.principal import KafkaPrincipal
 
+    security = security_config(args)
+    user = security.get("sasl_plain_username")
+    principal = args.principal or (f"User:{user}" if user else "User:ANONYMOUS")
     try:
         host, port = parse_listen(args.listen)
-        KafkaPrincipal.parse(args.principal)
+        KafkaPrincipal.parse(principal)
     except ValueError as exc:
-        print(f"samsa console: {exc}", file=sys.stderr)
-        return 2
+        raise CliError(str(exc), 2) from None
     check_reachable(args.bootstrap_server, args.timeout)
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    options = ConsoleOptions(actions_enabled=args.enable_actions, principal=args.principal,
+    options = ConsoleOptions(actions_enabled=args.enable_actions, principal=principal,
                              sample_interval_ms=int(args.interval * 1000),
-                             audit_path=args.audit_log)
+                             audit_path=args.audit_log, client_config=security)
     source = RemoteSource(args.bootstrap_server, options, int(args.timeout * 1000))
 
     async def serve() -> None:

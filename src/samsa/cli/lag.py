@@ -10,7 +10,7 @@ import sys
 import time
 from typing import Any
 
-from samsa.cli.connect import add_client_options, open_admin
+from samsa.cli.connect import add_client_options, open_admin, security_config
 from samsa.cli.errors import CliError
 from samsa.cli.output import Output, console
 
@@ -69,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
         live = Live(console=console(), auto_refresh=False)
         live.start()
     with open_admin(args) as admin:
-        fetcher = TimestampFetcher(args.bootstrap_server, int(args.timeout * 1000))
+        fetcher = TimestampFetcher(args.bootstrap_server, int(args.timeout * 1000),
+                                   security_config(args))
         try:
             n = 0
             while True:

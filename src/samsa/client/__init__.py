@@ -3,13 +3,18 @@
 from samsa.client.admin import Admin
 from samsa.client.consumer import Consumer, ConsumerRebalanceListener
 from samsa.client.errors import (
+    AuthorizationError,
+    ClusterAuthorizationError,
     CommitFailedError,
     FencedInstanceIdError,
+    GroupAuthorizationError,
     IllegalStateError,
     KafkaError,
     KafkaTimeoutError,
     NoOffsetForPartitionError,
     OffsetOutOfRangeError,
+    TopicAuthorizationError,
+    TransactionalIdAuthorizationError,
     WakeupError,
 )
 from samsa.client.group.commits import OffsetAndMetadata
@@ -18,11 +23,14 @@ from samsa.client.records import ConsumerRecord, RecordMetadata
 
 __all__ = [
     "Admin",
+    "AuthorizationError",
+    "ClusterAuthorizationError",
     "CommitFailedError",
     "Consumer",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "FencedInstanceIdError",
+    "GroupAuthorizationError",
     "IllegalStateError",
     "KafkaError",
     "KafkaTimeoutError",
@@ -31,5 +39,7 @@ __all__ = [
     "OffsetOutOfRangeError",
     "Producer",
     "RecordMetadata",
+    "TopicAuthorizationError",
+    "TransactionalIdAuthorizationError",
     "WakeupError",
 ]

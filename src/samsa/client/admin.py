@@ -15,7 +15,7 @@ from samsa.assignors import decode_assignment, decode_subscription
 from samsa.client.clock import SYSTEM_CLOCK, Clock
 from samsa.client.errors import KafkaTimeoutError, error_for
 from samsa.client.metadata import Metadata
-from samsa.client.net import ApiKey, NetworkClient
+from samsa.client.net import ApiKey, Connector, NetworkClient
 from samsa.client.offsets import EARLIEST, LATEST, list_offsets
 from samsa.client.security import DEFAULTS as SECURITY_DEFAULTS
 from samsa.client.security import client_security
@@ -116,16 +116,20 @@ class Admin:
 
     def __init__(self, bootstrap_servers: str | list[str] = "localhost:9092",
                  client_id: str | None = None, request_timeout_ms: int = 30000,
-                 clock: Clock = SYSTEM_CLOCK, **security: Any) -> None:
+                 clock: Clock = SYSTEM_CLOCK, connector: Connector | None = None,
+                 **security: Any) -> None:
         """``security``: TLS and SASL settings (:data:`samsa.client.security.DEFAULTS`);
-        ``clock``: every deadline and pause of the admin client (tests pass a fake one)."""
+        ``clock``: every deadline and pause of the admin client (tests pass a fake one);
+        ``connector``: opens connections in place of TCP (a broker's console connects
+        in-process, see :data:`samsa.client.net.Connector`)."""
         unknown = set(security) - set(SECURITY_DEFAULTS)
         if unknown:
             raise TypeError(f"unknown admin config {sorted(unknown)}")
         self.client_id = client_id or f"samsa-admin-{next(_ids)}"
         self.timeout_ms = request_timeout_ms
         self._net = NetworkClient(self.client_id, request_timeout_ms,
-                                  security=client_security({**SECURITY_DEFAULTS, **security}))
+                                  security=client_security({**SECURITY_DEFAULTS, **security}),
+                                  connector=connector)
         self._clock = clock
         self._metadata = Metadata(self._net, bootstrap_servers, clock=clock)
         #: API key -> the version to use of ConsumerGroupDescribe / ShareGroupDescribe (-1: none)

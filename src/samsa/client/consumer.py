@@ -18,6 +18,7 @@ from samsa.client.errors import (
     KafkaError,
     KafkaTimeoutError,
     NoOffsetForPartitionError,
+    TopicAuthorizationError,
     WakeupError,
 )
 from samsa.client.fetcher import FetchConfig, Fetcher
@@ -209,7 +210,11 @@ class Consumer:
         It returns by its deadline also while a rebalance is under way: a JoinGroup or
         SyncGroup parked on the coordinator stays in flight and later polls go on with it
         (a cooperative member meanwhile returns records of the partitions it keeps).
-        Raises :class:`WakeupError` if :meth:`wakeup` was called.
+        Raises :class:`WakeupError` if :meth:`wakeup` was called, and the authorization
+        errors as Kafka's consumer does: :class:`TopicAuthorizationError` when metadata, a
+        fetch, an offset lookup or the group's heartbeat refuse a subscribed or assigned
+        topic (the consumer goes on: a later poll raises it again while it lasts),
+        :class:`GroupAuthorizationError` (fatal) when the group is refused.
         """
         self._ensure_open()
         if self._subs.type == SubscriptionType.NONE:
@@ -297,6 +302,9 @@ class Consumer:
             return
         if self._coordinator is not None:
             self._coordinator.check_metadata()
+        denied = self._metadata.cluster.unauthorized(self._subs.topics)
+        if denied:  # raised once per refresh, as Kafka's consumer does
+            raise TopicAuthorizationError.of(denied)
 
     def _update_positions(self, deadline: float) -> None:
         """Committed offsets, then ``auto_offset_reset``, for partitions without a position.

@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from kio.schema.errors import ErrorCode
 
 __all__ = [
     "METADATA_ERRORS",
     "AuthenticationError",
+    "AuthorizationError",
+    "ClusterAuthorizationError",
     "CommitFailedError",
     "FencedInstanceIdError",
+    "GroupAuthorizationError",
     "IllegalStateError",
     "KafkaConnectionError",
     "KafkaError",
     "KafkaTimeoutError",
     "NoOffsetForPartitionError",
     "OffsetOutOfRangeError",
+    "TopicAuthorizationError",
+    "TransactionalIdAuthorizationError",
     "WakeupError",
     "error_for",
 ]
@@ -64,6 +71,48 @@ class AuthenticationError(KafkaError):
     code = int(ErrorCode.sasl_authentication_failed)
 
 
+class AuthorizationError(KafkaError):
+    """The broker's ACLs refused the principal an operation (Kafka's
+    ``AuthorizationException``): raised at once, never retried."""
+
+
+class TopicAuthorizationError(AuthorizationError):
+    """TOPIC_AUTHORIZATION_FAILED; ``topics``: the topics refused, where known (Kafka's
+    ``TopicAuthorizationException.unauthorizedTopics``)."""
+
+    code = int(ErrorCode.topic_authorization_failed)
+
+    def __init__(self, message: str = "", code: int | None = None,
+                 topics: Iterable[str] = ()) -> None:
+        super().__init__(message, code)
+        self.topics = frozenset(topics)
+
+    @classmethod
+    def of(cls, topics: Iterable[str]) -> TopicAuthorizationError:
+        """The error for these topics, with Kafka's message."""
+        names = sorted(topics)
+        return cls(f"topic_authorization_failed: not authorized to access topics: "
+                   f"{', '.join(names)}", topics=names)
+
+
+class GroupAuthorizationError(AuthorizationError):
+    """GROUP_AUTHORIZATION_FAILED."""
+
+    code = int(ErrorCode.group_authorization_failed)
+
+
+class ClusterAuthorizationError(AuthorizationError):
+    """CLUSTER_AUTHORIZATION_FAILED (e.g. an idempotent producer refused a producer id)."""
+
+    code = int(ErrorCode.cluster_authorization_failed)
+
+
+class TransactionalIdAuthorizationError(AuthorizationError):
+    """TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
+
+    code = int(ErrorCode.transactional_id_authorization_failed)
+
+
 class KafkaTimeoutError(KafkaError):
     """An operation did not complete within its timeout."""
 
@@ -98,8 +147,14 @@ class OffsetOutOfRangeError(KafkaError):
     code = int(ErrorCode.offset_out_of_range)
 
 
+_AUTHORIZATION: dict[int, type[KafkaError]] = {
+    cls.code: cls for cls in (TopicAuthorizationError, GroupAuthorizationError,
+                              ClusterAuthorizationError, TransactionalIdAuthorizationError)}
+
+
 def error_for(code: int | ErrorCode, message: str = "") -> KafkaError:
-    """The exception for a non-zero Kafka error code."""
+    """The exception for a non-zero Kafka error code (the authorization errors, fencing and
+    out-of-range offsets as their own types)."""
     code = int(code)
     if code == ErrorCode.fenced_instance_id:
         return FencedInstanceIdError(message or "fenced_instance_id")
@@ -109,4 +164,4 @@ def error_for(code: int | ErrorCode, message: str = "") -> KafkaError:
         name = ErrorCode(code).name
     except ValueError:
         name = f"error {code}"
-    return KafkaError(f"{name}: {message}" if message else name, code)
+    return _AUTHORIZATION.get(code, KafkaError)(f"{name}: {message}" if message else name, code)

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+from kio.schema.errors import ErrorCode
+
 from samsa import TopicPartition
 from samsa.client.clock import SYSTEM_CLOCK, Clock
 from samsa.client.errors import AuthenticationError, KafkaError, KafkaTimeoutError
@@ -20,6 +22,7 @@ from samsa.client.net import ApiKey, NetworkClient
 __all__ = ["Cluster", "Metadata", "parse_bootstrap"]
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+_TOPIC_AUTHORIZATION_FAILED = int(ErrorCode.topic_authorization_failed)
 
 
 def parse_bootstrap(servers: str | Collection[str]) -> list[tuple[str, int]]:
@@ -61,6 +64,12 @@ class Cluster:
     def leader(self, tp: TopicPartition) -> int | None:
         leader = self.partitions.get(tp.topic, {}).get(tp.partition)
         return None if leader is None or leader < 0 else leader
+
+    def unauthorized(self, topics: Collection[str]) -> set[str]:
+        """The topics among ``topics`` this snapshot answered TOPIC_AUTHORIZATION_FAILED
+        (the principal may not DESCRIBE them)."""
+        errors = self.topic_errors
+        return {t for t in topics if errors.get(t) == _TOPIC_AUTHORIZATION_FAILED}
 
     def partition_count(self, topic: str) -> int | None:
         parts = self.partitions.get(topic)

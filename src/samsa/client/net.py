@@ -26,7 +26,7 @@ import ssl
 import struct
 import threading
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from kio.index import load_request_schema
@@ -46,7 +46,7 @@ from samsa.protocol.build import build
 from samsa.protocol.codec import RequestTemplates, encode_request, response_class
 from samsa.security.sasl.client import ClientAuthError, ClientMechanism
 
-__all__ = ["CLIENT_MAX_VERSIONS", "ApiKey", "NetworkClient"]
+__all__ = ["CLIENT_MAX_VERSIONS", "ApiKey", "Connector", "NetworkClient"]
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +80,10 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     ApiKey.SASL_AUTHENTICATE: 2,
 }
 """Highest version of each API this client speaks."""
+
+Connector = Callable[[tuple[str, int]], socket.socket | None]
+"""Opens a connection to an address in place of TCP (None: connect over TCP); a broker's
+console passes one that connects in-process (``Broker.local_connection``)."""
 
 _SIZE = struct.Struct(">i")
 _WOULD_BLOCK = (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
@@ -129,9 +133,11 @@ class NetworkClient:
     """The network thread and its connections (see module docstring)."""
 
     def __init__(self, client_id: str, request_timeout_ms: int = 30000,
-                 reconnect_backoff_ms: int = 50, security: ClientSecurity | None = None) -> None:
+                 reconnect_backoff_ms: int = 50, security: ClientSecurity | None = None,
+                 connector: Connector | None = None) -> None:
         self.client_id = client_id
         self.security = security or ClientSecurity()
+        self.connector = connector
         self.request_timeout = request_timeout_ms / 1000
         self.reconnect_backoff = reconnect_backoff_ms / 1000
         self._addresses: dict[Hashable, tuple[str, int]] = {}
@@ -289,11 +295,16 @@ class NetworkClient:
 
     def _connect(self, conn: _Connection) -> None:
         try:
-            sock = socket.socket(socket.AF_INET6 if ":" in conn.address[0] else socket.AF_INET,
-                                 socket.SOCK_STREAM)
-            sock.setblocking(False)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            err = sock.connect_ex(conn.address)
+            given = self.connector(conn.address) if self.connector is not None else None
+            if given is not None:  # connected already (in-process)
+                sock, err = given, 0
+                sock.setblocking(False)
+            else:
+                sock = socket.socket(socket.AF_INET6 if ":" in conn.address[0]
+                                     else socket.AF_INET, socket.SOCK_STREAM)
+                sock.setblocking(False)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                err = sock.connect_ex(conn.address)
         except OSError as exc:
             log.debug("connect to %s failed: %s", conn.address, exc)
             self._connect_failed(conn.dest)

@@ -8,7 +8,12 @@ from collections.abc import Mapping
 from kio.schema.errors import ErrorCode
 
 from samsa import TopicPartition
-from samsa.client.errors import KafkaError, KafkaTimeoutError, error_for
+from samsa.client.errors import (
+    KafkaError,
+    KafkaTimeoutError,
+    TopicAuthorizationError,
+    error_for,
+)
 from samsa.client.metadata import Metadata
 from samsa.client.net import ApiKey
 
@@ -53,6 +58,9 @@ def list_offsets(metadata: Metadata, timestamps: Mapping[TopicPartition, int],
             body = {"replica_id": -1, "isolation_level": 0,
                     "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
             futures.append(metadata.net.send(node, ApiKey.LIST_OFFSETS, body))
+        denied = cluster.unauthorized({tp.topic for tp in unknown})
+        if denied:
+            raise TopicAuthorizationError.of(denied)
         retry = bool(unknown)
         for fut in futures:
             if not clock.wait(fut, max(0.1, deadline - clock.now())):

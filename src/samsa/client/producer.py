@@ -9,6 +9,13 @@ in flight, the batches spliced into a frame encoded once per shape. With idempot
 batch keeps its sequence (the broker discards the duplicate of a batch it already appended)
 and goes back in sequence order. Delivery callbacks and futures resolve on the network
 thread.
+
+Authorization errors are raised at once, as Kafka's producer does: ``send`` to a topic the
+principal may not DESCRIBE raises :class:`~samsa.client.errors.TopicAuthorizationError`
+(Metadata answered TOPIC_AUTHORIZATION_FAILED), a refused WRITE fails the batch's futures
+with it, and an idempotent producer refused its producer id (CLUSTER_AUTHORIZATION_FAILED)
+is fatal: every queued record and every later ``send`` fails with
+:class:`~samsa.client.errors.ClusterAuthorizationError`.
 """
 
 from __future__ import annotations
@@ -25,7 +32,13 @@ from kio.schema.errors import ErrorCode
 
 from samsa import TopicPartition
 from samsa.client.clock import SYSTEM_CLOCK, Clock
-from samsa.client.errors import KafkaError, KafkaTimeoutError, error_for
+from samsa.client.errors import (
+    AuthorizationError,
+    KafkaError,
+    KafkaTimeoutError,
+    TopicAuthorizationError,
+    error_for,
+)
 from samsa.client.future import Future
 from samsa.client.metadata import Cluster, Metadata
 from samsa.client.net import ApiKey, NetworkClient
@@ -222,7 +235,9 @@ def init_producer_id(net: NetworkClient, node: Hashable,
     """One InitProducerId round trip (no transactional id): ``(producer id, epoch)``.
 
     None when the broker refuses with a non-retriable error (idempotence is not available;
-    logged); a retriable error or a failed request raises :class:`KafkaError`.
+    logged); a retriable error or a failed request raises :class:`KafkaError`, and an
+    authorization error (CLUSTER_AUTHORIZATION_FAILED: the principal may not write
+    idempotently) its :class:`AuthorizationError`, fatal for the producer as in Kafka.
     """
     body = {"transactional_id": None, "transaction_timeout": 60000,
             "producer_id": -1, "producer_epoch": -1}
@@ -230,7 +245,7 @@ def init_producer_id(net: NetworkClient, node: Hashable,
     code = int(resp.error_code)
     if code:
         err = error_for(code, "InitProducerId")
-        if err.retriable:
+        if err.retriable or isinstance(err, AuthorizationError):
             raise err
         log.warning("idempotence not available: %s", err)
         return None
@@ -288,6 +303,9 @@ class Producer:
         self._buffer_memory = c["buffer_memory"]
         self._flushing = 0
         self._closed = False
+        #: a fatal error (CLUSTER_AUTHORIZATION_FAILED for a producer id): every queued
+        #: record fails with it, and so does every later ``send``
+        self._fatal: KafkaError | None = None
         self._metadata_stale = False
         self._producer_id = -1
         self._producer_epoch = -1
@@ -306,8 +324,8 @@ class Producer:
              on_delivery: Callable[[BaseException | None, RecordMetadata | None], None]
              | None = None) -> RecordFuture:
         """Queue a record; the future resolves with its :class:`RecordMetadata`."""
-        if self._closed:
-            raise KafkaError("producer is closed")
+        if self._closed or self._fatal is not None:
+            raise self._fatal or KafkaError("producer is closed")
         if key is not None or value.__class__ is not bytes or self._serializing or headers:
             key, value, headers = self._prepare(key, value, headers)
         state = self._topics.get(topic)
@@ -426,6 +444,8 @@ class Producer:
             count = cluster.partition_count(topic)
             if count:
                 return count
+            if cluster.unauthorized((topic,)):  # as Kafka's waitOnMetadata: at once
+                raise TopicAuthorizationError.of((topic,))
             if self._clock.now() >= deadline:
                 raise KafkaTimeoutError(f"topic {topic} not available")
             self._clock.sleep(0.1)
@@ -485,6 +505,11 @@ class Producer:
                     with self._lock:
                         if not self._incomplete:
                             return
+                if self._fatal is not None:
+                    self._fail_queued(self._fatal)
+                    with self._cond:
+                        self._clock.wait(self._cond, 0.1)
+                    continue
                 if self.idempotent and self._producer_id < 0:
                     self._init_producer_id()
                     continue
@@ -504,6 +529,10 @@ class Producer:
         try:
             got = init_producer_id(self._net, self._metadata.any_node(),
                                    self.config["request_timeout_ms"])
+        except AuthorizationError as exc:  # fatal, as in Kafka's TransactionManager
+            log.error("producer %s: %s", self.client_id, exc)
+            self._fatal = exc
+            return
         except KafkaError as exc:
             log.info("InitProducerId failed: %s", exc)
             self._clock.sleep(self.config["retry_backoff_ms"] / 1000)
@@ -632,6 +661,11 @@ class Producer:
                 else:
                     finished.append((batch, exc, -1, -1))
             self._cond.notify_all()
+        self._finish(finished)
+
+    def _finish(self, finished: list[tuple[_Batch, BaseException | None, int, int]]) -> None:
+        """Complete or fail batches taken off the queues: (batch, error, base offset,
+        log append time)."""
         for batch, error, base, lat_ms in finished:
             if error is None:
                 batch.done(base, lat_ms)
@@ -642,6 +676,17 @@ class Producer:
                 self._unfinished.difference_update(b for b, _, _, _ in finished)
                 self._buffered -= sum(b.size - BATCH_OVERHEAD for b, _, _, _ in finished)
                 self._cond.notify_all()
+
+    def _fail_queued(self, exc: KafkaError) -> None:
+        """Fail every batch still queued with ``exc`` (a fatal error)."""
+        with self._cond:
+            failed: list[tuple[_Batch, BaseException | None, int, int]] = [
+                (b, exc, -1, -1) for queue in self._batches.values() for b in queue]
+            for queue in self._batches.values():
+                for batch in queue:
+                    batch.closed = True
+                queue.clear()
+        self._finish(failed)
 
     def _requeue(self, batch: _Batch) -> None:
         """Put a batch back in sequence order ahead of newer batches of its partition."""

@@ -6,18 +6,32 @@ names every shard's owner). Lag in seconds is the age of the first unconsumed re
 from the partition's log; phantom lag is told apart: offsets below the log start (removed
 by retention before the group read them) and, on compacted topics, offsets compaction
 removed (counted from the batches' record counts, up to a bound).
+
+It acts as ``console.principal``, through the broker's authorizer (:func:`samsa.broker.access.may`;
+everything, without one): its views show only the groups that principal may DESCRIBE (another
+answers 403) and, in them, only the topics it may DESCRIBE. Its admin client (the offset
+resets) reaches this node through an in-process connection authenticated as that principal
+(:meth:`~samsa.broker.server.Broker.local_connection`), so the broker's handlers decide what
+it may do, as for any client; other nodes of a cluster it reaches over TCP as before.
 """
 
 from __future__ import annotations
 
+import asyncio
+import socket
 import struct
+from collections.abc import Callable
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from samsa.broker import access
 from samsa.console import views
 from samsa.console.lag import LagSample
 from samsa.console.source import ConsoleOptions, Source, now_ms
 from samsa.coordinator.shard import ShardStatus
 from samsa.protocol.records import decode_batches
+from samsa.security.acl import AclOperation, ResourceType
+from samsa.security.principal import KafkaPrincipal
 
 if TYPE_CHECKING:
     from samsa.broker.partition import Partition
@@ -36,10 +50,28 @@ class BrokerSource(Source):
     kind = "broker"
 
     def __init__(self, broker: Broker, options: ConsoleOptions) -> None:
+        """Made on the broker's event loop."""
         super().__init__(options)
         self.broker = broker
+        self.principal = KafkaPrincipal.parse(options.principal)
+        self._loop = asyncio.get_running_loop()
         self._admin: Any = None
         self._timestamps: dict[tuple[str, int, int], int] = {}
+
+    # ------------------------------------------------------------------ what it may see
+
+    def _may(self, op: AclOperation, rtype: ResourceType, name: str) -> bool:
+        return access.may(self.broker.authorizer, self.options.principal, access.NO_ADDRESS,
+                          op, rtype, name)
+
+    def visible(self, group_id: str) -> bool:
+        return self._may(AclOperation.DESCRIBE, ResourceType.GROUP, group_id)
+
+    def _topics(self) -> Callable[[str], bool]:
+        """Whether the principal may DESCRIBE a topic (each decided once per call)."""
+        if self.broker.authorizer is None:
+            return lambda topic: True
+        return cache(lambda topic: self._may(AclOperation.DESCRIBE, ResourceType.TOPIC, topic))
 
     @property
     def features(self) -> dict[str, bool]:
@@ -56,8 +88,23 @@ class BrokerSource(Source):
 
             config = self.broker.config
             self._admin = Admin(f"{config.host}:{self.broker.port}", client_id="samsa-console",
-                                **dict(self.options.client_config))
+                                connector=self._connect)
         return self._admin
+
+    def _connect(self, address: tuple[str, int]) -> socket.socket | None:
+        """The admin client's connections to this node: in-process, as the principal
+        (network thread); None (TCP) for another node's."""
+        broker = self.broker
+        own = {*broker.endpoints.values(), (broker.config.host, broker.port)}
+        if tuple(address) not in own:
+            return None
+        made = asyncio.run_coroutine_threadsafe(broker.local_connection(self.principal),
+                                                self._loop)
+        try:
+            return made.result(10)
+        except Exception as exc:  # the broker is stopping
+            made.cancel()
+            raise OSError(f"no in-process connection: {exc}") from exc
 
     def close(self) -> None:
         if self._admin is not None:
@@ -73,6 +120,8 @@ class BrokerSource(Source):
         now, node = now_ms(), self.broker.config.node_id
         rows = []
         for s in coordinator.group_summaries():
+            if not self.visible(s.group_id):
+                continue
             last = next((e for e in reversed(coordinator.history(s.group_id)) if e.bumps), None)
             rows.append({
                 "group_id": s.group_id, "group_type": s.group_type, "state": s.state.value,
@@ -86,17 +135,30 @@ class BrokerSource(Source):
         return rows
 
     async def group(self, group_id: str) -> dict[str, Any] | None:
+        self.check_visible(group_id)
         coordinator = self.broker.groups.coordinator
         detail = None if coordinator is None else coordinator.group_detail(group_id, now_ms())
         if detail is None:
             return None
-        return views.detail_json(detail, self.broker.config.node_id)
+        return _only_topics(views.detail_json(detail, self.broker.config.node_id),
+                            self._topics())
 
     async def history(self, group_id: str) -> list[dict[str, Any]] | None:
+        self.check_visible(group_id)
         coordinator = self.broker.groups.coordinator
         if coordinator is None or not self._history_on():
             return None
-        return [views.event_json(e) for e in coordinator.history(group_id)]
+        seen = self._topics()
+        events = [views.event_json(e) for e in coordinator.history(group_id)]
+        for e in events:  # an offset reset names its topics
+            if "topics" in e["detail"]:
+                e["detail"]["topics"] = ",".join(
+                    t for t in e["detail"]["topics"].split(",") if seen(t))
+        return events
+
+    def lag(self, group_id: str) -> dict[str, Any]:
+        self.check_visible(group_id)
+        return super().lag(group_id)
 
     async def health(self) -> dict[str, Any] | None:
         runtime = self.broker.groups
@@ -148,13 +210,16 @@ class BrokerSource(Source):
             return
         now = now_ms()
         seen = set()
+        described = self._topics()
         for s in coordinator.group_summaries():
             gid = s.group_id
+            if not self.visible(gid):
+                continue
             seen.add(gid)
             keys = set()
             for c in coordinator.committed_offsets(gid):
                 part = self.broker.topics.partition(c.topic, c.partition)
-                if part is None:
+                if part is None or not described(c.topic):
                     continue
                 keys.add((c.topic, c.partition))
                 self.tracker.observe(gid, self._sample(part, c.topic, c.partition, c.offset,
@@ -229,3 +294,16 @@ class BrokerSource(Source):
         except Exception:
             return None
         return count if at >= end else None
+
+
+def _only_topics(group: dict[str, Any], seen: Callable[[str], bool]) -> dict[str, Any]:
+    """A group's detail without the topics the principal may not DESCRIBE (Kafka's
+    ConsumerGroupDescribe refuses such a group outright, KAFKA-18813; the console shows
+    the rest)."""
+    group["subscribed_topics"] = [t for t in group["subscribed_topics"] if seen(t)]
+    for m in group["members"]:
+        m["subscribed_topics"] = [t for t in m["subscribed_topics"] if seen(t)]
+        for key in ("assigned", "target", "pending_revocation"):
+            if m[key] is not None:
+                m[key] = [tp for tp in m[key] if seen(tp[0])]
+    return group

@@ -5,17 +5,24 @@ broker, DescribeGroups / ConsumerGroupDescribe, OffsetFetch, ListOffsets, and a 
 the first unconsumed record of each lagging partition for its timestamp (the lag in
 seconds). A broker does not tell group histories, members' session clocks or its
 coordinator shards over the protocol, so those panels are off here.
+
+It acts with the credentials of its client settings (``samsa console --command-config``:
+``security.protocol``, ``sasl.*``, ``ssl.*``), so the cluster's ACLs decide what it lists
+(ListGroups, Metadata and OffsetFetch answer only what the principal may DESCRIBE) and
+what it may do.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from samsa import TopicPartition
+from samsa.client.errors import AuthorizationError, KafkaError, error_for
 from samsa.console import views
 from samsa.console.lag import LagSample
-from samsa.console.source import ConsoleOptions, Source, now_ms
+from samsa.console.source import ActionError, ConsoleOptions, Source, now_ms
 
 #: how long a sample waits for the timestamps of lagging partitions
 _FETCH_WAIT_S = 1.0
@@ -29,7 +36,7 @@ class RemoteSource(Source):
         self.bootstrap = bootstrap
         self.timeout_ms = timeout_ms
         self._admin: Any = None
-        self._fetcher = TimestampFetcher(bootstrap, timeout_ms)
+        self._fetcher = TimestampFetcher(bootstrap, timeout_ms, options.client_config)
         self._listing: list[dict[str, Any]] = []
         self._coordinators: dict[str, int] = {}
 
@@ -58,11 +65,19 @@ class RemoteSource(Source):
                 for row in self._listing]
 
     async def group(self, group_id: str) -> dict[str, Any] | None:
-        return await self.blocking(self._describe, group_id)
+        try:
+            return await self.blocking(self._describe, group_id)
+        except AuthorizationError as exc:
+            raise ActionError(403, f"{self.options.principal} is not authorized to DESCRIBE "
+                                   f"group {group_id} ({exc})") from None
+        except KafkaError as exc:
+            raise ActionError(502, str(exc)) from None
 
     def _describe(self, group_id: str) -> dict[str, Any] | None:
         admin = self.admin()
         desc = admin.describe_groups([group_id])[group_id]
+        if desc.error_code:
+            raise error_for(desc.error_code, f"describe group {group_id}")
         if desc.state == "Dead" and not desc.members:
             return None
         consumer = desc.group_type == "consumer"
@@ -161,11 +176,14 @@ def lag_samples(admin: Any, fetcher: TimestampFetcher,
 
 
 class TimestampFetcher:
-    """Reads the timestamp of the record at given offsets (a consumer without a group)."""
+    """Reads the timestamp of the record at given offsets (a consumer without a group;
+    ``client_config``: its TLS and SASL settings)."""
 
-    def __init__(self, bootstrap: str, timeout_ms: int) -> None:
+    def __init__(self, bootstrap: str, timeout_ms: int,
+                 client_config: Mapping[str, Any] | None = None) -> None:
         self.bootstrap = bootstrap
         self.timeout_ms = timeout_ms
+        self.client_config = dict(client_config or {})
         self._consumer: Any = None
 
     def close(self) -> None:
@@ -181,7 +199,7 @@ class TimestampFetcher:
         if self._consumer is None:
             self._consumer = Consumer(bootstrap_servers=self.bootstrap,
                                       client_id="samsa-console-lag", enable_auto_commit=False,
-                                      request_timeout_ms=self.timeout_ms)
+                                      request_timeout_ms=self.timeout_ms, **self.client_config)
         consumer = self._consumer
         consumer.assign(list(wanted))
         for tp, off in wanted.items():

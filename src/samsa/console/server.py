@@ -19,6 +19,9 @@ One :class:`HttpServer` per process, on the event loop it is started from (the b
                                            ``group`` too with ``?group=``; ``failure``
                                            when the data could not be read
 =========================================  =============================================
+
+A group the console's principal may not DESCRIBE answers 403 (see
+:mod:`samsa.console.source` for what the console acts as).
 """
 
 from __future__ import annotations
@@ -50,6 +53,16 @@ def _error(status: int, message: str) -> web.Response:
     return _json({"error": message}, status)
 
 
+@web.middleware
+async def _refusals(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """An :class:`ActionError` of any handler (a refused action, a group the console's
+    principal may not see) answers its status with ``{"error": ...}``."""
+    try:
+        return await handler(request)
+    except ActionError as exc:
+        return _error(exc.status, str(exc))
+
+
 class HttpServer:
     """Serves metrics (optional), the console and its API until stopped."""
 
@@ -72,7 +85,7 @@ class HttpServer:
         raise RuntimeError("the console server is not listening")
 
     def app(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(middlewares=[_refusals])
         r = app.router
         if self.registry is not None:
             r.add_get("/metrics", self.metrics)
@@ -201,14 +214,10 @@ class HttpServer:
             return _error(400, "expected a JSON body")
         if not isinstance(body, dict):
             return _error(400, "expected a JSON object")
-        try:
-            result = await self.source.reset_offsets(request.match_info["group"], body, execute)
-        except ActionError as exc:
-            return _error(exc.status, str(exc))
-        return _json(result)
+        return _json(await self.source.reset_offsets(request.match_info["group"], body, execute))
 
     async def audit(self, request: web.Request) -> web.Response:
-        return _json({"entries": self.source.audit.recent(request.query.get("group"))})
+        return _json({"entries": self.source.audit_entries(request.query.get("group"))})
 
     async def health(self, request: web.Request) -> web.Response:
         found = await self.source.health()
@@ -220,6 +229,8 @@ class HttpServer:
         """Server-sent events: the groups every interval; with ``?group=``, the group too
         (detail, lag and history)."""
         gid = request.query.get("group") or None
+        if gid is not None:
+            self.source.check_visible(gid)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                            "Cache-Control": "no-cache"})
         await resp.prepare(request)
@@ -231,6 +242,8 @@ class HttpServer:
                         "at_ms": now_ms(), "group_id": gid,
                         "group": await self.source.group(gid), "lag": self.source.lag(gid),
                         "history": await self.source.history(gid)}
+                except ActionError as exc:  # a group the principal may not see
+                    await self._send(resp, "failure", {"at_ms": now_ms(), "error": str(exc)})
                 except Exception as exc:  # the cluster is unreachable: say so, keep trying
                     log.warning("console stream: %s", exc)
                     await self._send(resp, "failure", {"at_ms": now_ms(), "error": str(exc)})

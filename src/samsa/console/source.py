@@ -7,9 +7,14 @@
   against any Kafka-compatible cluster through the Kafka protocol; the samsa-only panels
   (history, liveness, health) are off (:attr:`Source.features`).
 
-Changing actions (an offset reset) go through a Kafka admin client in both cases, so the
-cluster's own checks (and, with security, the ACLs of the principal the console acts as)
-apply; they are off unless the operator enables them, and each is written to the audit log.
+The console acts as a principal (``console.principal``; ``samsa console``: the credentials of
+its ``--command-config``). Changing actions (an offset reset) go through a Kafka admin client
+in both cases, so the cluster's own checks apply: with an authorizer, the principal's ACLs
+(DESCRIBE on the group and its topics for a preview, READ on both to execute, as Kafka's
+OffsetCommit and ``kafka-consumer-groups --reset-offsets``); a refusal answers 403 with
+what is missing. Actions are off unless the operator enables them, and each is written to
+the audit log. A broker's console also shows only the groups and topics its principal may
+DESCRIBE; a cluster's answers are already so filtered.
 """
 
 from __future__ import annotations
@@ -37,13 +42,14 @@ class ConsoleOptions:
 
     #: offset resets may be executed (previews are always allowed)
     actions_enabled: bool = False
-    #: the principal the console acts as (written to the audit log; with security, the
-    #: principal whose ACLs its admin client is held to)
+    #: the principal the console acts as: whose ACLs decide what it shows and may do (in
+    #: a broker), and who is written to the audit log
     principal: str = "User:ANONYMOUS"
     #: how often lag is sampled and live pages are pushed
     sample_interval_ms: int = 5000
     audit_path: Path | None = None
-    #: extra keyword arguments of the admin client the actions use
+    #: TLS and SASL settings of the console's clients (``samsa console --command-config``;
+    #: a broker's console connects in-process and needs none)
     client_config: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -110,6 +116,21 @@ class Source(abc.ABC):
     def lag(self, group_id: str) -> dict[str, Any]:
         return views.lag_json(group_id, self.tracker, now_ms())
 
+    def visible(self, group_id: str) -> bool:
+        """May the console's principal see ``group_id``? (A source whose cluster filters
+        its answers itself sees only what it may.)"""
+        return True
+
+    def check_visible(self, group_id: str) -> None:
+        """:class:`ActionError` 403 for a group the principal may not see."""
+        if not self.visible(group_id):
+            raise ActionError(403, f"{self.options.principal} is not authorized to DESCRIBE "
+                                   f"group {group_id}")
+
+    def audit_entries(self, group_id: str | None = None) -> list[dict[str, Any]]:
+        """The audit log, newest first, of the groups the principal may see."""
+        return [e for e in self.audit.recent(group_id) if self.visible(str(e.get("group")))]
+
     # ------------------------------------------------------------------ actions
 
     @abc.abstractmethod
@@ -156,12 +177,14 @@ class Source(abc.ABC):
               execute: bool) -> tuple[str | None, list[dict[str, Any]]]:
         from samsa.cli.errors import CliError
         from samsa.cli.partitions import resolve_partitions
-        from samsa.client.errors import KafkaError
+        from samsa.client.errors import AuthorizationError, KafkaError, error_for
         from samsa.client.offset_reset import ResetError, plan_reset, refusal
 
         admin = self.admin()
         try:
             desc = admin.describe_groups([group_id])[group_id]
+            if desc.error_code:
+                raise error_for(desc.error_code, f"describe group {group_id}")
             refused = refusal(group_id, desc.state, len(desc.members))
             committed = admin.list_consumer_group_offsets(group_id)
             tps = resolve_partitions(admin, list(topics)) if topics else sorted(committed)
@@ -173,6 +196,10 @@ class Source(abc.ABC):
                 admin.alter_consumer_group_offsets(group_id, plan)
         except (ResetError, CliError) as exc:
             raise ActionError(400, str(exc)) from None
+        except AuthorizationError as exc:
+            raise ActionError(403, f"refused: {self.options.principal} is not authorized "
+                                   f"({exc}); an offset reset needs READ on the group and on "
+                                   "its topics, a preview DESCRIBE on both") from None
         except KafkaError as exc:
             raise ActionError(502, str(exc)) from None
         rows = [{"topic": tp.topic, "partition": tp.partition, "current": committed.get(tp),

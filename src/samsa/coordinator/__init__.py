@@ -1,4 +1,7 @@
-"""The sans-I/O group coordinator (Kafka's classic consumer-group protocol).
+"""The sans-I/O group coordinator: Kafka's classic group protocol (JoinGroup, SyncGroup,
+Heartbeat, LeaveGroup) and the KIP-848 ``consumer`` protocol (ConsumerGroupHeartbeat), with
+online migration between them, committed offsets and their retention, over the records of
+``__consumer_offsets``.
 
 How the broker edge drives it (one asyncio task per shard keeps calls serialised):
 
@@ -30,10 +33,38 @@ How the broker edge drives it (one asyncio task per shard keeps calls serialised
   ``coord.committed_offsets(group)`` (:mod:`.queries`); ``coord.history(group)``, the
   group's rebalance history (:mod:`.history`, on when ``history_max_events`` > 0).
 
-Where things are: the group states, their transitions and how each state answers each
-request are tables in :mod:`.state`; one module per API (``join``, ``sync``, ``heartbeat``,
-``offsets``, ``admin``); the shared group procedures in :mod:`.rebalance`. KIP-848
-consumer groups live in :mod:`.consumer`, KIP-932 share groups in :mod:`.share`.
+Where things are. A shard (:mod:`.shard`) holds one family per group type side by side
+(:mod:`.family`: :mod:`.classic_family`, :mod:`.consumer.family`, :mod:`.share.family`)
+and dispatches each request by the type of the group it names; APIs of every type go
+through the group interface (:class:`.family.OffsetsGroup`). :mod:`.core` holds the
+primitives (write, reply, timers, jobs, now); records are typed (:mod:`.records`,
+:mod:`.consumer.records`, :mod:`.share.records`), made by pure factories
+(:mod:`.record_factory`, :mod:`.consumer.record_factory`, :mod:`.share.record_factory`) and
+encoded by one writer and reader (:mod:`.codec`).
+
+Group type x API -> module (``c.`` is :mod:`.consumer`):
+
+======================  ============================  ====================================
+API                     classic group                 consumer group
+======================  ============================  ====================================
+JoinGroup               ``join``                      ``c.interop``, ``c.classic_members``
+SyncGroup               ``sync``                      (classic members; JoinGroup on an
+Heartbeat, LeaveGroup   ``heartbeat``                 empty group makes it classic)
+ConsumerGroupHeartbeat  upgrades it: ``c.migrate``    ``c.heartbeat``, ``c.batching``,
+                                                      ``c.regex_refresh``, ``c.target``
+ConsumerGroupDescribe   GROUP_ID_NOT_FOUND            ``c.describe``
+OffsetCommit, -Fetch,   ``offsets`` (one path; the group judges: ``Group``, ``c.commits``)
+-Delete, retention
+DescribeGroups,         ``admin`` over the views of ``queries`` (a consumer group is
+ListGroups,             described as Dead); DeleteGroups through the group interface
+DeleteGroups
+timers, procedures      ``rebalance``, ``state``      ``c.heartbeat``, ``c.batching``
+======================  ============================  ====================================
+
+Share (KIP-932) groups, :mod:`.share`: ShareGroupHeartbeat ``share.heartbeat``,
+ShareGroupDescribe ``share.describe``; a classic or consumer API naming a share group is
+refused (JoinGroup INCONSISTENT_GROUP_PROTOCOL, the others GROUP_ID_NOT_FOUND, as Kafka's
+``ShareGroup``); ListGroups, DescribeGroups and DeleteGroups serve them through the family.
 
 Try it in a REPL from the repository root (``.venv/bin/python``), on the fake clock of
 ``tests/coordinator``. The test harness does the plumbing (it also answers MEMBER_ID_REQUIRED

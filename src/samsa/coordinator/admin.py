@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from samsa.coordinator import queries
+from samsa.coordinator import offsets, queries
 from samsa.coordinator.core import ShardCore
 from samsa.coordinator.events import DeleteGroups, DescribeGroups, ListGroups
-from samsa.coordinator.offsets import maybe_remove_empty_group
 from samsa.coordinator.responses import (
     DeletedGroup,
     DeleteGroupsResponse,
@@ -18,8 +17,7 @@ from samsa.coordinator.responses import (
     ListedGroup,
     ListGroupsResponse,
 )
-from samsa.coordinator.share import describe as share_describe
-from samsa.coordinator.state import Do, GroupState, Request, answer, as_error
+from samsa.coordinator.state import GroupState
 
 S = GroupState
 E = ErrorCode
@@ -65,7 +63,7 @@ def handle_list(core: ShardCore, ev: ListGroups, token: object) -> None:
 
 
 def list_groups(core: ShardCore, ev: ListGroups) -> list[ListedGroup]:
-    """Groups of this shard (classic and consumer), filtered by state and type names
+    """Groups of this shard (every type), filtered by state and type names
     (case-insensitive)."""
     types = {t.lower().strip() for t in ev.types_filter}
     states = {s.lower().strip() for s in ev.states_filter}
@@ -82,17 +80,15 @@ def handle_delete(core: ShardCore, ev: DeleteGroups, token: object) -> None:
 
 
 def delete_group(core: ShardCore, group_id: str) -> DeletedGroup:
-    """Only Empty groups can be deleted: tombstones for every offset and the metadata."""
-    shared = core.hard.share.groups.get(group_id)
-    if shared is not None:
-        return share_describe.delete_group(core, shared)
-    group = core.groups.get(group_id)
-    if group is None:
+    """A group of any type that allows it (classic: Empty; consumer: no members): its
+    offsets get tombstones, then the group (Kafka's ``GroupCoordinatorShard.deleteGroups``)."""
+    found = core.find_group(group_id)
+    if found is None:
         return DeletedGroup(group_id, E.group_id_not_found)
-    cell = answer(Request.DELETE_GROUP, group.state)
-    if cell is not Do.DELETE_GROUP:
-        return DeletedGroup(group_id, as_error(cell))
-    for tp in list(core.offsets_of(group_id)):
-        core.write_offset_tombstone(group_id, tp)
-    maybe_remove_empty_group(core, group)
+    family, group = found
+    error = group.validate_delete_group()
+    if error is not None:
+        return DeletedGroup(group_id, error)
+    offsets.delete_all_offsets(core, group_id)
+    offsets.delete_group(core, family, group)
     return DeletedGroup(group_id, E.none)

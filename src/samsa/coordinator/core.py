@@ -1,16 +1,22 @@
 """Shard state and the primitives every handler uses.
 
 Hard state (:class:`HardState`) is exactly what the ``__consumer_offsets`` records say: the
-latest group metadata value per group and the latest committed offset per partition. It
-changes only in :meth:`HardState.replay`. Soft state is the live groups (:class:`Group`),
-their parked requests, the shard's timer deadlines, the background jobs it awaits
-(:mod:`.jobs`) and the replies parked on them.
+latest group metadata value per group, the latest committed offset per partition, the
+consumer groups, the share groups and the history. It changes only by replaying records,
+through the shard's replay switch (:data:`samsa.coordinator.shard.REPLAY`: each family
+replays its own record types). Soft state is the live classic groups (:class:`Group`), their
+parked requests, the shard's timer deadlines, the background jobs it awaits (:mod:`.jobs`)
+and the replies parked on them.
 
-How results are applied: a handler mutates soft state and calls :meth:`ShardCore.write`,
-which appends the typed record to the call's result and immediately replays it into hard
-state. The edge appends ``Result.records`` to the log and only then delivers
+How results are applied: a handler mutates soft state and calls :meth:`ShardCore.write` with
+a record of the pure factories (:mod:`.record_factory`, :mod:`.consumer.record_factory`,
+:mod:`.share.record_factory`), which appends it to the call's result and immediately replays
+it into hard state. The edge appends ``Result.records`` to the log and only then delivers
 ``Result.replies``. If the append fails, the edge reloads the shard from its log and answers
 every request of the failed result with an error.
+
+The shard's group types (:mod:`.family`) keep their state here; :meth:`ShardCore.find_group`
+finds a group of any type, with its family.
 
 Each call also feeds the shard's :class:`~.history.recorder.HistoryRecorder` (its trigger,
 every record written, every classic state change); before the result is built the recorder
@@ -20,20 +26,21 @@ record.
 
 from __future__ import annotations
 
+import functools
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from samsa.coordinator.config import CoordinatorConfig
 from samsa.coordinator.consumer.group import ConsumerGroups
-from samsa.coordinator.consumer.records import CONSUMER_KEY_TYPES
 from samsa.coordinator.consumer.topics import EMPTY_TOPICS, TopicsSnapshot
+from samsa.coordinator.family import GroupFamily, OffsetsGroup
 from samsa.coordinator.group import Group
 from samsa.coordinator.history.model import GroupHistories, HistoryEvent, HistoryKey
 from samsa.coordinator.history.recorder import HistoryRecorder
 from samsa.coordinator.jobs import Job, JobKind, Waiting
 from samsa.coordinator.records import (
-    GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
@@ -43,8 +50,6 @@ from samsa.coordinator.records import (
 from samsa.coordinator.responses import Response
 from samsa.coordinator.result import Record, Reply, Result
 from samsa.coordinator.share.group import ShareGroups
-from samsa.coordinator.share.records import SHARE_KEY_TYPES, ShareRecordValue
-from samsa.coordinator.state import GroupState
 from samsa.coordinator.timers import Timer, TimerKey, TimerKind
 
 TopicPartition = tuple[str, int]
@@ -70,38 +75,40 @@ class HardState:
     share: ShareGroups = field(default_factory=ShareGroups)
 
     def replay(self, key: RecordKey, value: RecordValue | None) -> None:
-        """Apply one record (``value is None``: a tombstone)."""
-        if isinstance(key, CONSUMER_KEY_TYPES):
-            assert not isinstance(value, OffsetCommitValue | GroupMetadataValue | HistoryEvent
-                                  | ShareRecordValue)
-            self.consumer.replay(key, value)
-        elif isinstance(key, SHARE_KEY_TYPES):
-            self.share.replay(key, value)  # type: ignore[arg-type]
-        elif isinstance(key, HistoryKey):
-            assert value is None or isinstance(value, HistoryEvent)
-            self.history.replay(key, value)
-        elif isinstance(key, OffsetCommitKey):
-            tp = (key.topic, key.partition)
-            if value is None:
-                offsets = self.offsets.get(key.group)
-                if offsets is not None:
-                    offsets.pop(tp, None)
-                    if not offsets:
-                        del self.offsets[key.group]
-            else:
-                assert isinstance(value, OffsetCommitValue)
-                self.offsets.setdefault(key.group, {})[tp] = value
-        elif value is None:
-            self.groups.pop(key.group, None)
+        """Apply one record (``value is None``: a tombstone) through the shard's replay
+        switch (:data:`samsa.coordinator.shard.REPLAY`: each family's record types, and the
+        offsets and history records every type shares)."""
+        _replay_switch()[type(key)](self, key, value)
+
+    def replay_offset(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+        tp = (key.topic, key.partition)
+        if value is None:
+            offsets = self.offsets.get(key.group)
+            if offsets is not None:
+                offsets.pop(tp, None)
+                if not offsets:
+                    del self.offsets[key.group]
         else:
-            assert isinstance(value, GroupMetadataValue)
-            self.groups[key.group] = value
+            self.offsets.setdefault(key.group, {})[tp] = value
+
+    def replay_history(self, key: HistoryKey, value: HistoryEvent | None) -> None:
+        self.history.replay(key, value)
 
     def group_ids(self) -> list[str]:
         """Classic groups (and offset-only ids); consumer and share groups are in
         ``consumer`` and ``share``."""
         ids = dict.fromkeys([*self.groups, *self.offsets])
         return [g for g in ids if g not in self.consumer.groups and g not in self.share.groups]
+
+
+Replayer = Callable[[HardState, Any, Any], None]
+
+
+@functools.cache
+def _replay_switch() -> Mapping[type, Replayer]:
+    from samsa.coordinator.shard import REPLAY  # the shard holds the switch
+
+    return REPLAY
 
 
 class ShardCore:
@@ -119,6 +126,8 @@ class ShardCore:
         self.timer = timer
         self.new_member_id = member_id_factory
         self.hard = HardState()
+        #: the group types of the shard (:mod:`.family`), set by the shard
+        self.families: tuple[GroupFamily, ...] = ()
         #: the cluster's topics as the edge last reported them (consumer groups read it)
         self.topics: TopicsSnapshot = EMPTY_TOPICS
         self.groups: dict[str, Group] = {}
@@ -156,22 +165,22 @@ class ShardCore:
     def write(self, key: RecordKey, value: RecordValue | None) -> None:
         self._records.append(Record(key, value, self.partition))
         self.history.observe(key, value)
+        self.replay(key, value)
+
+    def replay(self, key: RecordKey, value: RecordValue | None) -> None:
+        """Apply one record to hard state (the shard's switch)."""
         self.hard.replay(key, value)
-
-    def write_group(self, group: Group, assignments: dict[str, bytes]) -> None:
-        self.write(GroupMetadataKey(group.group_id), group.to_record(assignments))
-
-    def write_group_tombstone(self, group_id: str) -> None:
-        self.write(GroupMetadataKey(group_id), None)
-
-    def write_offset(self, group_id: str, tp: TopicPartition, value: OffsetCommitValue) -> None:
-        self.write(OffsetCommitKey(group_id, tp[0], tp[1]), value)
-
-    def write_offset_tombstone(self, group_id: str, tp: TopicPartition) -> None:
-        self.write(OffsetCommitKey(group_id, tp[0], tp[1]), None)
 
     def offsets_of(self, group_id: str) -> dict[TopicPartition, OffsetCommitValue]:
         return self.hard.offsets.get(group_id, {})
+
+    def find_group(self, group_id: str) -> tuple[GroupFamily, OffsetsGroup] | None:
+        """The group named ``group_id``, of whichever type, and its family."""
+        for family in self.families:
+            group = family.group(self, group_id)
+            if group is not None:
+                return family, group
+        return None
 
     # ------------------------------------------------------------------ replies
 
@@ -218,21 +227,3 @@ class ShardCore:
         for key in [k for k in self.deadlines if k.group_id == group_id and k.group_id]:
             del self.deadlines[key]
             self.timer.cancel(key)
-
-    # ------------------------------------------------------------------ groups
-
-    def create_group(self, group_id: str) -> Group:
-        group = Group(group_id, state_timestamp=self.now_ms)
-        self.groups[group_id] = group
-        return group
-
-    def transition(self, group: Group, target: GroupState) -> None:
-        before = group.state
-        group.transition(target, self.now_ms)
-        self.history.transitioned(group, before)
-
-    def remove_group(self, group: Group) -> None:
-        """Mark ``group`` Dead and forget its soft state and timers."""
-        self.transition(group, GroupState.DEAD)
-        self.cancel_group_timers(group.group_id)
-        self.groups.pop(group.group_id, None)

@@ -10,9 +10,34 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kio.schema.errors import ErrorCode
+
 from samsa.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
-from samsa.coordinator.records import GroupMetadataValue, MemberMetadataValue
-from samsa.coordinator.state import GroupState, apply_transition, initial_state
+from samsa.coordinator.events import NO_MEMBER_ID
+from samsa.coordinator.family import (
+    ACCEPT,
+    CommitCheck,
+    ExpirationCondition,
+    commit_timestamp,
+)
+from samsa.coordinator.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadataValue,
+    RecordKey,
+)
+from samsa.coordinator.state import (
+    Do,
+    GroupState,
+    Request,
+    answer,
+    apply_transition,
+    as_error,
+    dead_answer,
+    initial_state,
+)
+
+E = ErrorCode
 
 Protocols = tuple[tuple[str, bytes], ...]
 
@@ -253,6 +278,96 @@ class Group:
 
     def is_subscribed_to(self, topic: str) -> bool:
         return self.subscribed_topics is not None and topic in self.subscribed_topics
+
+    def member_error(self, member_id: str, instance_id: str | None) -> int | None:
+        """Kafka's ``validateCurrentMember``: a given instance id must exist and map to
+        ``member_id`` (else UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID); a dynamic member must
+        exist."""
+        if instance_id is not None:
+            if not self.has_static(instance_id):
+                return E.unknown_member_id
+            if self.is_static_fenced(instance_id, member_id):
+                return E.fenced_instance_id
+            return None
+        if member_id not in self.members:
+            return E.unknown_member_id
+        return None
+
+    # ------------------------------------------------------------------ the group interface
+    # (:class:`samsa.coordinator.family.OffsetsGroup`, Kafka's ``ClassicGroup``)
+
+    def validate_offset_commit(self, member_id: str, instance_id: str | None,
+                               generation_or_epoch: int,
+                               api_version: int | None) -> CommitCheck:
+        """Generation < 0 on an Empty group is a simple consumer (accepted whatever member
+        id it sends); otherwise member + generation, then the state's cell (Stable and
+        PreparingRebalance renew the member's session)."""
+        cell = answer(Request.OFFSET_COMMIT, self.state)
+        if self.is_(GroupState.DEAD):
+            return CommitCheck(dead_answer(Request.OFFSET_COMMIT))
+        if generation_or_epoch < 0 and cell is Do.STORE_SIMPLE:
+            return ACCEPT
+        if generation_or_epoch >= 0 or member_id != NO_MEMBER_ID or instance_id is not None:
+            error = self.member_error(member_id, instance_id)
+            if error is None and generation_or_epoch != self.generation:
+                error = E.illegal_generation
+        else:
+            error = E.unknown_member_id
+        if error is None and isinstance(cell, ErrorCode):
+            error = cell
+        if error is not None:
+            return CommitCheck(error)
+        if cell is Do.STORE_RENEW:
+            renews = member_id if instance_id is None else self.static_members[instance_id]
+            return CommitCheck(renews=renews)
+        return ACCEPT
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int | None:
+        return None
+
+    def validate_offset_delete(self) -> int | None:
+        cell = answer(Request.OFFSET_DELETE, self.state)
+        if isinstance(cell, ErrorCode):
+            return cell
+        if cell is Do.DELETE_UNSUBSCRIBED and self.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return E.non_empty_group
+        return None
+
+    def validate_delete_group(self) -> int | None:
+        cell = answer(Request.DELETE_GROUP, self.state)
+        return None if cell is Do.DELETE_GROUP else as_error(cell)
+
+    def is_empty(self) -> bool:
+        return self.is_(GroupState.EMPTY)
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        """An Empty group subscribes to nothing (its offsets can all be deleted)."""
+        return not self.is_empty() and self.is_subscribed_to(topic)
+
+    def should_expire(self) -> bool:
+        return True
+
+    def offset_expiration_condition(self) -> ExpirationCondition | None:
+        """Kafka's ``ClassicGroup.offsetExpirationCondition``: an Empty group's offsets
+        expire from when it became Empty; a Stable consumer-protocol group's offsets of
+        topics it does not subscribe to from their commit; a simple group's from their
+        commit; others' never."""
+        if self.protocol_type is None:
+            return ExpirationCondition(commit_timestamp)
+        if self.is_empty():
+            since = self.state_timestamp
+            if since is None:
+                return ExpirationCondition(commit_timestamp)
+            return ExpirationCondition(lambda _v: since)
+        if (self.protocol_type == CONSUMER_PROTOCOL_TYPE and self.subscribed_topics is not None
+                and self.is_(GroupState.STABLE)):
+            return ExpirationCondition(commit_timestamp, self.subscribed_topics)
+        return None
+
+    def group_tombstone_keys(self) -> list[RecordKey]:
+        """The metadata's key, unless it never had a generation (offset-only groups never
+        wrote one)."""
+        return [GroupMetadataKey(self.group_id)] if self.generation > 0 else []
 
     # ------------------------------------------------------------------ persistence
 

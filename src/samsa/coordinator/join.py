@@ -13,6 +13,7 @@ from dataclasses import replace
 from kio.schema.errors import ErrorCode
 
 from samsa.coordinator import rebalance as rb
+from samsa.coordinator import record_factory as records
 from samsa.coordinator.core import ShardCore
 from samsa.coordinator.events import NO_MEMBER_ID, JoinGroup
 from samsa.coordinator.group import Group, Member
@@ -45,7 +46,7 @@ def handle_join(core: ShardCore, ev: JoinGroup, token: object) -> None:
         if not is_new:
             core.reply(token, JoinGroupResponse(E.unknown_member_id, ev.member_id))
             return
-        group = core.create_group(ev.group_id)
+        group = rb.create_group(core, ev.group_id)
     if not _accept_joining_member(core, group, ev.member_id):
         rb.remove_member(core, group, ev.member_id)
         core.reply(token, JoinGroupResponse(E.group_max_size_reached, NO_MEMBER_ID))
@@ -140,7 +141,8 @@ def _static_member_rejoin(
 def _static_rejoin_without_rebalance(
     core: ShardCore, group: Group, member: Member, ev: JoinGroup, previous_leader: str
 ) -> None:
-    core.write_group(group, {mid: m.assignment for mid, m in group.members.items()})
+    core.write(*records.group_metadata(
+        group, {mid: m.assignment for mid, m in group.members.items()}))
     if ev.supports_skip_assignment:
         is_leader = group.is_leader(member.member_id)
         response = rb.join_response(group, member, skip_assignment=is_leader)

@@ -1,24 +1,25 @@
-"""OffsetCommit (8), OffsetFetch (9), OffsetDelete (47) and offset retention."""
+"""OffsetCommit (8), OffsetFetch (9), OffsetDelete (47), offset retention and group
+deletion: one path for every group type, asking the group (the interface of
+:mod:`.family`, as Kafka's ``OffsetMetadataManager`` asks its ``Group``)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
 from samsa.coordinator import rebalance as rb
-from samsa.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
-from samsa.coordinator.core import ShardCore, TopicPartition
+from samsa.coordinator import record_factory as records
+from samsa.coordinator.core import ShardCore
 from samsa.coordinator.events import (
-    NO_MEMBER_ID,
     CommitPartition,
     FetchGroup,
     OffsetCommit,
     OffsetDelete,
     OffsetFetch,
 )
-from samsa.coordinator.group import Group
-from samsa.coordinator.members import validate_current_member
+from samsa.coordinator.family import GroupFamily, OffsetsGroup
 from samsa.coordinator.records import OffsetCommitValue
 from samsa.coordinator.responses import (
     FetchedGroup,
@@ -30,13 +31,8 @@ from samsa.coordinator.responses import (
     PartitionError,
     TopicErrors,
 )
-from samsa.coordinator.state import Answer, Do, GroupState, Request, answer, dead_answer, row
 
-S = GroupState
 E = ErrorCode
-_COMMIT = row(Request.OFFSET_COMMIT)
-
-_ErrorFor = Callable[[tuple[str, CommitPartition]], int]
 
 
 def java_length(text: str) -> int:
@@ -48,76 +44,55 @@ def java_length(text: str) -> int:
 
 
 def handle_commit(core: ShardCore, ev: OffsetCommit, token: object) -> None:
-    group = core.groups.get(ev.group_id)
-    if group is None:
+    """The group judges the commit; Kafka validates the partitions whose metadata fits, in
+    order, and one refusal refuses them all."""
+    found = core.find_group(ev.group_id)
+    if found is None:
         if ev.generation_id >= 0:
-            core.reply(token, _commit_response(ev, lambda _p: E.illegal_generation))
+            _reply_commit(core, token, ev, lambda _t, _p: E.illegal_generation)
             return
-        # Not using Kafka for group management: a "simple" group.
-        group = core.create_group(ev.group_id)
-    cell = _COMMIT[group.state]
-    error = _validate_commit(group, ev, cell)
-    if error is None and isinstance(cell, ErrorCode):
-        error = cell
+        # Not using Kafka for group management: a "simple" (classic) group.
+        rb.create_group(core, ev.group_id)
+        found = core.find_group(ev.group_id)
+        assert found is not None
+    family, group = found
+    check = group.validate_offset_commit(ev.member_id, ev.group_instance_id, ev.generation_id,
+                                         ev.api_version)
+    max_metadata = core.config.offset_metadata_max_bytes
+    by_name = core.topics.by_name
+
+    def topic_id(name: str) -> uuid.UUID | None:
+        info = by_name.get(name)
+        return None if info is None else info.topic_id
+
+    error = check.first_error(
+        (topic_id(t.name), p.partition) for t in ev.topics for p in t.partitions
+        if java_length(p.metadata or "") <= max_metadata)
     if error is not None:
-        err = error
-        core.reply(token, _commit_response(ev, lambda _p: err))
+        refused = error
+        _reply_commit(core, token, ev, lambda _t, _p: refused)
         return
-    if cell is Do.STORE_RENEW:
-        rb.schedule_heartbeat(core, group, group.members[_member_id(group, ev)])
-    core.reply(token, _commit_response(ev, lambda p: _store(core, group, ev, p)))
+    family.commit_accepted(core, group, check)
+
+    def store(topic: str, p: CommitPartition) -> int:
+        metadata = p.metadata or ""
+        if java_length(metadata) > max_metadata:
+            return E.offset_metadata_too_large
+        expire = -1 if ev.retention_time_ms == -1 else core.now_ms + ev.retention_time_ms
+        value = OffsetCommitValue(p.offset, p.leader_epoch, metadata, core.now_ms, expire)
+        core.write(*records.offset_commit(group.group_id, (topic, p.partition), value))
+        return E.none
+
+    _reply_commit(core, token, ev, store)
 
 
-def _member_id(group: Group, ev: OffsetCommit) -> str:
-    if ev.group_instance_id is not None:
-        return group.static_members[ev.group_instance_id]
-    return ev.member_id
-
-
-def _validate_commit(group: Group, ev: OffsetCommit, cell: Answer) -> int | None:
-    """Kafka's ``ClassicGroup.validateOffsetCommit``: generation < 0 on an Empty group is a
-    simple consumer (accepted whatever member id it sends); otherwise member + generation."""
-    if group.is_(S.DEAD):
-        return dead_answer(Request.OFFSET_COMMIT)
-    if ev.generation_id < 0 and cell is Do.STORE_SIMPLE:
-        return None
-    if (
-        ev.generation_id >= 0
-        or ev.member_id != NO_MEMBER_ID
-        or ev.group_instance_id is not None
-    ):
-        error = validate_current_member(group, ev.member_id, ev.group_instance_id)
-        if error is not None:
-            return error
-        if ev.generation_id != group.generation:
-            return E.illegal_generation
-        return None
-    return E.unknown_member_id
-
-
-def _commit_response(ev: OffsetCommit, error_for: _ErrorFor) -> OffsetCommitResponse:
-    return OffsetCommitResponse(
-        tuple(
-            TopicErrors(
-                t.name,
-                tuple(PartitionError(p.partition, error_for((t.name, p))) for p in t.partitions),
-            )
-            for t in ev.topics
-        )
-    )
-
-
-def _store(
-    core: ShardCore, group: Group, ev: OffsetCommit, item: tuple[str, CommitPartition]
-) -> int:
-    topic, p = item
-    metadata = p.metadata or ""
-    if java_length(metadata) > core.config.offset_metadata_max_bytes:
-        return E.offset_metadata_too_large
-    expire = -1 if ev.retention_time_ms == -1 else core.now_ms + ev.retention_time_ms
-    value = OffsetCommitValue(p.offset, p.leader_epoch, metadata, core.now_ms, expire)
-    core.write_offset(group.group_id, (topic, p.partition), value)
-    return E.none
+def _reply_commit(core: ShardCore, token: object, ev: OffsetCommit,
+                  answer: Callable[[str, CommitPartition], int]) -> None:
+    core.reply(token, OffsetCommitResponse(tuple(
+        TopicErrors(t.name, tuple(PartitionError(p.partition, answer(t.name, p))
+                                  for p in t.partitions))
+        for t in ev.topics
+    )))
 
 
 # ---------------------------------------------------------------------- fetch
@@ -129,9 +104,14 @@ def handle_fetch(core: ShardCore, ev: OffsetFetch, token: object) -> None:
 
 
 def fetch_group(core: ShardCore, req: FetchGroup) -> FetchedGroup:
-    """Committed offsets of one group (-1 / "" for partitions without a commit)."""
-    known = req.group_id in core.groups or req.group_id in core.hard.consumer.groups
-    offsets = core.offsets_of(req.group_id) if known else {}
+    """Committed offsets of one group (-1 / "" for partitions without a commit), once the
+    group accepts the member and epoch the request names."""
+    found = core.find_group(req.group_id)
+    if found is not None:
+        error = found[1].validate_offset_fetch(req.member_id, req.member_epoch)
+        if error is not None:
+            return FetchedGroup(req.group_id, (), error)
+    offsets = core.offsets_of(req.group_id) if found is not None else {}
     if req.topics is None:
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(offsets):
@@ -158,46 +138,58 @@ def fetch_group(core: ShardCore, req: FetchGroup) -> FetchedGroup:
 
 
 def handle_offset_delete(core: ShardCore, ev: OffsetDelete, token: object) -> None:
-    group = core.groups.get(ev.group_id)
-    if group is None:
+    """Kafka's ``OffsetMetadataManager.deleteOffsets``: the group must allow it; offsets of
+    topics it subscribes to stay (GROUP_SUBSCRIBED_TO_TOPIC)."""
+    found = core.find_group(ev.group_id)
+    if found is None:
         core.reply(token, OffsetDeleteResponse(E.group_id_not_found))
         return
-    cell = answer(Request.OFFSET_DELETE, group.state)
-    if isinstance(cell, ErrorCode):
-        core.reply(token, OffsetDeleteResponse(cell))
+    family, group = found
+    error = group.validate_offset_delete()
+    if error is not None:
+        core.reply(token, OffsetDeleteResponse(error))
         return
-    requested = [(t.name, p) for t in ev.topics for p in t.partitions]
-    errors: dict[TopicPartition, int] = {}
-    if cell is Do.DELETE_OFFSETS:
-        eligible = requested
-    elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
-        eligible = [tp for tp in requested if not group.is_subscribed_to(tp[0])]
-        errors = {tp: E.group_subscribed_to_topic for tp in requested if tp not in eligible}
-    else:
-        core.reply(token, OffsetDeleteResponse(E.non_empty_group))
-        return
-    if eligible:
-        offsets = core.offsets_of(group.group_id)
-        for tp in [tp for tp in dict.fromkeys(eligible) if tp in offsets]:
-            core.write_offset_tombstone(group.group_id, tp)
-        errors.update({tp: E.none for tp in eligible})
-        maybe_remove_empty_group(core, group)
-    topics = tuple(
-        TopicErrors(t.name, tuple(PartitionError(p, errors[(t.name, p)]) for p in t.partitions))
-        for t in ev.topics
-    )
-    core.reply(token, OffsetDeleteResponse(E.none, topics))
+    offsets = core.offsets_of(group.group_id)
+    deleted = False
+    topics = []
+    for t in ev.topics:
+        subscribed = group.is_subscribed_to_topic(t.name)
+        errors = []
+        for p in t.partitions:
+            if subscribed:
+                errors.append(PartitionError(p, E.group_subscribed_to_topic))
+                continue
+            if (t.name, p) in offsets:
+                core.write(*records.offset_tombstone(group.group_id, (t.name, p)))
+            deleted = True
+            errors.append(PartitionError(p, E.none))
+        topics.append(TopicErrors(t.name, tuple(errors)))
+    if deleted and family.removes_emptied_group:
+        delete_if_empty(core, family, group)
+    core.reply(token, OffsetDeleteResponse(E.none, tuple(topics)))
 
 
-def maybe_remove_empty_group(core: ShardCore, group: Group) -> bool:
-    """An Empty group without offsets becomes Dead; its metadata gets a tombstone unless it
-    never had a generation (offset-only groups never wrote one)."""
-    if not group.is_(S.EMPTY) or core.offsets_of(group.group_id):
+# ---------------------------------------------------------------------- groups
+
+
+def delete_all_offsets(core: ShardCore, group_id: str) -> None:
+    for tp in list(core.offsets_of(group_id)):
+        core.write(*records.offset_tombstone(group_id, tp))
+
+
+def delete_group(core: ShardCore, family: GroupFamily, group: OffsetsGroup) -> None:
+    """The group's live state goes, then its tombstones are written (the one place)."""
+    keys = group.group_tombstone_keys()
+    family.forget(core, group)
+    for key in keys:
+        core.write(key, None)
+
+
+def delete_if_empty(core: ShardCore, family: GroupFamily, group: OffsetsGroup) -> bool:
+    """An empty group without offsets is deleted (Kafka's ``cleanupGroupMetadata``)."""
+    if not group.is_empty() or core.offsets_of(group.group_id):
         return False
-    generation = group.generation
-    core.remove_group(group)
-    if generation > 0:
-        core.write_group_tombstone(group.group_id)
+    delete_group(core, family, group)
     return True
 
 
@@ -205,49 +197,19 @@ def maybe_remove_empty_group(core: ShardCore, group: Group) -> bool:
 
 
 def expire_offsets(core: ShardCore) -> None:
-    """Kafka's ``cleanupGroupMetadata`` run: drop expired offsets, then dead groups."""
+    """Kafka's ``cleanupGroupMetadata`` run over every group that should expire: drop the
+    offsets its expiration condition says expired, then delete it if it is empty without
+    offsets."""
     retention = core.config.offsets_retention_ms
-    for group in list(core.groups.values()):
-        for tp in _expired(core, group, retention):
-            core.write_offset_tombstone(group.group_id, tp)
-        maybe_remove_empty_group(core, group)
-
-
-def _expired(core: ShardCore, group: Group, retention_ms: int) -> list[TopicPartition]:
     now = core.now_ms
-    offsets = core.offsets_of(group.group_id)
-    subscribed: frozenset[str] = frozenset()
-    if group.protocol_type is not None and group.is_(S.EMPTY):
-
-        def base(v: OffsetCommitValue) -> int:
-            if group.state_timestamp is None:
-                return v.commit_timestamp
-            return group.state_timestamp
-
-    elif (
-        group.protocol_type == CONSUMER_PROTOCOL_TYPE
-        and group.subscribed_topics is not None
-        and group.is_(S.STABLE)
-    ):
-        subscribed = group.subscribed_topics
-
-        def base(v: OffsetCommitValue) -> int:
-            return v.commit_timestamp
-
-    elif group.protocol_type is None:
-
-        def base(v: OffsetCommitValue) -> int:
-            return v.commit_timestamp
-
-    else:
-        return []
-    expired = []
-    for tp, value in offsets.items():
-        if tp[0] in subscribed:
-            continue
-        if value.expire_timestamp >= 0:
-            if now >= value.expire_timestamp:
-                expired.append(tp)
-        elif now - base(value) >= retention_ms:
-            expired.append(tp)
-    return expired
+    for family in core.families:
+        for group in family.groups(core):
+            if not group.should_expire():
+                continue
+            condition = group.offset_expiration_condition()
+            if condition is not None:
+                offsets = core.offsets_of(group.group_id)
+                for tp in [tp for tp, v in offsets.items()
+                           if condition.expired(tp[0], v, now, retention)]:
+                    core.write(*records.offset_tombstone(group.group_id, tp))
+            delete_if_empty(core, family, group)

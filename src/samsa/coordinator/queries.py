@@ -35,7 +35,8 @@ from samsa.coordinator.state import CLASSIC_STATE_NAMES, GroupState
 
 CLASSIC_GROUP_TYPE = "classic"
 
-#: a classic group's state, or a consumer group's (Empty, Assigning, Reconciling, Stable)
+#: a classic group's state, a consumer group's (Empty, Assigning, Reconciling, Stable) or a
+#: share group's (Empty, Stable)
 AnyGroupState = GroupState | ConsumerGroupState | ShareGroupState
 #: every state name of the group types, classic ones first
 STATE_NAMES: tuple[str, ...] = tuple(dict.fromkeys(
@@ -149,38 +150,28 @@ def share_summary(core: ShardCore, group: ShareGroup) -> GroupSummary:
 
 
 def group_summary(core: ShardCore, group_id: str) -> GroupSummary | None:
-    group = core.groups.get(group_id)
-    if group is not None:
-        return summary(core, group)
-    shared = core.hard.share.groups.get(group_id)
-    if shared is not None:
-        return share_summary(core, shared)
-    consumer = core.hard.consumer.groups.get(group_id)
-    return None if consumer is None else consumer_summary(core, consumer)
+    found = core.find_group(group_id)
+    return None if found is None else found[0].summary(core, found[1])
 
 
 def state_of(core: ShardCore, group_id: str) -> tuple[AnyGroupState, int] | None:
     """The group's state and generation (a consumer or share group's: its group epoch)."""
-    summary_ = group_summary(core, group_id)
-    return None if summary_ is None else (summary_.state, summary_.generation)
+    found = group_summary(core, group_id)
+    return None if found is None else (found.state, found.generation)
 
 
 def summaries(core: ShardCore) -> list[GroupSummary]:
-    """Every live group of the shard: classic groups, then consumer groups, then share
-    groups, each in creation order."""
-    return ([summary(core, g) for g in core.groups.values()]
-            + [consumer_summary(core, g) for g in core.hard.consumer.groups.values()]
-            + [share_summary(core, g) for g in core.hard.share.groups.values()])
+    """Every live group of the shard, family by family (classic, consumer, share), each in
+    creation order."""
+    return [family.summary(core, g) for family in core.families for g in family.groups(core)]
 
 
 def describe(core: ShardCore, group_id: str) -> GroupDescription | None:
-    group = core.groups.get(group_id)
-    if group is None:
-        shared = core.hard.share.groups.get(group_id)
-        if shared is not None:
-            return _describe_share(core, shared)
-        consumer = core.hard.consumer.groups.get(group_id)
-        return None if consumer is None else _describe_consumer(core, consumer)
+    found = core.find_group(group_id)
+    return None if found is None else found[0].describe(core, found[1])
+
+
+def describe_classic(core: ShardCore, group: Group) -> GroupDescription:
     stable = group.is_(GroupState.STABLE) and group.protocol_name is not None
     protocol = group.protocol_name if stable and group.protocol_name is not None else ""
     members = tuple(
@@ -201,7 +192,7 @@ def describe(core: ShardCore, group_id: str) -> GroupDescription | None:
     )
 
 
-def _describe_consumer(core: ShardCore, group: ConsumerGroup) -> GroupDescription:
+def describe_consumer(core: ShardCore, group: ConsumerGroup) -> GroupDescription:
     """A consumer group's members (epochs and assignments: ConsumerGroupDescribe); each
     session timeout is the group's ``consumer.session.timeout.ms``, or the classic
     one a member running the classic protocol joined with."""
@@ -223,8 +214,10 @@ def _describe_consumer(core: ShardCore, group: ConsumerGroup) -> GroupDescriptio
                             group.subscribed_topic_names())
 
 
-def _describe_share(core: ShardCore, group: ShareGroup) -> GroupDescription:
-    session = core.config.share_session_timeout_ms
+def describe_share(core: ShardCore, group: ShareGroup) -> GroupDescription:
+    """A share group's members; each session timeout is the group's
+    ``share.session.timeout.ms``."""
+    session = core.config.share_session_timeout_for(group.group_id)
     members = tuple(
         MemberDescription(m.member_id, None, m.client_id, m.client_host, session, -1, b"", b"")
         for m in group.members.values())

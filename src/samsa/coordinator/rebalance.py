@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from samsa.coordinator import record_factory as records
 from samsa.coordinator.config import NEW_MEMBER_JOIN_TIMEOUT_MS
 from samsa.coordinator.core import ShardCore
 from samsa.coordinator.group import Group, Member, Protocols
@@ -21,6 +22,28 @@ E = ErrorCode
 
 
 # ---------------------------------------------------------------------- heartbeats
+
+
+
+def create_group(core: ShardCore, group_id: str) -> Group:
+    """A new, Empty classic group of the shard."""
+    group = Group(group_id, state_timestamp=core.now_ms)
+    core.groups[group_id] = group
+    return group
+
+
+def transition(core: ShardCore, group: Group, target: GroupState) -> None:
+    """Move ``group`` to ``target`` (the state table's transitions), noted in its history."""
+    before = group.state
+    group.transition(target, core.now_ms)
+    core.history.transitioned(group, before)
+
+
+def remove_group(core: ShardCore, group: Group) -> None:
+    """Mark ``group`` Dead and forget its soft state and timers."""
+    transition(core, group, GroupState.DEAD)
+    core.cancel_group_timers(group.group_id)
+    core.groups.pop(group.group_id, None)
 
 
 def schedule_heartbeat(core: ShardCore, group: Group, member: Member, timeout_ms: int = 0) -> None:
@@ -189,7 +212,7 @@ def prepare_rebalance(core: ShardCore, group: Group) -> None:
         reset_and_propagate_error(core, group, E.rebalance_in_progress)
     core.cancel(TimerKind.PENDING_SYNC, group.group_id)
     was_empty = group.is_(S.EMPTY)
-    core.transition(group, S.PREPARING_REBALANCE)
+    transition(core, group, S.PREPARING_REBALANCE)
     if was_empty:
         delay = core.config.initial_rebalance_delay_ms
         group.new_member_added = False
@@ -240,7 +263,7 @@ def complete_join(core: ShardCore, group: Group) -> None:
         return
     init_next_generation(core, group)
     if group.is_(S.EMPTY):
-        core.write_group(group, {})
+        core.write(*records.group_metadata(group, {}))
         return
     for member in group.members.values():
         answer_join(core, group, member, join_response(group, member))
@@ -254,10 +277,10 @@ def init_next_generation(core: ShardCore, group: Group) -> None:
     group.generation += 1
     if group.members:
         group.protocol_name = group.select_protocol()
-        core.transition(group, S.COMPLETING_REBALANCE)
+        transition(core, group, S.COMPLETING_REBALANCE)
     else:
         group.protocol_name = None
-        core.transition(group, S.EMPTY)
+        transition(core, group, S.EMPTY)
     group.subscribed_topics = group.compute_subscribed_topics()
     group.pending_sync.clear()
 
@@ -287,11 +310,11 @@ def reset_and_propagate_error(core: ShardCore, group: Group, error: int) -> None
 def complete_sync(core: ShardCore, group: Group, assignments: dict[str, bytes]) -> None:
     """The leader's assignment arrived: persist it, answer every parked sync, go Stable."""
     full = {mid: assignments.get(mid, b"") for mid in group.members}
-    core.write_group(group, full)
+    core.write(*records.group_metadata(group, full))
     for mid, member in group.members.items():
         member.assignment = full[mid]
     propagate_assignment(core, group, E.none)
-    core.transition(group, S.STABLE)
+    transition(core, group, S.STABLE)
 
 
 def pending_sync_expired(core: ShardCore, group: Group) -> None:

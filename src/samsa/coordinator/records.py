@@ -9,20 +9,22 @@ that names the record type:
 * versions 0 and 1: offset commit key ``{group string, topic string, partition int32}``;
 * version 2: group metadata key ``{group string}``;
 * 3, 5-8, 16: consumer-group (KIP-848) records, typed in :mod:`.consumer.records`;
+* 10-14: share-group (KIP-932) records, typed in :mod:`.share.records` (15 is read and
+  skipped);
 * 0x7A5A: samsa's group history (:mod:`.history.codec`), a type Kafka's tools skip;
-* anything else: records of other coordinators (share, streams groups), which callers skip.
+* anything else: records of other coordinators (streams groups), which callers skip.
 
 Values written here are offset commit value v3 (v1 when an explicit retention time gives an
 expire timestamp, as Kafka does) and group metadata value v3. Decoding accepts every version
-Kafka has written (0-4; v4 is the flexible encoding). Strings are int16-length-prefixed
-(-1 = null), bytes int32-length-prefixed, all big-endian.
+Kafka has written (0-4; v4 is the flexible encoding), with the one writer and reader of
+:mod:`.codec`.
 """
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
+from samsa.coordinator.codec import Reader, Writer
 from samsa.coordinator.consumer import records as consumer_records
 from samsa.coordinator.consumer.records import (
     CONSUMER_KEY_TYPES,
@@ -139,135 +141,27 @@ def deserialize(key: bytes, value: bytes | None) -> tuple[RecordKey, RecordValue
     return decoded, decode_group_metadata_value(value)
 
 
-# --------------------------------------------------------------------------- writer
-
-
-class _Writer:
-    def __init__(self) -> None:
-        self._parts: list[bytes] = []
-
-    def int16(self, v: int) -> _Writer:
-        self._parts.append(struct.pack(">h", v))
-        return self
-
-    def int32(self, v: int) -> _Writer:
-        self._parts.append(struct.pack(">i", v))
-        return self
-
-    def int64(self, v: int) -> _Writer:
-        self._parts.append(struct.pack(">q", v))
-        return self
-
-    def string(self, v: str | None) -> _Writer:
-        if v is None:
-            return self.int16(-1)
-        raw = v.encode("utf-8")
-        if len(raw) > 0x7FFF:
-            raise ValueError("string too long for an int16 length")
-        self.int16(len(raw))
-        self._parts.append(raw)
-        return self
-
-    def bytes_(self, v: bytes) -> _Writer:
-        self.int32(len(v))
-        self._parts.append(bytes(v))
-        return self
-
-    def getvalue(self) -> bytes:
-        return b"".join(self._parts)
-
-
-# --------------------------------------------------------------------------- reader
-
-
-class _Reader:
-    def __init__(self, data: bytes, flexible: bool = False) -> None:
-        self._data = memoryview(data)
-        self._pos = 0
-        self.flexible = flexible
-
-    def _take(self, n: int) -> memoryview:
-        if n < 0 or self._pos + n > len(self._data):
-            raise RecordDecodeError("truncated record")
-        chunk = self._data[self._pos : self._pos + n]
-        self._pos += n
-        return chunk
-
-    def int16(self) -> int:
-        return int(struct.unpack(">h", self._take(2))[0])
-
-    def int32(self) -> int:
-        return int(struct.unpack(">i", self._take(4))[0])
-
-    def int64(self) -> int:
-        return int(struct.unpack(">q", self._take(8))[0])
-
-    def uvarint(self) -> int:
-        shift = result = 0
-        while True:
-            b = self._take(1)[0]
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-            if shift > 35:
-                raise RecordDecodeError("varint too long")
-
-    def nullable_string(self) -> str | None:
-        n = self.uvarint() - 1 if self.flexible else self.int16()
-        if n < 0:
-            return None
-        try:
-            return bytes(self._take(n)).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise RecordDecodeError("invalid utf-8 string") from exc
-
-    def string(self) -> str:
-        s = self.nullable_string()
-        if s is None:
-            raise RecordDecodeError("null in a non-nullable string")
-        return s
-
-    def bytes_(self) -> bytes:
-        n = self.uvarint() - 1 if self.flexible else self.int32()
-        if n < 0:
-            raise RecordDecodeError("null in non-nullable bytes")
-        return bytes(self._take(n))
-
-    def array_len(self) -> int:
-        n = self.uvarint() - 1 if self.flexible else self.int32()
-        if n < 0:
-            raise RecordDecodeError("null array")
-        return n
-
-    def tagged_fields(self) -> None:
-        if self.flexible:
-            for _ in range(self.uvarint()):
-                self.uvarint()
-                self._take(self.uvarint())
-
-
 # --------------------------------------------------------------------------- keys
 
 
 def encode_offset_commit_key(group: str, topic: str, partition: int) -> bytes:
     return (
-        _Writer()
+        Writer()
         .int16(OFFSET_COMMIT_KEY_VERSION)
         .string(group)
         .string(topic)
         .int32(partition)
-        .getvalue()
+        .done()
     )
 
 
 def encode_group_metadata_key(group: str) -> bytes:
-    return _Writer().int16(GROUP_METADATA_KEY_VERSION).string(group).getvalue()
+    return Writer().int16(GROUP_METADATA_KEY_VERSION).string(group).done()
 
 
 def decode_key(key: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
     """Decode a record key; ``None`` for record types this coordinator does not own."""
-    r = _Reader(key)
+    r = Reader(key, RecordDecodeError)
     version = r.int16()
     if version in (0, 1):
         return OffsetCommitKey(r.string(), r.string(), r.int32())
@@ -281,7 +175,7 @@ def decode_key(key: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
 
 def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
     """Value v3, or v1 when ``expire_timestamp`` is set (as Kafka does)."""
-    w = _Writer()
+    w = Writer()
     if value.expire_timestamp >= 0:
         return (
             w.int16(1)
@@ -289,7 +183,7 @@ def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
             .string(value.metadata)
             .int64(value.commit_timestamp)
             .int64(value.expire_timestamp)
-            .getvalue()
+            .done()
         )
     return (
         w.int16(OFFSET_COMMIT_VALUE_VERSION)
@@ -297,12 +191,12 @@ def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
         .int32(value.leader_epoch)
         .string(value.metadata)
         .int64(value.commit_timestamp)
-        .getvalue()
+        .done()
     )
 
 
 def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
-    r = _Reader(data)
+    r = Reader(data, RecordDecodeError)
     version = r.int16()
     if not 0 <= version <= 4:
         raise RecordDecodeError(f"unknown offset commit value version {version}")
@@ -321,7 +215,7 @@ def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
 
 def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
     """Group metadata value v3."""
-    w = _Writer().int16(GROUP_METADATA_VALUE_VERSION)
+    w = Writer().int16(GROUP_METADATA_VALUE_VERSION)
     w.string(value.protocol_type).int32(value.generation)
     w.string(value.protocol).string(value.leader).int64(value.current_state_timestamp)
     w.int32(len(value.members))
@@ -329,10 +223,10 @@ def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
         w.string(m.member_id).string(m.group_instance_id).string(m.client_id)
         w.string(m.client_host).int32(m.rebalance_timeout).int32(m.session_timeout)
         w.bytes_(m.subscription).bytes_(m.assignment)
-    return w.getvalue()
+    return w.done()
 
 
-def _decode_member(r: _Reader, version: int) -> MemberMetadataValue:
+def _decode_member(r: Reader, version: int) -> MemberMetadataValue:
     member_id = r.string()
     instance_id = r.nullable_string() if version >= 3 else None
     client_id = r.string()
@@ -357,7 +251,7 @@ def _decode_member(r: _Reader, version: int) -> MemberMetadataValue:
 
 
 def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
-    r = _Reader(data)
+    r = Reader(data, RecordDecodeError)
     version = r.int16()
     if not 0 <= version <= 4:
         raise RecordDecodeError(f"unknown group metadata value version {version}")

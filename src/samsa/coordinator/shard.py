@@ -4,6 +4,11 @@ Lifecycle: a shard starts LOADING; the edge feeds it the partition's log with
 :meth:`CoordinatorShard.replay` and calls :meth:`finish_load` (ACTIVE). :meth:`unload`
 answers parked requests with NOT_COORDINATOR and makes the shard UNLOADED.
 
+The shard holds its group types side by side (:data:`FAMILIES`, :mod:`.family`): a request
+naming a group goes to the family of the group's type, else to the API's home family; the
+offsets APIs and DescribeGroups, ListGroups, DeleteGroups serve every type through the group
+interface; timers and jobs go to the family owning their kind.
+
 Per call (``handle``, ``fire``, ``complete``) the shard returns a :class:`Result`. The edge
 appends ``records`` to this partition, then delivers ``replies`` and starts ``jobs``
 (:mod:`.jobs`), whose outcomes come back through :meth:`CoordinatorShard.complete`. When an
@@ -15,21 +20,19 @@ the append.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Iterable
 
 from kio.schema.errors import ErrorCode
 
-from samsa.coordinator import admin, heartbeat, join, offsets, sync
-from samsa.coordinator import rebalance as rb
+from samsa.coordinator import admin, offsets
 from samsa.coordinator.answers import group_ids, invalid_group_id, status_error_response
+from samsa.coordinator.classic_family import ClassicFamily
 from samsa.coordinator.config import CoordinatorConfig
-from samsa.coordinator.consumer import batching
-from samsa.coordinator.consumer import heartbeat as consumer_heartbeat
-from samsa.coordinator.consumer import interop as consumer
+from samsa.coordinator.consumer.family import ConsumerFamily
 from samsa.coordinator.core import (
     HardState,
     MemberIdFactory,
+    Replayer,
     ShardCore,
     default_member_id,
 )
@@ -37,32 +40,21 @@ from samsa.coordinator.events import (
     DeleteGroups,
     DescribeGroups,
     Event,
-    Heartbeat,
-    JoinGroup,
-    LeaveGroup,
     ListGroups,
     OffsetCommit,
     OffsetDelete,
     OffsetFetch,
-    SyncGroup,
 )
-from samsa.coordinator.group import Group
-from samsa.coordinator.history.model import LoadInfo
+from samsa.coordinator.family import GroupFamily, Handler
+from samsa.coordinator.history.model import HistoryKey, LoadInfo
 from samsa.coordinator.history.recorder import UNLOAD
 from samsa.coordinator.jobs import Job
-from samsa.coordinator.records import (
-    RecordKey,
-    RecordValue,
-)
-from samsa.coordinator.responses import JoinGroupResponse, SyncGroupResponse
+from samsa.coordinator.records import OffsetCommitKey, RecordKey, RecordValue
 from samsa.coordinator.result import EMPTY_RESULT, Result
-from samsa.coordinator.share import dispatch as share
-from samsa.coordinator.share import heartbeat as share_heartbeat
-from samsa.coordinator.state import GroupState
+from samsa.coordinator.share.family import ShareFamily
 from samsa.coordinator.timers import Timer, TimerKey, TimerKind
 
 E = ErrorCode
-S = GroupState
 
 
 class ShardStatus(enum.Enum):
@@ -71,11 +63,31 @@ class ShardStatus(enum.Enum):
     UNLOADED = "unloaded"
 
 
-_HANDLERS: dict[type, Callable[[ShardCore, Any, object], None]] = {
-    JoinGroup: join.handle_join,
-    SyncGroup: sync.handle_sync,
-    Heartbeat: heartbeat.handle_heartbeat,
-    LeaveGroup: heartbeat.handle_leave,
+#: The group types of a shard, side by side (:class:`~.family.GroupFamily`). A group type
+#: is one more entry here; the first is the home of the APIs no other family claims.
+FAMILIES: tuple[GroupFamily, ...] = (ClassicFamily(), ConsumerFamily(), ShareFamily())
+
+
+
+def replay_switch(families: tuple[GroupFamily, ...]) -> dict[type, Replayer]:
+    """Record key type -> who replays it (Kafka's ``GroupCoordinatorShard.replay``): each
+    family its own record types; offsets and history are every type's."""
+    switch: dict[type, Replayer] = {
+        OffsetCommitKey: HardState.replay_offset,
+        HistoryKey: HardState.replay_history,
+    }
+    for family in families:
+        for key_type in family.key_types:
+            switch[key_type] = family.replay
+    return switch
+
+
+#: the replay switch of :data:`FAMILIES`
+REPLAY = replay_switch(FAMILIES)
+
+#: APIs answered for every group type at once: through the group interface (offsets,
+#: DeleteGroups) or from the read-only views (DescribeGroups, ListGroups).
+_SHARED: dict[type, Handler] = {
     OffsetCommit: offsets.handle_commit,
     OffsetFetch: offsets.handle_fetch,
     OffsetDelete: offsets.handle_offset_delete,
@@ -94,17 +106,24 @@ class CoordinatorShard(ShardCore):
         config: CoordinatorConfig | None = None,
         timer: Timer | None = None,
         member_id_factory: MemberIdFactory = default_member_id,
+        families: tuple[GroupFamily, ...] = FAMILIES,
     ) -> None:
         super().__init__(
             partition, config or CoordinatorConfig(), timer or _NoTimer(), member_id_factory
         )
+        self.families = families
+        self._switch = REPLAY if families is FAMILIES else replay_switch(families)
         self.status = ShardStatus.LOADING
+        self._home = {api: f for f in reversed(families) for api in f.home_apis}
+        self._timer_owner = {kind: f for f in families for kind in f.timer_kinds}
+        self._job_owner = {kind: f for f in families for kind in f.job_kinds}
 
     # ------------------------------------------------------------------ loading
 
     def replay(self, key: RecordKey, value: RecordValue | None) -> None:
-        """Apply one log record to hard state (while loading)."""
-        self.hard.replay(key, value)
+        """Apply one record to hard state (loading, and each record written): the family
+        of its type replays it."""
+        self._switch[type(key)](self.hard, key, value)
 
     def load(self, records: Iterable[tuple[RecordKey, RecordValue | None]],
              now_ms: int, info: LoadInfo | None = None) -> Result:
@@ -113,25 +132,19 @@ class CoordinatorShard(ShardCore):
         return self.finish_load(now_ms, info)
 
     def finish_load(self, now_ms: int, info: LoadInfo | None = None) -> Result:
-        """Build live groups from hard state (Stable with members, else Empty), start their
-        session timers and the offsets-expiry timer; note the load in the groups' history
-        (``info``: when the edge began loading, the node and lease)."""
+        """Build live groups from hard state (each family's), start their timers and the
+        offsets-expiry timer; note the load in the groups' history (``info``: when the edge
+        began loading, the node and lease)."""
         if self.status is not ShardStatus.LOADING:
             raise RuntimeError(f"shard {self.partition} is {self.status.value}, not loading")
         info = info or LoadInfo(now_ms)
         self._begin(now_ms, info)
-        self.groups = {
-            gid: Group.from_record(gid, self.hard.groups.get(gid)) for gid in self.hard.group_ids()
-        }
+        for family in self.families:
+            family.loaded(self)
         self.status = ShardStatus.ACTIVE
         self.history.loaded(info)
-        for group in self.groups.values():
-            if len(group.members) > self.config.max_size:
-                rb.prepare_rebalance(self, group)
-            for member in group.members.values():
-                rb.schedule_heartbeat(self, group, member)
-        consumer_heartbeat.arm_loaded_timers(self)
-        share_heartbeat.arm_loaded_timers(self)
+        for family in self.families:
+            family.started(self)
         self._schedule_offsets_expiry()
         return self._end()
 
@@ -143,20 +156,11 @@ class CoordinatorShard(ShardCore):
             self.reply(waiting.token, status_error_response(waiting.event, E.not_coordinator))
         self.waiting.clear()
         self.jobs.clear()
-        for group in self.groups.values():
-            for member in group.members.values():
-                rb.answer_join(
-                    core=self,
-                    group=group,
-                    member=member,
-                    response=JoinGroupResponse(E.not_coordinator, member.member_id),
-                )
-                rb.answer_sync(self, member, SyncGroupResponse(E.not_coordinator))
-            self.transition(group, S.DEAD)
+        for family in self.families:
+            family.unloaded(self)
         for key in list(self.deadlines):
             self.timer.cancel(key)
         self.deadlines.clear()
-        self.groups.clear()
         self.hard = HardState()
         self.status = ShardStatus.UNLOADED
         return self._end()
@@ -169,10 +173,25 @@ class CoordinatorShard(ShardCore):
         error = self._status_error(event)
         if error is not None:
             self.reply(reply_to, status_error_response(event, error))
-        elif not (share.dispatch(self, event, reply_to)
-                  or consumer.dispatch(self, event, reply_to)):
-            _HANDLERS[type(event)](self, event, reply_to)
+        else:
+            self._handler(event)(self, event, reply_to)
         return self._end()
+
+    def _handler(self, event: Event) -> Handler:
+        """By the group's type: the family holding the named group answers the APIs it
+        answers for its groups; else the API's home family (which may create the group)."""
+        shared = _SHARED.get(type(event))
+        if shared is not None:
+            return shared
+        ids = group_ids(event)
+        if len(ids) == 1:
+            for family in self.families:
+                if family.group(self, ids[0]) is not None:
+                    handler = family.handlers.get(type(event))
+                    if handler is not None:
+                        return handler
+                    break
+        return self._home[type(event)].home_apis[type(event)]
 
     def _status_error(self, event: Event) -> int | None:
         ids = group_ids(event)
@@ -197,27 +216,9 @@ class CoordinatorShard(ShardCore):
         self._begin(now_ms, key)
         if key.kind is TimerKind.OFFSETS_EXPIRY:
             offsets.expire_offsets(self)
-            consumer.expire_offsets(self)
             self._schedule_offsets_expiry()
-            return self._end()
-        if key.kind is TimerKind.CONSUMER_SESSION:
-            consumer_heartbeat.session_expired(self, key.group_id, key.member_id)
-            return self._end()
-        if key.kind is TimerKind.SHARE_SESSION:
-            share_heartbeat.session_expired(self, key.group_id, key.member_id)
-            return self._end()
-        if key.kind is TimerKind.CONSUMER_REBALANCE:
-            consumer_heartbeat.rebalance_expired(self, key.group_id, key.member_id)
-            return self._end()
-        if key.kind in (TimerKind.CONSUMER_JOIN, TimerKind.CONSUMER_SYNC):
-            consumer_heartbeat.session_expired(self, key.group_id, key.member_id)
-            return self._end()
-        if key.kind is TimerKind.CONSUMER_ASSIGNMENT:
-            batching.interval_elapsed(self, key.group_id)
-            return self._end()
-        group = self.groups.get(key.group_id)
-        if group is not None:
-            self._fire_group_timer(group, key)
+        else:
+            self._timer_owner[key.kind].fire(self, key)
         return self._end()
 
     def complete(self, job: Job, outcome: object, now_ms: int) -> Result:
@@ -227,21 +228,8 @@ class CoordinatorShard(ShardCore):
             return EMPTY_RESULT
         del self.jobs[(job.kind, job.group_id)]
         self._begin(now_ms)
-        consumer.complete_job(self, job, outcome)
+        self._job_owner[job.kind].complete(self, job, outcome)
         return self._end()
-
-    def _fire_group_timer(self, group: Group, key: TimerKey) -> None:
-        if key.kind is TimerKind.INITIAL_REBALANCE_DELAY:
-            rb.initial_delay_expired(self, group)
-        elif key.kind is TimerKind.REBALANCE_TIMEOUT:
-            if group.is_(S.PREPARING_REBALANCE):
-                rb.complete_join(self, group)
-        elif key.kind is TimerKind.SESSION:
-            rb.session_expired(self, group, key.member_id)
-        elif key.kind is TimerKind.PENDING_MEMBER:
-            rb.remove_pending_member(self, group, key.member_id)
-        elif key.kind is TimerKind.PENDING_SYNC:
-            rb.pending_sync_expired(self, group)
 
     def _schedule_offsets_expiry(self) -> None:
         self.schedule(

@@ -3,7 +3,8 @@
 The connection tells :class:`Authentication` when TLS is up (the peer certificate) and asks
 it about every frame until it is authenticated:
 
-* PLAINTEXT: authenticated at once, as ``User:ANONYMOUS``.
+* PLAINTEXT: authenticated at once, as ``User:ANONYMOUS`` (an in-process connection of the
+  broker's own, as its listener security names: the console's principal).
 * SSL: authenticated once TLS is up; with a client certificate (``ssl.client.auth``) the
   principal is ``User:<subject DN>`` through ``ssl.principal.mapping.rules``, without one
   ``User:ANONYMOUS`` (as Kafka).
@@ -35,7 +36,7 @@ class Authentication:
         self.listener = security.listener.name
         self.sasl = SaslExchange(security.mechanisms, security.max_reauth_ms) \
             if security.listener.sasl else None
-        self.principal: KafkaPrincipal = ANONYMOUS
+        self.principal: KafkaPrincipal = security.principal or ANONYMOUS
         #: TLS is up (or not needed)
         self.tls_done = not security.listener.tls
 

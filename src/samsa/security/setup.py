@@ -21,6 +21,7 @@ from samsa.security import jaas
 from samsa.security.credentials import CredentialStore
 from samsa.security.listeners import Listener, ListenerError, parse_advertised
 from samsa.security.lists import config_list
+from samsa.security.principal import KafkaPrincipal
 from samsa.security.sasl import oauthbearer, plain, scram
 from samsa.security.sasl.mechanism import MechanismFactory
 from samsa.security.tls import CLIENT_AUTH, PrincipalMapper, server_context
@@ -51,6 +52,9 @@ class ListenerSecurity:
     max_reauth_ms: int = 0
     #: largest frame before authentication (``sasl.server.max.receive.size``)
     max_receive: int = 524_288
+    #: who every connection is, without authenticating (the broker's in-process
+    #: connections: the console's); None: as the protocol authenticates
+    principal: KafkaPrincipal | None = None
 
     @property
     def client_auth(self) -> bool:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from samsa.coordinator.consumer.records import _R, _W
+from samsa.coordinator.codec import Reader, Writer
 from samsa.share.partition import DurableState, RecordState, ShareUpdate, StateBatch
 
 SNAPSHOT_KEY = 0
@@ -51,50 +51,57 @@ class ShareSnapshot:
         return state
 
 
+class ShareStateDecodeError(ValueError):
+    """The bytes are not a valid ``__share_group_state`` record."""
+
+
 def encode_key(key: ShareStateKey, kind: int = SNAPSHOT_KEY) -> bytes:
-    w = _W().raw(">h", kind).key_string(key.group_id)
-    w.parts.append(key.topic_id.bytes)
-    return w.raw(">i", key.partition).done()
+    return (Writer().int16(kind).string(key.group_id).uuid(key.topic_id)
+            .int32(key.partition).done())
 
 
 def encode_snapshot(value: ShareSnapshot) -> bytes:
-    w = _W().raw(">h", 0).raw(">i", value.snapshot_epoch).raw(">i", value.state_epoch)
-    w.raw(">i", value.leader_epoch).raw(">q", value.start_offset)
-    w.raw(">q", value.create_timestamp).raw(">q", value.write_timestamp)
-    w.uvarint(len(value.batches) + 1)
+    w = Writer(flexible=True).int16(0).int32(value.snapshot_epoch).int32(value.state_epoch)
+    w.int32(value.leader_epoch).int64(value.start_offset)
+    w.int64(value.create_timestamp).int64(value.write_timestamp)
+    w.array_len(len(value.batches))
     for b in value.batches:
-        w.raw(">q", b.first_offset).raw(">q", b.last_offset).raw(">b", int(b.state))
-        w.raw(">h", b.delivery_count).tags()
+        w.int64(b.first_offset).int64(b.last_offset).int8(int(b.state))
+        w.int16(b.delivery_count).tags()
     return w.tags().done()
 
 
 def decode_key(data: bytes) -> tuple[int, ShareStateKey] | None:
     """(record type, key); None for a type this reader does not know."""
-    r = _R(data)
-    kind = r.raw(">h")
+    r = Reader(data, ShareStateDecodeError)
+    kind = r.int16()
     if kind not in (SNAPSHOT_KEY, UPDATE_KEY):
         return None
-    group = r.key_string()
-    topic_id = uuid.UUID(bytes=r.take(16))
-    return kind, ShareStateKey(group, topic_id, r.raw(">i"))
+    group = r.string()
+    topic_id = r.uuid()
+    return kind, ShareStateKey(group, topic_id, r.int32())
 
 
-def _batches(r: _R) -> tuple[StateBatch, ...]:
+def _reader(data: bytes) -> Reader:
+    return Reader(data, ShareStateDecodeError, flexible=True)
+
+
+def _batches(r: Reader) -> tuple[StateBatch, ...]:
     out = []
-    for _ in range(r.count()):
-        first, last = r.raw(">q"), r.raw(">q")
-        state, count = RecordState(r.raw(">b")), r.raw(">h")
+    for _ in range(r.array_len()):
+        first, last = r.int64(), r.int64()
+        state, count = RecordState(r.int8()), r.int16()
         r.tags()
         out.append(StateBatch(first, last, state, count))
     return tuple(out)
 
 
 def decode_snapshot(data: bytes) -> ShareSnapshot:
-    r = _R(data)
-    r.raw(">h")  # value version
-    snapshot_epoch, state_epoch, leader_epoch = r.raw(">i"), r.raw(">i"), r.raw(">i")
-    start = r.raw(">q")
-    created, written = r.raw(">q"), r.raw(">q")
+    r = _reader(data)
+    r.int16()  # value version
+    snapshot_epoch, state_epoch, leader_epoch = r.int32(), r.int32(), r.int32()
+    start = r.int64()
+    created, written = r.int64(), r.int64()
     batches = _batches(r)
     r.tags()
     return ShareSnapshot(state_epoch, start, batches, snapshot_epoch, leader_epoch, created,
@@ -104,11 +111,11 @@ def decode_snapshot(data: bytes) -> ShareSnapshot:
 def decode_update(data: bytes) -> ShareUpdate:
     """A ShareUpdate value: snapshot epoch, leader epoch, start offset (-1: unchanged),
     state batches."""
-    r = _R(data)
-    r.raw(">h")
-    r.raw(">i")
-    r.raw(">i")
-    start = r.raw(">q")
+    r = _reader(data)
+    r.int16()
+    r.int32()
+    r.int32()
+    start = r.int64()
     batches = _batches(r)
     r.tags()
     return ShareUpdate(start, batches)

@@ -1,11 +1,14 @@
-"""Vectorized decoding of a fetched record set straight into one Arrow record batch.
+"""Decoding of a fetched record set straight into one Arrow record batch.
 
-Python only walks each batch's record lengths (one varint per record; runs of records of
-one size are checked at once with numpy instead) and parses batch headers;
-every other field is decoded for all records of a fetch response at once with numpy, and
-keys and values are gathered into Arrow binary buffers without per-record Python objects.
-Headers (only with ``includeHeaders``) are parsed per record. The row-by-row decoder in
-:mod:`samsa.spark.arrow` is the reference (the tests compare both).
+Python walks the batch headers (CRC checks, decompression, control batches); the records
+are decoded by the C extension ``samsa.spark._columnar`` (built with samsa when a C
+compiler is there), which writes offsets, timestamps, keys and values straight into Arrow
+buffers. Without it numpy does the same: Python walks each batch's record lengths (one
+varint per record; runs of records of one size are checked at once with numpy instead),
+every other field is decoded for all records of a fetch response at once, and keys and
+values are gathered into Arrow binary buffers without per-record Python objects. Headers
+(only with ``includeHeaders``) are parsed per record. The row-by-row decoder in
+:mod:`samsa.spark.arrow` is the reference (the tests compare both paths with it).
 """
 
 from __future__ import annotations
@@ -18,7 +21,15 @@ import pyarrow as pa
 from samsa.protocol.records import CorruptRecordError, decompress, read_varint
 from samsa.spark.arrow import BATCH_HEADER_SIZE, HEADERS_TYPE, arrow_schema, whole_batches
 
-__all__ = ["decode_chunk"]
+__all__ = ["NATIVE", "decode_chunk"]
+
+try:
+    from samsa.spark import _columnar as _native
+except ImportError:  # not built (no C compiler when samsa was installed): numpy below
+    _native = None  # type: ignore[assignment]
+
+NATIVE = _native is not None
+"""Whether the C extension (``samsa.spark._columnar``) decodes records."""
 
 _TS = pa.timestamp("us", tz="UTC")
 _I64 = np.int64
@@ -169,47 +180,51 @@ def _headers(buf: bytes, positions: np.ndarray[Any, Any], counts: np.ndarray[Any
     return pa.array(rows, HEADERS_TYPE)
 
 
-def decode_chunk(data: bytes | memoryview, start: int, until: int, topic: str,
-                 partition: int, include_headers: bool
-                 ) -> tuple[pa.RecordBatch | None, int | None]:
-    """Rows of ``data`` with ``start <= offset < until`` and the offset after its last batch.
+def _bodies(mv: memoryview, start: int, until: int
+            ) -> tuple[bytes | memoryview, list[tuple[int, ...]], int | None]:
+    """The buffer holding the bodies of the batches with rows in ``[start, until)``, a row
+    per batch (body position, body length, record count, base offset, base timestamp,
+    LogAppendTime or -1, timestamp type), and the offset after the last whole batch.
 
-    Control batches are skipped; CRCs are checked; the batch is ``None`` when no row falls
-    in the range.
+    Uncompressed batches are decoded in place; otherwise the bodies are decompressed and
+    concatenated. Control batches are skipped; CRCs are checked.
     """
-    mv = memoryview(data)
     nxt = None
-    wanted: list[tuple[int, int, int, int, int, int, int]] = []
+    wanted = []
     for b in whole_batches(mv):
         nxt = b.next_offset
         if not b.attributes & 0x20 and nxt > start and b.base < until and b.record_count > 0:
-            wanted.append((b.pos, b.size, b.attributes, b.record_count, b.base, b.base_ts,
-                           b.max_ts))
-    if not wanted:
-        return None, nxt
-    # Uncompressed batches are decoded in place; otherwise the bodies are concatenated.
-    in_place = not any(w[2] & 0x07 for w in wanted)
+            wanted.append(b)
+    if not any(b.attributes & 0x07 for b in wanted):
+        return mv, [(b.pos + BATCH_HEADER_SIZE, b.size - BATCH_HEADER_SIZE, b.record_count,
+                     b.base, b.base_ts, b.max_ts if b.attributes & 0x08 else -1,
+                     1 if b.attributes & 0x08 else 0) for b in wanted], nxt
     bodies: list[bytes | memoryview] = []
-    starts: list[np.ndarray[Any, Any]] = []
-    meta: list[tuple[int, int, int, int, int]] = []  # count, base, base ts, fixed ts, type
+    meta: list[tuple[int, ...]] = []
     offset = 0
-    for pos, size, attributes, count, base, base_ts, max_ts in wanted:
-        body: bytes | memoryview = mv[pos + BATCH_HEADER_SIZE : pos + size]
-        if attributes & 0x07:
-            body = decompress(attributes & 0x07, bytes(body))
-        at = pos + BATCH_HEADER_SIZE if in_place else offset
+    for b in wanted:
+        body: bytes | memoryview = mv[b.pos + BATCH_HEADER_SIZE : b.pos + b.size]
+        if b.attributes & 0x07:
+            body = decompress(b.attributes & 0x07, bytes(body))
+        bodies.append(body)
+        meta.append((offset, len(body), b.record_count, b.base, b.base_ts,
+                     b.max_ts if b.attributes & 0x08 else -1, 1 if b.attributes & 0x08 else 0))
+        offset += len(body)
+    return b"".join(bodies), meta, nxt
+
+
+def _fields_numpy(buf: bytes | memoryview, meta: list[tuple[int, ...]], start: int,
+                  until: int, include_headers: bool) -> tuple[Any, ...]:
+    """What ``_columnar.decode`` returns, with numpy (keys and values as Arrow arrays)."""
+    starts = []
+    for pos, size, count, base, *_ in meta:
         try:
-            starts.append(_starts(body, count, at))
+            starts.append(_starts(buf[pos : pos + size], count, pos))
         except IndexError as exc:
             raise CorruptRecordError(f"bad record in batch at offset {base}") from exc
-        bodies.append(body)
-        offset += len(body)
-        ts_type = 1 if attributes & 0x08 else 0
-        meta.append((count, base, base_ts, max_ts if ts_type else -1, ts_type))
-    joined = b"" if in_place else b"".join(bodies)
-    u = np.frombuffer(mv if in_place else joined, np.uint8)
+    u = np.frombuffer(buf, np.uint8)
     m = np.array(meta, _I64)
-    counts = m[:, 0]
+    counts = m[:, 2]
     try:
         p = np.concatenate(starts) + 1  # skip the record attributes
         ts_delta, p = _varints(u, p)
@@ -223,10 +238,10 @@ def decode_chunk(data: bytes | memoryview, start: int, until: int, topic: str,
         header_count, p = _varints(u, p)
     except IndexError as exc:
         raise CorruptRecordError("record runs past the end of its batch") from exc
-    offsets = np.repeat(m[:, 1], counts) + off_delta
-    fixed = np.repeat(m[:, 3], counts)
-    timestamps = np.where(fixed >= 0, fixed, np.repeat(m[:, 2], counts) + ts_delta)
-    ts_types = np.repeat(m[:, 4], counts).astype(np.int32)
+    offsets = np.repeat(m[:, 3], counts) + off_delta
+    fixed = np.repeat(m[:, 5], counts)
+    timestamps = np.where(fixed >= 0, fixed, np.repeat(m[:, 4], counts) + ts_delta)
+    ts_types = np.repeat(m[:, 6], counts).astype(np.int32)
     keep = (offsets >= start) & (offsets < until)
     if not keep.all():
         sel = np.flatnonzero(keep)
@@ -234,22 +249,69 @@ def decode_chunk(data: bytes | memoryview, start: int, until: int, topic: str,
         key_at, key_len, value_at, value_len = key_at[sel], key_len[sel], value_at[sel], \
             value_len[sel]
         p, header_count = p[sel], header_count[sel]
-    n = len(offsets)
+    return (len(offsets), offsets, timestamps * 1000, ts_types, _binary(u, key_at, key_len),
+            _binary(u, value_at, value_len), p, header_count)
+
+
+def _fields_native(buf: bytes | memoryview, meta: list[tuple[int, ...]], start: int,
+                   until: int, include_headers: bool) -> tuple[Any, ...]:
+    """``_columnar.decode``'s buffers as numpy and Arrow arrays (no copies)."""
+    assert _native is not None
+    try:
+        (n, offsets, stamps, types, koff, kdata, kvalid, voff, vdata, vvalid, hpos,
+         hcount) = _native.decode(buf, np.array(meta, _I64).tobytes(), start, until,
+                                  include_headers)
+    except ValueError as exc:
+        raise CorruptRecordError(str(exc)) from exc
+
+    def binary(off: bytes, data: bytes, valid: bytes | None) -> pa.Array:
+        nulls = 0 if valid is None else n - _popcount(valid, n)
+        return pa.Array.from_buffers(pa.binary(), n, [
+            None if valid is None else pa.py_buffer(valid), pa.py_buffer(off),
+            pa.py_buffer(data)], nulls)
+
+    return (n, np.frombuffer(offsets, _I64), np.frombuffer(stamps, _I64),
+            np.frombuffer(types, np.int32), binary(koff, kdata, kvalid),
+            binary(voff, vdata, vvalid),
+            None if hpos is None else np.frombuffer(hpos, _I64),
+            None if hcount is None else np.frombuffer(hcount, np.int32))
+
+
+def _popcount(bitmap: bytes, n: int) -> int:
+    return int(np.unpackbits(np.frombuffer(bitmap, np.uint8), count=n,
+                             bitorder="little").sum())
+
+
+def decode_chunk(data: bytes | memoryview, start: int, until: int, topic: str,
+                 partition: int, include_headers: bool, *, native: bool = True
+                 ) -> tuple[pa.RecordBatch | None, int | None]:
+    """Rows of ``data`` with ``start <= offset < until`` and the offset after its last batch.
+
+    Control batches are skipped; CRCs are checked; the batch is ``None`` when no row falls
+    in the range. ``native``: decode records with the C extension when it is built
+    (otherwise, or with ``False``, with numpy).
+    """
+    buf, meta, nxt = _bodies(memoryview(data), start, until)
+    if not meta:
+        return None, nxt
+    fields = _fields_native if native and _native is not None else _fields_numpy
+    n, offsets, timestamps, ts_types, keys, values, hpos, hcount = fields(
+        buf, meta, start, until, include_headers)
     if n == 0:
         return None, nxt
     arrays = [
-        _binary(u, key_at, key_len),
-        _binary(u, value_at, value_len),
+        keys,
+        values,
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(partition, pa.int32()), n),
         pa.array(offsets, pa.int64()),
-        pa.array(timestamps * 1000, pa.int64()).view(_TS),
+        pa.array(timestamps, pa.int64()).view(_TS),
         pa.array(ts_types, pa.int32()),
     ]
     if include_headers:
-        if header_count.any():
-            # ``p`` is just past each record's header count: its first header.
-            arrays.append(_headers(u.tobytes() if in_place else joined, p, header_count))
+        if hcount.any():
+            # ``hpos`` is just past each record's header count: its first header.
+            arrays.append(_headers(bytes(buf), hpos, hcount))
         else:
             arrays.append(pa.ListArray.from_arrays(
                 pa.array(np.zeros(n + 1, np.int32)),

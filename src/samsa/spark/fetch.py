@@ -168,17 +168,19 @@ class RangeReader:
     def batches(self, tp: TopicPartition, start: int, until: int, *, fail_on_data_loss: bool,
                 include_headers: bool, batch_records: int,
                 arrow: bool = True) -> Iterator[pa.RecordBatch | tuple[Any, ...]]:
-        """Arrow batches (or row tuples) of the records in ``[start, until)``.
+        """Arrow batches of at most ``batch_records`` rows (or row tuples) of the records in
+        ``[start, until)``.
 
         The same range always gives the same rows.
         """
         chunks = self.chunks(tp, start, until, fail_on_data_loss=fail_on_data_loss)
-        if arrow:  # one Arrow batch per fetch response, decoded with numpy
+        if arrow:  # each fetch response decoded at once, handed over in slices
             for data, pos, _ in chunks:
                 batch, _ = decode_chunk(data, pos, until, tp.topic, tp.partition,
                                         include_headers)
                 if batch is not None:
-                    yield batch
+                    for lo in range(0, batch.num_rows, batch_records):
+                        yield batch.slice(lo, batch_records)
             return
         cols = Columns(tp.topic, tp.partition, include_headers)
         for data, pos, _ in chunks:

@@ -215,8 +215,9 @@ class SourceOptions:
     group_id: str | None = None
     fetch_max_bytes: int = 8 * 1024 * 1024
     request_timeout_ms: int = 30000
-    batch_records: int = 65536
-    """Most records per Arrow batch handed to Spark."""
+    batch_records: int = 16384
+    """Most records per Arrow batch handed to Spark (the JVM takes batches of ~2 MB with
+    less CPU per record than whole 8 MiB fetch responses)."""
     arrow: bool = True
     """Hand Spark Arrow batches (``False``: row tuples, slower; for comparison)."""
     security: tuple[tuple[str, str], ...] = ()

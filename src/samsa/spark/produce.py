@@ -1,13 +1,15 @@
 """A bulk idempotent producer for the Spark writer (one per task).
 
 ``samsa.Producer`` handles one record per call (a future, a lock and a batch lookup each);
-the writer already holds whole Arrow batches, so this producer partitions rows the way the
-client does (explicit partition, murmur2 of the key, or sticky for unkeyed rows), encodes
-one v2 batch per partition chunk (``protocol.records.encode_batch``) and sends them in
-*waves*: one Produce request per leader carrying at most one batch per partition.
+the writer already holds whole Arrow batches, so this producer partitions their rows the
+way the client does (explicit partition, murmur2 of the key, or sticky for unkeyed rows)
+with numpy, encodes each partition's rows straight from the Arrow buffers into the records
+section of a v2 batch (:mod:`samsa.spark.batches`, in C when the extension is built) and
+sends the batches in *waves*: one Produce request per leader carrying at most one batch per
+partition.
 
 Idempotence (KIP-98), shared with ``samsa.Producer`` (``init_producer_id``, ``Sequences``):
-the producer id and per-partition sequence numbers are set when a batch is encoded; a
+the producer id and per-partition sequence numbers are set when a batch is closed; a
 failed or timed-out wave is re-sent with the same bytes, and the broker answers a batch it
 already stored as a duplicate (success, no second copy). With only one batch per partition
 in flight, order is kept without more bookkeeping. acks=all; any non-retriable error fails
@@ -22,20 +24,37 @@ import logging
 import os
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 from kio.schema.errors import ErrorCode
 
 from samsa import TopicPartition
-from samsa.client.errors import KafkaError, KafkaTimeoutError, error_for
+from samsa.client.errors import (
+    AuthorizationError,
+    KafkaError,
+    KafkaTimeoutError,
+    TopicAuthorizationError,
+    error_for,
+)
 from samsa.client.metadata import Metadata
 from samsa.client.net import ApiKey, NetworkClient
-from samsa.client.partitioner import partition_for_key
 from samsa.client.producer import RECORD_OVERHEAD, Sequences, init_producer_id
 from samsa.client.security import DEFAULTS, client_security
 from samsa.protocol.records import COMPRESSION_CODES, RecordTuple, encode_batch
+from samsa.spark.batches import (
+    Binary,
+    Headers,
+    binary_column,
+    encode_records,
+    frame,
+    header_column,
+    key_partitions,
+    native,
+)
 
 __all__ = ["BulkProducer"]
 
@@ -44,7 +63,6 @@ _ids = itertools.count(1)
 
 _NONE = int(ErrorCode.none)
 _DUPLICATE_SEQUENCE = int(ErrorCode.duplicate_sequence_number)
-Header = tuple[str, bytes | None]
 
 
 @dataclass
@@ -57,9 +75,45 @@ class _Encoded:
 
 
 @dataclass
+class _Columns:
+    """The Arrow columns of one :meth:`BulkProducer.send_columns` call and their buffers."""
+
+    keys: pa.Array | None
+    values: pa.Array
+    headers: pa.Array | None
+    key_buffers: Binary
+    value_buffers: Binary
+    header_buffers: Headers | None
+
+    def encode(self, rows: np.ndarray[Any, Any], first_delta: int, ts_delta: int) -> bytes:
+        """The records section of ``rows`` (C extension)."""
+        return encode_records(rows, first_delta, ts_delta, self.key_buffers,
+                              self.value_buffers, self.header_buffers)
+
+    def records(self, rows: np.ndarray[Any, Any], ts: int) -> list[RecordTuple]:
+        """``rows`` as the client's record tuples (for ``encode_batch``)."""
+        idx = pa.array(rows)
+        n = len(rows)
+        keys = [None] * n if self.keys is None else self.keys.take(idx).to_pylist()
+        headers = [None] * n if self.headers is None else self.headers.take(idx).to_pylist()
+        return [(ts, _utf8(k), _utf8(v), [(h["key"] or "", _utf8(h["value"])) for h in hs]
+                 if hs else ()) for k, v, hs in zip(keys, self.values.take(idx).to_pylist(),
+                                                    headers, strict=True)]
+
+
+def _utf8(value: Any) -> bytes | None:
+    return value.encode() if isinstance(value, str) else value
+
+
+@dataclass
 class _Open:
-    records: list[RecordTuple] = field(default_factory=list)
+    """A batch being filled: chunks of rows (columns, row indexes, timestamp)."""
+
+    chunks: list[tuple[_Columns, np.ndarray[Any, Any], int]] = field(default_factory=list)
+    count: int = 0
     size: int = 0
+    base_ts: int = 0
+    max_ts: int = 0
 
 
 class BulkProducer:
@@ -79,7 +133,7 @@ class BulkProducer:
         self.delivery_timeout = delivery_timeout_ms / 1000
         self.max_queued_bytes = max_queued_bytes
         self.records_sent = 0
-        self._open: dict[str, dict[int, _Open]] = {}
+        self._open: dict[TopicPartition, _Open] = {}
         self._ready: dict[TopicPartition, collections.deque[_Encoded]] = {}
         self._queued_bytes = 0
         self._sequences = Sequences()
@@ -96,6 +150,8 @@ class BulkProducer:
             try:
                 got = init_producer_id(self.net, self.metadata.any_node(), self.timeout_ms)
                 return (-1, -1) if got is None else got
+            except AuthorizationError:
+                raise  # no retry grants it
             except KafkaError as exc:
                 if time.monotonic() > deadline:
                     raise KafkaTimeoutError(f"InitProducerId failed: {exc}") from exc
@@ -108,6 +164,8 @@ class BulkProducer:
             cluster = self.metadata.refresh({topic}, self.timeout_ms / 1000)
             count = cluster.partition_count(topic)
             if not count:
+                if cluster.unauthorized((topic,)):
+                    raise TopicAuthorizationError.of((topic,))
                 if time.monotonic() > deadline:
                     raise KafkaTimeoutError(f"topic {topic} not available")
                 time.sleep(0.1)
@@ -115,58 +173,111 @@ class BulkProducer:
 
     # ---- adding records ---------------------------------------------------------------
 
-    def send_rows(self, topics: Sequence[str | None], keys: Sequence[bytes | None],
-                  values: Sequence[bytes | None], partitions: Sequence[int | None],
-                  headers: Sequence[Sequence[Header] | None]) -> None:
-        """Queue rows (columns of equal length); sends waves as batches fill up."""
+    def send_columns(self, topic: str, keys: pa.Array | None, values: pa.Array,
+                     partitions: pa.Array | None, headers: pa.Array | None) -> None:
+        """Queue the rows of Arrow columns for ``topic``; sends waves as batches fill up.
+
+        ``keys`` and ``values`` are binary or string, ``partitions`` int32 and ``headers``
+        ``array<struct<key: string, value: binary or string>>`` (None: no such column).
+        """
+        n = len(values)
+        if n == 0:
+            return
         now = int(time.time() * 1000)
-        counts: dict[str, int] = {}
-        opened = self._open
-        limit = self.batch_size
-        for topic, key, value, part, hdrs in zip(topics, keys, values, partitions, headers,
-                                                 strict=True):
-            if topic is None:
-                raise ValueError("samsa sink: a row has a null topic and no topic option")
-            count = counts.get(topic)
-            if count is None:
-                count = counts[topic] = self._partition_count(topic)
-            if part is None:
-                if key is not None:
-                    part = partition_for_key(key, count)
-                else:
-                    part = self._sticky.get(topic)
-                    if part is None or part >= count:
-                        part = self._sticky[topic] = random.randrange(count)
-            elif not 0 <= part < count:
-                raise KafkaError(f"partition {part} of {topic} does not exist",
+        count = self._partition_count(topic)
+        kcol, vcol = binary_column(keys, n), binary_column(values, n)
+        hcol = header_column(headers)
+        cols = _Columns(keys, values, headers if hcol is not None else None, kcol, vcol, hcol)
+        sizes = kcol.lengths() + vcol.lengths() + RECORD_OVERHEAD
+        if hcol is not None:
+            sizes += hcol.sizes()
+        part = np.full(n, -1, np.int32)
+        if partitions is not None and partitions.null_count < n:
+            part = np.asarray(partitions.fill_null(-1).to_numpy(zero_copy_only=False),
+                              np.int32)
+            bad = np.flatnonzero((part >= count) | (part < -1))
+            if len(bad):
+                raise KafkaError(f"partition {part[bad[0]]} of {topic} does not exist",
                                  ErrorCode.unknown_topic_or_partition)
-            by_part = opened.get(topic)
-            if by_part is None:
-                by_part = opened[topic] = {}
-            batch = by_part.get(part)
-            if batch is None:
-                batch = by_part[part] = _Open()
-            size = (len(key) if key else 0) + (len(value) if value else 0) + RECORD_OVERHEAD
-            if hdrs:
-                size += sum(len(k) + len(v or b"") + 2 for k, v in hdrs)
-            if batch.records and batch.size + size > limit:
-                self._close_batch(TopicPartition(topic, part), batch)
-                if key is None and self._sticky.get(topic) == part and count > 1:
-                    self._sticky[topic] = (part + 1) % count  # the next one fills elsewhere
-                batch = by_part[part] = _Open()
-            batch.records.append((now, key, value, hdrs or ()))
-            batch.size += size
+        free = part < 0
+        if free.any():
+            by_key = key_partitions(kcol, count)
+            part = np.where(free, by_key, part)
+            unkeyed = np.flatnonzero(part < 0)
+            if len(unkeyed):
+                self._stick(topic, count, part, unkeyed, sizes)
+        order = np.argsort(part, kind="stable")  # rows by partition, in row order
+        cuts = np.flatnonzero(np.diff(part[order])) + 1
+        for rows in np.split(order, cuts):
+            self._append(TopicPartition(topic, int(part[rows[0]])), rows, sizes, now, cols)
             if self._queued_bytes > self.max_queued_bytes:
                 self._send_wave()
 
+    def _stick(self, topic: str, count: int, part: np.ndarray[Any, Any],
+               rows: np.ndarray[Any, Any], sizes: np.ndarray[Any, Any]) -> None:
+        """Put unkeyed ``rows`` on the topic's sticky partition until its open batch would
+        be full, then on the next partition (KIP-480's sticky partitioner)."""
+        sticky = self._sticky.get(topic)
+        if sticky is None or sticky >= count:
+            sticky = random.randrange(count)
+        csum = np.cumsum(sizes[rows])
+        i = 0
+        while i < len(rows):
+            open_ = self._open.get(TopicPartition(topic, sticky))
+            used = open_.size if open_ is not None else 0
+            before = int(csum[i - 1]) if i else 0
+            k = int(np.searchsorted(csum[i:], before + self.batch_size - used, "right"))
+            if k == 0 and not used:
+                k = 1  # a record larger than a batch gets a batch of its own
+            part[rows[i : i + k]] = sticky
+            i += k
+            if i < len(rows) and count > 1:
+                sticky = (sticky + 1) % count  # that batch is full: the next fills elsewhere
+        self._sticky[topic] = sticky
+
+    def _append(self, tp: TopicPartition, rows: np.ndarray[Any, Any],
+                sizes: np.ndarray[Any, Any], now: int, cols: _Columns) -> None:
+        """Add ``rows`` to ``tp``'s open batch, closing it whenever it is full."""
+        csum = np.cumsum(sizes[rows])
+        i = 0
+        while i < len(rows):
+            batch = self._open.get(tp)
+            if batch is None:
+                batch = self._open[tp] = _Open(base_ts=now, max_ts=now)
+            before = int(csum[i - 1]) if i else 0
+            k = int(np.searchsorted(csum[i:], before + self.batch_size - batch.size, "right"))
+            if k == 0:
+                if batch.count:
+                    self._close_batch(tp, self._open.pop(tp))
+                    continue
+                k = 1  # a record larger than a batch gets a batch of its own
+            batch.chunks.append((cols, rows[i : i + k], now))
+            batch.count += k
+            batch.size += int(csum[i + k - 1]) - before
+            batch.max_ts = max(batch.max_ts, now)
+            i += k
+            if i < len(rows):
+                self._close_batch(tp, self._open.pop(tp))
+
     def _close_batch(self, tp: TopicPartition, batch: _Open) -> None:
-        n = len(batch.records)
+        """Encode the batch (C extension, or the client's ``encode_batch``) and queue it."""
+        n = batch.count
         seq = self._sequences.take(tp, n) if self.producer_id >= 0 else -1
-        data = encode_batch(batch.records, compression=self.compression,
-                            producer_id=self.producer_id, producer_epoch=self.producer_epoch,
-                            base_sequence=seq)
-        self._ready.setdefault(tp, collections.deque()).append(
-            _Encoded(tp, data, n))
+        pid, epoch = self.producer_id, self.producer_epoch
+        if native():
+            parts, delta = [], 0
+            for cols, rows, ts in batch.chunks:
+                parts.append(cols.encode(rows, delta, ts - batch.base_ts))
+                delta += len(rows)
+            data = frame(b"".join(parts), n, batch.base_ts, batch.max_ts,
+                         compression=self.compression, producer_id=pid,
+                         producer_epoch=epoch, base_sequence=seq)
+        else:
+            data = encode_batch([r for cols, rows, ts in batch.chunks
+                                 for r in cols.records(rows, ts)],
+                                compression=self.compression, producer_id=pid,
+                                producer_epoch=epoch, base_sequence=seq)
+        self._ready.setdefault(tp, collections.deque()).append(_Encoded(tp, data, n))
         self._queued_bytes += len(data)
         self.pump()
 
@@ -244,10 +355,8 @@ class BulkProducer:
 
     def flush(self) -> None:
         """Encode the open batches and send until every batch is acknowledged."""
-        for topic, by_part in self._open.items():
-            for part, batch in by_part.items():
-                if batch.records:
-                    self._close_batch(TopicPartition(topic, part), batch)
+        for tp, batch in self._open.items():
+            self._close_batch(tp, batch)
         self._open.clear()
         while any(self._ready.values()) or self._wave:
             self._send_wave()

@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -85,36 +85,26 @@ def write_batches(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Write
                       compression=opts.compression,
                       security=client_settings(opts.security)) as producer:
         for batch in batches:
-            n = batch.num_rows
-            values = _column(batch, "value")
-            assert values is not None
-            topics = [opts.topic] * n if opts.topic else _column(batch, "topic")
-            assert topics is not None
-            headers = _column(batch, "headers")
-            producer.send_rows(
-                topics, _bytes(_column(batch, "key"), n), _bytes(values, n),
-                _column(batch, "partition") or [None] * n,
-                [None] * n if headers is None else [
-                    [(h["key"], _utf8(h["value"])) for h in row] if row else None
-                    for row in headers])
+            if opts.topic:
+                _send(producer, opts.topic, batch)
+                continue
+            topics = batch.column("topic")
+            if topics.null_count:
+                raise ValueError("samsa sink: a row has a null topic and no topic option")
+            for topic in pc.unique(topics).to_pylist():
+                _send(producer, topic, batch.filter(pc.equal(topics, topic)))
         producer.flush()
         return WriteResult(producer.records_sent)
 
 
-def _utf8(value: Any) -> bytes | None:
-    return value.encode() if isinstance(value, str) else value
+def _send(producer: BulkProducer, topic: str, batch: pa.RecordBatch) -> None:
+    def column(name: str) -> pa.Array | None:
+        i = batch.schema.get_field_index(name)
+        return None if i < 0 else batch.column(i)
 
-
-def _bytes(column: list[Any] | None, n: int) -> list[bytes | None]:
-    """A key or value column as bytes (strings are UTF-8 encoded)."""
-    if column is None:
-        return [None] * n
-    return [v.encode() if isinstance(v, str) else v for v in column]
-
-
-def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
-    i = batch.schema.get_field_index(name)
-    return None if i < 0 else batch.column(i).to_pylist()
+    values = column("value")
+    assert values is not None
+    producer.send_columns(topic, column("key"), values, column("partition"), column("headers"))
 
 
 class SamsaBatchWriter(DataSourceArrowWriter):

@@ -44,7 +44,7 @@ class LosePartitions:
 
 @dataclass(frozen=True)
 class RaiseError:
-    """A fatal error, raised to the user by ``poll``."""
+    """An error raised to the user by ``poll`` (fatal, when it is the machine's ``fatal``)."""
 
     code: int
     message: str

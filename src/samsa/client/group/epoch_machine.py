@@ -28,7 +28,9 @@ The actions it returns:
 * :class:`~samsa.client.group.actions.RevokePartitions` /
   :class:`~samsa.client.group.actions.LosePartitions`: release the assignment (leaving,
   fenced, stale, fatal), then :meth:`EpochMembership.released`;
-* :class:`~samsa.client.group.actions.RaiseError`: a fatal error for the user.
+* :class:`~samsa.client.group.actions.RaiseError`: a fatal error for the user (or, for a
+  heartbeat's TOPIC_AUTHORIZATION_FAILED, an error for the next ``poll`` only: the member
+  stays, as in Kafka 4.x).
 """
 
 from __future__ import annotations
@@ -183,6 +185,9 @@ class EpochMembership(MemberMachine[EC], Generic[EC, R]):
     attempts: int = 0
     release_pending: bool = False
     """FENCED, STALE or FATAL: the user thread must report the partitions lost."""
+    error: RaiseError | None = None
+    """An error for the next ``poll`` only (a heartbeat's TOPIC_AUTHORIZATION_FAILED): the
+    member keeps its state and heartbeats on, as Kafka's does."""
 
     API_NAME: ClassVar[str]
     """The protocol's heartbeat API (for error messages)."""
@@ -246,6 +251,9 @@ class EpochMembership(MemberMachine[EC], Generic[EC, R]):
             return [LosePartitions(frozenset(owned))]
         if self.fatal is not None:
             return [self.fatal]
+        if self.error is not None:
+            error, self.error = self.error, None
+            return [error]
         if self.state != EpochState.RECONCILING or self.reconciling is not None or \
                 self.target == self.current:
             return []
@@ -408,6 +416,12 @@ class EpochMembership(MemberMachine[EC], Generic[EC, R]):
         if code in FENCING:
             self._fenced(what)
             self.backoff_until = now
+            return []
+        if code == ErrorCode.topic_authorization_failed:
+            # Not fatal (Kafka 4.x): the next poll raises it; the member stays and heartbeats
+            # on after the backoff, and recovers once the ACLs or its subscription change.
+            self.error = RaiseError(int(code), f"{self.API_NAME} failed with error {code}"
+                                    + (f": {message}" if message else ""))
             return []
         return [self._fail(code, message)]
 

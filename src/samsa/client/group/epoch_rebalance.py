@@ -6,9 +6,9 @@ The coordinator sends a target assignment by topic id in a heartbeat answer;
 :meth:`Reconciler.run` resolves the ids through metadata (a refresh when one is unknown; the
 known part is reconciled meanwhile) and performs what
 :meth:`~samsa.client.group.epoch_machine.EpochMembership.user_step` returns: report lost
-partitions, raise a fatal error, or reconcile (auto-commit, revoke, assign, each only while
-the plan still holds). The machine then acknowledges with its next heartbeat, which the
-heartbeat thread is woken to send.
+partitions, raise an error (fatal, or for this poll only), or reconcile (auto-commit,
+revoke, assign, each only while the plan still holds). The machine then acknowledges with
+its next heartbeat, which the heartbeat thread is woken to send.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from samsa.client.errors import KafkaError
+from samsa.client.errors import KafkaError, error_for
 from samsa.client.group.actions import LosePartitions, RaiseError
 from samsa.client.group.commits import OffsetCommitter
 from samsa.client.group.context import MemberContext
@@ -83,7 +83,7 @@ class Reconciler(Generic[EM]):
     def _perform(self, action: EpochAction) -> None:
         m = self.member
         if isinstance(action, RaiseError):
-            m.raise_fatal()
+            raise error_for(action.code, action.message)  # fatal, or for this poll only
         elif isinstance(action, LosePartitions):
             try:
                 self.changes.lose(action.partitions)

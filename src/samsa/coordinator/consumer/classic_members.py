@@ -36,6 +36,7 @@ from kio.schema.errors import ErrorCode
 
 from samsa.assignors.codec import ConsumerProtocolError, decode_subscription
 from samsa.coordinator.consumer import batching, migrate
+from samsa.coordinator.consumer import record_factory as records
 from samsa.coordinator.consumer.group import (
     Assignment,
     ConsumerGroup,
@@ -50,7 +51,6 @@ from samsa.coordinator.consumer.heartbeat import (
 )
 from samsa.coordinator.consumer.records import (
     ClassicMemberMetadata,
-    ConsumerGroupMemberMetadataKey,
 )
 from samsa.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from samsa.coordinator.core import ShardCore
@@ -161,7 +161,7 @@ def _join(core: ShardCore, group: ConsumerGroup, ev: JoinGroup,
     )
     bump = False
     if is_new or replaced is not None or not updated.same_subscription(old):
-        core.write(ConsumerGroupMemberMetadataKey(gid, member_id), updated.metadata_value())
+        core.write(*records.member_subscription(gid, updated))
         bump = updated.subscribed_topic_names != old.subscribed_topic_names
     bump_epoch(core, group, bump)
     job = batching.request_target(core, group)

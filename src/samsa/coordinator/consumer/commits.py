@@ -1,7 +1,8 @@
 """Offset commits and fetches against a consumer group: Kafka 4.3's
 ``ConsumerGroup.validateOffsetCommit`` (with KIP-1251's per-partition check) and
-``validateOffsetFetch``. Their rules live here only; OffsetCommit uses them (through
-:mod:`.interop`), and TxnOffsetCommit is to use them too.
+``validateOffsetFetch``. Their rules live here only: ``ConsumerGroup`` answers the group
+interface (:mod:`samsa.coordinator.family`) with them, for OffsetCommit and OffsetFetch
+(:mod:`samsa.coordinator.offsets`), and TxnOffsetCommit is to use them too.
 
 A commit with a negative epoch on an empty group is an admin commit: accepted. Otherwise
 the member must exist (UNKNOWN_MEMBER_ID) and a consumer-protocol member must commit with
@@ -38,13 +39,14 @@ empty member id, no instance id) and has no version floor (``api_version=None`` 
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from samsa.coordinator.consumer.group import ConsumerGroup, ConsumerMember
+from samsa.coordinator.family import ACCEPT, CommitCheck
+
+if TYPE_CHECKING:
+    from samsa.coordinator.consumer.group import ConsumerGroup
 
 E = ErrorCode
 
@@ -52,35 +54,6 @@ E = ErrorCode
 OFFSET_COMMIT_MEMBER_EPOCH_VERSION = 9
 
 
-@dataclass(frozen=True)
-class CommitCheck:
-    """The group's answer to a commit (Kafka's ``validateOffsetCommit`` and the
-    ``CommitPartitionValidator`` it returns): ``error`` refuses the whole commit; with
-    ``member`` set, each partition must have been given to it at ``epoch`` or before."""
-
-    error: int | None = None
-    member: ConsumerMember | None = None
-    epoch: int = 0
-    refusal: int = E.stale_member_epoch
-
-    def partition_error(self, topic_id: uuid.UUID | None, partition: int) -> int | None:
-        """The error for one committed partition (``topic_id`` None: an unknown topic)."""
-        if self.error is not None or self.member is None:
-            return self.error
-        given_at = None if topic_id is None else \
-            self.member.assignment_epochs.get((topic_id, partition))
-        return None if given_at is not None and given_at <= self.epoch else self.refusal
-
-    def first_error(self, partitions: Iterable[tuple[uuid.UUID | None, int]]) -> int | None:
-        """The error of the first refused partition, which refuses the whole commit."""
-        for topic_id, partition in partitions:
-            error = self.partition_error(topic_id, partition)
-            if error is not None:
-                return error
-        return None
-
-
-ACCEPT = CommitCheck()
 
 
 def validate_offset_commit(group: ConsumerGroup, member_id: str, member_epoch: int,

@@ -26,6 +26,9 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from kio.schema.errors import ErrorCode
+
+from samsa.coordinator.consumer import commits
 from samsa.coordinator.consumer.records import (
     AssignedTopicPartitions,
     ClassicMemberMetadata,
@@ -45,12 +48,16 @@ from samsa.coordinator.consumer.records import (
     ConsumerRecordValue,
 )
 from samsa.coordinator.events import TopicPartitions
+from samsa.coordinator.family import CommitCheck, ExpirationCondition, commit_timestamp
+from samsa.coordinator.records import RecordKey
 
 #: topic id -> partitions (never an empty set).
 Assignment = Mapping[uuid.UUID, frozenset[int]]
 EMPTY: Assignment = {}
 #: (topic id, partition) -> the member epoch at which the member was given the partition.
 PartitionEpochs = Mapping[tuple[uuid.UUID, int], int]
+
+E = ErrorCode
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
@@ -318,8 +325,50 @@ class ConsumerGroup:
                     names.update(resolved.topics)
         return frozenset(names)
 
-    def is_subscribed_to(self, topic: str) -> bool:
+    # ------------------------------------------------------------------ the group interface
+    # (:class:`samsa.coordinator.family.OffsetsGroup`, Kafka's ``ConsumerGroup``)
+
+    def validate_offset_commit(self, member_id: str, instance_id: str | None,
+                               generation_or_epoch: int,
+                               api_version: int | None) -> CommitCheck:
+        """:func:`.commits.validate_offset_commit` (KIP-1251)."""
+        return commits.validate_offset_commit(self, member_id, generation_or_epoch, api_version)
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int | None:
+        """:func:`.commits.validate_offset_fetch`."""
+        return commits.validate_offset_fetch(self, member_id, member_epoch)
+
+    def validate_offset_delete(self) -> int | None:
+        """Allowed in any state (subscribed topics are refused one by one)."""
+        return None
+
+    def validate_delete_group(self) -> int | None:
+        return None if self.is_empty() else E.non_empty_group
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
         return topic in self.subscribed_topic_names()
+
+    def should_expire(self) -> bool:
+        return True
+
+    def offset_expiration_condition(self) -> ExpirationCondition:
+        """Offsets of topics no member subscribes to expire from their commit."""
+        return ExpirationCondition(commit_timestamp, self.subscribed_topic_names())
+
+    def group_tombstone_keys(self) -> list[RecordKey]:
+        """Kafka's ``ConsumerGroup.createGroupTombstoneRecords``: current assignments,
+        target members, target metadata, member metadata, regexes; the epoch tombstone last
+        (its replay removes the group)."""
+        gid = self.group_id
+        members = list(self.members)
+        return [
+            *(ConsumerGroupCurrentMemberAssignmentKey(gid, mid) for mid in members),
+            *(ConsumerGroupTargetAssignmentMemberKey(gid, mid) for mid in self.target),
+            ConsumerGroupTargetAssignmentMetadataKey(gid),
+            *(ConsumerGroupMemberMetadataKey(gid, mid) for mid in members),
+            *(ConsumerGroupRegularExpressionKey(gid, regex) for regex in self.regexes),
+            ConsumerGroupMetadataKey(gid),
+        ]
 
     def last_regex_refresh(self) -> tuple[int, int] | None:
         """(timestamp, topics version) of the latest resolution of the group's regexes

@@ -28,7 +28,10 @@ from dataclasses import dataclass, replace
 
 from kio.schema.errors import ErrorCode
 
+from samsa.coordinator import rebalance as rb
+from samsa.coordinator import record_factory as classic_records
 from samsa.coordinator.consumer import batching, migrate, regex_refresh
+from samsa.coordinator.consumer import record_factory as records
 from samsa.coordinator.consumer import regex as rx
 from samsa.coordinator.consumer.group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -42,22 +45,11 @@ from samsa.coordinator.consumer.group import (
     to_topic_partitions,
 )
 from samsa.coordinator.consumer.reconcile import FencedMemberEpoch, reconcile
-from samsa.coordinator.consumer.records import (
-    ConsumerGroupCurrentMemberAssignmentKey,
-    ConsumerGroupMemberMetadataKey,
-    ConsumerGroupMetadataKey,
-    ConsumerGroupMetadataValue,
-    ConsumerGroupTargetAssignmentMemberKey,
-    ConsumerGroupTargetAssignmentMemberValue,
-    ConsumerGroupTargetAssignmentMetadataKey,
-    ConsumerGroupTargetAssignmentMetadataValue,
-)
 from samsa.coordinator.consumer.target import assignors, subscribed_ids
 from samsa.coordinator.core import ShardCore
 from samsa.coordinator.events import ConsumerGroupHeartbeat
 from samsa.coordinator.group import Group
 from samsa.coordinator.jobs import Waiting
-from samsa.coordinator.records import GroupMetadataKey
 from samsa.coordinator.responses import ConsumerGroupHeartbeatResponse
 from samsa.coordinator.state import GroupState
 from samsa.coordinator.timers import TimerKind
@@ -292,9 +284,9 @@ def heartbeat(core: ShardCore, ev: ConsumerGroupHeartbeat,
 
     # Nothing was written so far; from here on the heartbeat succeeds.
     if plan.classic_to_delete is not None:
-        core.remove_group(plan.classic_to_delete)
+        rb.remove_group(core, plan.classic_to_delete)
         if gid in core.hard.groups:
-            core.write(GroupMetadataKey(gid), None)
+            core.write(*classic_records.group_tombstone(gid))
     if plan.classic_to_upgrade is not None:
         migrate.convert_to_consumer(core, plan.classic_to_upgrade)
         plan.group = core.hard.consumer.groups[gid]
@@ -303,7 +295,7 @@ def heartbeat(core: ShardCore, ev: ConsumerGroupHeartbeat,
         replace_member(core, plan.group, plan.replaces, old)
     bump = plan.group is None or plan.group.epoch == 0
     if plan.is_new_member or not updated.same_subscription(old):
-        core.write(ConsumerGroupMemberMetadataKey(gid, member_id), updated.metadata_value())
+        core.write(*records.member_subscription(gid, updated))
         bump |= updated.subscribed_topic_names != old.subscribed_topic_names
     group = core.hard.consumer.groups[gid]
     bump |= regex_refresh.subscription_changed(core, group, old.subscribed_topic_regex,
@@ -361,18 +353,15 @@ def replace_member(core: ShardCore, group: ConsumerGroup, old: ConsumerMember,
     target = group.target.get(old.member_id, {})
     _write_member_tombstones(core, gid, old.member_id)
     cancel_member_timers(core, gid, old.member_id)
-    core.write(ConsumerGroupMemberMetadataKey(gid, new.member_id), new.metadata_value())
-    core.write(ConsumerGroupTargetAssignmentMemberKey(gid, new.member_id),
-               ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(target)))
-    core.write(ConsumerGroupCurrentMemberAssignmentKey(gid, new.member_id),
-               new.assignment_value())
+    core.write(*records.member_subscription(gid, new))
+    core.write(*records.target_member(gid, new.member_id, target))
+    core.write(*records.current_assignment(gid, new))
 
 
 def _write_member_tombstones(core: ShardCore, gid: str, member_id: str) -> None:
     """Kafka's ``removeMember``: the order matters for replay."""
-    core.write(ConsumerGroupCurrentMemberAssignmentKey(gid, member_id), None)
-    core.write(ConsumerGroupTargetAssignmentMemberKey(gid, member_id), None)
-    core.write(ConsumerGroupMemberMetadataKey(gid, member_id), None)
+    for key, value in records.member_tombstones(gid, member_id):
+        core.write(key, value)
 
 
 def bump_epoch(core: ShardCore, group: ConsumerGroup, bump: bool) -> None:
@@ -387,8 +376,7 @@ def bump_epoch(core: ShardCore, group: ConsumerGroup, bump: bool) -> None:
         ids |= subscribed_ids(group, m, topics)
     metadata_hash = topics.metadata_hash(ids)
     if bump or metadata_hash != group.metadata_hash:
-        core.write(ConsumerGroupMetadataKey(group.group_id),
-                   ConsumerGroupMetadataValue(group.epoch + 1, metadata_hash))
+        core.write(*records.group_epoch(group.group_id, group.epoch + 1, metadata_hash))
     group.hash_checked = (topics.version, group.epoch, len(group.members))
 
 
@@ -408,8 +396,7 @@ def reconcile_member(core: ShardCore, group: ConsumerGroup, member: ConsumerMemb
     if new == member:
         return member
     gid = group.group_id
-    core.write(ConsumerGroupCurrentMemberAssignmentKey(gid, new.member_id),
-               new.assignment_value())
+    core.write(*records.current_assignment(gid, new))
     if new.classic is None and new.state is MemberState.UNREVOKED_PARTITIONS:
         group.revoking_epochs[new.member_id] = new.member_epoch
         core.schedule(TimerKind.CONSUMER_REBALANCE, gid, new.member_id,
@@ -453,8 +440,7 @@ def leave(core: ShardCore, ev: ConsumerGroupHeartbeat) -> ConsumerGroupHeartbeat
             leaving = replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                               pending_revocation={},
                               assignment_epochs=stamp_epochs((member.assigned,), {}, 0))
-            core.write(ConsumerGroupCurrentMemberAssignmentKey(gid, member.member_id),
-                       leaving.assignment_value())
+            core.write(*records.current_assignment(gid, leaving))
             return ConsumerGroupHeartbeatResponse(
                 E.none, member_id=member.member_id,
                 member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH)
@@ -481,9 +467,7 @@ def fence_members(core: ShardCore, group: ConsumerGroup, member_ids: list[str]) 
             regex_refresh.drop_unused(core, group, regex)
     bump_epoch(core, group, True)
     if not group.members:  # KAFKA-20442: an empty group's assignment epoch catches up
-        core.write(ConsumerGroupTargetAssignmentMetadataKey(gid),
-                   ConsumerGroupTargetAssignmentMetadataValue(group.epoch,
-                                                              group.assignment_timestamp))
+        core.write(*records.target_epoch(gid, group.epoch, group.assignment_timestamp))
     batching.request_target(core, group)
 
 

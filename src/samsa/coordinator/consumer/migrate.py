@@ -36,31 +36,22 @@ from samsa.assignors.codec import (
 )
 from samsa.assignors.interface import Assignment as ClassicAssignment
 from samsa.coordinator import rebalance as rb
+from samsa.coordinator import record_factory as classic_records
+from samsa.coordinator.consumer import record_factory as records
 from samsa.coordinator.consumer.group import (
     Assignment,
     ConsumerGroup,
     ConsumerMember,
     MemberState,
     stamp_epochs,
-    to_topic_partitions,
 )
 from samsa.coordinator.consumer.records import (
     ClassicMemberMetadata,
-    ConsumerGroupCurrentMemberAssignmentKey,
-    ConsumerGroupMemberMetadataKey,
-    ConsumerGroupMetadataKey,
-    ConsumerGroupMetadataValue,
-    ConsumerGroupRegularExpressionKey,
-    ConsumerGroupTargetAssignmentMemberKey,
-    ConsumerGroupTargetAssignmentMemberValue,
-    ConsumerGroupTargetAssignmentMetadataKey,
-    ConsumerGroupTargetAssignmentMetadataValue,
 )
 from samsa.coordinator.consumer.topics import TopicsSnapshot
 from samsa.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from samsa.coordinator.core import ShardCore
 from samsa.coordinator.group import Group, Member
-from samsa.coordinator.records import GroupMetadataKey
 from samsa.coordinator.responses import JoinGroupResponse, SyncGroupResponse
 from samsa.coordinator.state import GroupState
 from samsa.coordinator.timers import TimerKind
@@ -168,24 +159,20 @@ def convert_to_consumer(core: ShardCore, classic: Group) -> None:
         rb.answer_join(core, classic, parked,
                        JoinGroupResponse(E.rebalance_in_progress, parked.member_id))
         rb.answer_sync(core, parked, SyncGroupResponse(E.rebalance_in_progress))
-    core.remove_group(classic)
-    core.write(GroupMetadataKey(gid), None)
+    rb.remove_group(core, classic)
+    core.write(*classic_records.group_tombstone(gid))
     epoch = classic.generation
     by_name = core.topics.by_name
     subscribed = {by_name[n].topic_id for m in members for n in m.subscribed_topic_names
                   if n in by_name}
     for m in members:
-        core.write(ConsumerGroupMemberMetadataKey(gid, m.member_id), m.metadata_value())
-    core.write(ConsumerGroupMetadataKey(gid),
-               ConsumerGroupMetadataValue(epoch, core.topics.metadata_hash(subscribed)))
+        core.write(*records.member_subscription(gid, m))
+    core.write(*records.group_epoch(gid, epoch, core.topics.metadata_hash(subscribed)))
     for m in members:
-        core.write(ConsumerGroupTargetAssignmentMemberKey(gid, m.member_id),
-                   ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(m.assigned)))
-    core.write(ConsumerGroupTargetAssignmentMetadataKey(gid),
-               ConsumerGroupTargetAssignmentMetadataValue(epoch))
+        core.write(*records.target_member(gid, m.member_id, m.assigned))
+    core.write(*records.target_epoch(gid, epoch, 0))
     for m in members:
-        core.write(ConsumerGroupCurrentMemberAssignmentKey(gid, m.member_id),
-                   m.assignment_value())
+        core.write(*records.current_assignment(gid, m))
     for m in members:
         assert m.classic is not None
         core.schedule(TimerKind.CONSUMER_SESSION, gid, m.member_id, m.classic.session_timeout_ms)
@@ -216,22 +203,6 @@ def downgrades_with_replaced_member(core: ShardCore, group: ConsumerGroup,
             and len(group.members) <= core.config.max_size)
 
 
-def write_group_tombstones(core: ShardCore, group: ConsumerGroup) -> None:
-    """Kafka's ``ConsumerGroup.createGroupTombstoneRecords`` (members included)."""
-    gid = group.group_id
-    members = list(group.members)
-    for mid in members:
-        core.write(ConsumerGroupCurrentMemberAssignmentKey(gid, mid), None)
-    for mid in list(group.target):
-        core.write(ConsumerGroupTargetAssignmentMemberKey(gid, mid), None)
-    core.write(ConsumerGroupTargetAssignmentMetadataKey(gid), None)
-    for mid in members:
-        core.write(ConsumerGroupMemberMetadataKey(gid, mid), None)
-    for regex in list(group.regexes):
-        core.write(ConsumerGroupRegularExpressionKey(gid, regex), None)
-    core.write(ConsumerGroupMetadataKey(gid), None)
-
-
 def convert_to_classic(core: ShardCore, group: ConsumerGroup, fenced: Iterable[str],
                        rebalance: bool = True) -> Group:
     """Kafka's ``convertToClassicGroup``: the remaining (classic) members form a Stable
@@ -249,7 +220,8 @@ def convert_to_classic(core: ShardCore, group: ConsumerGroup, fenced: Iterable[s
     held = {m.member_id: _union(m.assigned, m.pending_revocation) for m in staying}
     epoch = group.epoch
     core.cancel_group_timers(gid)
-    write_group_tombstones(core, group)
+    for key in group.group_tombstone_keys():
+        core.write(key, None)
     classic = Group(gid, state=GroupState.STABLE, state_timestamp=core.now_ms,
                     generation=epoch, protocol_type=CONSUMER_PROTOCOL_TYPE)
     for m in staying:
@@ -269,7 +241,8 @@ def convert_to_classic(core: ShardCore, group: ConsumerGroup, fenced: Iterable[s
     for member in classic.members.values():
         member.assignment = encode_for(member.metadata(classic.protocol_name),
                                        held[member.member_id], topics)
-    core.write_group(classic, {mid: m.assignment for mid, m in classic.members.items()})
+    core.write(*classic_records.group_metadata(
+        classic, {mid: m.assignment for mid, m in classic.members.items()}))
     core.groups[gid] = classic
     for member in classic.members.values():
         rb.schedule_heartbeat(core, classic, member)

@@ -38,6 +38,7 @@ import struct
 import uuid
 from dataclasses import dataclass, replace
 
+from samsa.coordinator.codec import Reader, Writer
 from samsa.coordinator.events import TopicPartitions
 
 METADATA_KEY = 3
@@ -188,242 +189,112 @@ CONSUMER_KEY_TYPES = (
 )
 
 
-# --------------------------------------------------------------------------- writer
+# --------------------------------------------------------------------------- codec
 
 
-class _W:
-    def __init__(self) -> None:
-        self.parts: list[bytes] = []
-
-    def raw(self, fmt: str, v: int) -> _W:
-        self.parts.append(struct.pack(fmt, v))
-        return self
-
-    def uvarint(self, v: int) -> _W:
-        out = bytearray()
-        while v >= 0x80:
-            out.append((v & 0x7F) | 0x80)
-            v >>= 7
-        out.append(v)
-        self.parts.append(bytes(out))
-        return self
-
-    def key_string(self, s: str) -> _W:
-        raw = s.encode()
-        self.raw(">h", len(raw))
-        self.parts.append(raw)
-        return self
-
-    def string(self, s: str | None) -> _W:
-        if s is None:
-            return self.uvarint(0)
-        raw = s.encode()
-        self.uvarint(len(raw) + 1)
-        self.parts.append(raw)
-        return self
-
-    def compact_bytes(self, b: bytes) -> _W:
-        self.uvarint(len(b) + 1)
-        self.parts.append(b)
-        return self
-
-    def strings(self, items: tuple[str, ...]) -> _W:
-        self.uvarint(len(items) + 1)
-        for s in items:
-            self.string(s)
-        return self
-
-    def int32s(self, items: tuple[int, ...]) -> _W:
-        self.uvarint(len(items) + 1)
-        for v in items:
-            self.raw(">i", v)
-        return self
-
-    def topic_partitions(
-        self, items: tuple[TopicPartitions, ...] | tuple[AssignedTopicPartitions, ...]
-    ) -> _W:
-        self.uvarint(len(items) + 1)
-        for tp in items:
-            self.parts.append(tp.topic_id.bytes)
-            self.int32s(tp.partitions)
-            epochs = tp.assignment_epochs if isinstance(tp, AssignedTopicPartitions) else None
-            self.tags(None if epochs is None else {0: _W().int32s(epochs).done()})
-        return self
-
-    def tags(self, tagged: dict[int, bytes] | None = None) -> _W:
-        tagged = tagged or {}
-        self.uvarint(len(tagged))
-        for tag in sorted(tagged):
-            self.uvarint(tag).uvarint(len(tagged[tag]))
-            self.parts.append(tagged[tag])
-        return self
-
-    def done(self) -> bytes:
-        return b"".join(self.parts)
+def _writer() -> Writer:
+    return Writer(flexible=True)
 
 
-# --------------------------------------------------------------------------- reader
+def _reader(data: bytes) -> Reader:
+    return Reader(data, ConsumerRecordDecodeError, flexible=True)
 
 
-class _R:
-    def __init__(self, data: bytes) -> None:
-        self.data = memoryview(data)
-        self.pos = 0
+def write_topic_partitions(
+    w: Writer, items: tuple[TopicPartitions, ...] | tuple[AssignedTopicPartitions, ...]
+) -> None:
+    w.array_len(len(items))
+    for tp in items:
+        w.uuid(tp.topic_id).int32s(tp.partitions)
+        epochs = tp.assignment_epochs if isinstance(tp, AssignedTopicPartitions) else None
+        w.tags(None if epochs is None else {0: _writer().int32s(epochs).done()})
 
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise ConsumerRecordDecodeError("truncated record")
-        chunk = bytes(self.data[self.pos : self.pos + n])
-        self.pos += n
-        return chunk
 
-    def raw(self, fmt: str) -> int:
-        return int(struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0])
+def _read_assigned_topic_partitions(r: Reader) -> tuple[AssignedTopicPartitions, ...]:
+    out = []
+    for _ in range(r.array_len()):
+        topic_id = r.uuid()
+        partitions = r.int32s()
+        raw_epochs = r.tags().get(0)
+        epochs = None if raw_epochs is None else _reader(raw_epochs).nullable_int32s()
+        out.append(AssignedTopicPartitions(topic_id, partitions, epochs))
+    return tuple(out)
 
-    def uvarint(self) -> int:
-        shift = result = 0
-        while True:
-            b = self.take(1)[0]
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-            if shift > 63:
-                raise ConsumerRecordDecodeError("varint too long")
 
-    def key_string(self) -> str:
-        n = self.raw(">h")
-        if n < 0:
-            raise ConsumerRecordDecodeError("null key string")
-        return self.take(n).decode()
-
-    def nullable_string(self) -> str | None:
-        n = self.uvarint() - 1
-        return None if n < 0 else self.take(n).decode()
-
-    def string(self) -> str:
-        s = self.nullable_string()
-        if s is None:
-            raise ConsumerRecordDecodeError("null in a non-nullable string")
-        return s
-
-    def count(self) -> int:
-        n = self.uvarint() - 1
-        if n < 0:
-            raise ConsumerRecordDecodeError("null array")
-        return n
-
-    def strings(self) -> tuple[str, ...]:
-        return tuple(self.string() for _ in range(self.count()))
-
-    def compact_bytes(self) -> bytes:
-        n = self.uvarint() - 1
-        if n < 0:
-            raise ConsumerRecordDecodeError("null in non-nullable bytes")
-        return self.take(n)
-
-    def done(self) -> bool:
-        return self.pos == len(self.data)
-
-    def int32s(self) -> tuple[int, ...]:
-        return tuple(self.raw(">i") for _ in range(self.count()))
-
-    def nullable_int32s(self) -> tuple[int, ...] | None:
-        n = self.uvarint() - 1
-        return None if n < 0 else tuple(self.raw(">i") for _ in range(n))
-
-    def topic_partitions(self) -> tuple[TopicPartitions, ...]:
-        return tuple(TopicPartitions(tp.topic_id, tp.partitions)
-                     for tp in self.assigned_topic_partitions())
-
-    def assigned_topic_partitions(self) -> tuple[AssignedTopicPartitions, ...]:
-        out = []
-        for _ in range(self.count()):
-            topic_id = uuid.UUID(bytes=self.take(16))
-            partitions = self.int32s()
-            raw_epochs = self.tags().get(0)
-            epochs = None if raw_epochs is None else _R(raw_epochs).nullable_int32s()
-            out.append(AssignedTopicPartitions(topic_id, partitions, epochs))
-        return tuple(out)
-
-    def tags(self) -> dict[int, bytes]:
-        tagged = {}
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            tagged[tag] = self.take(self.uvarint())
-        return tagged
+def read_topic_partitions(r: Reader) -> tuple[TopicPartitions, ...]:
+    return tuple(TopicPartitions(tp.topic_id, tp.partitions)
+                 for tp in _read_assigned_topic_partitions(r))
 
 
 # --------------------------------------------------------------------------- serde
 
 
 def serialize_key(key: ConsumerRecordKey) -> bytes:
-    w = _W()
+    w = Writer()
     match key:
         case ConsumerGroupMetadataKey():
-            return w.raw(">h", METADATA_KEY).key_string(key.group).done()
+            return w.int16(METADATA_KEY).string(key.group).done()
         case ConsumerGroupMemberMetadataKey():
-            w.raw(">h", MEMBER_METADATA_KEY)
+            w.int16(MEMBER_METADATA_KEY)
         case ConsumerGroupTargetAssignmentMetadataKey():
-            return w.raw(">h", TARGET_METADATA_KEY).key_string(key.group).done()
+            return w.int16(TARGET_METADATA_KEY).string(key.group).done()
         case ConsumerGroupTargetAssignmentMemberKey():
-            w.raw(">h", TARGET_MEMBER_KEY)
+            w.int16(TARGET_MEMBER_KEY)
         case ConsumerGroupCurrentMemberAssignmentKey():
-            w.raw(">h", CURRENT_ASSIGNMENT_KEY)
+            w.int16(CURRENT_ASSIGNMENT_KEY)
         case ConsumerGroupRegularExpressionKey():
-            return w.raw(">h", REGEX_KEY).key_string(key.group).key_string(key.regex).done()
-    return w.key_string(key.group).key_string(key.member_id).done()
+            return w.int16(REGEX_KEY).string(key.group).string(key.regex).done()
+    return w.string(key.group).string(key.member_id).done()
 
 
 def serialize_value(value: ConsumerRecordValue) -> bytes:
-    w = _W().raw(">h", 0)
+    w = _writer().int16(0)
     match value:
         case ConsumerGroupMetadataValue():
-            w.raw(">i", value.epoch)
+            w.int32(value.epoch)
             tagged = {0: struct.pack(">q", value.metadata_hash)} if value.metadata_hash else {}
             return w.tags(tagged).done()
         case ConsumerGroupMemberMetadataValue():
             w.string(value.instance_id).string(value.rack_id)
             w.string(value.client_id).string(value.client_host)
             w.strings(value.subscribed_topic_names).string(value.subscribed_topic_regex)
-            w.raw(">i", value.rebalance_timeout_ms).string(value.server_assignor)
+            w.int32(value.rebalance_timeout_ms).string(value.server_assignor)
             classic = value.classic_member_metadata
             if classic is not None:
                 return w.tags({0: _classic_bytes(classic)}).done()
         case ConsumerGroupTargetAssignmentMetadataValue():
-            w.raw(">i", value.assignment_epoch)
+            w.int32(value.assignment_epoch)
             stamp = value.assignment_timestamp
             return w.tags({0: struct.pack(">q", stamp)} if stamp else {}).done()
         case ConsumerGroupTargetAssignmentMemberValue():
-            w.topic_partitions(value.topic_partitions)
+            write_topic_partitions(w, value.topic_partitions)
         case ConsumerGroupCurrentMemberAssignmentValue():
-            w.raw(">i", value.member_epoch).raw(">i", value.previous_member_epoch)
-            w.raw(">b", value.state)
-            w.topic_partitions(value.assigned_partitions)
-            w.topic_partitions(value.partitions_pending_revocation)
+            w.int32(value.member_epoch).int32(value.previous_member_epoch).int8(value.state)
+            write_topic_partitions(w, value.assigned_partitions)
+            write_topic_partitions(w, value.partitions_pending_revocation)
         case ConsumerGroupRegularExpressionValue():
-            w.strings(value.topics).raw(">q", value.version).raw(">q", value.timestamp)
+            w.strings(value.topics).int64(value.version).int64(value.timestamp)
     return w.tags().done()
 
 
 def _classic_bytes(classic: ClassicMemberMetadata) -> bytes:
     """A tagged nullable struct: the presence marker (varint 1), then the struct."""
-    w = _W().uvarint(1).raw(">i", classic.session_timeout_ms)
-    w.uvarint(len(classic.supported_protocols) + 1)
+    w = _writer().uvarint(1).int32(classic.session_timeout_ms)
+    w.array_len(len(classic.supported_protocols))
     for name, metadata in classic.supported_protocols:
-        w.string(name).compact_bytes(metadata).uvarint(0)
+        w.string(name).bytes_(metadata).tags()
     return w.tags().done()
 
 
 def _read_classic(data: bytes) -> ClassicMemberMetadata | None:
-    r = _R(data)
+    r = _reader(data)
     if r.uvarint() == 0:
         return None
-    session_timeout_ms = r.raw(">i")
+    session_timeout_ms = r.int32()
     protocols = []
-    for _ in range(r.count()):
+    for _ in range(r.array_len()):
         name = r.string()
-        protocols.append((name, r.compact_bytes()))
+        protocols.append((name, r.bytes_()))
         r.tags()
     r.tags()
     return ClassicMemberMetadata(session_timeout_ms, tuple(protocols))
@@ -437,32 +308,32 @@ def serialize(
 
 def deserialize_key(data: bytes) -> ConsumerRecordKey | None:
     """The typed key; ``None`` for a record type read and ignored (4) or not ours."""
-    r = _R(data)
-    version = r.raw(">h")
+    r = Reader(data, ConsumerRecordDecodeError)
+    version = r.int16()
     if version == METADATA_KEY:
-        return ConsumerGroupMetadataKey(r.key_string())
+        return ConsumerGroupMetadataKey(r.string())
     if version == TARGET_METADATA_KEY:
-        return ConsumerGroupTargetAssignmentMetadataKey(r.key_string())
+        return ConsumerGroupTargetAssignmentMetadataKey(r.string())
     if version == REGEX_KEY:
-        return ConsumerGroupRegularExpressionKey(r.key_string(), r.key_string())
+        return ConsumerGroupRegularExpressionKey(r.string(), r.string())
     if version == MEMBER_METADATA_KEY:
-        return ConsumerGroupMemberMetadataKey(r.key_string(), r.key_string())
+        return ConsumerGroupMemberMetadataKey(r.string(), r.string())
     if version == TARGET_MEMBER_KEY:
-        return ConsumerGroupTargetAssignmentMemberKey(r.key_string(), r.key_string())
+        return ConsumerGroupTargetAssignmentMemberKey(r.string(), r.string())
     if version == CURRENT_ASSIGNMENT_KEY:
-        return ConsumerGroupCurrentMemberAssignmentKey(r.key_string(), r.key_string())
+        return ConsumerGroupCurrentMemberAssignmentKey(r.string(), r.string())
     return None
 
 
 def deserialize_value(key: ConsumerRecordKey, data: bytes) -> ConsumerRecordValue:
-    r = _R(data)
-    version = r.raw(">h")
+    r = _reader(data)
+    version = r.int16()
     if version != 0:
         raise ConsumerRecordDecodeError(f"unknown value version {version} for {key!r}")
     value: ConsumerRecordValue
     match key:
         case ConsumerGroupMetadataKey():
-            epoch = r.raw(">i")
+            epoch = r.int32()
             tagged = r.tags()
             raw_hash = tagged.get(0)
             metadata_hash = struct.unpack(">q", raw_hash)[0] if raw_hash else 0
@@ -475,7 +346,7 @@ def deserialize_value(key: ConsumerRecordKey, data: bytes) -> ConsumerRecordValu
                 client_host=r.string(),
                 subscribed_topic_names=r.strings(),
                 subscribed_topic_regex=r.nullable_string(),
-                rebalance_timeout_ms=r.raw(">i"),
+                rebalance_timeout_ms=r.int32(),
                 server_assignor=r.nullable_string(),
             )
             raw_classic = r.tags().get(0)
@@ -483,22 +354,22 @@ def deserialize_value(key: ConsumerRecordKey, data: bytes) -> ConsumerRecordValu
                 value = replace(value, classic_member_metadata=_read_classic(raw_classic))
             return value
         case ConsumerGroupTargetAssignmentMetadataKey():
-            epoch = r.raw(">i")
+            epoch = r.int32()
             raw_stamp = r.tags().get(0)
             stamp = struct.unpack(">q", raw_stamp)[0] if raw_stamp else 0
             return ConsumerGroupTargetAssignmentMetadataValue(epoch, int(stamp))
         case ConsumerGroupTargetAssignmentMemberKey():
-            value = ConsumerGroupTargetAssignmentMemberValue(r.topic_partitions())
+            value = ConsumerGroupTargetAssignmentMemberValue(read_topic_partitions(r))
         case ConsumerGroupCurrentMemberAssignmentKey():
             value = ConsumerGroupCurrentMemberAssignmentValue(
-                member_epoch=r.raw(">i"),
-                previous_member_epoch=r.raw(">i"),
-                state=r.raw(">b"),
-                assigned_partitions=r.assigned_topic_partitions(),
-                partitions_pending_revocation=r.assigned_topic_partitions(),
+                member_epoch=r.int32(),
+                previous_member_epoch=r.int32(),
+                state=r.int8(),
+                assigned_partitions=_read_assigned_topic_partitions(r),
+                partitions_pending_revocation=_read_assigned_topic_partitions(r),
             )
         case ConsumerGroupRegularExpressionKey():
-            value = ConsumerGroupRegularExpressionValue(r.strings(), r.raw(">q"), r.raw(">q"))
+            value = ConsumerGroupRegularExpressionValue(r.strings(), r.int64(), r.int64())
     r.tags()
     return value
 

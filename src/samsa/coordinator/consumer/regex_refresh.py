@@ -29,10 +29,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from samsa.coordinator.config import REGEX_BATCH_REFRESH_MIN_INTERVAL_MS
+from samsa.coordinator.consumer import record_factory as records
 from samsa.coordinator.consumer import regex as rx
 from samsa.coordinator.consumer.group import ConsumerGroup
 from samsa.coordinator.consumer.records import (
-    ConsumerGroupRegularExpressionKey,
     ConsumerGroupRegularExpressionValue,
 )
 from samsa.coordinator.core import ShardCore
@@ -124,9 +124,8 @@ def resolved(core: ShardCore, group: ConsumerGroup, job: Job, outcome: object) -
         topics = frozenset(outcome[regex])
         old = group.regexes.get(regex)
         changed |= (frozenset() if old is None else old.topics) != topics
-        core.write(ConsumerGroupRegularExpressionKey(group.group_id, regex),
-                   ConsumerGroupRegularExpressionValue(tuple(sorted(topics)), work.version,
-                                                       core.now_ms))
+        core.write(*records.regex(group.group_id, regex, ConsumerGroupRegularExpressionValue(
+            tuple(sorted(topics)), work.version, core.now_ms)))
     return changed
 
 
@@ -136,5 +135,5 @@ def drop_unused(core: ShardCore, group: ConsumerGroup, regex: str) -> bool:
     if regex in group.subscribed_regexes() or regex not in group.regexes:
         return False
     topics = group.regexes[regex].topics
-    core.write(ConsumerGroupRegularExpressionKey(group.group_id, regex), None)
+    core.write(*records.regex_tombstone(group.group_id, regex))
     return bool(topics)

@@ -23,17 +23,11 @@ from samsa.assignors.server.interface import (
     TopicsView,
 )
 from samsa.assignors.server.registry import resolve_server_assignors
+from samsa.coordinator.consumer import record_factory as records
 from samsa.coordinator.consumer.group import (
     Assignment,
     ConsumerGroup,
     ConsumerMember,
-    to_topic_partitions,
-)
-from samsa.coordinator.consumer.records import (
-    ConsumerGroupTargetAssignmentMemberKey,
-    ConsumerGroupTargetAssignmentMemberValue,
-    ConsumerGroupTargetAssignmentMetadataKey,
-    ConsumerGroupTargetAssignmentMetadataValue,
 )
 from samsa.coordinator.consumer.topics import TopicsSnapshot
 from samsa.coordinator.core import ShardCore
@@ -161,11 +155,5 @@ def write_target(core: ShardCore, group: ConsumerGroup, epoch: int,
     gid = group.group_id
     for mid in sorted(changed):
         if mid in group.members:
-            core.write(
-                ConsumerGroupTargetAssignmentMemberKey(gid, mid),
-                ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(changed[mid])),
-            )
-    core.write(
-        ConsumerGroupTargetAssignmentMetadataKey(gid),
-        ConsumerGroupTargetAssignmentMetadataValue(epoch, core.now_ms),
-    )
+            core.write(*records.target_member(gid, mid, changed[mid]))
+    core.write(*records.target_epoch(gid, epoch, core.now_ms))

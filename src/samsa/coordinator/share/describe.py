@@ -1,4 +1,4 @@
-"""ShareGroupDescribe (77) v1, and DeleteGroups for share groups."""
+"""ShareGroupDescribe (77) v1."""
 
 from __future__ import annotations
 
@@ -9,16 +9,10 @@ from samsa.coordinator.events import ShareGroupDescribe
 from samsa.coordinator.responses import (
     ConsumerDescribedGroup,
     ConsumerGroupMemberDescription,
-    DeletedGroup,
     DescribedTopicPartitions,
     ShareGroupDescribeResponse,
 )
-from samsa.coordinator.share.group import SHARE_ASSIGNOR, Assignment, ShareGroup
-from samsa.coordinator.share.records import (
-    ShareGroupMetadataKey,
-    ShareGroupTargetAssignmentMemberKey,
-    ShareGroupTargetAssignmentMetadataKey,
-)
+from samsa.coordinator.share.group import SHARE_ASSIGNOR, Assignment
 
 E = ErrorCode
 
@@ -31,7 +25,7 @@ def handle_describe(core: ShardCore, ev: ShareGroupDescribe, token: object) -> N
 def describe_group(core: ShardCore, gid: str) -> ConsumerDescribedGroup:
     group = core.hard.share.groups.get(gid)
     if group is None:
-        other = gid in core.groups or gid in core.hard.consumer.groups
+        other = core.find_group(gid) is not None
         message = f"Group {gid} is not a share group." if other else f"Group {gid} not found."
         return ConsumerDescribedGroup(gid, E.group_id_not_found, message)
     return ConsumerDescribedGroup(
@@ -57,15 +51,3 @@ def _named(core: ShardCore, assignment: Assignment) -> tuple[DescribedTopicParti
     return tuple(
         DescribedTopicPartitions(t, topics[t].name, tuple(sorted(ps)))
         for t, ps in sorted(assignment.items(), key=lambda kv: str(kv[0])) if t in topics)
-
-
-def delete_group(core: ShardCore, group: ShareGroup) -> DeletedGroup:
-    """An Empty share group is deleted (tombstones); else NON_EMPTY_GROUP."""
-    if group.members:
-        return DeletedGroup(group.group_id, E.non_empty_group)
-    gid = group.group_id
-    for mid in list(group.target):
-        core.write(ShareGroupTargetAssignmentMemberKey(gid, mid), None)
-    core.write(ShareGroupTargetAssignmentMetadataKey(gid), None)
-    core.write(ShareGroupMetadataKey(gid), None)
-    return DeletedGroup(gid, E.none)

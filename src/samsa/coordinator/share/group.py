@@ -5,6 +5,12 @@ subscriptions), a target assignment computed at an assignment epoch, and per mem
 current assignment and member epoch. Members never revoke: a partition may be shared by
 several members, so a member takes its target assignment as soon as it heartbeats.
 States (ShareGroupDescribe, ListGroups): Empty without members, else Stable.
+
+A share group implements the group interface (:class:`~samsa.coordinator.family.OffsetsGroup`)
+as Kafka's ``ShareGroup``: it has no committed offsets in ``__consumer_offsets`` (its share
+partitions' start offsets are share-partition state), so OffsetCommit, OffsetFetch and
+OffsetDelete naming it are GROUP_ID_NOT_FOUND; DeleteGroups needs it Empty; the offsets
+expiry sweep never deletes it.
 """
 
 from __future__ import annotations
@@ -12,8 +18,12 @@ from __future__ import annotations
 import enum
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
 
 from samsa.coordinator.events import TopicPartitions
+from samsa.coordinator.family import CommitCheck, ExpirationCondition
 from samsa.coordinator.share.records import (
     ShareGroupCurrentMemberAssignmentKey,
     ShareGroupCurrentMemberAssignmentValue,
@@ -28,6 +38,11 @@ from samsa.coordinator.share.records import (
     ShareRecordKey,
     ShareRecordValue,
 )
+
+if TYPE_CHECKING:
+    from samsa.coordinator.records import RecordKey
+
+E = ErrorCode
 
 SHARE_GROUP_TYPE = "share"
 SHARE_PROTOCOL_TYPE = "share"
@@ -90,6 +105,50 @@ class ShareGroup:
 
     def subscribed_topic_names(self) -> frozenset[str]:
         return frozenset(t for m in self.members.values() for t in m.subscribed_topic_names)
+
+    # the group interface (samsa.coordinator.family.OffsetsGroup), as Kafka's ShareGroup
+
+    def validate_offset_commit(self, member_id: str, instance_id: str | None,
+                               generation_or_epoch: int,
+                               api_version: int | None) -> CommitCheck:
+        return CommitCheck(E.group_id_not_found)
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int | None:
+        return E.group_id_not_found
+
+    def validate_offset_delete(self) -> int | None:
+        return E.group_id_not_found
+
+    def validate_delete_group(self) -> int | None:
+        return None if self.is_empty() else E.non_empty_group
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        return topic in self.subscribed_topic_names()
+
+    def offset_expiration_condition(self) -> ExpirationCondition | None:
+        """None: a share group has no offsets in ``__consumer_offsets``."""
+        return None
+
+    def should_expire(self) -> bool:
+        """Never deleted by the offsets expiry sweep (Kafka's ``ShareGroup.shouldExpire``)."""
+        return False
+
+    def group_tombstone_keys(self) -> list[RecordKey]:
+        """Kafka's ``ShareGroup.createGroupTombstoneRecords``: current assignments, target
+        members, target metadata, member metadata; the epoch tombstone last (its replay
+        removes the group)."""
+        gid = self.group_id
+        members = list(self.members)
+        return [
+            *(ShareGroupCurrentMemberAssignmentKey(gid, mid) for mid in members),
+            *(ShareGroupTargetAssignmentMemberKey(gid, mid) for mid in self.target),
+            ShareGroupTargetAssignmentMetadataKey(gid),
+            *(ShareGroupMemberMetadataKey(gid, mid) for mid in members),
+            ShareGroupMetadataKey(gid),
+        ]
 
 
 @dataclass

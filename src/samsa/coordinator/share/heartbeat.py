@@ -25,21 +25,13 @@ from kio.schema.errors import ErrorCode
 from samsa.coordinator.core import ShardCore
 from samsa.coordinator.events import ShareGroupHeartbeat
 from samsa.coordinator.responses import ShareGroupHeartbeatResponse
+from samsa.coordinator.share import record_factory as records
 from samsa.coordinator.share.assignor import assign
 from samsa.coordinator.share.group import (
+    SHARE_GROUP_TYPE,
     ShareGroup,
     ShareMember,
     to_topic_partitions,
-)
-from samsa.coordinator.share.records import (
-    ShareGroupCurrentMemberAssignmentKey,
-    ShareGroupMemberMetadataKey,
-    ShareGroupMetadataKey,
-    ShareGroupMetadataValue,
-    ShareGroupTargetAssignmentMemberKey,
-    ShareGroupTargetAssignmentMemberValue,
-    ShareGroupTargetAssignmentMetadataKey,
-    ShareGroupTargetAssignmentMetadataValue,
 )
 from samsa.coordinator.timers import TimerKind
 
@@ -53,7 +45,8 @@ def handle_heartbeat(core: ShardCore, ev: ShareGroupHeartbeat, token: object) ->
         core.reply(token, ShareGroupHeartbeatResponse(E.invalid_request, error))
         return
     gid = ev.group_id
-    if gid in core.groups or gid in core.hard.consumer.groups:
+    found = core.find_group(gid)
+    if found is not None and found[0].group_type != SHARE_GROUP_TYPE:
         core.reply(token, ShareGroupHeartbeatResponse(
             E.group_id_not_found, f"Group {gid} is not a share group."))
         return
@@ -86,11 +79,11 @@ def handle_heartbeat(core: ShardCore, ev: ShareGroupHeartbeat, token: object) ->
             f"{core.config.share_max_size} members."))
         return
     if group is None:
-        core.write(ShareGroupMetadataKey(gid), ShareGroupMetadataValue(0))
+        core.write(*records.group_epoch(gid, 0))
         group = core.hard.share.groups[gid]
     member, changed = _updated_member(group, member, ev)
     if changed:
-        core.write(ShareGroupMemberMetadataKey(gid, member.member_id), member.metadata_value())
+        core.write(*records.member_subscription(gid, member))
     metadata_hash = _metadata_hash(core, group)
     if changed or metadata_hash != group.metadata_hash:
         bump_epoch(core, group, metadata_hash)
@@ -142,8 +135,7 @@ def _metadata_hash(core: ShardCore, group: ShareGroup) -> int:
 
 def bump_epoch(core: ShardCore, group: ShareGroup, metadata_hash: int | None = None) -> None:
     mh = group.metadata_hash if metadata_hash is None else metadata_hash
-    core.write(ShareGroupMetadataKey(group.group_id),
-               ShareGroupMetadataValue(group.epoch + 1, mh))
+    core.write(*records.group_epoch(group.group_id, group.epoch + 1, mh))
 
 
 def _compute_target(core: ShardCore, group: ShareGroup) -> None:
@@ -151,13 +143,11 @@ def _compute_target(core: ShardCore, group: ShareGroup) -> None:
     target = assign({m.member_id: m.subscribed_topic_names for m in group.members.values()},
                     core.topics.by_name)
     for mid in [m for m in group.target if m not in target]:
-        core.write(ShareGroupTargetAssignmentMemberKey(gid, mid), None)
+        core.write(*records.target_member_tombstone(gid, mid))
     for mid, assignment in target.items():
         if group.target.get(mid) != assignment:
-            core.write(ShareGroupTargetAssignmentMemberKey(gid, mid),
-                       ShareGroupTargetAssignmentMemberValue(to_topic_partitions(assignment)))
-    core.write(ShareGroupTargetAssignmentMetadataKey(gid),
-               ShareGroupTargetAssignmentMetadataValue(group.epoch))
+            core.write(*records.target_member(gid, mid, assignment))
+    core.write(*records.target_epoch(gid, group.epoch))
 
 
 def _reconcile(core: ShardCore, group: ShareGroup, mid: str) -> bool:
@@ -169,8 +159,7 @@ def _reconcile(core: ShardCore, group: ShareGroup, mid: str) -> bool:
     moved = ShareMember(mid, member.rack_id, member.client_id, member.client_host,
                         member.subscribed_topic_names, group.assignment_epoch,
                         member.member_epoch, dict(target))
-    core.write(ShareGroupCurrentMemberAssignmentKey(group.group_id, mid),
-               moved.assignment_value())
+    core.write(*records.current_assignment(group.group_id, moved))
     return changed
 
 
@@ -183,10 +172,8 @@ def remove_member(core: ShardCore, group: ShareGroup, mid: str) -> None:
     """Tombstones for the member's assignment, target and metadata; the group epoch bumps."""
     gid = group.group_id
     core.cancel(TimerKind.SHARE_SESSION, gid, mid)
-    core.write(ShareGroupCurrentMemberAssignmentKey(gid, mid), None)
-    if mid in group.target:
-        core.write(ShareGroupTargetAssignmentMemberKey(gid, mid), None)
-    core.write(ShareGroupMemberMetadataKey(gid, mid), None)
+    for key, value in records.member_tombstones(gid, mid, mid in group.target):
+        core.write(key, value)
     bump_epoch(core, group)
 
 

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from samsa.coordinator.codec import Reader, Writer
 from samsa.coordinator.consumer.records import (
-    _R,
-    _W,
     ConsumerRecordDecodeError,
+    read_topic_partitions,
+    write_topic_partitions,
 )
 from samsa.coordinator.events import TopicPartitions
 
@@ -129,27 +130,28 @@ _KEY_IDS = {cls: kid for kid, cls in (*_GROUP_KEYS.items(), *_MEMBER_KEYS.items(
 
 
 def serialize_key(key: ShareRecordKey) -> bytes:
-    w = _W().raw(">h", _KEY_IDS[type(key)]).key_string(key.group)
+    w = Writer().int16(_KEY_IDS[type(key)]).string(key.group)
     if isinstance(key, ShareGroupMetadataKey | ShareGroupTargetAssignmentMetadataKey):
         return w.done()
-    return w.key_string(key.member_id).done()
+    return w.string(key.member_id).done()
 
 
 def serialize_value(value: ShareRecordValue) -> bytes:
-    w = _W().raw(">h", 0)
+    w = Writer(flexible=True).int16(0)
     match value:
         case ShareGroupMetadataValue():
-            w.raw(">i", value.epoch).raw(">q", value.metadata_hash)
+            w.int32(value.epoch).int64(value.metadata_hash)
         case ShareGroupMemberMetadataValue():
             w.string(value.rack_id).string(value.client_id).string(value.client_host)
             w.strings(value.subscribed_topic_names)
         case ShareGroupTargetAssignmentMetadataValue():
-            w.raw(">i", value.assignment_epoch)
+            w.int32(value.assignment_epoch)
         case ShareGroupTargetAssignmentMemberValue():
-            w.topic_partitions(value.topic_partitions)
+            write_topic_partitions(w, value.topic_partitions)
         case ShareGroupCurrentMemberAssignmentValue():
-            w.raw(">i", value.member_epoch).raw(">i", value.previous_member_epoch)
-            w.raw(">b", value.state).topic_partitions(value.assigned_partitions)
+            w.int32(value.member_epoch).int32(value.previous_member_epoch)
+            w.int8(value.state)
+            write_topic_partitions(w, value.assigned_partitions)
     return w.tags().done()
 
 
@@ -165,34 +167,34 @@ def is_share_key(data: bytes) -> bool:
 
 def deserialize_key(data: bytes) -> ShareRecordKey | None:
     """The typed key; ``None`` for a type read and ignored (15) or not a share record."""
-    r = _R(data)
-    version = r.raw(">h")
+    r = Reader(data, ConsumerRecordDecodeError)
+    version = r.int16()
     if version in _GROUP_KEYS:
-        return _GROUP_KEYS[version](r.key_string())
+        return _GROUP_KEYS[version](r.string())
     if version in _MEMBER_KEYS:
-        return _MEMBER_KEYS[version](r.key_string(), r.key_string())
+        return _MEMBER_KEYS[version](r.string(), r.string())
     return None
 
 
 def deserialize_value(key: ShareRecordKey, data: bytes) -> ShareRecordValue:
-    r = _R(data)
-    version = r.raw(">h")
+    r = Reader(data, ConsumerRecordDecodeError, flexible=True)
+    version = r.int16()
     if version != 0:
         raise ConsumerRecordDecodeError(f"unknown value version {version} for {key!r}")
     value: ShareRecordValue
     match key:
         case ShareGroupMetadataKey():
-            value = ShareGroupMetadataValue(r.raw(">i"), r.raw(">q"))
+            value = ShareGroupMetadataValue(r.int32(), r.int64())
         case ShareGroupMemberMetadataKey():
             value = ShareGroupMemberMetadataValue(r.nullable_string(), r.string(), r.string(),
                                                   r.strings())
         case ShareGroupTargetAssignmentMetadataKey():
-            value = ShareGroupTargetAssignmentMetadataValue(r.raw(">i"))
+            value = ShareGroupTargetAssignmentMetadataValue(r.int32())
         case ShareGroupTargetAssignmentMemberKey():
-            value = ShareGroupTargetAssignmentMemberValue(r.topic_partitions())
+            value = ShareGroupTargetAssignmentMemberValue(read_topic_partitions(r))
         case ShareGroupCurrentMemberAssignmentKey():
             value = ShareGroupCurrentMemberAssignmentValue(
-                r.raw(">i"), r.raw(">i"), r.raw(">b"), r.topic_partitions())
+                r.int32(), r.int32(), r.int8(), read_topic_partitions(r))
     r.tags()
     return value
 
