@@ -36,6 +36,18 @@ def cp_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProces
     assert proc.stop() == 0, f"broker did not exit cleanly, see {proc.log_path}"
 
 
+@pytest.fixture(scope="module")
+def share_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A broker serving share groups (KIP-932) with short locks and sessions (one per test
+    module); its log must hold no traceback."""
+    from tests.conformance.sharekit import SHARE_BROKER_CONFIG
+
+    proc = BrokerProcess(tmp_path_factory.mktemp("share") / "data", SHARE_BROKER_CONFIG).start()
+    yield proc
+    assert proc.stop() == 0, f"broker did not exit cleanly, see {proc.log_path}"
+    assert "Traceback" not in proc.log_path.read_text(), f"see {proc.log_path}"
+
+
 @pytest.fixture
 def fresh_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     """A broker of the test's own (for restarts, crashes and config)."""

@@ -114,10 +114,11 @@ def test_api_versions(client: WireClient, version: int) -> None:
     # range starting at 0, v4 lists it (KAFKA-17011).
     assert [(f.name, f.min_version_level, f.max_version_level)
             for f in resp.finalized_features] == [("group.version", 1, 1),
+                                                  ("share.version", 1, 1),
                                                   ("transaction.version", 2, 2)]
     supported = {f.name: (f.min_version, f.max_version) for f in resp.supported_features}
     assert supported == ({} if version == 3 else {
-        "group.version": (0, 1), "share.version": (0, 0), "transaction.version": (0, 2)})
+        "group.version": (0, 1), "share.version": (0, 1), "transaction.version": (0, 2)})
     again = call(client, ApiKey.API_VERSIONS, version, **fields)
     assert resp.finalized_features_epoch >= 0
     assert again.finalized_features_epoch == resp.finalized_features_epoch

@@ -67,7 +67,13 @@ def test_broker_and_group_configs(cli: CLI, admin: Admin) -> None:
         "consumer.assignment.interval.ms": ("1000", "DEFAULT_CONFIG"),
         "consumer.assignor.offload.enable": ("true", "DEFAULT_CONFIG"),
         "consumer.heartbeat.interval.ms": ("5000", "DEFAULT_CONFIG"),
-        "consumer.session.timeout.ms": ("50000", "GROUP_CONFIG")}
+        "consumer.session.timeout.ms": ("50000", "GROUP_CONFIG"),
+        "errors.deadletterqueue.topic.name": ("", "DEFAULT_CONFIG"),
+        "share.auto.offset.reset": ("latest", "DEFAULT_CONFIG"),
+        "share.delivery.count.limit": ("5", "DEFAULT_CONFIG"),
+        "share.heartbeat.interval.ms": ("5000", "DEFAULT_CONFIG"),
+        "share.record.lock.duration.ms": ("30000", "DEFAULT_CONFIG"),
+        "share.session.timeout.ms": ("45000", "DEFAULT_CONFIG")}
 
 
 def test_config_errors(cli: CLI, admin: Admin) -> None:

@@ -8,8 +8,8 @@ from tests.cli.conftest import CLI, parse_table
 
 def test_features_describe(cli: CLI, admin: Admin) -> None:
     meta = admin.describe_features()
-    assert meta.finalized == {"group.version": 1, "transaction.version": 2}
-    assert meta.supported == {"group.version": (0, 1), "share.version": (0, 0),
+    assert meta.finalized == {"group.version": 1, "share.version": 1, "transaction.version": 2}
+    assert meta.supported == {"group.version": (0, 1), "share.version": (0, 1),
                               "transaction.version": (0, 2)}
     assert meta.finalized_epoch is not None and meta.finalized_epoch > 0
     epoch = str(meta.finalized_epoch)
@@ -19,8 +19,8 @@ def test_features_describe(cli: CLI, admin: Admin) -> None:
     assert parse_table(r.out) == [
         {"FEATURE": "group.version", "SUPPORTED MIN": "0", "SUPPORTED MAX": "1",
          "FINALIZED LEVEL": "1", "EPOCH": epoch},
-        {"FEATURE": "share.version", "SUPPORTED MIN": "0", "SUPPORTED MAX": "0",
-         "FINALIZED LEVEL": "0", "EPOCH": epoch},
+        {"FEATURE": "share.version", "SUPPORTED MIN": "0", "SUPPORTED MAX": "1",
+         "FINALIZED LEVEL": "1", "EPOCH": epoch},
         {"FEATURE": "transaction.version", "SUPPORTED MIN": "0", "SUPPORTED MAX": "2",
          "FINALIZED LEVEL": "2", "EPOCH": epoch}]
     rows = cli("features", "describe", "-o", "json").json()

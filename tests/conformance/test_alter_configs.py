@@ -154,7 +154,13 @@ def test_group_configs(broker: BrokerProcess) -> None:
         "consumer.session.timeout.ms": ("45000", ConfigSource.DEFAULT_CONFIG.value),
         "consumer.heartbeat.interval.ms": ("5000", ConfigSource.DEFAULT_CONFIG.value),
         "consumer.assignment.interval.ms": ("1000", ConfigSource.DEFAULT_CONFIG.value),
-        "consumer.assignor.offload.enable": ("true", ConfigSource.DEFAULT_CONFIG.value)}
+        "consumer.assignor.offload.enable": ("true", ConfigSource.DEFAULT_CONFIG.value),
+        "share.auto.offset.reset": ("latest", ConfigSource.DEFAULT_CONFIG.value),
+        "errors.deadletterqueue.topic.name": ("", ConfigSource.DEFAULT_CONFIG.value),
+        "share.delivery.count.limit": ("5", ConfigSource.DEFAULT_CONFIG.value),
+        "share.heartbeat.interval.ms": ("5000", ConfigSource.DEFAULT_CONFIG.value),
+        "share.record.lock.duration.ms": ("30000", ConfigSource.DEFAULT_CONFIG.value),
+        "share.session.timeout.ms": ("45000", ConfigSource.DEFAULT_CONFIG.value)}
 
     _alter(admin, _resource("GROUP", group, ("consumer.session.timeout.ms", "50000", SET),
                             ("consumer.heartbeat.interval.ms", "6000", SET)))
@@ -172,7 +178,9 @@ def test_group_configs(broker: BrokerProcess) -> None:
                ("consumer.assignment.interval.ms", "16000", SET),  # above the broker's max
                ("consumer.assignment.interval.ms", "-1", SET),
                ("consumer.assignor.offload.enable", "maybe", SET),
-               ("share.session.timeout.ms", "50000", SET),
+               ("share.session.timeout.ms", "0", SET),
+               ("share.auto.offset.reset", "sometimes", SET),
+               ("share.delivery.count.limit", "1", SET),
                ("no.such.config", "1", SET)]:
         assert _error(admin, _resource("GROUP", group, op)).code() == KafkaError.INVALID_CONFIG
     _alter(admin, _resource("GROUP", group, ("consumer.heartbeat.interval.ms", "7000", SET)),
@@ -185,6 +193,12 @@ def test_group_configs(broker: BrokerProcess) -> None:
     assert (configs["consumer.assignment.interval.ms"].value,
             configs["consumer.assignor.offload.enable"].value) == ("0", "false")
     assert configs["consumer.assignor.offload.enable"].source == ConfigSource.GROUP_CONFIG.value
+    _alter(admin, _resource("GROUP", group, ("share.auto.offset.reset", "by_duration:PT1H", SET),
+                            ("share.delivery.count.limit", "7", SET)))
+    configs = _describe(admin, "GROUP", group)
+    assert (configs["share.auto.offset.reset"].value, configs["share.delivery.count.limit"].value,
+            configs["share.auto.offset.reset"].source) == (
+                "by_duration:PT1H", "7", ConfigSource.GROUP_CONFIG.value)
 
     res = ConfigResource("GROUP", group, set_config={"consumer.heartbeat.interval.ms": "8000"})
     admin.alter_configs([res])[res].result(15)

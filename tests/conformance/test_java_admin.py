@@ -124,7 +124,7 @@ def test_admin_on_a_live_and_an_empty_group(broker: BrokerProcess, java: JavaKit
 
 def test_describe_features(broker: BrokerProcess, java: JavaKit) -> None:
     """Admin.describeFeatures (ApiVersions v4) sees what Kafka 4.3 would report of a broker
-    serving consumer groups and transactions v2 (KIP-890), not share groups."""
+    serving consumer and share groups and transactions v2 (KIP-890)."""
     from samsa.client import Admin
 
     with Admin(broker.bootstrap) as samsa_admin:
@@ -134,7 +134,8 @@ def test_describe_features(broker: BrokerProcess, java: JavaKit) -> None:
         reply = ok(admin, "describe-features")
     finally:
         admin.close()
-    assert reply["finalized"] == {"group.version": [1, 1], "transaction.version": [2, 2]}
-    assert reply["supported"] == {"group.version": [0, 1], "share.version": [0, 0],
+    assert reply["finalized"] == {"group.version": [1, 1], "share.version": [1, 1],
+                                  "transaction.version": [2, 2]}
+    assert reply["supported"] == {"group.version": [0, 1], "share.version": [0, 1],
                                   "transaction.version": [0, 2]}
     assert reply["epoch"] == epoch and epoch is not None

@@ -74,6 +74,9 @@ class ToyGroup:
     def offset_expiration_condition(self) -> ExpirationCondition | None:
         return None
 
+    def should_expire(self) -> bool:
+        return True
+
     def group_tombstone_keys(self) -> list[RecordKey]:
         return []
 

@@ -58,7 +58,7 @@ def test_load_skips_records_of_other_coordinators_and_applies_tombstones() -> No
     (a,), gen = ctx.stable_group(1)
     ctx.commit({("t", 0): 1, ("t", 1): 2}, a, gen)
     log = [serialize(r.key, r.value) for r in ctx.records]
-    log.insert(0, (b"\x00\x0a\x00\x01g", b"\x00\x00whatever"))  # e.g. a share group record
+    log.insert(0, (b"\x00\x11\x00\x01g", b"\x00\x00whatever"))  # e.g. a streams group record
     log.append((encode_offset_commit_key("g", "t", 1), None))
     shard = CoordinatorShard(0)
     shard.load([rec for raw in log if (rec := deserialize(*raw)) is not None], 0)

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from samsa.broker.config import BrokerConfig
 from samsa.broker.groups import GroupRuntime
 from samsa.broker.metrics import BrokerMetrics
+from samsa.broker.shares import ShareRuntime
 from samsa.broker.storage import Leadership, ProducerIds
 from samsa.broker.topics import TopicManager
 from samsa.broker.transactions import TxnRuntime
@@ -32,6 +33,7 @@ class Services(Protocol):
     groups: GroupRuntime
     transactions: TxnRuntime
     txn_offsets: TxnOffsets
+    shares: ShareRuntime
     leadership: Leadership
     producer_ids: ProducerIds
     metrics: BrokerMetrics
@@ -54,6 +56,8 @@ class RequestContext:
     principal: KafkaPrincipal = ANONYMOUS
     #: the name of the listener the connection came in on (``PLAINTEXT`` for ``--listen``)
     listener: str = "PLAINTEXT"
+    #: the connection the request came on (an identity: share sessions close with it)
+    connection: object = None
 
     @property
     def version(self) -> int:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from samsa.broker.config import SETTINGS, BrokerConfig, ConfigError
+from samsa.share.reset import OffsetReset
 
 log = logging.getLogger("samsa.broker")
 
@@ -41,13 +42,23 @@ GROUP_SYNONYMS = {
     "consumer.heartbeat.interval.ms": "group.consumer.heartbeat.interval.ms",
     "consumer.assignment.interval.ms": "group.consumer.assignment.interval.ms",
     "consumer.assignor.offload.enable": "group.consumer.assignor.offload.enable",
+    "share.session.timeout.ms": "group.share.session.timeout.ms",
+    "share.heartbeat.interval.ms": "group.share.heartbeat.interval.ms",
+    "share.record.lock.duration.ms": "group.share.record.lock.duration.ms",
+    "share.delivery.count.limit": "group.share.delivery.count.limit",
 }
 """Group config name -> the broker setting that supplies its default (Kafka's GroupConfig)."""
+
+GROUP_STRING_DEFAULTS = {"share.auto.offset.reset": "latest",
+                         "errors.deadletterqueue.topic.name": ""}
+"""Group configs without a broker setting behind them, and Kafka's default."""
 
 _GROUP_BOOLEANS = frozenset({"consumer.assignor.offload.enable"})
 #: int group configs -> the least value Kafka's GroupConfig takes (``atLeast``)
 _GROUP_MINIMUM = {"consumer.session.timeout.ms": 1, "consumer.heartbeat.interval.ms": 1,
-                  "consumer.assignment.interval.ms": 0}
+                  "consumer.assignment.interval.ms": 0, "share.record.lock.duration.ms": 1000,
+                  "share.delivery.count.limit": 2, "share.session.timeout.ms": 1,
+                  "share.heartbeat.interval.ms": 1}
 
 _KNOWN = {s.name for s in SETTINGS}
 _INT32_MAX = 2**31 - 1
@@ -115,6 +126,12 @@ class DynamicConfigs:
 
     def resolve_group(self, group_id: str, name: str) -> Resolved:
         """Effective value of group config ``name`` for ``group_id``."""
+        if name in GROUP_STRING_DEFAULTS:
+            value = self._groups.get(group_id, {}).get(name)
+            if value is None:
+                return Resolved(GROUP_STRING_DEFAULTS[name], DEFAULT_CONFIG,
+                                ((name, GROUP_STRING_DEFAULTS[name], DEFAULT_CONFIG),))
+            return Resolved(value, GROUP_CONFIG, ((name, value, GROUP_CONFIG),))
         synonym = self.resolve_broker(GROUP_SYNONYMS[name])
         layers = [(synonym_name, v, s) for synonym_name, v, s in synonym.synonyms]
         own = self._groups.get(group_id, {})
@@ -153,8 +170,15 @@ class DynamicConfigs:
         (Kafka answers INVALID_CONFIG)."""
         cfg = broker or self.effective
         for key in props:
-            if key not in GROUP_SYNONYMS:
+            if key not in GROUP_SYNONYMS and key not in GROUP_STRING_DEFAULTS:
                 raise ConfigError(f"Unknown group config name: {key}")
+        reset = props.get("share.auto.offset.reset")
+        if reset is not None:
+            try:
+                OffsetReset.parse(str(reset))
+            except ValueError as exc:
+                raise ConfigError(f"Invalid value {reset} for configuration "
+                                  f"share.auto.offset.reset: {exc}") from None
         values: dict[str, int] = {}
         for key, synonym in GROUP_SYNONYMS.items():
             raw = props.get(key, cfg[synonym])

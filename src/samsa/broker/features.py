@@ -53,7 +53,8 @@ FEATURES: tuple[Feature, ...] = (
             lambda config: 1 if consumer_protocol_enabled(config) else 0,
             "1: KIP-848 consumer groups; 0 when group.coordinator.rebalance.protocols "
             "leaves out consumer"),
-    Feature("share.version", 0, 0, _off, "share groups (KIP-932): not served yet"),
+    Feature("share.version", 0, 1, lambda config: 1,
+            "1: share groups (KIP-932), finalized by default as in Kafka 4.2+"),
     Feature("transaction.version", 0, 2, lambda config: int(config["transaction.version"]),
             "2: transactions v2 (KIP-890: partitions added implicitly, an epoch bump at "
             "every end); 0 and 1: v1 (samsa does not verify a v1 producer's partitions "

@@ -42,10 +42,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import replace
 from itertools import groupby
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -62,13 +62,19 @@ from samsa.coordinator import (
     error_response,
 )
 from samsa.coordinator.consumer.topics import TopicInfo, TopicsSnapshot
-from samsa.coordinator.events import ConsumerGroupDescribe, ConsumerGroupHeartbeat
+from samsa.coordinator.events import (
+    ConsumerGroupDescribe,
+    ConsumerGroupHeartbeat,
+    ShareGroupDescribe,
+    ShareGroupHeartbeat,
+)
 from samsa.coordinator.history import LoadInfo
 from samsa.coordinator.jobs import Job
 from samsa.coordinator.records import RecordKey, RecordValue, deserialize, serialize
 from samsa.coordinator.responses import Response
 from samsa.coordinator.result import Reply
 from samsa.coordinator.runtime import Load, ShardRuntime, must_confirm, partitions_of
+from samsa.coordinator.share.records import ShareGroupMemberMetadataKey
 from samsa.coordinator.txn_offsets import Replayer
 from samsa.protocol.records import (
     CONTROL_COMMIT,
@@ -103,8 +109,12 @@ class StorageFailure(Exception):
     """The records behind a reply could not be written or fsynced."""
 
 
-class LoopTimer:
-    """The coordinator's :class:`~samsa.coordinator.Timer` on the asyncio loop.
+K = TypeVar("K", bound=Hashable)
+
+
+class LoopTimer(Generic[K]):
+    """The coordinator's :class:`~samsa.coordinator.Timer` on the asyncio loop (and the
+    share partitions' lock timers: any hashable key).
 
     Deadlines are milliseconds of the coordinator's clock (``now``, the broker's wall
     clock); the loop sleeps by its own monotonic clock. The two round against each other, so
@@ -118,14 +128,14 @@ class LoopTimer:
     the new one and re-arms once. An earlier deadline re-arms at once.
     """
 
-    def __init__(self, fire: Callable[[TimerKey], None],
+    def __init__(self, fire: Callable[[K], None],
                  now: Callable[[], int] = now_ms) -> None:
         self._fire_key = fire
         self._now = now
-        self._deadlines: dict[TimerKey, int] = {}
-        self._handles: dict[TimerKey, tuple[asyncio.TimerHandle, int]] = {}
+        self._deadlines: dict[K, int] = {}
+        self._handles: dict[K, tuple[asyncio.TimerHandle, int]] = {}
 
-    def schedule(self, key: TimerKey, deadline_ms: int) -> None:
+    def schedule(self, key: K, deadline_ms: int) -> None:
         self._deadlines[key] = deadline_ms
         armed = self._handles.get(key)
         if armed is not None:
@@ -134,18 +144,18 @@ class LoopTimer:
             armed[0].cancel()
         self._arm(key, deadline_ms)
 
-    def _arm(self, key: TimerKey, deadline_ms: int) -> None:
+    def _arm(self, key: K, deadline_ms: int) -> None:
         delay = max(0.0, (deadline_ms - self._now()) / 1000)
         handle = asyncio.get_running_loop().call_later(delay, self._fire, key)
         self._handles[key] = (handle, deadline_ms)
 
-    def cancel(self, key: TimerKey) -> None:
+    def cancel(self, key: K) -> None:
         self._deadlines.pop(key, None)
         armed = self._handles.pop(key, None)
         if armed is not None:
             armed[0].cancel()
 
-    def _fire(self, key: TimerKey) -> None:
+    def _fire(self, key: K) -> None:
         self._handles.pop(key, None)
         deadline = self._deadlines.get(key)
         if deadline is None:
@@ -168,7 +178,7 @@ class GroupRuntime:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.timer = LoopTimer(self.fire)
+        self.timer: LoopTimer[TimerKey] = LoopTimer(self.fire)
         self.coordinator: Coordinator | None = None
         self.topic: Topic | None = None
         self.shards: ShardRuntime | None = None
@@ -177,6 +187,9 @@ class GroupRuntime:
         self._topics_seen: tuple[tuple[object, int], ...] | None = None
         self.jobs = JobRunner(int(broker.config["group.coordinator.background.threads"]),
                               self._job_done)
+        #: called with (group, member) when a share group member is removed (the broker
+        #: releases the records it holds: samsa.broker.shares)
+        self.share_member_left: Callable[[str, str], None] | None = None
 
     @property
     def loads(self) -> dict[int, LoadInfo]:
@@ -241,7 +254,8 @@ class GroupRuntime:
 
     async def call(self, event: Event) -> Response:
         """Handle one request event; returns its (possibly deferred) response."""
-        if isinstance(event, (ConsumerGroupHeartbeat, ConsumerGroupDescribe)):
+        if isinstance(event, (ConsumerGroupHeartbeat, ConsumerGroupDescribe,
+                              ShareGroupHeartbeat, ShareGroupDescribe)):
             self.sync_topics()
         fut: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         result = self._coord().handle(event, now_ms(), reply_to=fut)
@@ -296,6 +310,10 @@ class GroupRuntime:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         self._start_jobs(result)
+        if self.share_member_left is not None:
+            for r in result.records:  # a share group member left or its session expired
+                if isinstance(r.key, ShareGroupMemberMetadataKey) and r.value is None:
+                    self.share_member_left(r.key.group, r.key.member_id)
         return True
 
     async def _deliver_when_durable(self, synced: list[tuple[int, int]],

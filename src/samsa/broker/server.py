@@ -36,6 +36,7 @@ from samsa.broker.groups import GroupRuntime
 from samsa.broker.handlers import Handler, registry
 from samsa.broker.handlers.api_versions import unsupported_version_response
 from samsa.broker.metrics import BrokerMetrics
+from samsa.broker.shares import ShareRuntime
 from samsa.broker.storage import Engine, Node
 from samsa.broker.topics import TopicManager
 from samsa.broker.transactions import TxnRuntime
@@ -84,6 +85,8 @@ class Broker:
         self.groups = GroupRuntime(self)
         self.txn_offsets = TxnOffsets(self.groups)
         self.transactions = TxnRuntime(self, self.txn_offsets)
+        self.shares = ShareRuntime(config, self.topics, self.topics.dynamic.group)
+        self.groups.share_member_left = self.shares.release_member
         self.handlers: dict[int, tuple[tuple[int, int], Handler]] = registry()
         self.supported = {key: versions for key, (versions, _) in self.handlers.items()}
         self.features_epoch = now_ms()
@@ -138,6 +141,7 @@ class Broker:
         await self.credentials.refresh()
         await self.groups.start()
         await self.transactions.start()
+        await self.shares.start()
         loop = asyncio.get_running_loop()
         handshake_s = int(self.config["connections.authentication.timeout.ms"]) / 1000
         for sec in self.security:
@@ -192,6 +196,7 @@ class Broker:
             conn.close()
         await self.transactions.stop()
         await self.groups.stop()
+        self.shares.close()
         for server in self._servers:
             await server.wait_closed()
         await asyncio.get_running_loop().run_in_executor(None, self._flush_all)
@@ -356,6 +361,7 @@ class Connection(asyncio.BufferedProtocol):
             self.broker.limits.release(self.listener, self.ip)
         self.broker.connections.discard(self)
         self.broker.paused.discard(self)
+        self.broker.shares.connection_closed(self)
 
     def pause_writing(self) -> None:
         self._can_write.clear()
@@ -485,7 +491,8 @@ class Connection(asyncio.BufferedProtocol):
                 return await self._sasl_answer(request.correlation_id, reply)
             self.max_frame = auth.max_frame(self.frame_limit)
         started = time.perf_counter()
-        ctx = RequestContext(self.broker, request, self.host, auth.principal, self.listener)
+        ctx = RequestContext(self.broker, request, self.host, auth.principal, self.listener,
+                             self)
         response = await self.broker.dispatch(ctx)
         out: Outgoing = None
         if isinstance(response, Spliced):

@@ -114,7 +114,9 @@ def snapshot(admin: Any, group_id: str) -> dict[str, Any]:
         from samsa.client.errors import error_for
 
         raise error_for(desc.error_code, f"describe group {group_id}")
-    committed = admin.list_consumer_group_offsets(group_id)
+    # a share group commits no offsets: its start offsets are the share partitions'
+    committed = ({} if desc.group_type == "share"
+                 else admin.list_consumer_group_offsets(group_id))
     if desc.state == "Dead" and not committed:
         raise CliError(f"group {group_id} does not exist")
     owner = {tp: m for m in desc.members for tp in m.assignment}
@@ -144,13 +146,20 @@ def snapshot(admin: Any, group_id: str) -> dict[str, Any]:
             "assignment_strategy": desc.protocol, "group_type": desc.group_type,
             "members": members, "partitions": rows,
             "total_lag": sum(r["lag"] for r in rows if r["lag"] is not None)}
-    if desc.group_type == "consumer":
+    if desc.group_type in EPOCH_TYPES:
         snap.update(group_epoch=desc.group_epoch, assignment_epoch=desc.assignment_epoch)
     return snap
 
 
+#: the group types whose groups and members have epochs (KIP-848 consumer, KIP-932 share)
+EPOCH_TYPES = ("consumer", "share")
+
+
 def _epochs_of(member: Any, group_type: str) -> dict[str, Any]:
-    """A KIP-848 member's epoch and target assignment (nothing for classic members)."""
+    """A KIP-848 member's epoch and target assignment, a share group member's epoch
+    (nothing for classic members)."""
+    if group_type == "share":
+        return {"member_epoch": member.member_epoch}
     if group_type != "consumer":
         return {}
     target = member.target_assignment or ()
@@ -170,7 +179,7 @@ def run_describe(args: argparse.Namespace) -> int:
                "assignment_strategy": snap["assignment_strategy"], "state": snap["state"],
                "members": len(snap["members"]), "group_type": snap["group_type"]}
         columns = [*STATE_COLUMNS, ("group_type", "TYPE")]
-        if snap["group_type"] == "consumer":
+        if snap["group_type"] in EPOCH_TYPES:
             row.update(group_epoch=snap["group_epoch"], assignment_epoch=snap["assignment_epoch"])
             columns += CONSUMER_STATE_COLUMNS
         if args.metrics_url:
@@ -185,7 +194,7 @@ def run_describe(args: argparse.Namespace) -> int:
         rows = snap["members"]
         columns = list(MEMBER_COLUMNS)
         consumer = snap["group_type"] == "consumer"
-        if consumer:
+        if snap["group_type"] in EPOCH_TYPES:
             columns.append(("member_epoch", "MEMBER-EPOCH"))
         if args.verbose:
             rows = [{**r, "assignment_text": format_assignment(r["assignment"]),

@@ -64,7 +64,8 @@ class MemberDescription:
     topics: tuple[str, ...]
     """Subscribed topics (decoded consumer-protocol metadata; empty for other types)."""
     assignment: tuple[TopicPartition, ...]
-    #: consumer groups (KIP-848) only: the member's epoch and its target assignment
+    #: consumer (KIP-848) and share (KIP-932) groups: the member's epoch; consumer groups
+    #: only: its target assignment
     member_epoch: int = -1
     target_assignment: tuple[TopicPartition, ...] | None = None
 
@@ -79,7 +80,7 @@ class GroupDescription:
     members: tuple[MemberDescription, ...]
     error_code: int = 0
     group_type: str = "classic"
-    #: consumer groups only: the group epoch and the target assignment's epoch
+    #: consumer and share groups only: the group epoch and the target assignment's epoch
     group_epoch: int = -1
     assignment_epoch: int = -1
 
@@ -154,7 +155,8 @@ class Admin:
                                   connector=connector)
         self._clock = clock
         self._metadata = Metadata(self._net, bootstrap_servers, clock=clock)
-        self._consumer_describe: int | None = None  # ConsumerGroupDescribe version, -1: none
+        #: API key -> the version to use of ConsumerGroupDescribe / ShareGroupDescribe (-1: none)
+        self._modern_describe: dict[int, int] = {}
 
     def close(self) -> None:
         self._net.close()
@@ -471,27 +473,30 @@ class Admin:
             supported={f.name: (int(f.min_version), int(f.max_version))
                        for f in getattr(resp, "supported_features", ())})
 
-    def _consumer_describe_version(self) -> int:
-        """The ConsumerGroupDescribe version to use (-1 when the broker has none)."""
-        if self._consumer_describe is None:
+    def _describe_version(self, api: ApiKey) -> int:
+        """The version to use of ConsumerGroupDescribe or ShareGroupDescribe (at most 1;
+        -1 when the broker has none)."""
+        if api not in self._modern_describe:
             resp = self._api_versions()
             ranges = {int(k.api_key): int(k.max_version) for k in resp.api_keys}
-            top = ranges.get(ApiKey.CONSUMER_GROUP_DESCRIBE)
-            self._consumer_describe = -1 if top is None else min(top, 1)
-        return self._consumer_describe
+            top = ranges.get(api)
+            self._modern_describe[api] = -1 if top is None else min(top, 1)
+        return self._modern_describe[api]
 
-    def _describe_consumer_group(self, gid: str) -> GroupDescription | None:
-        """A KIP-848 group by ConsumerGroupDescribe; None for a classic group (the broker
-        answers GROUP_ID_NOT_FOUND) or a broker without the API, as Kafka's admin does."""
-        version = self._consumer_describe_version()
+    def _describe_modern_group(self, gid: str, api: ApiKey,
+                               group_type: str) -> GroupDescription | None:
+        """A KIP-848 consumer group (ConsumerGroupDescribe) or a KIP-932 share group
+        (ShareGroupDescribe); None when the broker answers GROUP_ID_NOT_FOUND (a group of
+        another type) or has no such API, as Kafka's admin does."""
+        version = self._describe_version(api)
         if version < 0:
             return None
-        resp = self._group_call(gid, ApiKey.CONSUMER_GROUP_DESCRIBE, {
+        resp = self._group_call(gid, api, {
             "__version__": version, "group_ids": [gid], "include_authorized_operations": False},
             lambda r: int(r.groups[0].error_code))
         g = resp.groups[0]
         code = int(g.error_code)
-        if code == ErrorCode.group_id_not_found:  # not a consumer group
+        if code == ErrorCode.group_id_not_found:
             return None
 
         def tps(assignment: Any) -> tuple[TopicPartition, ...]:
@@ -499,21 +504,24 @@ class Admin:
                                 for t in assignment.topic_partitions for p in t.partitions))
 
         members = tuple(MemberDescription(
-            m.member_id, m.instance_id, m.client_id, m.client_host,
+            m.member_id, getattr(m, "instance_id", None), m.client_id, m.client_host,
             tuple(m.subscribed_topic_names), tps(m.assignment), int(m.member_epoch),
-            tps(m.target_assignment)) for m in g.members)
-        return GroupDescription(g.group_id, g.group_state, "consumer", g.assignor_name,
-                                members, code, "consumer", int(g.group_epoch),
+            tps(m.target_assignment) if hasattr(m, "target_assignment") else None)
+            for m in g.members)
+        return GroupDescription(g.group_id, g.group_state, group_type, g.assignor_name,
+                                members, code, group_type, int(g.group_epoch),
                                 int(g.assignment_epoch))
 
     def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
         """Describe groups; consumer-protocol members are decoded (topics, assignment).
 
         KIP-848 consumer groups come from ConsumerGroupDescribe (type ``consumer``, group
-        and member epochs, target assignments); classic groups from DescribeGroups."""
+        and member epochs, target assignments), KIP-932 share groups from ShareGroupDescribe
+        (type ``share``); classic groups from DescribeGroups."""
         out = {}
         for gid in group_ids:
-            modern = self._describe_consumer_group(gid)
+            modern = (self._describe_modern_group(gid, ApiKey.CONSUMER_GROUP_DESCRIBE, "consumer")
+                      or self._describe_modern_group(gid, ApiKey.SHARE_GROUP_DESCRIBE, "share"))
             if modern is not None:
                 out[gid] = modern
                 continue

@@ -34,12 +34,13 @@ How the broker edge drives it (one asyncio task per shard keeps calls serialised
   group's rebalance history (:mod:`.history`, on when ``history_max_events`` > 0).
 
 Where things are. A shard (:mod:`.shard`) holds one family per group type side by side
-(:mod:`.family`: :mod:`.classic_family`, :mod:`.consumer.family`; share groups are to be a
-third) and dispatches each request by the type of the group it names; APIs of every type go
+(:mod:`.family`: :mod:`.classic_family`, :mod:`.consumer.family`, :mod:`.share.family`)
+and dispatches each request by the type of the group it names; APIs of every type go
 through the group interface (:class:`.family.OffsetsGroup`). :mod:`.core` holds the
 primitives (write, reply, timers, jobs, now); records are typed (:mod:`.records`,
-:mod:`.consumer.records`), made by pure factories (:mod:`.record_factory`,
-:mod:`.consumer.record_factory`) and encoded by one writer and reader (:mod:`.codec`).
+:mod:`.consumer.records`, :mod:`.share.records`), made by pure factories
+(:mod:`.record_factory`, :mod:`.consumer.record_factory`, :mod:`.share.record_factory`) and
+encoded by one writer and reader (:mod:`.codec`).
 
 Group type x API -> module (``c.`` is :mod:`.consumer`):
 
@@ -59,6 +60,11 @@ ListGroups,             described as Dead); DeleteGroups through the group inter
 DeleteGroups
 timers, procedures      ``rebalance``, ``state``      ``c.heartbeat``, ``c.batching``
 ======================  ============================  ====================================
+
+Share (KIP-932) groups, :mod:`.share`: ShareGroupHeartbeat ``share.heartbeat``,
+ShareGroupDescribe ``share.describe``; a classic or consumer API naming a share group is
+refused (JoinGroup INCONSISTENT_GROUP_PROTOCOL, the others GROUP_ID_NOT_FOUND, as Kafka's
+``ShareGroup``); ListGroups, DescribeGroups and DeleteGroups serve them through the family.
 
 Try it in a REPL from the repository root (``.venv/bin/python``), on the fake clock of
 ``tests/coordinator``. The test harness does the plumbing (it also answers MEMBER_ID_REQUIRED

@@ -63,7 +63,7 @@ def handle_list(core: ShardCore, ev: ListGroups, token: object) -> None:
 
 
 def list_groups(core: ShardCore, ev: ListGroups) -> list[ListedGroup]:
-    """Groups of this shard (classic and consumer), filtered by state and type names
+    """Groups of this shard (every type), filtered by state and type names
     (case-insensitive)."""
     types = {t.lower().strip() for t in ev.types_filter}
     states = {s.lower().strip() for s in ev.states_filter}

@@ -17,6 +17,8 @@ from samsa.coordinator.events import (
     OffsetCommit,
     OffsetDelete,
     OffsetFetch,
+    ShareGroupDescribe,
+    ShareGroupHeartbeat,
     SyncGroup,
     TxnOffsetCommit,
 )
@@ -38,6 +40,8 @@ from samsa.coordinator.responses import (
     OffsetFetchResponse,
     PartitionError,
     Response,
+    ShareGroupDescribeResponse,
+    ShareGroupHeartbeatResponse,
     SyncGroupResponse,
     TopicErrors,
 )
@@ -47,14 +51,15 @@ E = ErrorCode
 #: APIs that accept the empty group id (Kafka's ``isValidGroupId``).
 _EMPTY_ID_OK = (OffsetCommit, OffsetFetch, DescribeGroups, DeleteGroups,
                 # ConsumerGroupHeartbeat: INVALID_REQUEST, from its own validation
-                ConsumerGroupHeartbeat)
+                ConsumerGroupHeartbeat, ShareGroupHeartbeat)
 
 
 def group_ids(event: Event) -> tuple[str, ...]:
     """The group ids an event is about (empty for ListGroups)."""
     if isinstance(event, OffsetFetch):
         return tuple(g.group_id for g in event.groups)
-    if isinstance(event, DescribeGroups | DeleteGroups | ConsumerGroupDescribe):
+    if isinstance(event, DescribeGroups | DeleteGroups | ConsumerGroupDescribe
+                          | ShareGroupDescribe):
         return event.groups
     if isinstance(event, ListGroups):
         return ()
@@ -101,6 +106,11 @@ def error_response(event: Event, error: int) -> Response:
             return ConsumerGroupHeartbeatResponse(error)
         case ConsumerGroupDescribe():
             return ConsumerGroupDescribeResponse(
+                tuple(ConsumerDescribedGroup(g, error) for g in event.groups))
+        case ShareGroupHeartbeat():
+            return ShareGroupHeartbeatResponse(error)
+        case ShareGroupDescribe():
+            return ShareGroupDescribeResponse(
                 tuple(ConsumerDescribedGroup(g, error) for g in event.groups))
     raise TypeError(f"not a coordinator event: {event!r}")
 

@@ -1,6 +1,7 @@
 """The one binary writer and reader of ``__consumer_offsets`` records, for every record
-family (classic and offsets :mod:`.records`, consumer :mod:`.consumer.records`, history
-:mod:`.history.codec`): Kafka's message encodings, big-endian.
+family (classic and offsets :mod:`.records`, consumer :mod:`.consumer.records`, share
+:mod:`.share.records`, history :mod:`.history.codec`) and for the share-partition state of
+``__share_group_state`` (:mod:`samsa.share.records`): Kafka's message encodings, big-endian.
 
 Non-flexible (record keys, classic values before v4): strings int16-length-prefixed (-1 =
 null), bytes and arrays int32-length-prefixed. Flexible (consumer values, classic v4):

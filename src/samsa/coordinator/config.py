@@ -33,6 +33,9 @@ _NAMES = {
     "group.consumer.min.assignment.interval.ms": "consumer_min_assignment_interval_ms",
     "group.consumer.max.assignment.interval.ms": "consumer_max_assignment_interval_ms",
     "group.consumer.regex.refresh.interval.ms": "consumer_regex_refresh_interval_ms",
+    "group.share.heartbeat.interval.ms": "share_heartbeat_interval_ms",
+    "group.share.session.timeout.ms": "share_session_timeout_ms",
+    "group.share.max.size": "share_max_size",
 }
 
 #: boolean settings (Kafka's BOOLEAN type: true or false)
@@ -49,9 +52,10 @@ _STRING_NAMES = {"group.consumer.migration.policy": "consumer_migration_policy"}
 
 MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 
-#: the group types samsa serves (Kafka also knows ``share`` and ``streams``)
-REBALANCE_PROTOCOLS = ("classic", "consumer")
-_KAFKA_ONLY_PROTOCOLS = ("share", "streams")
+#: the group types samsa serves (Kafka also knows ``streams``); share groups are on when the
+#: ``share.version`` feature is finalized, as in Kafka 4.2+, and ``share`` may be listed
+REBALANCE_PROTOCOLS = ("classic", "consumer", "share")
+_KAFKA_ONLY_PROTOCOLS = ("streams",)
 
 #: Kafka's GroupConfig names a group may override (AlterConfigs on a GROUP resource)
 GROUP_SESSION_TIMEOUT = "consumer.session.timeout.ms"
@@ -111,6 +115,10 @@ class CoordinatorConfig:
     consumer_assignor_offload_enable: bool = True
     #: how long a resolved regular expression stands before a heartbeat resolves it again
     consumer_regex_refresh_interval_ms: int = 600_000
+    #: KIP-932 share groups (Kafka's defaults)
+    share_heartbeat_interval_ms: int = 5000
+    share_session_timeout_ms: int = 45000
+    share_max_size: int = 200
     #: per-group overrides, asked on every use so AlterConfigs applies at once (the broker
     #: injects its dynamic group configs; the coordinator imports nothing of the broker)
     group_configs: GroupConfigs = field(default=_no_group_configs, compare=False, repr=False)
@@ -149,6 +157,16 @@ class CoordinatorConfig:
         return bool(self.group_configs(group_id).get(GROUP_ASSIGNOR_OFFLOAD,
                                                      self.consumer_assignor_offload_enable))
 
+    def share_session_timeout_for(self, group_id: str) -> int:
+        """The group's ``share.session.timeout.ms``, else the broker's."""
+        return self.group_configs(group_id).get("share.session.timeout.ms",
+                                                self.share_session_timeout_ms)
+
+    def share_heartbeat_interval_for(self, group_id: str) -> int:
+        """The group's ``share.heartbeat.interval.ms``, else the broker's."""
+        return self.group_configs(group_id).get("share.heartbeat.interval.ms",
+                                                self.share_heartbeat_interval_ms)
+
     def validate(self) -> None:
         """Kafka's start-up checks of the consumer-group settings; raises
         :class:`InvalidCoordinatorConfig` naming the settings at fault."""
@@ -183,6 +201,10 @@ class CoordinatorConfig:
         hb, session = self.consumer_heartbeat_interval_ms, self.consumer_session_timeout_ms
         _require(hb < session, f"group.consumer.heartbeat.interval.ms ({hb}) must be less than "
                                f"group.consumer.session.timeout.ms ({session})")
+        hb, session = self.share_heartbeat_interval_ms, self.share_session_timeout_ms
+        _require(0 < hb < session, f"group.share.heartbeat.interval.ms ({hb}) must be at least "
+                                   f"1 and less than group.share.session.timeout.ms ({session})")
+        _require(self.share_max_size >= 1, "group.share.max.size must be at least 1")
         _require(self.consumer_max_size >= 1, "group.consumer.max.size must be at least 1")
         _require(self.history_max_events >= 0, "group.history.max.events must be at least 0")
         _require(self.consumer_migration_policy in MIGRATION_POLICIES,

@@ -2,18 +2,18 @@
 
 Hard state (:class:`HardState`) is exactly what the ``__consumer_offsets`` records say: the
 latest group metadata value per group, the latest committed offset per partition, the
-consumer groups and the history. It changes only by replaying records, through the shard's
-replay switch (:data:`samsa.coordinator.shard.REPLAY`: each family replays its own record
-types). Soft state is the live classic groups (:class:`Group`), their parked requests, the
-shard's timer deadlines, the background jobs it awaits (:mod:`.jobs`) and the replies
-parked on them.
+consumer groups, the share groups and the history. It changes only by replaying records,
+through the shard's replay switch (:data:`samsa.coordinator.shard.REPLAY`: each family
+replays its own record types). Soft state is the live classic groups (:class:`Group`), their
+parked requests, the shard's timer deadlines, the background jobs it awaits (:mod:`.jobs`)
+and the replies parked on them.
 
 How results are applied: a handler mutates soft state and calls :meth:`ShardCore.write` with
-a record of the pure factories (:mod:`.record_factory`, :mod:`.consumer.record_factory`),
-which appends it to the call's result and immediately replays it into hard state. The edge
-appends ``Result.records`` to the log and only then delivers ``Result.replies``. If the
-append fails, the edge reloads the shard from its log and answers every request of the
-failed result with an error.
+a record of the pure factories (:mod:`.record_factory`, :mod:`.consumer.record_factory`,
+:mod:`.share.record_factory`), which appends it to the call's result and immediately replays
+it into hard state. The edge appends ``Result.records`` to the log and only then delivers
+``Result.replies``. If the append fails, the edge reloads the shard from its log and answers
+every request of the failed result with an error.
 
 The shard's group types (:mod:`.family`) keep their state here; :meth:`ShardCore.find_group`
 finds a group of any type, with its family.
@@ -49,6 +49,7 @@ from samsa.coordinator.records import (
 )
 from samsa.coordinator.responses import Response
 from samsa.coordinator.result import Record, Reply, Result
+from samsa.coordinator.share.group import ShareGroups
 from samsa.coordinator.timers import Timer, TimerKey, TimerKind
 from samsa.coordinator.txn_pending import PendingTxnOffsets
 
@@ -73,6 +74,8 @@ class HardState:
     history: GroupHistories = field(default_factory=GroupHistories)
     #: offsets staged by open transactions (:mod:`samsa.coordinator.txn_offsets`)
     pending_txn: PendingTxnOffsets = field(default_factory=PendingTxnOffsets)
+    #: the share (KIP-932) groups, live like consumer groups
+    share: ShareGroups = field(default_factory=ShareGroups)
 
     def replay(self, key: RecordKey, value: RecordValue | None) -> None:
         """Apply one record (``value is None``: a tombstone) through the shard's replay
@@ -95,9 +98,10 @@ class HardState:
         self.history.replay(key, value)
 
     def group_ids(self) -> list[str]:
-        """Classic groups (and offset-only ids); consumer groups are in ``consumer``."""
+        """Classic groups (and offset-only ids); consumer and share groups are in
+        ``consumer`` and ``share``."""
         ids = dict.fromkeys([*self.groups, *self.offsets])
-        return [g for g in ids if g not in self.consumer.groups]
+        return [g for g in ids if g not in self.consumer.groups and g not in self.share.groups]
 
 
 Replayer = Callable[[HardState, Any, Any], None]

@@ -2,12 +2,12 @@
 
 * :class:`OffsetsGroup`, the group interface (Kafka's ``Group``): a group of any type
   (classic :class:`~.group.Group`, consumer :class:`~.consumer.group.ConsumerGroup`, share
-  groups next) judges offset commits, fetches and deletions and its own deletion, says which
-  topics it subscribes to, when its offsets expire and which tombstones delete it. The one
-  offsets path (:mod:`.offsets`) and DeleteGroups (:mod:`.admin`) call it; its answers are
-  values, nothing here writes.
+  :class:`~.share.group.ShareGroup`) judges offset commits, fetches and deletions and its
+  own deletion, says which topics it subscribes to, when its offsets expire and which
+  tombstones delete it. The one offsets path (:mod:`.offsets`) and DeleteGroups
+  (:mod:`.admin`) call it; its answers are values, nothing here writes.
 * :class:`GroupFamily`, one group type's part of a shard (its records, APIs, timers and
-  jobs): :mod:`.classic_family`, :mod:`.consumer.family`.
+  jobs): :mod:`.classic_family`, :mod:`.consumer.family`, :mod:`.share.family`.
 """
 
 from __future__ import annotations
@@ -121,6 +121,11 @@ class OffsetsGroup(Protocol):
 
     def offset_expiration_condition(self) -> ExpirationCondition | None:
         """How its offsets expire now; None: they do not."""
+        ...
+
+    def should_expire(self) -> bool:
+        """Whether the offsets expiry sweep looks at it at all (Kafka's ``shouldExpire``:
+        False for share groups, which it never deletes)."""
         ...
 
     def group_tombstone_keys(self) -> list[RecordKey]:

@@ -344,6 +344,9 @@ class Group:
         """An Empty group subscribes to nothing (its offsets can all be deleted)."""
         return not self.is_empty() and self.is_subscribed_to(topic)
 
+    def should_expire(self) -> bool:
+        return True
+
     def offset_expiration_condition(self) -> ExpirationCondition | None:
         """Kafka's ``ClassicGroup.offsetExpirationCondition``: an Empty group's offsets
         expire from when it became Empty; a Stable consumer-protocol group's offsets of

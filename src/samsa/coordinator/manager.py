@@ -27,6 +27,7 @@ from samsa.coordinator.events import (
     FetchGroup,
     ListGroups,
     OffsetFetch,
+    ShareGroupDescribe,
 )
 from samsa.coordinator.hashing import partition_for
 from samsa.coordinator.history.model import HistoryEvent, LoadInfo
@@ -44,6 +45,7 @@ from samsa.coordinator.responses import (
     ListGroupsResponse,
     OffsetFetchResponse,
     Response,
+    ShareGroupDescribeResponse,
 )
 from samsa.coordinator.result import EMPTY_RESULT, Record, Reply, Result
 from samsa.coordinator.shard import CoordinatorShard, ShardStatus
@@ -143,7 +145,7 @@ class Coordinator:
             return self._per_group(event, now_ms, reply_to, _split_describe)
         if isinstance(event, DeleteGroups):
             return self._per_group(event, now_ms, reply_to, _split_delete)
-        if isinstance(event, ConsumerGroupDescribe):
+        if isinstance(event, ConsumerGroupDescribe | ShareGroupDescribe):
             return self._per_group(event, now_ms, reply_to, _split_consumer_describe)
         shard = self.shard_for(event.group_id)
         if shard is None:
@@ -152,7 +154,8 @@ class Coordinator:
 
     def _per_group(
         self,
-        event: OffsetFetch | DescribeGroups | DeleteGroups | ConsumerGroupDescribe,
+        event: (OffsetFetch | DescribeGroups | DeleteGroups | ConsumerGroupDescribe
+                | ShareGroupDescribe),
         now_ms: int,
         reply_to: object,
         split: _Split,
@@ -247,13 +250,13 @@ def _split_delete(event: Event) -> list[tuple[str, Event]]:
 
 
 def _split_consumer_describe(event: Event) -> list[tuple[str, Event]]:
-    assert isinstance(event, ConsumerGroupDescribe)
+    assert isinstance(event, ConsumerGroupDescribe | ShareGroupDescribe)
     return [(g, replace(event, groups=(g,))) for g in event.groups]
 
 
 def _only_item(response: Response) -> object:
     if isinstance(response, OffsetFetchResponse | DescribeGroupsResponse | DeleteGroupsResponse
-                  | ConsumerGroupDescribeResponse):
+                  | ConsumerGroupDescribeResponse | ShareGroupDescribeResponse):
         return response.groups[0]
     raise TypeError(f"unexpected response {response!r}")
 
@@ -265,6 +268,9 @@ def _merge(event: Event, items: list[object]) -> Response:
         return DescribeGroupsResponse(tuple(i for i in items if isinstance(i, DescribedGroup)))
     if isinstance(event, ConsumerGroupDescribe):
         return ConsumerGroupDescribeResponse(
+            tuple(i for i in items if isinstance(i, ConsumerDescribedGroup)))
+    if isinstance(event, ShareGroupDescribe):
+        return ShareGroupDescribeResponse(
             tuple(i for i in items if isinstance(i, ConsumerDescribedGroup)))
     return DeleteGroupsResponse(tuple(i for i in items if isinstance(i, DeletedGroup)))
 

@@ -197,12 +197,15 @@ def delete_if_empty(core: ShardCore, family: GroupFamily, group: OffsetsGroup) -
 
 
 def expire_offsets(core: ShardCore) -> None:
-    """Kafka's ``cleanupGroupMetadata`` run over every group: drop the offsets its
-    expiration condition says expired, then delete it if it is empty without offsets."""
+    """Kafka's ``cleanupGroupMetadata`` run over every group that should expire: drop the
+    offsets its expiration condition says expired, then delete it if it is empty without
+    offsets."""
     retention = core.config.offsets_retention_ms
     now = core.now_ms
     for family in core.families:
         for group in family.groups(core):
+            if not group.should_expire():
+                continue
             condition = group.offset_expiration_condition()
             if condition is not None:
                 offsets = core.offsets_of(group.group_id)

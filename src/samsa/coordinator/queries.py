@@ -1,9 +1,10 @@
 """Read-only views of a shard's groups and offsets (metrics, DescribeGroups, ListGroups,
 tests): frozen copies, so nothing outside the coordinator holds its live objects.
 
-Both group types are covered: classic groups and KIP-848 consumer groups
-(``GroupSummary.group_type``). For a consumer group the summary's generation is its group
-epoch, its protocol the server assignor most members name, and there is no leader.
+Every group type is covered: classic groups, KIP-848 consumer groups and KIP-932 share
+groups (``GroupSummary.group_type``). For a consumer or share group the summary's
+generation is its group epoch, its protocol the server assignor (most members name; share
+groups: ``simple``), and there is no leader.
 
 :class:`~samsa.coordinator.Coordinator` offers these for every shard it owns
 (``group_summaries()``, ``group_summary(id)``, ``describe(id)``, ``committed_offsets(id)``).
@@ -22,14 +23,24 @@ from samsa.coordinator.consumer.group import (
 from samsa.coordinator.consumer.target import preferred_assignor
 from samsa.coordinator.core import ShardCore
 from samsa.coordinator.group import Group
+from samsa.coordinator.share.group import (
+    SHARE_ASSIGNOR,
+    SHARE_GROUP_TYPE,
+    SHARE_PROTOCOL_TYPE,
+    SHARE_STATE_NAMES,
+    ShareGroup,
+    ShareGroupState,
+)
 from samsa.coordinator.state import CLASSIC_STATE_NAMES, GroupState
 
 CLASSIC_GROUP_TYPE = "classic"
 
-#: a classic group's state, or a consumer group's (Empty, Assigning, Reconciling, Stable)
-AnyGroupState = GroupState | ConsumerGroupState
-#: every state name of both group types, classic ones first
-STATE_NAMES: tuple[str, ...] = tuple(dict.fromkeys(CLASSIC_STATE_NAMES + CONSUMER_STATE_NAMES))
+#: a classic group's state, a consumer group's (Empty, Assigning, Reconciling, Stable) or a
+#: share group's (Empty, Stable)
+AnyGroupState = GroupState | ConsumerGroupState | ShareGroupState
+#: every state name of the group types, classic ones first
+STATE_NAMES: tuple[str, ...] = tuple(dict.fromkeys(
+    CLASSIC_STATE_NAMES + CONSUMER_STATE_NAMES + SHARE_STATE_NAMES))
 #: the state names of a group in a rebalance (classic: until SyncGroup; consumer: until
 #: every member reconciled to the target assignment)
 REBALANCING_STATE_NAMES = frozenset({
@@ -124,22 +135,33 @@ def consumer_summary(core: ShardCore, group: ConsumerGroup) -> GroupSummary:
     )
 
 
+def share_summary(core: ShardCore, group: ShareGroup) -> GroupSummary:
+    return GroupSummary(
+        group_id=group.group_id,
+        state=group.state,
+        protocol_type=SHARE_PROTOCOL_TYPE,
+        protocol=SHARE_ASSIGNOR,
+        leader="",
+        generation=group.epoch,
+        members=len(group.members),
+        partition=core.partition,
+        group_type=SHARE_GROUP_TYPE,
+    )
+
+
 def group_summary(core: ShardCore, group_id: str) -> GroupSummary | None:
     found = core.find_group(group_id)
     return None if found is None else found[0].summary(core, found[1])
 
 
 def state_of(core: ShardCore, group_id: str) -> tuple[AnyGroupState, int] | None:
-    """The group's state and generation (a consumer group's: its group epoch)."""
-    group = core.groups.get(group_id)
-    if group is not None:
-        return group.state, group.generation
-    consumer = core.hard.consumer.groups.get(group_id)
-    return None if consumer is None else (consumer.state, consumer.epoch)
+    """The group's state and generation (a consumer or share group's: its group epoch)."""
+    found = group_summary(core, group_id)
+    return None if found is None else (found.state, found.generation)
 
 
 def summaries(core: ShardCore) -> list[GroupSummary]:
-    """Every live group of the shard, family by family (classic, then consumer), each in
+    """Every live group of the shard, family by family (classic, consumer, share), each in
     creation order."""
     return [family.summary(core, g) for family in core.families for g in family.groups(core)]
 
@@ -189,6 +211,17 @@ def describe_consumer(core: ShardCore, group: ConsumerGroup) -> GroupDescription
         for m in group.members.values()
     )
     return GroupDescription(consumer_summary(core, group), members, (),
+                            group.subscribed_topic_names())
+
+
+def describe_share(core: ShardCore, group: ShareGroup) -> GroupDescription:
+    """A share group's members; each session timeout is the group's
+    ``share.session.timeout.ms``."""
+    session = core.config.share_session_timeout_for(group.group_id)
+    members = tuple(
+        MemberDescription(m.member_id, None, m.client_id, m.client_host, session, -1, b"", b"")
+        for m in group.members.values())
+    return GroupDescription(share_summary(core, group), members, (),
                             group.subscribed_topic_names())
 
 

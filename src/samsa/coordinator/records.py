@@ -9,8 +9,10 @@ that names the record type:
 * versions 0 and 1: offset commit key ``{group string, topic string, partition int32}``;
 * version 2: group metadata key ``{group string}``;
 * 3, 5-8, 16: consumer-group (KIP-848) records, typed in :mod:`.consumer.records`;
+* 10-14: share-group (KIP-932) records, typed in :mod:`.share.records` (15 is read and
+  skipped);
 * 0x7A5A: samsa's group history (:mod:`.history.codec`), a type Kafka's tools skip;
-* anything else: records of other coordinators (share, streams groups), which callers skip.
+* anything else: records of other coordinators (streams groups), which callers skip.
 
 Values written here are offset commit value v3 (v1 when an explicit retention time gives an
 expire timestamp, as Kafka does) and group metadata value v3. Decoding accepts every version
@@ -31,6 +33,8 @@ from samsa.coordinator.consumer.records import (
 )
 from samsa.coordinator.history import codec as history_codec
 from samsa.coordinator.history.model import HistoryEvent, HistoryKey
+from samsa.coordinator.share import records as share_records
+from samsa.coordinator.share.records import ShareRecordValue
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -88,8 +92,10 @@ class GroupMetadataValue:
     members: tuple[MemberMetadataValue, ...]
 
 
-RecordKey = OffsetCommitKey | GroupMetadataKey | ConsumerRecordKey | HistoryKey
-RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerRecordValue | HistoryEvent
+RecordKey = (OffsetCommitKey | GroupMetadataKey | ConsumerRecordKey | HistoryKey
+             | share_records.ShareRecordKey)
+RecordValue = (OffsetCommitValue | GroupMetadataValue | ConsumerRecordValue | HistoryEvent
+               | share_records.ShareRecordValue)
 
 
 # --------------------------------------------------------------------------- serde
@@ -98,8 +104,11 @@ RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerRecordValue | His
 def serialize(key: RecordKey, value: RecordValue | None) -> tuple[bytes, bytes | None]:
     """Key and value bytes of one record, in Kafka's formats."""
     if isinstance(key, CONSUMER_KEY_TYPES):
-        assert not isinstance(value, OffsetCommitValue | GroupMetadataValue | HistoryEvent)
+        assert not isinstance(value, OffsetCommitValue | GroupMetadataValue | HistoryEvent
+                                  | ShareRecordValue)
         return consumer_records.serialize(key, value)
+    if isinstance(key, share_records.SHARE_KEY_TYPES):
+        return share_records.serialize(key, value)  # type: ignore[arg-type]
     if isinstance(key, HistoryKey):
         assert value is None or isinstance(value, HistoryEvent)
         return (history_codec.encode_key(key),
@@ -115,7 +124,10 @@ def serialize(key: RecordKey, value: RecordValue | None) -> tuple[bytes, bytes |
 
 def deserialize(key: bytes, value: bytes | None) -> tuple[RecordKey, RecordValue | None] | None:
     """The typed record of a log entry; ``None`` for record types this coordinator does not
-    own (share and streams groups, Kafka < 4.1 partition metadata), which loading skips."""
+    own (streams groups, Kafka < 4.1 partition metadata, share-group state partition
+    metadata), which loading skips."""
+    if share_records.is_share_key(key):
+        return share_records.deserialize(key, value)
     decoded = decode_key(key)
     if decoded is None:
         history = history_codec.decode_key(key)

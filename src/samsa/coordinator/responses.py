@@ -218,6 +218,26 @@ class ConsumerGroupDescribeResponse:
     groups: tuple[ConsumerDescribedGroup, ...]
 
 
+@dataclass(frozen=True)
+class ShareGroupHeartbeatResponse:
+    """``assignment`` is ``None`` when unchanged since the member's last heartbeat."""
+
+    error_code: int
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: tuple[TopicPartitions, ...] | None = None
+
+
+@dataclass(frozen=True)
+class ShareGroupDescribeResponse:
+    """Share groups described in the consumer groups' shape (no instance ids, regexes or
+    target assignments)."""
+
+    groups: tuple[ConsumerDescribedGroup, ...]
+
+
 Response = (
     JoinGroupResponse
     | SyncGroupResponse
@@ -231,4 +251,6 @@ Response = (
     | DeleteGroupsResponse
     | ConsumerGroupHeartbeatResponse
     | ConsumerGroupDescribeResponse
+    | ShareGroupHeartbeatResponse
+    | ShareGroupDescribeResponse
 )

@@ -52,6 +52,7 @@ from samsa.coordinator.history.recorder import UNLOAD
 from samsa.coordinator.jobs import Job
 from samsa.coordinator.records import OffsetCommitKey, RecordKey, RecordValue
 from samsa.coordinator.result import EMPTY_RESULT, Result
+from samsa.coordinator.share.family import ShareFamily
 from samsa.coordinator.timers import Timer, TimerKey, TimerKind
 
 E = ErrorCode
@@ -65,7 +66,7 @@ class ShardStatus(enum.Enum):
 
 #: The group types of a shard, side by side (:class:`~.family.GroupFamily`). A group type
 #: is one more entry here; the first is the home of the APIs no other family claims.
-FAMILIES: tuple[GroupFamily, ...] = (ClassicFamily(), ConsumerFamily())
+FAMILIES: tuple[GroupFamily, ...] = (ClassicFamily(), ConsumerFamily(), ShareFamily())
 
 
 

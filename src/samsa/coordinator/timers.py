@@ -35,6 +35,8 @@ class TimerKind(enum.Enum):
     TRANSACTION_TIMEOUT = "transaction-timeout"
     #: an idle transactional id's expiry (``transactional.id.expiration.ms``)
     TRANSACTIONAL_ID_EXPIRATION = "transactional-id-expiration"
+    #: share (KIP-932) groups: a member's session
+    SHARE_SESSION = "share-session"
 
 
 @dataclass(frozen=True)

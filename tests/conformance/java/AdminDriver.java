@@ -17,6 +17,12 @@ import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.FeatureMetadata;
 import org.apache.kafka.clients.admin.FinalizedVersionRange;
+import org.apache.kafka.clients.admin.GroupListing;
+import org.apache.kafka.clients.admin.ListGroupsOptions;
+import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
+import org.apache.kafka.clients.admin.SharePartitionOffsetInfo;
+import org.apache.kafka.clients.admin.ShareGroupDescription;
+import org.apache.kafka.clients.admin.ShareMemberDescription;
 import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.clients.admin.SupportedVersionRange;
@@ -52,6 +58,11 @@ import org.apache.kafka.common.resource.ResourceType;
  *   list-transactions           listTransactions (id, producer id, state of each)
  *   describe-transactions ID... describeTransactions (state, producer, timeout, partitions)
  *   describe-producers TP       describeProducers (id, epoch, open transaction's start)
+ *   list-share-groups           listGroups(ListGroupsOptions.forShareGroups())
+ *   describe-share-groups GROUP...   describeShareGroups
+ *   list-share-offsets GROUP    listShareGroupOffsets (every partition with share state)
+ *   alter-share-offsets GROUP TP=OFFSET...   alterShareGroupOffsets
+ *   delete-share-offsets GROUP TOPIC...      deleteShareGroupOffsets
  *   create-acls ACL...          createAcls (a result per ACL)
  *   describe-acls [ACL]         describeAcls (every ACL when no filter is given)
  *   delete-acls ACL...          deleteAcls (the ACLs each filter removed, or its error)
@@ -80,6 +91,11 @@ public final class AdminDriver {
         COMMANDS.put("list-transactions", AdminDriver::listTransactions);
         COMMANDS.put("describe-transactions", AdminDriver::describeTransactions);
         COMMANDS.put("describe-producers", AdminDriver::describeProducers);
+        COMMANDS.put("list-share-groups", AdminDriver::listShareGroups);
+        COMMANDS.put("describe-share-groups", AdminDriver::describeShareGroups);
+        COMMANDS.put("list-share-offsets", AdminDriver::listShareOffsets);
+        COMMANDS.put("alter-share-offsets", AdminDriver::alterShareOffsets);
+        COMMANDS.put("delete-share-offsets", AdminDriver::deleteShareOffsets);
         COMMANDS.put("create-acls", AdminDriver::createAcls);
         COMMANDS.put("describe-acls", AdminDriver::describeAcls);
         COMMANDS.put("delete-acls", AdminDriver::deleteAcls);
@@ -183,6 +199,71 @@ public final class AdminDriver {
             out.put(group, error(futures.get(group)));
         }
         return Json.obj("errors", out);
+    }
+
+    static Map<String, Object> listShareGroups(Admin admin, List<String> words) throws Exception {
+        List<Object> groups = new ArrayList<>();
+        for (GroupListing g : get(admin.listGroups(ListGroupsOptions.forShareGroups()).all())) {
+            groups.add(Json.obj("group", g.groupId(),
+                    "state", g.groupState().map(Object::toString).orElse(null),
+                    "type", g.type().map(Object::toString).orElse(null),
+                    "protocol", g.protocol()));
+        }
+        return Json.obj("groups", groups);
+    }
+
+    static Map<String, Object> describeShareGroups(Admin admin, List<String> groups)
+            throws Exception {
+        Map<String, Object> out = new LinkedHashMap<>();
+        Map<String, KafkaFuture<ShareGroupDescription>> futures =
+                admin.describeShareGroups(groups).describedGroups();
+        for (String group : groups) {
+            try {
+                ShareGroupDescription d = get(futures.get(group));
+                List<Object> members = new ArrayList<>();
+                for (ShareMemberDescription m : d.members()) {
+                    members.add(Json.obj("member", m.consumerId(), "client", m.clientId(),
+                            "epoch", m.memberEpoch(),
+                            "assignment", Json.tps(m.assignment().topicPartitions())));
+                }
+                out.put(group, Json.obj("state", d.groupState().toString(),
+                        "epoch", d.groupEpoch(), "assignment_epoch", d.targetAssignmentEpoch(),
+                        "members", members));
+            } catch (Exception e) {
+                out.put(group, Json.obj("error", Conf.error(e)));
+            }
+        }
+        return Json.obj("groups", out);
+    }
+
+    static Map<String, Object> listShareOffsets(Admin admin, List<String> words)
+            throws Exception {
+        String group = words.get(0);
+        Map<TopicPartition, SharePartitionOffsetInfo> offsets = get(admin.listShareGroupOffsets(
+                Map.of(group, new ListShareGroupOffsetsSpec())).partitionsToOffsetInfo(group));
+        Map<String, Object> out = new java.util.TreeMap<>();
+        for (Map.Entry<TopicPartition, SharePartitionOffsetInfo> e : offsets.entrySet()) {
+            SharePartitionOffsetInfo o = e.getValue();
+            out.put(name(e.getKey()), o == null ? null : Json.obj("start", o.startOffset(),
+                    "lag", o.lag().orElse(null)));
+        }
+        return Json.obj("offsets", out);
+    }
+
+    static Map<String, Object> alterShareOffsets(Admin admin, List<String> words)
+            throws Exception {
+        Map<TopicPartition, Long> offsets = new HashMap<>();
+        for (String w : words.subList(1, words.size())) {
+            String[] kv = w.split("=");
+            offsets.put(tp(kv[0]), Long.parseLong(kv[1]));
+        }
+        return Json.obj("all", error(admin.alterShareGroupOffsets(words.get(0), offsets).all()));
+    }
+
+    static Map<String, Object> deleteShareOffsets(Admin admin, List<String> words)
+            throws Exception {
+        Set<String> topics = new HashSet<>(words.subList(1, words.size()));
+        return Json.obj("all", error(admin.deleteShareGroupOffsets(words.get(0), topics).all()));
     }
 
     static Map<String, Object> listOffsets(Admin admin, List<String> words) throws Exception {

@@ -1,4 +1,8 @@
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
 import java.util.Properties;
+import java.util.concurrent.LinkedBlockingQueue;
 
 /** Command-line settings: `key=value` arguments become client properties. */
 final class Conf {
@@ -39,5 +43,25 @@ final class Conf {
         Throwable c = t.getCause() != null && t instanceof java.util.concurrent.ExecutionException
                 ? t.getCause() : t;
         return c.getClass().getSimpleName() + ": " + c.getMessage();
+    }
+
+    /** Commands read from stdin by a daemon thread, one per line; "close" at its end. */
+    static LinkedBlockingQueue<String> stdinCommands() {
+        LinkedBlockingQueue<String> commands = new LinkedBlockingQueue<>();
+        Thread stdin = new Thread(() -> {
+            try (BufferedReader in = new BufferedReader(
+                    new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+                String line;
+                while ((line = in.readLine()) != null) {
+                    commands.add(line.trim());
+                }
+            } catch (Exception ignored) {
+                // treated as end of input
+            }
+            commands.add("close");
+        });
+        stdin.setDaemon(true);
+        stdin.start();
+        return commands;
     }
 }

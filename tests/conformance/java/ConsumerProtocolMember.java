@@ -1,6 +1,3 @@
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -135,21 +132,7 @@ public final class ConsumerProtocolMember {
     };
 
     private void run(String topics, boolean pattern, long maxSeconds) {
-        LinkedBlockingQueue<String> commands = new LinkedBlockingQueue<>();
-        Thread stdin = new Thread(() -> {
-            try (BufferedReader in = new BufferedReader(
-                    new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
-                String line;
-                while ((line = in.readLine()) != null) {
-                    commands.add(line.trim());
-                }
-            } catch (Exception ignored) {
-                // treated as end of input
-            }
-            commands.add("close");
-        });
-        stdin.setDaemon(true);
-        stdin.start();
+        LinkedBlockingQueue<String> commands = Conf.stdinCommands();
 
         if (pattern) {
             consumer.subscribe(new SubscriptionPattern(topics), listener);

@@ -1,4 +1,5 @@
-"""DeleteGroups (key 42): delete empty groups and their offsets, an error per group.
+"""DeleteGroups (key 42): delete empty groups and their offsets, an error per group. A
+deleted share group's share-partition state goes too (Kafka's DeleteShareGroupState).
 
 Needs DELETE on each group (else that group is GROUP_AUTHORIZATION_FAILED).
 
@@ -27,6 +28,9 @@ async def handle(ctx: RequestContext) -> DeleteGroupsResponse:
     resp = await access.call_group(ctx, DeleteGroups(tuple(ctx.body.groups_names)),
                                    AclOperation.DELETE)
     assert isinstance(resp, co.DeleteGroupsResponse)
+    for g in resp.groups:
+        if g.error_code == ErrorCode.none:
+            ctx.broker.shares.delete_group(g.group_id)
     return DeleteGroupsResponse(throttle_time=NO_THROTTLE, results=tuple(
         DeletableGroupResult(group_id=GroupId(g.group_id), error_code=ErrorCode(g.error_code))
         for g in resp.groups))

@@ -29,6 +29,7 @@ from samsa.broker.context import RequestContext
 from samsa.broker.dynamic_config import (
     DEFAULT_CONFIG,
     DYNAMIC_BROKER_SETTINGS,
+    GROUP_STRING_DEFAULTS,
     GROUP_SYNONYMS,
     Resolved,
 )
@@ -143,7 +144,19 @@ def _group(ctx: RequestContext, name: str, keys: set[str] | None, synonyms: bool
             setting = _BY_NAME[GROUP_SYNONYMS[key]]
             configs.append(_entry(key, dynamic.resolve_group(name, key), synonyms,
                                   _type(setting), setting.doc if docs else None))
+    for key in sorted(GROUP_STRING_DEFAULTS):
+        if _wanted(keys, key):
+            configs.append(_entry(key, dynamic.resolve_group(name, key), synonyms, STRING,
+                                  _GROUP_STRING_DOCS[key] if docs else None))
     return _result(GROUP, name, configs)
+
+
+_GROUP_STRING_DOCS = {
+    "share.auto.offset.reset": "Where a share group starts reading a partition: latest, "
+                               "earliest or by_duration:<ISO-8601>.",
+    "errors.deadletterqueue.topic.name": "The topic a share group copies records it rejects "
+                                         "or archives at the delivery limit to (KIP-1191).",
+}
 
 
 def _type(setting: Setting) -> int:

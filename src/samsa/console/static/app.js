@@ -382,9 +382,9 @@ function healthView() {
 
 function shareView() {
   $("#view").innerHTML = `<h1>Share groups</h1><div class="card" data-testid="share-groups">
-    <p>Share groups (KIP-932, queues) are not served by samsa yet. Once they are, this panel shows
-    each share group's start offset, in-flight, acquired and archived records, delivery counts,
-    lock expiries and its dead-letter queue.</p></div>`;
+    <p>samsa serves share groups (KIP-932, queues); they are listed with the other groups. This
+    panel does not show their share partitions yet (start offset, in-flight, acquired and
+    archived records, delivery counts, lock expiries).</p></div>`;
   return { groups: () => {} };
 }
 

@@ -29,7 +29,7 @@ def handle_describe(core: ShardCore, ev: ConsumerGroupDescribe, token: object) -
 def describe_group(core: ShardCore, gid: str) -> ConsumerDescribedGroup:
     group = core.hard.consumer.groups.get(gid)
     if group is None:
-        message = (f"Group {gid} is not a consumer group" if gid in core.groups
+        message = (f"Group {gid} is not a consumer group" if core.find_group(gid) is not None
                    else f"Group {gid} not found.")
         return ConsumerDescribedGroup(gid, E.group_id_not_found, message)
     return ConsumerDescribedGroup(

@@ -348,6 +348,9 @@ class ConsumerGroup:
     def is_subscribed_to_topic(self, topic: str) -> bool:
         return topic in self.subscribed_topic_names()
 
+    def should_expire(self) -> bool:
+        return True
+
     def offset_expiration_condition(self) -> ExpirationCondition:
         """Offsets of topics no member subscribes to expire from their commit."""
         return ExpirationCondition(commit_timestamp, self.subscribed_topic_names())

@@ -200,7 +200,7 @@ def _reader(data: bytes) -> Reader:
     return Reader(data, ConsumerRecordDecodeError, flexible=True)
 
 
-def _write_topic_partitions(
+def write_topic_partitions(
     w: Writer, items: tuple[TopicPartitions, ...] | tuple[AssignedTopicPartitions, ...]
 ) -> None:
     w.array_len(len(items))
@@ -221,7 +221,7 @@ def _read_assigned_topic_partitions(r: Reader) -> tuple[AssignedTopicPartitions,
     return tuple(out)
 
 
-def _read_topic_partitions(r: Reader) -> tuple[TopicPartitions, ...]:
+def read_topic_partitions(r: Reader) -> tuple[TopicPartitions, ...]:
     return tuple(TopicPartitions(tp.topic_id, tp.partitions)
                  for tp in _read_assigned_topic_partitions(r))
 
@@ -267,11 +267,11 @@ def serialize_value(value: ConsumerRecordValue) -> bytes:
             stamp = value.assignment_timestamp
             return w.tags({0: struct.pack(">q", stamp)} if stamp else {}).done()
         case ConsumerGroupTargetAssignmentMemberValue():
-            _write_topic_partitions(w, value.topic_partitions)
+            write_topic_partitions(w, value.topic_partitions)
         case ConsumerGroupCurrentMemberAssignmentValue():
             w.int32(value.member_epoch).int32(value.previous_member_epoch).int8(value.state)
-            _write_topic_partitions(w, value.assigned_partitions)
-            _write_topic_partitions(w, value.partitions_pending_revocation)
+            write_topic_partitions(w, value.assigned_partitions)
+            write_topic_partitions(w, value.partitions_pending_revocation)
         case ConsumerGroupRegularExpressionValue():
             w.strings(value.topics).int64(value.version).int64(value.timestamp)
     return w.tags().done()
@@ -359,7 +359,7 @@ def deserialize_value(key: ConsumerRecordKey, data: bytes) -> ConsumerRecordValu
             stamp = struct.unpack(">q", raw_stamp)[0] if raw_stamp else 0
             return ConsumerGroupTargetAssignmentMetadataValue(epoch, int(stamp))
         case ConsumerGroupTargetAssignmentMemberKey():
-            value = ConsumerGroupTargetAssignmentMemberValue(_read_topic_partitions(r))
+            value = ConsumerGroupTargetAssignmentMemberValue(read_topic_partitions(r))
         case ConsumerGroupCurrentMemberAssignmentKey():
             value = ConsumerGroupCurrentMemberAssignmentValue(
                 member_epoch=r.int32(),

@@ -1,0 +1,197 @@
+"""Share groups (KIP-932) against consumer groups, on one samsa broker.
+
+1. Records/s through a share group of 4 confluent-kafka ``ShareConsumer`` members (implicit
+   acknowledgement: each poll accepts the previous one) against a consumer group of 4
+   ``Consumer`` members (``group.protocol=consumer``), each member in its own thread, on the
+   same 4-partition topic of 100 B records; timed from the first record to the last. The
+   ratio is the figure (aim: share >= 0.5x consumer).
+2. ShareFetch round trips on a raw connection (max_records 500, the previous batch
+   accepted in the same request): p50 and p99 in ms of the fetches that acquired records.
+3. The cost of 100,000 in-flight records in one share partition (pure core, in process):
+   memory per acquired record (tracemalloc) and the time to acquire them, and to expire
+   their locks.
+
+    .venv/bin/python benchmarks/share.py [--records N] [--fetches N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import tracemalloc
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from confluent_kafka import Consumer, ShareConsumer  # noqa: E402
+from tests.broker.test_group_api_versions import call  # noqa: E402
+from tests.brokerproc import BrokerProcess  # noqa: E402
+from tests.conformance.groupkit import create_topic, produce  # noqa: E402
+from tests.conformance.sharekit import set_group_configs  # noqa: E402
+from tests.wire import WireClient  # noqa: E402
+
+from samsa.protocol.api_keys import ApiKey  # noqa: E402
+from samsa.share import LockKey, SharePartition, SharePartitionConfig  # noqa: E402
+
+MEMBERS = 4
+PARTITIONS = 4
+
+
+def _drain(make: Any, total: int, poll: Any) -> float:
+    """Run MEMBERS consumers in threads until ``total`` records came; records/s."""
+    seen = [0] * MEMBERS
+    first: list[float] = []
+    last = [0.0]
+    lock = threading.Lock()
+
+    def run(i: int) -> None:
+        c = make(i)
+        try:
+            while sum(seen) < total:
+                n = poll(c)
+                if n:
+                    with lock:
+                        if not first:
+                            first.append(time.perf_counter())
+                        seen[i] += n
+                        last[0] = time.perf_counter()
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(MEMBERS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    return total / (last[0] - first[0])
+
+
+def _share_rate(bootstrap: str, topic: str, total: int) -> float:
+    group = f"bench-share-{uuid.uuid4().hex[:6]}"
+    set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest"})
+
+    def make(i: int) -> ShareConsumer:
+        c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
+        c.subscribe([topic])
+        return c
+
+    return _drain(make, total, lambda c: len([m for m in c.poll(0.5) or [] if not m.error()]))
+
+
+def _consumer_rate(bootstrap: str, topic: str, total: int) -> float:
+    group = f"bench-cg-{uuid.uuid4().hex[:6]}"
+
+    def make(i: int) -> Consumer:
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                      "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+        c.subscribe([topic])
+        return c
+
+    return _drain(make, total,
+                  lambda c: len([m for m in c.consume(500, 0.5) if not m.error()]))
+
+
+def _fetch_latency(bootstrap: str, topic: str, fetches: int) -> tuple[float, float]:
+    group = f"bench-rt-{uuid.uuid4().hex[:6]}"
+    set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    c = WireClient(bootstrap)
+    meta = call(c, ApiKey.METADATA, 12, topics=[{"topic_id": None, "name": topic}],
+                allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    topic_id = meta.topics[0].topic_id
+    times = []
+    acks: list[tuple[int, int, int]] = []
+    for epoch in range(fetches):
+        topics = [{"topic_id": topic_id, "partitions": [
+            {"partition_index": p, "acknowledgement_batches": [
+                {"first_offset": f, "last_offset": last, "acknowledge_types": [1]}
+                for pp, f, last in acks if pp == p]}
+            for p in range(PARTITIONS)]}] if epoch == 0 or acks else []
+        start = time.perf_counter()
+        resp = call(c, ApiKey.SHARE_FETCH, 2, group_id=group, member_id="bench",
+                    share_session_epoch=epoch, max_wait=0, min_bytes=1, max_bytes=1 << 20,
+                    max_records=500, batch_size=500, topics=topics, forgotten_topics_data=[])
+        elapsed = (time.perf_counter() - start) * 1000
+        acks = [(p.partition_index, a.first_offset, a.last_offset)
+                for t in resp.responses for p in t.partitions for a in p.acquired_records]
+        if acks:  # only the fetches that acquired records count
+            times.append(elapsed)
+    c.close()
+    times.sort()
+    return statistics.median(times), times[int(len(times) * 0.99) - 1]
+
+
+class _Timer:
+    def __init__(self) -> None:
+        self.deadlines: dict[LockKey, int] = {}
+
+    def schedule(self, key: LockKey, deadline_ms: int) -> None:
+        self.deadlines[key] = deadline_ms
+
+    def cancel(self, key: LockKey) -> None:
+        self.deadlines.pop(key, None)
+
+
+def _fill(records: int, timer: _Timer) -> SharePartition:
+    part = SharePartition("p", 0, timer, SharePartitionConfig(30_000, 5, records))
+    for _ in range(records // 500):  # as ShareFetch does: 500 records per acquisition
+        part.acquire("m", records, 500, 0)
+    return part
+
+
+def _in_flight(records: int) -> tuple[float, float, float]:
+    """(bytes per acquired record, acquire µs per record, expire µs per record)."""
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    kept = _fill(records, _Timer())
+    size = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    del kept
+    timer = _Timer()
+    start = time.perf_counter()
+    part = _fill(records, timer)
+    acquire = time.perf_counter() - start
+    start = time.perf_counter()
+    for key in list(timer.deadlines):
+        part.fire(key, 30_000)
+    expire = time.perf_counter() - start
+    return size / records, acquire / records * 1e6, expire / records * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=40_000)
+    parser.add_argument("--fetches", type=int, default=60)
+    args = parser.parse_args()
+    per_partition = args.records // PARTITIONS
+    total = per_partition * PARTITIONS
+    with tempfile.TemporaryDirectory() as tmp:
+        broker = BrokerProcess(Path(tmp) / "data", {"group.consumer.heartbeat.interval.ms":
+                                                    "5000"}).start()
+        try:
+            topic = f"bench-{uuid.uuid4().hex[:6]}"
+            create_topic(broker.bootstrap, topic, PARTITIONS)
+            produce(broker.bootstrap, topic, PARTITIONS, per_partition)
+            consumer = _consumer_rate(broker.bootstrap, topic, total)
+            share = _share_rate(broker.bootstrap, topic, total)
+            print(f"{total} records of ~20 B, {PARTITIONS} partitions, {MEMBERS} members")
+            print(f"consumer group: {consumer:10,.0f} records/s")
+            print(f"share group:    {share:10,.0f} records/s  ({share / consumer:.2f}x)")
+            p50, p99 = _fetch_latency(broker.bootstrap, topic, args.fetches)
+            print(f"ShareFetch (500 records, acks piggybacked): p50 {p50:.2f} ms, "
+                  f"p99 {p99:.2f} ms")
+        finally:
+            broker.stop()
+    per, acquire, expire = _in_flight(100_000)
+    print(f"100,000 in-flight records: {per:.0f} B each, acquire {acquire:.2f} µs/record, "
+          f"lock expiry {expire:.2f} µs/record")
+
+
+if __name__ == "__main__":
+    main()

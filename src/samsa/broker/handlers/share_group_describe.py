@@ -1,0 +1,65 @@
+"""ShareGroupDescribe (key 77, v1): share groups with their group epoch, assignment epoch,
+assignor (``simple``) and, per member, its epoch, subscriptions and assignment. A group that
+is not a share group answers GROUP_ID_NOT_FOUND ("... is not a share group"), as Kafka.
+Needs DESCRIBE on each group (else GROUP_AUTHORIZATION_FAILED). Built as v1, typed.
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+from kio.schema.share_group_describe.v1 import response as wire
+from kio.schema.types import GroupId, TopicName
+from kio.static.primitive import i32
+
+from samsa.broker import access
+from samsa.broker.context import RequestContext
+from samsa.coordinator.events import ShareGroupDescribe
+from samsa.coordinator.responses import (
+    ConsumerDescribedGroup,
+    ConsumerGroupMemberDescription,
+    DescribedTopicPartitions,
+    ShareGroupDescribeResponse,
+)
+from samsa.protocol.api_keys import ApiKey
+from samsa.protocol.build import NO_THROTTLE
+from samsa.security.acl import AclOperation, ResourceType
+
+API_KEY = ApiKey.SHARE_GROUP_DESCRIBE
+VERSIONS = (1, 1)
+
+NO_OPERATIONS = i32(access.NOT_REQUESTED)
+
+
+def _assignment(parts: tuple[DescribedTopicPartitions, ...]) -> wire.Assignment:
+    return wire.Assignment(topic_partitions=tuple(
+        wire.TopicPartitions(topic_id=t.topic_id, topic_name=TopicName(t.topic_name),
+                             partitions=tuple(i32(p) for p in t.partitions))
+        for t in parts))
+
+
+def _member(m: ConsumerGroupMemberDescription) -> wire.Member:
+    return wire.Member(
+        member_id=m.member_id, rack_id=m.rack_id, member_epoch=i32(m.member_epoch),
+        client_id=m.client_id, client_host=m.client_host,
+        subscribed_topic_names=tuple(TopicName(n) for n in m.subscribed_topic_names),
+        assignment=_assignment(m.assignment))
+
+
+def _group(g: ConsumerDescribedGroup, operations: i32 = NO_OPERATIONS) -> wire.DescribedGroup:
+    return wire.DescribedGroup(
+        error_code=ErrorCode(g.error_code), error_message=g.error_message,
+        group_id=GroupId(g.group_id), group_state=g.group_state,
+        group_epoch=i32(g.group_epoch), assignment_epoch=i32(g.assignment_epoch),
+        assignor_name=g.assignor_name, members=tuple(_member(m) for m in g.members),
+        authorized_operations=operations)
+
+
+async def handle(ctx: RequestContext) -> wire.ShareGroupDescribeResponse:
+    body = ctx.body
+    resp = await access.call_group(ctx, ShareGroupDescribe(
+        tuple(body.group_ids), bool(body.include_authorized_operations)), AclOperation.DESCRIBE)
+    assert isinstance(resp, ShareGroupDescribeResponse)
+    return wire.ShareGroupDescribeResponse(throttle_time=NO_THROTTLE, groups=tuple(
+        _group(g, i32(access.operations(ctx, ResourceType.GROUP, g.group_id)))
+        if body.include_authorized_operations and not g.error_code else _group(g)
+        for g in resp.groups))

@@ -1,0 +1,408 @@
+"""Share partitions and share sessions on the partition leader (KIP-932): the asyncio edge
+of :mod:`samsa.share`.
+
+* :class:`ShareRuntime` keeps one :class:`~samsa.share.SharePartition` per (share group,
+  topic id, partition) this node serves, created at the group's first ShareFetch of the
+  partition at the offset ``share.auto.offset.reset`` names (``latest`` by default, as
+  Kafka), and runs their acquisition locks on a :class:`~samsa.broker.groups.LoopTimer`
+  (early fires re-arm, stale ones are ignored: no expiry is lost);
+* share sessions, one per (group, member), at most ``group.share.max.share.sessions``
+  (SHARE_SESSION_LIMIT_REACHED beyond): ShareFetch epoch 0 opens one (replacing an old
+  one), each later ShareFetch/ShareAcknowledge must carry the next epoch (else
+  INVALID_SHARE_SESSION_EPOCH; SHARE_SESSION_NOT_FOUND without a session), epoch -1 closes
+  it. A closed session, the connection it was last used on closing, and the member leaving
+  the group (or missing its session timeout: the group runtime tells,
+  :meth:`ShareRuntime.release_member`) release the member's acquired records (they become
+  available again, delivery counts kept);
+* records rejected or archived at the delivery limit are copied to the group's
+  ``errors.deadletterqueue.topic.name`` topic when it has one (KIP-1191);
+* whatever makes records available again (a release, an expired lock) wakes the ShareFetch
+  requests waiting for records, as new log data does through the partition's waiters.
+
+Durable state (SPSO, acknowledged and archived records, delivery counts) is kept in the
+compacted internal topic ``__share_group_state`` through the broker's partition stores, as
+Kafka's share coordinator keeps it (its ShareSnapshot records, :mod:`samsa.share.records`;
+the state partition is ``abs(hash("group:topicId:partition")) % partitions``). The topic is
+created at the first share fetch; :meth:`ShareRuntime.start` reads it back, so a restarted
+broker rebuilds each share partition from its last snapshot (nothing acknowledged is
+delivered again; what was acquired is available again). A change is appended at once; the
+acknowledgements behind it are answered once it is durable (:meth:`ShareRuntime.durable`).
+samsa serves the state itself: the share coordinator's RPCs (FindCoordinator key type 2,
+Read/Write/InitializeShareGroupState) are not served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
+
+from kio.schema.errors import ErrorCode
+
+from samsa.broker.clock import now_ms
+from samsa.broker.groups import LoopTimer
+from samsa.broker.topics import SHARE_STATE_TOPIC, Topic, TopicError
+from samsa.coordinator.hashing import partition_for
+from samsa.protocol.records import ProducerRecordData, decode_batches, encode_batch
+from samsa.share import (
+    DurableState,
+    LockKey,
+    OffsetReset,
+    SharePartition,
+    SharePartitionConfig,
+    ShareUpdate,
+)
+from samsa.share import records as state_records
+from samsa.share.records import ShareSnapshot, ShareStateKey
+
+if TYPE_CHECKING:
+    from samsa.broker.config import BrokerConfig
+    from samsa.broker.partition import Partition
+    from samsa.broker.topics import TopicManager
+
+log = logging.getLogger("samsa.shares")
+
+#: (share group, topic id, partition)
+SharePartitionKey = tuple[str, uuid.UUID, int]
+#: (topic id, partition)
+TopicPartition = tuple[uuid.UUID, int]
+
+INT32_MAX = 2**31 - 1
+
+
+@dataclass
+class ShareSession:
+    group_id: str
+    member_id: str
+    #: the epoch the next request must carry
+    epoch: int
+    connection: object
+    partitions: dict[TopicPartition, None] = field(default_factory=dict)
+
+    def advance(self) -> None:
+        self.epoch = 1 if self.epoch >= INT32_MAX else self.epoch + 1
+
+
+class SessionError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ShareRuntime:
+    """This node's share partitions and share sessions. ``group_configs(group_id)`` gives
+    the group configs set for a group (``share.auto.offset.reset``,
+    ``share.record.lock.duration.ms``, ``share.delivery.count.limit``: KIP-932/KIP-1240)."""
+
+    def __init__(self, config: BrokerConfig, topics: TopicManager,
+                 group_configs: Callable[[str], Mapping[str, str]]) -> None:
+        self.config = config
+        self.topics = topics
+        self.group_configs = group_configs
+        self.timer: LoopTimer[LockKey] = LoopTimer(self._fire)
+        self.partitions: dict[SharePartitionKey, SharePartition] = {}
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self._waiters: set[asyncio.Future[None]] = set()
+        #: durable states read at start, not yet taken by a share partition
+        self.stored: dict[SharePartitionKey, DurableState] = {}
+        self.state_topic: Topic | None = None
+
+    async def start(self) -> None:
+        """Read ``__share_group_state`` back (when it exists)."""
+        topic = self.topics.get(SHARE_STATE_TOPIC)
+        if topic is None:
+            return
+        self.state_topic = topic
+        states: dict[ShareStateKey, DurableState] = {}
+        for part in topic.partitions:
+            start = part.log.log_start_offset
+            try:
+                batches = await part.log.read_all()
+            except OSError:  # a cluster node that does not hold the partition
+                log.warning("share state partition %d not read: not held here", part.index)
+                continue
+            for data in batches:
+                for batch in decode_batches(bytes(data)):
+                    if batch.is_control:
+                        continue
+                    for offset, _, key, value, _ in batch.records:
+                        if offset >= start and key is not None:
+                            state_records.replay(states, key, value)
+        self.stored = {(k.group_id, k.topic_id, k.partition): v for k, v in states.items()}
+        log.info("read %d share partition states", len(self.stored))
+
+    def _state_topic(self) -> Topic:
+        if self.state_topic is None:
+            topic = self.topics.get(SHARE_STATE_TOPIC)
+            if topic is None:
+                try:
+                    topic = self.topics.create(
+                        SHARE_STATE_TOPIC,
+                        int(self.config["share.coordinator.state.topic.num.partitions"]),
+                        {"cleanup.policy": "compact"}, now_ms=now_ms())
+                except TopicError:  # created meanwhile (another cluster node)
+                    topic = self.topics.get(SHARE_STATE_TOPIC)
+                    if topic is None:
+                        raise
+            self.state_topic = topic
+        return self.state_topic
+
+    def _persist(self, part: SharePartition) -> tuple[Partition, int] | None:
+        """Append the share partition's durable state as a ShareSnapshot; returns the state
+        partition and the offset to wait for (None when the append failed: logged)."""
+        key = ShareStateKey(*cast(SharePartitionKey, part.owner))
+        durable = part.durable()
+        return self._write(key, ShareSnapshot(0, durable.start_offset, durable.batches(),
+                                              write_timestamp=now_ms()))
+
+    def _write(self, key: ShareStateKey,
+               value: ShareSnapshot | None) -> tuple[Partition, int] | None:
+        now = now_ms()
+        try:
+            topic = self._state_topic()
+            target = topic.partitions[partition_for(key.coordinator_key(),
+                                                    len(topic.partitions))]
+            raw = None if value is None else state_records.encode_snapshot(value)
+            batch = encode_batch([ProducerRecordData(now, state_records.encode_key(key), raw,
+                                                     ())])
+            info = target.log.append(batch, now)
+        except Exception:
+            log.exception("could not write the state of share partition %s", key)
+            return None
+        target.notify()
+        return target, info.last_offset + 1
+
+    async def durable(self, marks: Iterable[tuple[Partition, int] | None]) -> None:
+        """Wait until the appended states ``marks`` are on disk."""
+        waits = [part.log.wait_durable(end) for mark in marks if mark is not None
+                 for part, end in (mark,)]
+        if waits:
+            await asyncio.gather(*waits)
+
+    def partition_config(self, group_id: str) -> SharePartitionConfig:
+        """The group's share partition settings: its group configs, else the broker's."""
+        own = self.group_configs(group_id)
+        config = self.config
+        return SharePartitionConfig(
+            record_lock_duration_ms=int(own.get("share.record.lock.duration.ms",
+                                                config["group.share.record.lock.duration.ms"])),
+            delivery_count_limit=int(own.get("share.delivery.count.limit",
+                                             config["group.share.delivery.count.limit"])),
+            max_record_locks=int(config["group.share.partition.max.record.locks"]),
+        )
+
+    def close(self) -> None:
+        self.timer.close()
+        self._wake()
+
+    # ------------------------------------------------------------------ partitions
+
+    def partition(self, group_id: str, topic_id: uuid.UUID, part: Partition) -> SharePartition:
+        """The group's share partition, created at its reset offset on first use."""
+        key = (group_id, topic_id, part.index)
+        found = self.partitions.get(key)
+        if found is None:
+            log = part.log
+            reset = OffsetReset.parse(
+                self.group_configs(group_id).get("share.auto.offset.reset", "latest"))
+
+            def by_time(ts: int) -> int | None:
+                hit = log.offset_for_timestamp(ts)
+                return None if hit is None else hit[0]
+
+            start = reset.start_offset(log.log_start_offset, log.log_end_offset, now_ms(),
+                                       by_time)
+            stored = self.stored.pop(key, None)
+            config = self.partition_config(group_id)
+            if stored is not None:
+                found = SharePartition.from_durable(key, stored, self.timer, config)
+            else:
+                found = SharePartition(key, start, self.timer, config)
+                self._persist(found)  # the start offset, as Kafka's InitializeShareGroupState
+            self.partitions[key] = found
+        return found
+
+    def state(self, group_id: str, topic_id: uuid.UUID, index: int) -> DurableState | None:
+        """The share partition's durable state (live or read at start); None: never read."""
+        key = (group_id, topic_id, index)
+        part = self.partitions.get(key)
+        return part.durable() if part is not None else self.stored.get(key)
+
+    def partitions_of(self, group_id: str) -> list[TopicPartition]:
+        """Every (topic id, partition) the group has share state for."""
+        return sorted({(t, p) for g, t, p in (*self.partitions, *self.stored) if g == group_id},
+                      key=lambda tp: (str(tp[0]), tp[1]))
+
+    def existing(self, group_id: str, topic_id: uuid.UUID,
+                 index: int) -> SharePartition | None:
+        return self.partitions.get((group_id, topic_id, index))
+
+    def _fire(self, key: LockKey) -> None:
+        owner = key.owner
+        part = self.partitions.get(owner) if isinstance(owner, tuple) else None
+        if part is not None:
+            self.changed(part, part.fire(key, now_ms()))
+
+    def changed(self, part: SharePartition,
+                update: ShareUpdate | None) -> tuple[Partition, int] | None:
+        """``part``'s durable state changed (``update``): it is written, and fetches
+        waiting for records wake. Returns what to wait for before answering."""
+        if update is None:
+            return None
+        mark = self._persist(part)
+        dead = part.take_dead()
+        if dead:
+            self._dead_letters(part, dead)
+        self._wake()
+        return mark
+
+    def _dead_letters(self, part: SharePartition, dead: list[tuple[int, int]]) -> None:
+        """KIP-1191: copy records rejected or archived at the delivery limit to the group's
+        ``errors.deadletterqueue.topic.name`` topic (which must exist), with headers naming
+        where they came from (``__dlq.errors.*``: group, topic, partition, offset, delivery
+        count)."""
+        group_id, topic_id, index = cast(SharePartitionKey, part.owner)
+        name = self.group_configs(group_id).get("errors.deadletterqueue.topic.name", "")
+        if not name:
+            return
+        dlq = self.topics.get(name)
+        source_topic = self.topics.by_id(topic_id)
+        source = None if source_topic is None else self.topics.partition(source_topic.name,
+                                                                         index)
+        if dlq is None or source is None or source_topic is None:
+            log.warning("dead-letter topic %r of share group %r does not exist", name,
+                        group_id)
+            return
+        wanted = dict(dead)
+        now = now_ms()
+        out = []
+        try:
+            for offset in sorted(wanted):
+                for batch in decode_batches(bytes(source.log.read(offset, 1 << 20))):
+                    for rec_offset, ts, key, value, headers in batch.records:
+                        if rec_offset == offset:
+                            origin = [("__dlq.errors.group.id", group_id),
+                                      ("__dlq.errors.topic", source_topic.name),
+                                      ("__dlq.errors.partition", str(index)),
+                                      ("__dlq.errors.offset", str(offset)),
+                                      ("__dlq.errors.delivery.count", str(wanted[offset]))]
+                            out.append(ProducerRecordData(
+                                ts, key, value,
+                                [*headers, *((k, v.encode()) for k, v in origin)]))
+                    break
+            if out:
+                target = dlq.partitions[index % len(dlq.partitions)]
+                target.log.append(encode_batch(out), now)
+                target.notify()
+        except Exception:
+            log.exception("could not write dead letters of share group %r to %r", group_id,
+                          name)
+
+    # ------------------------------------------------------------------ waiting
+
+    def waiter(self) -> asyncio.Future[None]:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.add(fut)
+        return fut
+
+    def forget(self, fut: asyncio.Future[None]) -> None:
+        self._waiters.discard(fut)
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, set()
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    # ------------------------------------------------------------------ sessions
+
+    def session(self, group_id: str, member_id: str, epoch: int, connection: object,
+                opening: bool) -> ShareSession:
+        """The member's session for a request carrying ``epoch`` (0 opens one when
+        ``opening``: ShareFetch only); raises :class:`SessionError` with Kafka's code."""
+        key = (group_id, member_id)
+        if epoch == 0:
+            if not opening:
+                raise SessionError(ErrorCode.invalid_share_session_epoch,
+                                   "ShareAcknowledge cannot open a share session.")
+            limit = int(self.config["group.share.max.share.sessions"])
+            if key not in self.sessions and len(self.sessions) >= limit:
+                raise SessionError(ErrorCode.share_session_limit_reached,
+                                   f"The broker keeps at most {limit} share sessions.")
+            opened = ShareSession(group_id, member_id, 1, connection)
+            self.sessions[key] = opened
+            return opened
+        found = self.sessions.get(key)
+        if found is None:
+            raise SessionError(ErrorCode.share_session_not_found,
+                               f"Share session for member {member_id} not found.")
+        if epoch != -1:
+            if epoch != found.epoch:
+                raise SessionError(ErrorCode.invalid_share_session_epoch,
+                                   f"Share session epoch {epoch} is not the expected "
+                                   f"{found.epoch}.")
+            found.advance()
+        found.connection = connection
+        return found
+
+    def close_session(self, session: ShareSession) -> None:
+        """The session ends: its member's acquired records are released."""
+        if self.sessions.get((session.group_id, session.member_id)) is session:
+            del self.sessions[(session.group_id, session.member_id)]
+        self.release_member(session.group_id, session.member_id)
+
+    def release_member(self, group_id: str, member_id: str) -> None:
+        for (gid, _, _), part in list(self.partitions.items()):
+            if gid == group_id:
+                self.changed(part, part.release_member(member_id))
+
+    def connection_closed(self, connection: object) -> None:
+        """A client connection closed: the sessions last used on it close."""
+        for session in [s for s in self.sessions.values() if s.connection is connection]:
+            self.close_session(session)
+
+    def delete_group(self, group_id: str) -> None:
+        """The group was deleted: its share partitions go, their stored states get
+        tombstones, and its sessions end."""
+        self._drop({k for k in (*self.partitions, *self.stored) if k[0] == group_id})
+        for session in [s for s in self.sessions.values() if s.group_id == group_id]:
+            del self.sessions[(session.group_id, session.member_id)]
+
+    def reset_start(self, group_id: str, topic_id: uuid.UUID, part: Partition,
+                    offset: int) -> None:
+        """AlterShareGroupOffsets: the share partition starts afresh at ``offset`` (within
+        the log), its locks and state gone; the new state is written."""
+        key = (group_id, topic_id, part.index)
+        old = self.partitions.pop(key, None)
+        if old is not None:
+            old.release_all()
+        self.stored.pop(key, None)
+        log = part.log
+        start = min(max(offset, log.log_start_offset), log.log_end_offset)
+        fresh = SharePartition(key, start, self.timer, self.partition_config(group_id))
+        self.partitions[key] = fresh
+        self._persist(fresh)
+
+    def forget_topic(self, group_id: str, topic_id: uuid.UUID) -> None:
+        """DeleteShareGroupOffsets: the group's state of the topic goes (tombstones); its
+        next fetch starts again where ``share.auto.offset.reset`` says."""
+        self._drop({k for k in (*self.partitions, *self.stored)
+                    if k[0] == group_id and k[1] == topic_id})
+
+    def _drop(self, keys: Iterable[SharePartitionKey]) -> None:
+        """Share partitions go: their locks, their state (a tombstone is written)."""
+        for key in keys:
+            part = self.partitions.pop(key, None)
+            if part is not None:
+                part.release_all()
+            self.stored.pop(key, None)
+            self._write(ShareStateKey(*key), None)
+
+    def forget_topics(self, topic_ids: Iterable[uuid.UUID]) -> None:
+        """Deleted topics: their share partitions (and locks) go."""
+        gone = set(topic_ids)
+        for key in [k for k in self.partitions if k[1] in gone]:
+            self.partitions.pop(key).release_all()

@@ -1,0 +1,139 @@
+"""ShareFetch and ShareAcknowledge over TCP with raw requests, every served version: share
+session epochs and their errors, acquisition by one member at a time, acknowledgements by
+the holder only, RELEASE redelivering with a higher delivery count, renew-only requests,
+bad acknowledge types."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from samsa.broker.handlers import share_acknowledge, share_fetch
+from samsa.protocol.api_keys import ApiKey
+from tests.broker.test_admin_api_versions import create
+from tests.broker.test_group_api_versions import call, unique, versions
+from tests.brokerproc import BrokerProcess
+from tests.conformance.groupkit import produce
+from tests.conformance.sharekit import set_group_configs
+from tests.wire import WireClient
+
+E = ErrorCode
+
+
+@pytest.fixture(scope="module")
+def wire(share_broker: BrokerProcess) -> Iterator[WireClient]:
+    c = WireClient(share_broker.bootstrap)
+    yield c
+    c.close()
+
+
+def _topic(broker: BrokerProcess, c: WireClient, records: int) -> tuple[str, uuid.UUID, str]:
+    name, group = unique("sw"), unique("swg")
+    made = create(c, 7, {"name": name, "num_partitions": 1})
+    assert made.topics[0].error_code == E.none
+    set_group_configs(broker.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    if records:
+        produce(broker.bootstrap, name, 1, records)
+    return name, made.topics[0].topic_id, group
+
+
+def fetch(c: WireClient, version: int, group: str, member: str, epoch: int,
+          topic_id: uuid.UUID | None = None, acks: list[tuple[int, int, list[int]]] | None = None,
+          max_wait: int = 0, **extra: Any) -> Any:
+    topics = [] if topic_id is None else [{"topic_id": topic_id, "partitions": [{
+        "partition_index": 0, "acknowledgement_batches": [
+            {"first_offset": f, "last_offset": last, "acknowledge_types": types}
+            for f, last, types in acks or []]}]}]
+    fields = dict(group_id=group, member_id=member, share_session_epoch=epoch,
+                  max_wait=max_wait, min_bytes=1, max_bytes=1 << 20, max_records=100,
+                  batch_size=100, topics=topics, forgotten_topics_data=[])
+    return call(c, ApiKey.SHARE_FETCH, version, **{**fields, **extra})
+
+
+def ack(c: WireClient, version: int, group: str, member: str, epoch: int,
+        topic_id: uuid.UUID, acks: list[tuple[int, int, list[int]]]) -> Any:
+    return call(c, ApiKey.SHARE_ACKNOWLEDGE, version, group_id=group, member_id=member,
+                share_session_epoch=epoch, topics=[{"topic_id": topic_id, "partitions": [{
+                    "partition_index": 0, "acknowledgement_batches": [
+                        {"first_offset": f, "last_offset": last, "acknowledge_types": types}
+                        for f, last, types in acks]}]}])
+
+
+def acquired(resp: Any) -> list[tuple[int, int, int]]:
+    return [(a.first_offset, a.last_offset, a.delivery_count) for t in resp.responses
+            for p in t.partitions for a in p.acquired_records]
+
+
+def part_errors(resp: Any) -> list[tuple[int, int]]:
+    """(error, acknowledge error) per partition (ShareAcknowledge has only the first)."""
+    return [(p.error_code, getattr(p, "acknowledge_error_code", 0)) for t in resp.responses
+            for p in t.partitions]
+
+
+@pytest.mark.parametrize("version", versions(share_fetch))
+def test_share_session_epochs(share_broker: BrokerProcess, wire: WireClient,
+                              version: int) -> None:
+    _, topic_id, group = _topic(share_broker, wire, 0)
+    assert fetch(wire, version, group, "m", 3).error_code == E.share_session_not_found
+    assert fetch(wire, version, "", "m", 0).error_code == E.invalid_request
+    assert fetch(wire, version, group, "m", 0, topic_id).error_code == E.none
+    assert fetch(wire, version, group, "m", 1).error_code == E.none
+    assert fetch(wire, version, group, "m", 1).error_code == E.invalid_share_session_epoch
+    assert fetch(wire, version, group, "m", -1, topic_id).error_code == E.invalid_request
+    assert fetch(wire, version, group, "m", -1).error_code == E.none  # closes it
+    assert fetch(wire, version, group, "m", 2).error_code == E.share_session_not_found
+
+
+@pytest.mark.parametrize("version", versions(share_acknowledge))
+def test_acknowledge_needs_a_session_and_the_records(share_broker: BrokerProcess,
+                                                     wire: WireClient, version: int) -> None:
+    _, topic_id, group = _topic(share_broker, wire, 4)
+    assert ack(wire, version, group, "a", 0, topic_id, [(0, 0, [1])]).error_code == \
+        E.invalid_share_session_epoch
+    first = fetch(wire, 2, group, "a", 0, topic_id)
+    assert acquired(first) == [(0, 3, 1)]
+    assert acquired(fetch(wire, 2, group, "b", 0, topic_id)) == []  # all held by a
+    wrong = ack(wire, version, group, "b", 1, topic_id, [(0, 0, [1])])
+    assert part_errors(wrong) == [(E.invalid_record_state, 0)]
+    bad_type = ack(wire, version, group, "a", 1, topic_id, [(0, 0, [9])])
+    assert part_errors(bad_type) == [(E.invalid_request, 0)]
+    ok = ack(wire, version, group, "a", 2, topic_id, [(0, 1, [1]), (2, 3, [2])])
+    assert (ok.error_code, part_errors(ok)) == (E.none, [(E.none, 0)])
+    again = fetch(wire, 2, group, "b", 2)  # b's session: the released pair, count 2
+    assert acquired(again) == [(2, 3, 2)]
+    # piggybacked: b accepts them in its next fetch; nothing is left to acquire
+    done = fetch(wire, 2, group, "b", 3, topic_id, acks=[(2, 3, [1])])
+    assert part_errors(done) == [(E.none, E.none)] and acquired(done) == []
+
+
+def test_renew_only_fetch_acquires_nothing(share_broker: BrokerProcess,
+                                           wire: WireClient) -> None:
+    _, topic_id, group = _topic(share_broker, wire, 3)
+    assert acquired(fetch(wire, 2, group, "a", 0, topic_id, max_records=1)) == [(0, 0, 1)]
+    renewed = fetch(wire, 2, group, "a", 1, topic_id, acks=[(0, 0, [4])], is_renew_ack=True)
+    assert renewed.error_code == E.none and acquired(renewed) == []
+    assert part_errors(renewed) == [(E.none, E.none)]
+
+
+def test_a_member_leaving_the_group_gives_its_records_back(share_broker: BrokerProcess,
+                                                           wire: WireClient) -> None:
+    """ShareGroupHeartbeat with epoch -1 while the member's share session is still open: the
+    records it holds come back at once (its group's lock would last a minute)."""
+    name, topic_id, group = _topic(share_broker, wire, 2)
+    set_group_configs(share_broker.bootstrap, group, {"share.record.lock.duration.ms": "60000"})
+
+    def heartbeat(member: str, epoch: int) -> Any:
+        return call(wire, ApiKey.SHARE_GROUP_HEARTBEAT, 1, group_id=group, member_id=member,
+                    member_epoch=epoch, rack_id=None,
+                    subscribed_topic_names=[name] if epoch == 0 else None)
+
+    joined = heartbeat("m", 0)
+    assert (joined.error_code, joined.member_epoch) == (E.none, 1)
+    assert acquired(fetch(wire, 2, group, "m", 0, topic_id)) == [(0, 1, 1)]
+    assert acquired(fetch(wire, 2, group, "n", 0, topic_id)) == []
+    assert heartbeat("m", -1).member_epoch == -1
+    assert acquired(fetch(wire, 2, group, "n", 1)) == [(0, 1, 2)]
