@@ -23,6 +23,7 @@ from samsa.broker.server import Broker
 from samsa.coordinator import ConsumerGroupHeartbeat
 from samsa.coordinator.jobs import Job, JobKind
 from samsa.coordinator.responses import ConsumerGroupHeartbeatResponse
+from samsa.storage.local import LocalEngine
 from tests.brokerproc import BrokerProcess
 from tests.wire import WireClient
 
@@ -40,7 +41,8 @@ async def _heartbeat(broker: Broker, member: str, epoch: int) -> ConsumerGroupHe
 
 def _run_broker(tmp_path: Path, values: dict[str, Any], scenario: Any) -> Any:
     async def main() -> Any:
-        broker = Broker(BrokerConfig(port=0, data_dir=tmp_path / "data", values=values))
+        config = BrokerConfig(port=0, data_dir=tmp_path / "data", values=values)
+        broker = Broker(config, LocalEngine(config))
         await broker.start()
         try:
             broker.topics.create("t", 3, now_ms=0)

@@ -39,6 +39,7 @@ from samsa.broker.topics import TopicManager
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import convert
 from samsa.protocol.codec import (
+    Encoded,
     FrameError,
     Spliced,
     UnsupportedApi,
@@ -250,11 +251,12 @@ class Broker:
 
     async def dispatch(self, ctx: RequestContext) -> Any:
         """The handler's answer in the request's version: a handler may build a typed
-        answer of another version of the API (its newest); :func:`convert` maps it."""
+        answer of another version of the API (its newest); :func:`convert` maps it. An
+        answer encoded already (:class:`Encoded`, :class:`Spliced`) goes as it is."""
         request = ctx.request
         _, handler = self.handlers[request.api_key]
         response = await handler(ctx)
-        if response is None or isinstance(response, Spliced):
+        if response is None or isinstance(response, (Encoded, Spliced)):
             return response
         return convert(response, response_class(request.api_key, request.api_version))
 
@@ -467,7 +469,9 @@ class Connection(asyncio.BufferedProtocol):
         ctx = RequestContext(self.broker, request, self.host, auth.principal, self.listener)
         response = await self.broker.dispatch(ctx)
         out: Outgoing = None
-        if isinstance(response, Spliced):
+        if isinstance(response, Encoded):
+            out = response.frame(request.correlation_id)
+        elif isinstance(response, Spliced):
             out = encode_spliced(request.correlation_id, response)
         elif response is not None:
             out = encode_response(request.correlation_id, response)
