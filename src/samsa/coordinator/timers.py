@@ -31,6 +31,10 @@ class TimerKind(enum.Enum):
     #: a consumer group's next target assignment, once its assignment interval has passed
     CONSUMER_ASSIGNMENT = "consumer-assignment"
 
+    #: Members are singletons: hashed by identity, in C (Enum's own hash is Python code,
+    #: and a timer key is hashed a few times per heartbeat).
+    __hash__ = object.__hash__
+
 
 @dataclass(frozen=True)
 class TimerKey:
