@@ -97,7 +97,7 @@ class Member:
         self.report_owned = True
         self.leaving = False
 
-    def _request(self, epoch: int) -> ConsumerGroupHeartbeatRequest:
+    def request(self, epoch: int) -> ConsumerGroupHeartbeatRequest:
         full = epoch == 0
         return ConsumerGroupHeartbeatRequest(
             group_id=GroupId(self.group), member_id=self.member_id, member_epoch=i32(epoch),
@@ -109,7 +109,7 @@ class Member:
 
     async def beat(self, epoch: int | None = None, steady: bool = True) -> Any:
         epoch = self.epoch if epoch is None else epoch
-        req = self._request(epoch)
+        req = self.request(epoch)
         acks = self.report_owned and epoch > 0
         self.report_owned = False
         counted = self.stats.measuring  # a heartbeat counts if sent inside the window
@@ -215,7 +215,8 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def _epochs(conn: Conn, group: str) -> tuple[int, int]:
+async def group_epochs(conn: Any, group: str) -> tuple[int, int]:
+    """(group epoch, assignment epoch) of a consumer group, described over ``conn``."""
     resp = await conn.send(DESCRIBE, 0, ConsumerGroupDescribeRequest(
         group_ids=(GroupId(group),), include_authorized_operations=False))
     g = resp.groups[0]
@@ -250,7 +251,7 @@ async def heartbeat_latency(host: str, port: int, group: str, topics: tuple[str,
     # Described before the window: answering a describe of the whole group stalls the
     # broker (its answer lists every member's assignment).
     described = time.perf_counter()
-    epochs0 = await _epochs(admin, group)
+    epochs0 = await group_epochs(admin, group)
     describe_s = time.perf_counter() - described
     stats.measuring = True
     start = time.perf_counter()
@@ -273,7 +274,7 @@ async def heartbeat_latency(host: str, port: int, group: str, topics: tuple[str,
     stats.measuring = False
     elapsed = time.perf_counter() - start
     gen_cpu, broker_cpu = time.process_time() - cpu0, _cpu_seconds(broker_pid) - broker0
-    epochs1 = await _epochs(admin, group)
+    epochs1 = await group_epochs(admin, group)
     await probe_task
     await lag_task
     for m in live:

@@ -24,15 +24,19 @@ with a protocol-level load generator.
     of an ApiVersions probe every 10 ms
     (the event loop's stalls). Full garbage collections were the loop's long stalls (about
     250 ms each with 18,000 partitions); samsa.broker.gc_policy freezes what survives them.
-(c) Coordinator capacity: heartbeats per second one broker process answers, from a
-    load-generator process (asyncio, several connections, pipelined requests) driving many
-    members of several groups; and a single group of 5,000 protocol-level members: time
-    until Stable, and time to describe it.
+(c) Coordinator capacity: heartbeats per second one broker process answers and its CPU per
+    heartbeat, from a load-generator process (asyncio, several connections, pipelined
+    requests) driving many members of several groups, classic (Heartbeat) and KIP-848
+    (steady ConsumerGroupHeartbeat of Stable groups); with ``--baseline SRC`` the same
+    against a broker running another checkout's samsa, side by side. Then a single classic
+    group of 5,000 protocol-level members: time until Stable, and time to describe it.
 
     .venv/bin/python benchmarks/rebalance.py [--sizes 10,50,100] [--skip-a] [--skip-b] ...
+    .venv/bin/python benchmarks/rebalance.py --skip-a --skip-b --skip-d --skip-e \
+        --baseline /tmp/before/src          # (c) only, before and after
 
-Targets: (a) delay 0, N=100 fully assigned within 2 s; (c) >= 20,000 heartbeats/s;
-5,000 members Stable within 10 s.
+Targets: (a) delay 0, N=100 fully assigned within 2 s; (c) <= 10 us of broker CPU per
+heartbeat (100,000/s on a core); 5,000 members Stable within 10 s.
 """
 
 from __future__ import annotations
@@ -79,8 +83,9 @@ TOPIC = "rebalance"
 SUBSCRIPTION = b"\x00\x00\x00\x00\x00\x01\x00\x09rebalance\x00\x00\x00\x00"
 
 
-def _start(tmp: Path, name: str, config: dict[str, str]) -> BrokerProcess:
-    broker = BrokerProcess(tmp / name, config).start()
+def _start(tmp: Path, name: str, config: dict[str, str],
+           env: dict[str, str] | None = None) -> BrokerProcess:
+    broker = BrokerProcess(tmp / name, config, env=env).start()
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS)])[TOPIC].result(30)
     return broker
@@ -404,19 +409,67 @@ async def join_group(conns: list[Conn], group: str, members: int,
     return [(m, generation) for m in ids], time.perf_counter() - start
 
 
-async def heartbeat_load(host: str, port: int, groups: int, per_group: int,
-                         connections: int, seconds: float, window: int,
-                         broker_pid: int) -> dict[str, Any]:
-    conns = [await Conn.open(host, port) for _ in range(connections)]
+async def classic_members(conns: list[Conn], groups: int, per_group: int) -> list[bytes]:
+    """Join ``groups`` classic groups of ``per_group`` members; their Heartbeat v3 frames."""
     members: list[tuple[str, str, int]] = []
-    join_start = time.perf_counter()
     for g in range(groups):
         ids, _ = await join_group(conns, f"hb-{g}", per_group)
         members.extend((f"hb-{g}", m, gen) for m, gen in ids)
-    join_s = time.perf_counter() - join_start
-    frames = [encode_request(12, 3, 0, "bench", HeartbeatRequest(
+    return [encode_request(12, 3, 0, "bench", HeartbeatRequest(
         group_id=GroupId(g), generation_id=i32(gen), member_id=m, group_instance_id=None))
         for g, m, gen in members]
+
+
+async def consumer_members(conns: list[Conn], groups: int, per_group: int) -> list[bytes]:
+    """Join ``groups`` KIP-848 groups of ``per_group`` members subscribed to the benchmark
+    topic and heartbeat until every group is Stable (each member at the group's epoch,
+    owning its target); their steady ConsumerGroupHeartbeat v1 frames (every optional field
+    null, as the Java client sends once nothing changed)."""
+    from benchmarks.cg_heartbeat_latency import HEARTBEAT, Member, Stats, group_epochs
+
+    stats = Stats()
+    members: list[Member] = []
+    for g in range(groups):
+        mine = [Member(conns[i % len(conns)], f"chb-{g}", (TOPIC,), stats)
+                for i in range(per_group)]
+        await asyncio.gather(*(m.beat(0, steady=False) for m in mine))
+        members += mine
+    deadline = time.perf_counter() + 120
+    while True:
+        before = [(m.epoch, m.owned) for m in members]
+        await asyncio.gather(*(m.beat(steady=False) for m in members))
+        if stats.errors:
+            raise RuntimeError(f"consumer heartbeat errors {stats.errors}")
+        quiet = before == [(m.epoch, m.owned) for m in members] and not any(
+            m.report_owned for m in members)
+        if quiet:
+            epochs = [await group_epochs(conns[0], f"chb-{g}") for g in range(groups)]
+            if all(ge == ae for ge, ae in epochs) and all(
+                    m.epoch == epochs[int(m.group[4:])][0] for m in members):
+                break
+        if time.perf_counter() > deadline:
+            raise RuntimeError("consumer groups did not become Stable within 120 s")
+        await asyncio.sleep(0.2)
+    return [encode_request(HEARTBEAT, 1, 0, "bench", m.request(m.epoch)) for m in members]
+
+
+#: Where a heartbeat response's error code sits in its frame (after the correlation id;
+#: ConsumerGroupHeartbeat's header v1 has a tag buffer, then both have throttle_time_ms).
+_ERROR_AT = {"classic": 8, "consumer": 9}
+
+
+async def heartbeat_load(host: str, port: int, protocol: str, groups: int, per_group: int,
+                         connections: int, seconds: float, window: int,
+                         broker_pid: int) -> dict[str, Any]:
+    """Steady heartbeats of ``groups`` x ``per_group`` members (``protocol`` classic:
+    Heartbeat v3; consumer: ConsumerGroupHeartbeat v1) pipelined ``window`` deep on each
+    connection for ``seconds``; the broker's CPU per answered heartbeat."""
+    conns = [await Conn.open(host, port) for _ in range(connections)]
+    join_start = time.perf_counter()
+    join = classic_members if protocol == "classic" else consumer_members
+    frames = await join(conns, groups, per_group)
+    join_s = time.perf_counter() - join_start
+    error_at = _ERROR_AT[protocol]
     ok = 0
     errors: dict[int, int] = {}
     stop_at = time.perf_counter() + seconds
@@ -433,8 +486,7 @@ async def heartbeat_load(host: str, port: int, groups: int, per_group: int,
                 inflight.append(conn.send_raw(mine[i % len(mine)]))
                 i += 1
             frame = await inflight.pop(0)
-            # Heartbeat v3 response: correlation id, throttle_time_ms, error_code.
-            code = struct.unpack_from(">h", frame, 8)[0]
+            code = struct.unpack_from(">h", frame, error_at)[0]
             if code == 0:
                 ok += 1
             else:
@@ -450,7 +502,7 @@ async def heartbeat_load(host: str, port: int, groups: int, per_group: int,
     gen_cpu = time.process_time() - cpu0
     for c in conns:
         await c.close()
-    return {"members": len(members), "ok": ok, "errors": errors, "seconds": elapsed,
+    return {"members": len(frames), "ok": ok, "errors": errors, "seconds": elapsed,
             "join_s": join_s, "broker_cpu_us": broker_cpu_s / max(ok, 1) * 1e6,
             "broker_cpu": broker_cpu_s / elapsed,
             "rate": ok / elapsed, "generator_cpu": gen_cpu / elapsed}
@@ -516,6 +568,10 @@ def main() -> None:
     ap.add_argument("--hb-window", type=int, default=64)
     ap.add_argument("--hb-seconds", type=float, default=5.0)
     ap.add_argument("--big", type=int, default=5000)
+    ap.add_argument("--skip-big", action="store_true", help="(c) without the big group")
+    ap.add_argument("--baseline", metavar="SRC",
+                    help="(c) also against a broker running samsa from another checkout's "
+                         "src (git worktree add /tmp/before main), side by side")
     ap.add_argument("--session-ms", type=int, default=6000)
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--skip-e", action="store_true")
@@ -586,32 +642,54 @@ def main() -> None:
                       dict(kv.split("=", 1) for kv in args.e_config))
 
         if not args.skip_c:
-            print("(c) coordinator capacity (load generator in its own process)")
-            c = _start(tmpdir, "c", {"group.initial.rebalance.delay.ms": "1000"})
-            host, port = "127.0.0.1", c.port
-            assert c.proc is not None
-            hb = _in_process(heartbeat_load, host, port, args.hb_groups, args.hb_members,
-                             args.hb_connections, args.hb_seconds, args.hb_window, c.proc.pid)
-            print(f"    heartbeats: {hb['members']} members in {args.hb_groups} groups, "
-                  f"{args.hb_connections} connections, window {args.hb_window}")
-            print(f"    {hb['rate']:,.0f} heartbeats/s answered NONE ({hb['ok']:,} in "
-                  f"{hb['seconds']:.1f} s, errors: {hb['errors'] or 'none'}); generator CPU "
-                  f"{hb['generator_cpu']:.0%} of a core")
-            print(f"    broker: {hb['broker_cpu']:.0%} of a core busy, "
-                  f"{hb['broker_cpu_us']:.0f} us CPU per heartbeat "
-                  f"(=> {1e6 / hb['broker_cpu_us']:,.0f}/s on a free core); "
-                  f"joining the groups took {hb['join_s']:.1f} s")
-            print(f"    target >= 20,000/s: {'MET' if hb['rate'] >= 20000 else 'MISSED'}")
-            big = _in_process(big_group, host, port, args.big, args.hb_connections)
-            print(f"    one group of {args.big} members: Stable after {big['stable_s']:.2f} s "
-                  f"(includes group.initial.rebalance.delay.ms=1000), described in "
-                  f"{big['describe_s'] * 1000:.0f} ms: state {big['state']}, "
-                  f"{big['members']} members")
-            print(f"    the same group rebalanced (every member rejoins, then syncs): "
-                  f"Stable again after {big['rejoin_s']:.2f} s")
-            print(f"    target Stable within 10 s: "
-                  f"{'MET' if big['stable_s'] <= 10 and big['state'] == 'Stable' else 'MISSED'}")
-            c.stop()
+            section_c(tmpdir, args)
+
+
+def section_c(tmp: Path, args: argparse.Namespace) -> None:
+    print("(c) coordinator capacity (load generator in its own process)")
+    config = {"group.initial.rebalance.delay.ms": "1000"}
+    brokers = [("this", _start(tmp, "c", config))]
+    if args.baseline:
+        brokers.append(("before", _start(tmp, "c-before", config,
+                                         env={"PYTHONPATH": args.baseline})))
+    print(f"    heartbeats: {args.hb_groups} groups x {args.hb_members} members, "
+          f"{args.hb_connections} connections, window {args.hb_window}, "
+          f"{args.hb_seconds:.0f} s each; consumer groups subscribe to the "
+          f"{PARTITIONS}-partition topic and are Stable before the window")
+    print(f"    {'protocol':>9} {'broker':>7} {'heartbeats/s':>13} {'broker CPU':>11} "
+          f"{'us CPU/hb':>10} {'=> /s a core':>13} {'generator':>10} {'join s':>7}  errors")
+    best: dict[str, float] = {}
+    try:
+        for protocol in ("classic", "consumer"):
+            for name, broker in brokers:
+                assert broker.proc is not None
+                hb = _in_process(heartbeat_load, "127.0.0.1", broker.port, protocol,
+                                 args.hb_groups, args.hb_members, args.hb_connections,
+                                 args.hb_seconds, args.hb_window, broker.proc.pid)
+                if name == "this":
+                    best[protocol] = hb["broker_cpu_us"]
+                print(f"    {protocol:>9} {name:>7} {hb['rate']:>13,.0f} "
+                      f"{hb['broker_cpu']:>10.0%} {hb['broker_cpu_us']:>10.1f} "
+                      f"{1e6 / hb['broker_cpu_us']:>13,.0f} {hb['generator_cpu']:>9.0%} "
+                      f"{hb['join_s']:>7.1f}  {hb['errors'] or 'none'}")
+        for protocol, us in best.items():
+            print(f"    target <= 10 us of broker CPU per {protocol} heartbeat: "
+                  f"{'MET' if us <= 10 else 'MISSED'} ({us:.1f} us)")
+        if args.skip_big:
+            return
+        this = brokers[0][1]
+        big = _in_process(big_group, "127.0.0.1", this.port, args.big, args.hb_connections)
+        print(f"    one group of {args.big} members: Stable after {big['stable_s']:.2f} s "
+              f"(includes group.initial.rebalance.delay.ms=1000), described in "
+              f"{big['describe_s'] * 1000:.0f} ms: state {big['state']}, "
+              f"{big['members']} members")
+        print(f"    the same group rebalanced (every member rejoins, then syncs): "
+              f"Stable again after {big['rejoin_s']:.2f} s")
+        print(f"    target Stable within 10 s: "
+              f"{'MET' if big['stable_s'] <= 10 and big['state'] == 'Stable' else 'MISSED'}")
+    finally:
+        for _, broker in brokers:
+            broker.stop()
 
 
 def _s(v: float | None) -> str:

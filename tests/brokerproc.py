@@ -19,12 +19,15 @@ class BrokerProcess:
     """A broker subprocess; ``bootstrap`` is its (first listener's) ``host:port``.
 
     With a ``listeners`` config (ports may be 0), ``ports`` has each listener's port and
-    :meth:`address` its ``host:port``; a restart keeps the ports.
+    :meth:`address` its ``host:port``; a restart keeps the ports. ``env`` adds to the
+    process's environment (a benchmark's ``PYTHONPATH`` of another checkout).
     """
 
     def __init__(self, data_dir: Path, config: dict[str, str] | None = None,
-                 port: int = 0, extra_args: list[str] | None = None) -> None:
+                 port: int = 0, extra_args: list[str] | None = None,
+                 env: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
+        self.env = dict(env or {})
         self.config = dict(config or {})
         self.extra_args = list(extra_args or [])
         self.requested_port = port
@@ -81,7 +84,7 @@ class BrokerProcess:
         # line-buffered, so tests can read the log while the broker runs
         log = open(self.log_path, "a", buffering=1)  # noqa: SIM115 - closed with the process
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
         deadline = time.monotonic() + timeout
         assert self.proc.stdout is not None
         while time.monotonic() < deadline:

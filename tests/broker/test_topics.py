@@ -1,4 +1,5 @@
-"""TopicManager on the filesystem: deletions and creations cut short by a crash."""
+"""TopicManager on the filesystem: deletions and creations cut short by a crash; the
+version the group coordinator's topic snapshot is checked against."""
 
 from __future__ import annotations
 
@@ -42,4 +43,19 @@ def test_delete_moves_data_aside_and_load_sweeps_leftovers(tmp_path: Path) -> No
     topics = _manager(data)
     assert not list(data.glob("*.deleted"))
     assert topics.get("gone") is None
+    topics.close()
+
+
+def test_the_version_moves_when_a_topic_appears_grows_or_goes(tmp_path: Path) -> None:
+    topics = _manager(tmp_path / "data")
+    seen = [topics.version]
+    topics.create("t", 1, now_ms=0)
+    seen.append(topics.version)
+    topics.alter("t", {"retention.ms": "1000"})  # not what the coordinator's snapshot holds
+    seen.append(topics.version)
+    topics.add_partitions("t", 3, now_ms=0)
+    seen.append(topics.version)
+    topics.delete("t")
+    seen.append(topics.version)
+    assert seen[0] < seen[1] == seen[2] < seen[3] < seen[4]
     topics.close()

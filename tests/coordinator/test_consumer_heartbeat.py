@@ -172,3 +172,26 @@ def test_server_assignor_and_rack_are_kept() -> None:
     assert (m.server_assignor, m.rack_id) == ("range", "r1")
     ctx.hb("a", 2)  # null: unchanged
     assert ctx.member("a").server_assignor == "range"
+
+
+def test_a_steady_heartbeat_writes_nothing_but_a_changed_client_is_recorded() -> None:
+    """A heartbeat that changes nothing is answered without a record; one from another
+    client id or host, or with a new rack, rewrites the member's metadata (as Kafka)."""
+    from dataclasses import replace
+
+    from samsa.coordinator.consumer.records import ConsumerGroupMemberMetadataKey
+    from samsa.coordinator.events import ConsumerGroupHeartbeat
+
+    ctx = CCtx()
+    ctx.hb("a", 0)
+    steady = ConsumerGroupHeartbeat("g", "a", 2, client_id="c", client_host="/127.0.0.1")
+    for change in ({}, {"rebalance_timeout_ms": 30_000}, {"subscribed_topic_names": ("t1",)}):
+        result = ctx.coord.handle(replace(steady, **change), ctx.now, object())
+        ctx.absorb(result)
+        assert result.records == () and result.replies[0].response.error_code == 0
+    for change in ({"client_id": "other"}, {"client_host": "/10.0.0.2"}, {"rack_id": "r1"}):
+        result = ctx.coord.handle(replace(steady, **change), ctx.now, object())
+        ctx.absorb(result)
+        assert [type(r.key) for r in result.records] == [ConsumerGroupMemberMetadataKey]
+        member = ctx.member("a")
+        assert all(getattr(member, k) == v for k, v in change.items())

@@ -73,3 +73,17 @@ def test_valid_requests_pass_the_limits() -> None:
     assert len(decode_request(frame, SERVED).body.topics) == 50
     with pytest.raises(LimitExceeded):
         check(frame[:-30], schema)
+
+
+def test_a_request_without_arrays_or_tags_is_refused_by_the_reader() -> None:
+    """Heartbeat v3 has neither arrays nor tagged fields: no walk, and a string declared
+    longer than the frame is still a FrameError (kio reads a string only once it fits)."""
+    from kio.index import load_request_schema
+
+    from samsa.protocol.limits import _counted
+
+    assert not _counted(load_request_schema(12, 3))
+    assert _counted(load_request_schema(12, 4)) and _counted(load_request_schema(3, 1))
+    frame = struct.pack(">hhih", 12, 3, 7, 1) + b"x" + struct.pack(">h", 0x7FFF) + b"g"
+    with pytest.raises(FrameError):
+        decode_request(frame, {12: (0, 4)})

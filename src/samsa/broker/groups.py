@@ -56,6 +56,7 @@ from samsa.coordinator import (
     Coordinator,
     CoordinatorConfig,
     Event,
+    Heartbeat,
     Record,
     Result,
     TimerKey,
@@ -103,6 +104,13 @@ log = logging.getLogger("samsa.groups")
 #: The broker settings the coordinator reads (``CoordinatorConfig.from_properties`` ignores
 #: the rest): every ``group.*``, ``offsets.*`` and ``offset.*`` setting.
 COORDINATOR_PREFIXES = ("group.", "offsets.", "offset.")
+
+
+#: Requests that change no group's state or generation unless they write records (the
+#: metrics need not look then: a consumer group's state is O(members) to compute): a
+#: classic heartbeat only renews its member's session, and a consumer group is exactly
+#: what its records replay to.
+_QUIET = (Heartbeat, ConsumerGroupHeartbeat)
 
 
 class StorageFailure(Exception):
@@ -185,6 +193,7 @@ class GroupRuntime:
         self._tasks: set[asyncio.Task[None]] = set()
         self._loads: set[asyncio.Task[None]] = set()
         self._topics_seen: tuple[tuple[object, int], ...] | None = None
+        self._topics_version = -1
         self.jobs = JobRunner(int(broker.config["group.coordinator.background.threads"]),
                               self._job_done)
         #: called with (group, member) when a share group member is removed (the broker
@@ -259,7 +268,8 @@ class GroupRuntime:
             self.sync_topics()
         fut: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         result = self._coord().handle(event, now_ms(), reply_to=fut)
-        self.broker.metrics.observe_group(self._coord(), getattr(event, "group_id", None))
+        if result.records or not isinstance(event, _QUIET):
+            self.broker.metrics.observe_group(self._coord(), getattr(event, "group_id", None))
         self._apply(result)
         try:
             response = await fut
@@ -341,6 +351,9 @@ class GroupRuntime:
     def sync_topics(self) -> None:
         """Hand the coordinator a new :class:`TopicsSnapshot` if topics were created, deleted
         or grew since the last one (a single node: every replica is on this broker's rack)."""
+        if self.broker.topics.version == self._topics_version:
+            return  # nothing appeared, disappeared or grew: O(1) per heartbeat
+        self._topics_version = self.broker.topics.version
         topics = list(self.broker.topics)
         seen = tuple((t.topic_id, len(t.partitions)) for t in topics)
         if seen == self._topics_seen:

@@ -4,10 +4,11 @@ The broker runs over a storage engine it is handed (:mod:`samsa.broker.storage`:
 segment files or a cluster over PostgreSQL, chosen by ``samsa serve``) and names none.
 It listens on each of its listeners (``listeners``; one PLAINTEXT listener on
 ``--listen`` by default). Each connection reads size-prefixed frames and starts a handler
-task per request in arrival order (so a handler's synchronous part, e.g. a log append, runs
-in order); the responses are written back strictly in request order. Frames that are too
-large or do not decode close the connection; an unsupported ApiVersions version is answered
-with UNSUPPORTED_VERSION in a v0 body, as Kafka does.
+per request in arrival order, run at once up to its first wait (so a handler's synchronous
+part, e.g. a log append, runs in order, and an answer ready at once costs no task); the
+responses are written back strictly in request order, all those ready in one write. Frames
+that are too large or do not decode close the connection; an unsupported ApiVersions
+version is answered with UNSUPPORTED_VERSION in a v0 body, as Kafka does.
 
 Authentication (TLS, SASL) lives in :mod:`samsa.security`; a connection asks its
 :class:`~samsa.security.edge.Authentication` what to do with each frame until it is
@@ -24,6 +25,7 @@ import socket
 import struct
 import time
 from collections import deque
+from collections.abc import Coroutine
 from dataclasses import replace
 from functools import partial
 from typing import Any, cast
@@ -44,6 +46,7 @@ from samsa.broker.txn_offsets import TxnOffsets
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import convert
 from samsa.protocol.codec import (
+    Encoded,
     FrameError,
     Spliced,
     UnsupportedApi,
@@ -276,11 +279,12 @@ class Broker:
 
     async def dispatch(self, ctx: RequestContext) -> Any:
         """The handler's answer in the request's version: a handler may build a typed
-        answer of another version of the API (its newest); :func:`convert` maps it."""
+        answer of another version of the API (its newest); :func:`convert` maps it. An
+        answer encoded already (:class:`Encoded`, :class:`Spliced`) goes as it is."""
         request = ctx.request
         _, handler = self.handlers[request.api_key]
         response = await handler(ctx)
-        if response is None or isinstance(response, Spliced):
+        if response is None or isinstance(response, (Encoded, Spliced)):
             return response
         return convert(response, response_class(request.api_key, request.api_version))
 
@@ -290,7 +294,7 @@ class _Closing(bytes):
 
 
 class Connection(asyncio.BufferedProtocol):
-    """One client connection: frames in, a handler task per request, answers in order.
+    """One client connection: frames in, a handler per request, answers in order.
 
     Small frames are cut from a fixed receive buffer; a frame larger than it is received
     straight into a buffer of its own (no copies of megabyte produce requests). When
@@ -314,7 +318,7 @@ class Connection(asyncio.BufferedProtocol):
         self._len = 0
         self._big: bytearray | None = None
         self._big_pos = 0
-        self._queue: deque[tuple[asyncio.Task[Outgoing], int]] = deque()
+        self._queue: deque[tuple[asyncio.Future[Outgoing], int]] = deque()
         self._ready = asyncio.Event()
         self._can_write = asyncio.Event()
         self._can_write.set()
@@ -452,8 +456,7 @@ class Connection(asyncio.BufferedProtocol):
             self._len = rest
 
     def _submit(self, frame: bytes | memoryview, taken: bool = False) -> None:
-        task = asyncio.get_running_loop().create_task(self._handle(frame))
-        self._queue.append((task, len(frame)))
+        self._queue.append((_start(self._handle(frame)), len(frame)))
         if not taken:
             self._take_memory(len(frame))
         self._ready.set()
@@ -495,7 +498,9 @@ class Connection(asyncio.BufferedProtocol):
                              self)
         response = await self.broker.dispatch(ctx)
         out: Outgoing = None
-        if isinstance(response, Spliced):
+        if isinstance(response, Encoded):
+            out = response.frame(request.correlation_id)
+        elif isinstance(response, Spliced):
             out = encode_spliced(request.correlation_id, response)
         elif response is not None:
             out = encode_response(request.correlation_id, response)
@@ -543,6 +548,8 @@ class Connection(asyncio.BufferedProtocol):
         return out
 
     async def _write_loop(self) -> None:
+        """Write the answers in request order: every answer ready goes out in one write."""
+        ready: list[bytes | memoryview] = []
         while True:
             while not self._queue:
                 if self._closed:
@@ -550,14 +557,21 @@ class Connection(asyncio.BufferedProtocol):
                 self._ready.clear()
                 await self._ready.wait()
             task, size = self._queue[0]
+            if ready and not task.done():
+                self._flush(ready)
+                if not self._can_write.is_set():
+                    await self._can_write.wait()
+                continue
             try:
                 out = await task
             except FrameError as exc:
+                self._flush(ready)
                 self._fail(str(exc))
                 return
             except asyncio.CancelledError:
                 return
             except Exception:
+                self._flush(ready)
                 log.exception("handler failed; closing connection from %s", self.host)
                 self.close()
                 return
@@ -572,16 +586,60 @@ class Connection(asyncio.BufferedProtocol):
                     self.transport.resume_reading()
             self.last_active = time.monotonic()
             if isinstance(out, _Closing):
+                self._flush(ready)
                 if out:
                     self.transport.write(out)
                 self.close()
                 return
-            if out is None:
-                continue
             if isinstance(out, list):
-                self.transport.writelines(out)
-            else:
-                self.transport.write(out)
-            if not self._can_write.is_set():
-                await self._can_write.wait()
+                ready.extend(out)
+            elif out is not None:
+                ready.append(out)
+            if not self._queue:
+                self._flush(ready)
+                if not self._can_write.is_set():
+                    await self._can_write.wait()
 
+    def _flush(self, ready: list[bytes | memoryview]) -> None:
+        if ready and self.transport is not None and not self._closed:
+            self.transport.writelines(ready)
+        ready.clear()
+
+
+def _start(coro: Coroutine[Any, Any, Outgoing]) -> asyncio.Future[Outgoing]:
+    """Run a request's handler at once, up to where it first waits (most answers need no
+    wait: a heartbeat's is ready then); an answer ready at once costs no task. Handlers
+    still start in arrival order, each before the next frame is read."""
+    loop = asyncio.get_running_loop()
+    try:
+        waiting = coro.send(None)
+    except StopIteration as done:
+        fut: asyncio.Future[Outgoing] = loop.create_future()
+        fut.set_result(done.value)
+        return fut
+    except Exception as exc:
+        fut = loop.create_future()
+        fut.set_exception(exc)
+        return fut
+    return loop.create_task(_finish(coro, waiting))
+
+
+async def _finish(coro: Coroutine[Any, Any, Outgoing], waiting: Any) -> Outgoing:
+    """The rest of a handler that waits on ``waiting`` (a future, or None for a bare yield),
+    as a task: its own cancellation is thrown into the handler, as a task's is."""
+    while True:
+        failure: BaseException | None = None
+        try:
+            if waiting is None:
+                await asyncio.sleep(0)
+            else:
+                waiting._asyncio_future_blocking = False  # as a task's step does
+                await waiting
+        except BaseException as exc:  # the future's own outcome reaches the handler as is
+            if not (waiting is not None and waiting.done() and (
+                    waiting.cancelled() or waiting.exception() is exc)):
+                failure = exc  # this task was cancelled
+        try:
+            waiting = coro.send(None) if failure is None else coro.throw(failure)
+        except StopIteration as done:
+            return cast(Outgoing, done.value)

@@ -92,6 +92,9 @@ class TopicManager:
         self._topics: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
         self._now_ms = 0
+        #: moves whenever a topic appears, disappears or grows (what the group
+        #: coordinator's topic snapshot depends on: checked before every consumer heartbeat)
+        self.version = 0
 
     # -- lookup -------------------------------------------------------------------------
     def get(self, name: str) -> Topic | None:
@@ -174,6 +177,7 @@ class TopicManager:
                 config = self.log_config(topic.overrides, rec.name)
                 for index in range(len(topic.partitions), rec.partitions):
                     topic.partitions.append(self._open(rec.name, index, config))
+                self.version += 1
         for name in [n for n in self._topics if n not in seen]:
             self._forget(self._topics[name])
         return True
@@ -304,8 +308,10 @@ class TopicManager:
     def _add(self, topic: Topic) -> None:
         self._topics[topic.name] = topic
         self._by_id[topic.topic_id] = topic
+        self.version += 1
 
     def _forget(self, topic: Topic) -> None:
+        self.version += 1
         if self._topics.get(topic.name) is topic:
             del self._topics[topic.name]
         self._by_id.pop(topic.topic_id, None)

@@ -55,6 +55,9 @@ E = ErrorCode
 
 _Split = Callable[[Event], list[tuple[str, Event]]]
 
+#: Group ids whose shard :meth:`Coordinator.partition_for` remembers (then it starts over).
+_PARTITIONS_KEPT = 1 << 16
+
 
 class Coordinator:
     """Owns shards; routes requests and timer expiries to them."""
@@ -70,6 +73,7 @@ class Coordinator:
         self.member_id_factory = member_id_factory
         self.shards: dict[int, CoordinatorShard] = {}
         self.topics: TopicsSnapshot = EMPTY_TOPICS
+        self._partitions: dict[str, int] = {}
 
     def update_metadata(self, topics: TopicsSnapshot, now_ms: int | None = None) -> None:
         """The cluster's topics changed (or are first known): consumer groups see the new
@@ -90,7 +94,15 @@ class Coordinator:
     # ------------------------------------------------------------------ routing
 
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.config.offsets_topic_num_partitions)
+        """The group's shard; remembered (Java's string hash is a Python loop, and every
+        heartbeat asks)."""
+        found = self._partitions.get(group_id)
+        if found is None:
+            if len(self._partitions) >= _PARTITIONS_KEPT:
+                self._partitions.clear()
+            found = partition_for(group_id, self.config.offsets_topic_num_partitions)
+            self._partitions[group_id] = found
+        return found
 
     def shard_for(self, group_id: str) -> CoordinatorShard | None:
         return self.shards.get(self.partition_for(group_id))

@@ -38,6 +38,10 @@ class TimerKind(enum.Enum):
     #: share (KIP-932) groups: a member's session
     SHARE_SESSION = "share-session"
 
+    #: Members are singletons: hashed by identity, in C (Enum's own hash is Python code,
+    #: and a timer key is hashed a few times per heartbeat).
+    __hash__ = object.__hash__
+
 
 @dataclass(frozen=True)
 class TimerKey:

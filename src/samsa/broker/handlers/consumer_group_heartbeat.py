@@ -6,7 +6,8 @@ own. Null fields mean "unchanged since the last heartbeat" and stay ``None`` in 
 Served only when ``group.coordinator.rebalance.protocols`` includes ``consumer``. Needs READ
 on the group (else GROUP_AUTHORIZATION_FAILED) and DESCRIBE on every topic subscribed by
 name (else TOPIC_AUTHORIZATION_FAILED); a regex matches only the topics the member may
-describe (KAFKA-18813). The answer is built as v1, typed.
+describe (KAFKA-18813). The answer is built as v1, typed; one without an assignment (a
+steady heartbeat's) is encoded once per member and epoch (:mod:`samsa.protocol.answers`).
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from samsa.broker.config import ConfigError
 from samsa.broker.context import RequestContext
 from samsa.coordinator.events import ConsumerGroupHeartbeat, TopicPartitions
 from samsa.coordinator.responses import ConsumerGroupHeartbeatResponse
+from samsa.protocol.answers import AnswerMemo
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE, millis
+from samsa.protocol.codec import Encoded
 from samsa.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
@@ -59,7 +62,7 @@ def _owned(req: Any) -> tuple[TopicPartitions, ...] | None:
                  for t in req if t.topic_id is not None)
 
 
-async def handle(ctx: RequestContext) -> wire.ConsumerGroupHeartbeatResponse:
+async def handle(ctx: RequestContext) -> wire.ConsumerGroupHeartbeatResponse | Encoded:
     body = ctx.body
     if not consumer_protocol_enabled(ctx.broker.config):
         # Kafka's answer when the protocol is off (a client that ignored ApiVersions).
@@ -87,6 +90,12 @@ async def handle(ctx: RequestContext) -> wire.ConsumerGroupHeartbeatResponse:
     )
     resp = _refused(ctx, names) or await ctx.broker.groups.call(event)
     assert isinstance(resp, ConsumerGroupHeartbeatResponse)
+    if resp.assignment is None:  # a steady heartbeat's answer: encoded once
+        return _ANSWERS(ctx.version, resp)
+    return _typed(resp)
+
+
+def _typed(resp: ConsumerGroupHeartbeatResponse) -> wire.ConsumerGroupHeartbeatResponse:
     assignment = None
     if resp.assignment is not None:
         assignment = wire.Assignment(topic_partitions=tuple(
@@ -102,6 +111,11 @@ async def handle(ctx: RequestContext) -> wire.ConsumerGroupHeartbeatResponse:
         heartbeat_interval=i32Timedelta.parse(timedelta(milliseconds=resp.heartbeat_interval_ms)),
         assignment=assignment,
     )
+
+
+#: Answers without an assignment (every steady heartbeat's), encoded once per member
+#: and epoch; one with an assignment is built afresh (it may be large, and changes).
+_ANSWERS = AnswerMemo(API_KEY, _typed)
 
 
 def _refused(ctx: RequestContext, names: Any) -> ConsumerGroupHeartbeatResponse | None:

@@ -241,7 +241,18 @@ def _plan(core: ShardCore, ev: ConsumerGroupHeartbeat, member_id: str) -> _Plan:
 
 
 def _updated(member: ConsumerMember, ev: ConsumerGroupHeartbeat) -> ConsumerMember:
-    """Kafka's ``ConsumerGroupMember.Builder.maybeUpdate*``: null means unchanged."""
+    """Kafka's ``ConsumerGroupMember.Builder.maybeUpdate*``: null means unchanged. A
+    heartbeat that changes nothing (a steady one) gets ``member`` itself, not a copy."""
+    if (member.classic is None and ev.client_id == member.client_id
+            and ev.client_host == member.client_host
+            and ev.instance_id in (None, member.instance_id)
+            and ev.rack_id in (None, member.rack_id)
+            and ev.rebalance_timeout_ms in (-1, member.rebalance_timeout_ms)
+            and ev.server_assignor in (None, member.server_assignor)
+            and ev.subscribed_topic_regex in (None, member.subscribed_topic_regex)
+            and (ev.subscribed_topic_names is None
+                 or tuple(ev.subscribed_topic_names) == member.subscribed_topic_names)):
+        return member
     return replace(
         member,
         instance_id=member.instance_id if ev.instance_id is None else ev.instance_id,
@@ -294,7 +305,7 @@ def heartbeat(core: ShardCore, ev: ConsumerGroupHeartbeat,
         assert plan.group is not None
         replace_member(core, plan.group, plan.replaces, old)
     bump = plan.group is None or plan.group.epoch == 0
-    if plan.is_new_member or not updated.same_subscription(old):
+    if plan.is_new_member or (updated is not old and not updated.same_subscription(old)):
         core.write(*records.member_subscription(gid, updated))
         bump |= updated.subscribed_topic_names != old.subscribed_topic_names
     group = core.hard.consumer.groups[gid]
@@ -305,7 +316,7 @@ def heartbeat(core: ShardCore, ev: ConsumerGroupHeartbeat,
     regex_refresh.maybe_refresh(core, group, ev.describable)
     schedule_session(core, gid, member_id)
     owned = None if ev.topic_partitions is None else from_topic_partitions(ev.topic_partitions)
-    old_assigned = dict(old.assigned)
+    old_assigned = old.assigned  # members are replaced, never changed in place
 
     def answer() -> ConsumerGroupHeartbeatResponse:
         return _answer(core, ev, member_id, owned, old_assigned)
@@ -335,7 +346,7 @@ def _answer(core: ShardCore, ev: ConsumerGroupHeartbeat, member_id: str,
         and ev.subscribed_topic_names is not None
         and ev.topic_partitions is not None
     )
-    changed = dict(member.assigned) != old_assigned
+    changed = member.assigned is not old_assigned and member.assigned != old_assigned
     return ConsumerGroupHeartbeatResponse(
         E.none,
         member_id=member_id,
