@@ -54,6 +54,15 @@ def configs(event: Event) -> dict[str, dict[str, Any]]:
     return result
 
 
+#: a group's share-group configs (KIP-932, KIP-1191) at their broker defaults
+SHARE_DEFAULTS = {"share.session.timeout.ms": ("45000", DEFAULT),
+                  "share.heartbeat.interval.ms": ("5000", DEFAULT),
+                  "share.record.lock.duration.ms": ("30000", DEFAULT),
+                  "share.delivery.count.limit": ("5", DEFAULT),
+                  "share.auto.offset.reset": ("latest", DEFAULT),
+                  "errors.deadletterqueue.topic.name": ("", DEFAULT)}
+
+
 def values(event: Event) -> dict[str, tuple[str | None, str]]:
     """A describe event as {key: (value, source)}."""
     return {k: (c["value"], c["source"]) for k, c in configs(event).items()}
@@ -179,7 +188,8 @@ def test_broker_and_group_configs_survive_restart(fresh_broker: BrokerProcess,
     assert values(e[4]) == {"consumer.session.timeout.ms": ("45000", DEFAULT),
                             "consumer.heartbeat.interval.ms": ("5000", DEFAULT),
                             "consumer.assignment.interval.ms": ("1000", DEFAULT),
-                            "consumer.assignor.offload.enable": ("true", DEFAULT)}
+                            "consumer.assignor.offload.enable": ("true", DEFAULT),
+                            **SHARE_DEFAULTS}
 
     assert errors(e[5]) == {"BROKER:0": None, "BROKER:": None, f"GROUP:{g}": None,
                             f"TOPIC:{t}": None}
@@ -209,7 +219,8 @@ def test_broker_and_group_configs_survive_restart(fresh_broker: BrokerProcess,
     assert values(group) == {"consumer.session.timeout.ms": ("50000", GROUP_SRC),
                              "consumer.heartbeat.interval.ms": ("5000", DEFAULT),
                              "consumer.assignment.interval.ms": ("1000", DEFAULT),
-                             "consumer.assignor.offload.enable": ("true", DEFAULT)}
+                             "consumer.assignor.offload.enable": ("true", DEFAULT),
+                             **SHARE_DEFAULTS}
     assert configs(group)["consumer.session.timeout.ms"]["synonyms"] == [
         ["consumer.session.timeout.ms", "50000", GROUP_SRC],
         ["group.consumer.session.timeout.ms", "45000", DEFAULT]]
