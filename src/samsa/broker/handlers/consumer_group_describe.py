@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from kio.schema.consumer_group_describe.v1 import response as wire
 from kio.schema.errors import ErrorCode
-from kio.schema.types import GroupId, TopicName
+from kio.schema.types import TopicName
 from kio.static.primitive import i8, i32
 
 from samsa.broker import access
 from samsa.broker.context import RequestContext
+from samsa.broker.group_wire import NO_OPERATIONS, described_assignment, described_group
 from samsa.broker.handlers.consumer_group_heartbeat import consumer_protocol_enabled
 from samsa.coordinator.events import ConsumerGroupDescribe
 from samsa.coordinator.responses import (
@@ -34,15 +35,12 @@ from samsa.security.acl import AclOperation, ResourceType
 API_KEY = ApiKey.CONSUMER_GROUP_DESCRIBE
 VERSIONS = (0, 1)
 
-NO_OPERATIONS = i32(access.NOT_REQUESTED)
 HIDDEN_TOPICS = "The group has described topic(s) that the client is not authorized to describe."
 
 
 def _assignment(parts: tuple[DescribedTopicPartitions, ...]) -> wire.Assignment:
-    return wire.Assignment(topic_partitions=tuple(
-        wire.TopicPartitions(topic_id=t.topic_id, topic_name=TopicName(t.topic_name),
-                             partitions=tuple(i32(p) for p in t.partitions))
-        for t in parts))
+    assignment: wire.Assignment = described_assignment(wire, parts)
+    return assignment
 
 
 def _member(m: ConsumerGroupMemberDescription) -> wire.Member:
@@ -57,12 +55,9 @@ def _member(m: ConsumerGroupMemberDescription) -> wire.Member:
 
 
 def _group(g: ConsumerDescribedGroup, operations: i32 = NO_OPERATIONS) -> wire.DescribedGroup:
-    return wire.DescribedGroup(
-        error_code=ErrorCode(g.error_code), error_message=g.error_message,
-        group_id=GroupId(g.group_id), group_state=g.group_state,
-        group_epoch=i32(g.group_epoch), assignment_epoch=i32(g.assignment_epoch),
-        assignor_name=g.assignor_name, members=tuple(_member(m) for m in g.members),
-        authorized_operations=operations)
+    group: wire.DescribedGroup = described_group(
+        wire, g, tuple(_member(m) for m in g.members), operations)
+    return group
 
 
 async def handle(ctx: RequestContext) -> wire.ConsumerGroupDescribeResponse:

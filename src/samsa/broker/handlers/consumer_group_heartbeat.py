@@ -22,6 +22,7 @@ from kio.static.primitive import i32, i32Timedelta
 from samsa.broker import access
 from samsa.broker.config import ConfigError
 from samsa.broker.context import RequestContext
+from samsa.broker.group_wire import heartbeat_answer, heartbeat_refusal
 from samsa.coordinator.events import ConsumerGroupHeartbeat, TopicPartitions
 from samsa.coordinator.responses import ConsumerGroupHeartbeatResponse
 from samsa.protocol.answers import AnswerMemo
@@ -96,21 +97,9 @@ async def handle(ctx: RequestContext) -> wire.ConsumerGroupHeartbeatResponse | E
 
 
 def _typed(resp: ConsumerGroupHeartbeatResponse) -> wire.ConsumerGroupHeartbeatResponse:
-    assignment = None
-    if resp.assignment is not None:
-        assignment = wire.Assignment(topic_partitions=tuple(
-            wire.TopicPartitions(topic_id=t.topic_id,
-                                 partitions=tuple(i32(p) for p in t.partitions))
-            for t in resp.assignment))
-    return wire.ConsumerGroupHeartbeatResponse(
-        throttle_time=NO_THROTTLE,
-        error_code=ErrorCode(resp.error_code),
-        error_message=resp.error_message,
-        member_id=resp.member_id,
-        member_epoch=i32(resp.member_epoch),
-        heartbeat_interval=i32Timedelta.parse(timedelta(milliseconds=resp.heartbeat_interval_ms)),
-        assignment=assignment,
-    )
+    answer: wire.ConsumerGroupHeartbeatResponse = heartbeat_answer(
+        wire, wire.ConsumerGroupHeartbeatResponse, resp)
+    return answer
 
 
 #: Answers without an assignment (every steady heartbeat's), encoded once per member
@@ -119,11 +108,7 @@ _ANSWERS = AnswerMemo(API_KEY, _typed)
 
 
 def _refused(ctx: RequestContext, names: Any) -> ConsumerGroupHeartbeatResponse | None:
-    """Kafka's checks before the coordinator: READ on the group, then DESCRIBE on every
-    topic subscribed by name."""
-    if not access.allowed(ctx, AclOperation.READ, ResourceType.GROUP, ctx.body.group_id):
-        return ConsumerGroupHeartbeatResponse(ErrorCode.group_authorization_failed)
-    if names and len(access.allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
-                                          names)) < len(set(names)):
-        return ConsumerGroupHeartbeatResponse(ErrorCode.topic_authorization_failed)
-    return None
+    """Kafka's checks before the coordinator (:mod:`samsa.broker.group_wire`)."""
+    refused = heartbeat_refusal(ctx, names, ConsumerGroupHeartbeatResponse)
+    assert refused is None or isinstance(refused, ConsumerGroupHeartbeatResponse)
+    return refused

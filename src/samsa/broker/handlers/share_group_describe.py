@@ -6,13 +6,13 @@ Needs DESCRIBE on each group (else GROUP_AUTHORIZATION_FAILED). Built as v1, typ
 
 from __future__ import annotations
 
-from kio.schema.errors import ErrorCode
 from kio.schema.share_group_describe.v1 import response as wire
-from kio.schema.types import GroupId, TopicName
+from kio.schema.types import TopicName
 from kio.static.primitive import i32
 
 from samsa.broker import access
 from samsa.broker.context import RequestContext
+from samsa.broker.group_wire import NO_OPERATIONS, described_assignment, described_group
 from samsa.coordinator.events import ShareGroupDescribe
 from samsa.coordinator.responses import (
     ConsumerDescribedGroup,
@@ -27,14 +27,11 @@ from samsa.security.acl import AclOperation, ResourceType
 API_KEY = ApiKey.SHARE_GROUP_DESCRIBE
 VERSIONS = (1, 1)
 
-NO_OPERATIONS = i32(access.NOT_REQUESTED)
 
 
 def _assignment(parts: tuple[DescribedTopicPartitions, ...]) -> wire.Assignment:
-    return wire.Assignment(topic_partitions=tuple(
-        wire.TopicPartitions(topic_id=t.topic_id, topic_name=TopicName(t.topic_name),
-                             partitions=tuple(i32(p) for p in t.partitions))
-        for t in parts))
+    assignment: wire.Assignment = described_assignment(wire, parts)
+    return assignment
 
 
 def _member(m: ConsumerGroupMemberDescription) -> wire.Member:
@@ -46,12 +43,9 @@ def _member(m: ConsumerGroupMemberDescription) -> wire.Member:
 
 
 def _group(g: ConsumerDescribedGroup, operations: i32 = NO_OPERATIONS) -> wire.DescribedGroup:
-    return wire.DescribedGroup(
-        error_code=ErrorCode(g.error_code), error_message=g.error_message,
-        group_id=GroupId(g.group_id), group_state=g.group_state,
-        group_epoch=i32(g.group_epoch), assignment_epoch=i32(g.assignment_epoch),
-        assignor_name=g.assignor_name, members=tuple(_member(m) for m in g.members),
-        authorized_operations=operations)
+    group: wire.DescribedGroup = described_group(
+        wire, g, tuple(_member(m) for m in g.members), operations)
+    return group
 
 
 async def handle(ctx: RequestContext) -> wire.ShareGroupDescribeResponse:

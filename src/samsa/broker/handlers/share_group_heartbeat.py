@@ -9,19 +9,13 @@ topic (else TOPIC_AUTHORIZATION_FAILED). The answer is built as v1, typed.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-from kio.schema.errors import ErrorCode
 from kio.schema.share_group_heartbeat.v1 import response as wire
-from kio.static.primitive import i32, i32Timedelta
 
-from samsa.broker import access
 from samsa.broker.context import RequestContext
+from samsa.broker.group_wire import heartbeat_answer, heartbeat_refusal
 from samsa.coordinator.events import ShareGroupHeartbeat
 from samsa.coordinator.responses import ShareGroupHeartbeatResponse
 from samsa.protocol.api_keys import ApiKey
-from samsa.protocol.build import NO_THROTTLE
-from samsa.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.SHARE_GROUP_HEARTBEAT
 VERSIONS = (1, 1)
@@ -41,28 +35,12 @@ async def handle(ctx: RequestContext) -> wire.ShareGroupHeartbeatResponse:
     )
     resp = _refused(ctx, names) or await ctx.broker.groups.call(event)
     assert isinstance(resp, ShareGroupHeartbeatResponse)
-    assignment = None
-    if resp.assignment is not None:
-        assignment = wire.Assignment(topic_partitions=tuple(
-            wire.TopicPartitions(topic_id=t.topic_id,
-                                 partitions=tuple(i32(p) for p in t.partitions))
-            for t in resp.assignment))
-    return wire.ShareGroupHeartbeatResponse(
-        throttle_time=NO_THROTTLE,
-        error_code=ErrorCode(resp.error_code),
-        error_message=resp.error_message,
-        member_id=resp.member_id,
-        member_epoch=i32(resp.member_epoch),
-        heartbeat_interval=i32Timedelta.parse(timedelta(milliseconds=resp.heartbeat_interval_ms)),
-        assignment=assignment,
-    )
+    answer: wire.ShareGroupHeartbeatResponse = heartbeat_answer(
+        wire, wire.ShareGroupHeartbeatResponse, resp)
+    return answer
 
 
 def _refused(ctx: RequestContext, names: object) -> ShareGroupHeartbeatResponse | None:
-    if not access.allowed(ctx, AclOperation.READ, ResourceType.GROUP, ctx.body.group_id):
-        return ShareGroupHeartbeatResponse(ErrorCode.group_authorization_failed)
-    topics = [str(n) for n in names] if isinstance(names, tuple | list) else []
-    if topics and len(access.allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
-                                           topics)) < len(set(topics)):
-        return ShareGroupHeartbeatResponse(ErrorCode.topic_authorization_failed)
-    return None
+    refused = heartbeat_refusal(ctx, names, ShareGroupHeartbeatResponse)
+    assert refused is None or isinstance(refused, ShareGroupHeartbeatResponse)
+    return refused
