@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pytest
+
+from samsa.cli.main import main
 from samsa.client import Admin
 from tests.brokerproc import BrokerProcess
 from tests.cli.conftest import CLI, parse_table, produce, unique
@@ -59,3 +65,19 @@ def test_topic_errors(cli: CLI, admin: Admin) -> None:
         r = cli("topics", *argv)
         assert r.rc == 1 and "unknown_topic_or_partition" in r.err, r.err
     assert missing not in admin.list_topics()
+
+
+def test_create_takes_the_brokers_default_partition_count(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Without ``--partitions`` the topic gets the broker's ``num.partitions``, as
+    kafka-topics.sh --create does."""
+    proc = BrokerProcess(tmp_path / "data", {"num.partitions": "3"}).start()
+    try:
+        name = unique("dflt")
+        assert main(["topics", "create", name, "-o", "json",
+                     "--bootstrap-server", proc.bootstrap]) == 0
+        assert json.loads(capsys.readouterr().out)["partitions"] == 3
+        with Admin(proc.bootstrap) as admin:
+            assert admin.list_topics()[name] == 3
+    finally:
+        proc.stop()

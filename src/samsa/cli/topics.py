@@ -22,7 +22,8 @@ def add_parser(sub: Any) -> None:
 
     c = cmds.add_parser("create", help="create a topic")
     c.add_argument("name")
-    c.add_argument("--partitions", type=positive, required=True, metavar="N")
+    c.add_argument("--partitions", type=positive, metavar="N",
+                   help="partition count (default: the broker's num.partitions)")
     c.add_argument("--replication-factor", type=positive, default=1, metavar="N")
     c.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="a topic setting, e.g. retention.ms=60000 (repeatable)")
@@ -90,13 +91,14 @@ def run_list(args: argparse.Namespace) -> int:
 def run_create(args: argparse.Namespace) -> int:
     configs = parse_configs(args.config)
     with open_admin(args) as admin:
-        admin.create_topics({args.name: args.partitions}, configs={args.name: configs},
+        admin.create_topics({args.name: args.partitions or -1}, configs={args.name: configs},
                             replication_factor=args.replication_factor)
+        partitions = args.partitions or admin.list_topics()[args.name]
     out = Output(args.output)
     if out.json:
-        out.data({"topic": args.name, "partitions": args.partitions, "configs": configs})
+        out.data({"topic": args.name, "partitions": partitions, "configs": configs})
     else:
-        out.message(f"Created topic {args.name} with {args.partitions} partition(s).")
+        out.message(f"Created topic {args.name} with {partitions} partition(s).")
     return 0
 
 
