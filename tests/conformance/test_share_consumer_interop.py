@@ -1,0 +1,72 @@
+"""``samsa.ShareConsumer`` and confluent-kafka's ``ShareConsumer`` (librdkafka) as members
+of ONE share group on one topic, over TCP: three members for two partitions; samsa's
+member releases what it gets on the first delivery (explicit mode), librdkafka's accepts
+(implicit mode); every record ends up accepted exactly once, the released ones after a
+second delivery (to either client), and both kinds of member get records."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pytest
+
+from samsa import AcknowledgeType, ShareConsumer
+from tests.brokerproc import BrokerProcess
+from tests.conformance.groupkit import create_topic, produce, unique
+from tests.conformance.sharekit import set_group_configs, share_consumer, wait_assigned
+
+pytestmark = pytest.mark.conformance
+
+
+def test_samsa_and_librdkafka_members_share_a_topic(share_broker: BrokerProcess) -> None:
+    topic, group = unique("si"), unique("sig")
+    create_topic(share_broker.bootstrap, topic, 2)
+    set_group_configs(share_broker.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    samsa_member = ShareConsumer(topic, bootstrap_servers=share_broker.bootstrap,
+                                 group_id=group, share_acknowledgement_mode="explicit",
+                                 max_poll_records=10)
+    rdkafka = [share_consumer(share_broker.bootstrap, group, [topic], f"rd{i}",
+                              **{"max.poll.records": "10"}) for i in range(2)]
+    released: set[bytes] = set()
+    accepted: Counter[bytes] = Counter()
+    by_samsa: list[tuple[bytes, int]] = []
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            samsa_member.poll(50)
+            for s in rdkafka:
+                s.poll(0.05)
+            try:
+                wait_assigned(share_broker.bootstrap, group, 3, timeout=0)
+                break
+            except AssertionError:
+                assert time.monotonic() < deadline, "the group never settled"
+        values = produce(share_broker.bootstrap, topic, 2, 40)
+        deadline = time.monotonic() + 60
+        while set(accepted) < values:
+            assert time.monotonic() < deadline, len(values - set(accepted))
+            for r in samsa_member.poll(100):
+                assert r.value is not None
+                by_samsa.append((r.value, r.delivery_count))
+                if r.delivery_count == 1:
+                    samsa_member.acknowledge(r, AcknowledgeType.RELEASE)
+                    released.add(r.value)
+                else:
+                    samsa_member.acknowledge(r, AcknowledgeType.ACCEPT)
+                    accepted[r.value] += 1
+            for s in rdkafka:
+                for m in s.poll(0.1):  # implicit: accepted by the next poll
+                    assert m.delivery_count() == (2 if m.value() in released else 1)
+                    accepted[m.value()] += 1
+        for _ in range(10):  # nothing accepted comes back
+            assert samsa_member.poll(100) == []
+            for s in rdkafka:
+                assert s.poll(0.1) == []
+        assert set(accepted) == values and max(accepted.values()) == 1
+        assert by_samsa and released and all(s.got for s in rdkafka)
+        assert {n for _, n in by_samsa} <= {1, 2}
+    finally:
+        samsa_member.close()
+        for s in rdkafka:
+            s.close()
