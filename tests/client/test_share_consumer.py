@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -19,7 +20,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from samsa import AcknowledgeType, Consumer, ShareConsumer, TopicPartition
-from samsa.client.errors import IllegalStateError, KafkaError
+from samsa.client.errors import IllegalStateError, KafkaError, WakeupError
 from samsa.client.share import ShareRecord
 from tests.brokerproc import BrokerProcess
 from tests.conformance.groupkit import create_topic, produce, unique
@@ -252,19 +253,27 @@ def test_a_killed_consumer_gives_its_records_back(share_broker: BrokerProcess) -
         other.close()
 
 
-def test_unsubscribe_leaves_and_configs_are_checked(share_broker: BrokerProcess) -> None:
+def test_deserializer_wakeup_unsubscribe_and_configs(share_broker: BrokerProcess) -> None:
     topic, group, _ = setup(share_broker, 1, 0)
     with pytest.raises(ValueError):
         ShareConsumer(bootstrap_servers=share_broker.bootstrap)
     with pytest.raises(TypeError):
         ShareConsumer(bootstrap_servers=share_broker.bootstrap, group_id=group,
                       enable_auto_commit=True)
-    c = member(share_broker, group, topic)
+    c = member(share_broker, group, topic, value_deserializer=bytes.decode)
     try:
         deadline = time.monotonic() + 20
         while c.member_state != "STABLE":
             assert time.monotonic() < deadline
             c.poll(100)
+        produce(share_broker.bootstrap, topic, 1, 1)
+        got: list[ShareRecord] = []
+        while not got:
+            got = c.poll(200)
+        assert got[0].value == f"{topic}/0/0"
+        threading.Timer(0.3, c.wakeup).start()
+        with pytest.raises(WakeupError):
+            c.poll(10_000)
         c.unsubscribe()
         assert c.member_state == "UNSUBSCRIBED" and c.assignment() == set()
         with pytest.raises(IllegalStateError):

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import collections
 import itertools
-import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -31,13 +30,13 @@ from samsa.client.errors import (
     IllegalStateError,
     KafkaError,
     KafkaTimeoutError,
-    WakeupError,
     error_for,
 )
 from samsa.client.future import Future
 from samsa.client.group.share_driver import ShareGroupDriver
 from samsa.client.metadata import Metadata
 from samsa.client.net import ApiKey, NetworkClient
+from samsa.client.polling import Waker, deserialize
 from samsa.client.security import DEFAULTS as SECURITY_DEFAULTS
 from samsa.client.security import client_security
 from samsa.client.share.acknowledgements import (
@@ -116,8 +115,7 @@ class ShareConsumer:
         self._buffer: collections.deque[tuple[int, list[ShareRecord]]] = collections.deque()
         self._answers: collections.deque[tuple[ShareRequest, Future[Any]]] = \
             collections.deque()
-        self._cond = threading.Condition()
-        self._wakeup = False
+        self._waker = Waker()
         self._closed = False
         self._callback: AcknowledgementCommitCallback | None = None
         self._in_callback = False
@@ -126,7 +124,7 @@ class ShareConsumer:
             self._metadata, self._subs, group_id=c["group_id"],
             max_poll_interval_ms=c["max_poll_interval_ms"], rack=c["client_rack"],
             retry_backoff_ms=c["retry_backoff_ms"], client_id=self.client_id,
-            wakeup_flag=self._take_wakeup, clock=clock)
+            wakeup_flag=self._waker.take, clock=clock)
         if topics:
             self.subscribe(topics)
 
@@ -182,7 +180,7 @@ class ShareConsumer:
         max_records = max_records or self.config["max_poll_records"]
         deadline = self._clock.now() + timeout_ms / 1000
         while True:
-            self._check_wakeup()
+            self._waker.check()
             self._group.poll(deadline)
             self._maybe_refresh_metadata()
             self._apply_answers()
@@ -226,12 +224,8 @@ class ShareConsumer:
         return out
 
     def _deserialize(self, records: list[ShareRecord]) -> list[ShareRecord]:
-        kd, vd = self.config["key_deserializer"], self.config["value_deserializer"]
-        if kd is None and vd is None:
-            return records
-        return [r._replace(key=kd(r.key) if kd and r.key is not None else r.key,
-                           value=vd(r.value) if vd and r.value is not None else r.value)
-                for r in records]
+        return deserialize(records, self.config["key_deserializer"],
+                           self.config["value_deserializer"])
 
     # ---- commits ------------------------------------------------------------------------
 
@@ -342,8 +336,7 @@ class ShareConsumer:
     def _answered(self, request: ShareRequest, fut: Future[Any]) -> None:
         """Network thread: queue the answer for the user's thread."""
         self._answers.append((request, fut))
-        with self._cond:
-            self._cond.notify_all()
+        self._waker.notify()
 
     def _apply_answers(self) -> None:
         """User thread: apply the answers to the sessions; buffer the acquired records."""
@@ -394,9 +387,7 @@ class ShareConsumer:
             raise error_for(code, "ShareFetch")
 
     def _wait(self, seconds: float) -> None:
-        with self._cond:
-            if not self._answers and not self._wakeup:
-                self._clock.wait(self._cond, seconds)
+        self._waker.wait(self._clock, seconds, lambda: bool(self._answers))
 
     def _maybe_refresh_metadata(self) -> None:
         now = self._clock.now()
@@ -414,20 +405,7 @@ class ShareConsumer:
 
     def wakeup(self) -> None:
         """Make a blocked (or the next) ``poll`` raise :class:`WakeupError`. Thread-safe."""
-        self._wakeup = True
-        with self._cond:
-            self._cond.notify_all()
-
-    def _check_wakeup(self) -> None:
-        if self._wakeup:
-            self._wakeup = False
-            raise WakeupError("wakeup() called")
-
-    def _take_wakeup(self) -> bool:
-        if self._wakeup:
-            self._wakeup = False
-            return True
-        return False
+        self._waker.wakeup()
 
     def close(self, timeout_ms: float | None = None) -> None:
         """Acknowledge (implicit mode: ACCEPT the last poll's records; explicit: what was
