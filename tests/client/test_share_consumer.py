@@ -149,7 +149,7 @@ def test_commit_sync_results_and_the_callback(share_broker: BrokerProcess) -> No
     INVALID_RECORD_STATE, in the result and the callback, and they come back."""
     topic, group, _ = setup(share_broker, 2, 3)
     c = member(share_broker, group, topic, share_acknowledgement_mode="explicit",
-               max_poll_records=100)
+               max_poll_records=100, fetch_max_wait_ms=100)  # commits wait less
     heard: list[tuple[dict[TopicPartition, set[int]], KafkaError | None]] = []
     c.set_acknowledgement_commit_callback(lambda offsets, exc: heard.append((offsets, exc)))
     try:
@@ -177,11 +177,11 @@ def test_commit_sync_results_and_the_callback(share_broker: BrokerProcess) -> No
         for r in again:
             c.acknowledge(r, A.RENEW)  # KIP-1222: the locks start again
         assert c.commit_sync(10_000) == {TopicPartition(topic, 1): None}
-        time.sleep(1.5)
+        time.sleep(1.2)
         for r in again:
             c.acknowledge(r, A.RENEW)
         assert c.commit_sync(10_000) == {TopicPartition(topic, 1): None}
-        time.sleep(1.5)  # 3 s after they were acquired: held only thanks to the renewals
+        time.sleep(1.2)  # > 2 s after they were acquired: held thanks to the renewals
         for r in again:
             c.acknowledge(r, A.ACCEPT)
         c.commit_async()
@@ -194,8 +194,9 @@ def test_commit_sync_results_and_the_callback(share_broker: BrokerProcess) -> No
 
 
 def test_implicit_mode_commit_and_close_accept(share_broker: BrokerProcess) -> None:
-    """Implicit mode: ``commit_sync`` accepts the last poll's records, ``close`` too; a
-    record fetched but never returned (max_poll_records=1) is released by the close."""
+    """Implicit mode: ``commit_sync`` accepts the last poll's records, ``close`` too; what
+    the consumer acquired and never returned (max_poll_records=1: the fetch sent after the
+    second poll) is released by the close, for the next member."""
     topic, group, values = setup(share_broker, 1, 3)
     a = member(share_broker, group, topic, max_poll_records=1)
     got: list[ShareRecord] = []
