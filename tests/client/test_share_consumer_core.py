@@ -90,45 +90,45 @@ def ok(req: Any, *parts: PartitionAnswer) -> list[PartitionAnswer]:
 
 def test_session_epochs_and_piggybacked_acknowledgements() -> None:
     s = ShareSessions()
-    first = s.step(leader, {T0, T1, T2}, set())
+    first = s.step(0, leader, {T0, T1, T2}, set())
     assert [(r.node, r.epoch, r.partitions) for r in first] == [
         (1, 0, frozenset({T0, T1})), (2, 0, frozenset({T2}))]
-    assert s.step(leader, {T0, T1, T2}, set()) == []  # one request in flight per broker
+    assert s.step(0, leader, {T0, T1, T2}, set()) == []  # one request in flight per broker
     s.acknowledge({T0: {0: A.ACCEPT, 1: A.RELEASE}})
     for r in first:
-        s.on_answer(r, 0, ok(r))
-    second = s.step(leader, {T0, T1, T2}, {2})  # broker 2's records are still buffered
+        s.on_answer(r, 0, 0, ok(r))
+    second = s.step(0, leader, {T0, T1, T2}, {2})  # broker 2's records are still buffered
     assert len(second) == 1
     (fetch,) = second
     assert isinstance(fetch, SendShareFetch) and (fetch.node, fetch.epoch) == (1, 1)
     # the session knows T1: only the partition with acknowledgements is named
     assert fetch.partitions == {T0} and fetch.acks == {T0: {0: A.ACCEPT, 1: A.RELEASE}}
-    s.on_answer(fetch, 0, [PartitionAnswer(T0, 0, 0)])
+    s.on_answer(fetch, 0, 0, [PartitionAnswer(T0, 0, 0)])
     assert s.results[-1].offsets == {0, 1} and s.results[-1].error == 0
-    assert [r.epoch for r in s.step(leader, {T0, T1, T2}, set())] == [2, 1]
+    assert [r.epoch for r in s.step(0, leader, {T0, T1, T2}, set())] == [2, 1]
 
 
 def test_no_acknowledgement_in_an_opening_request() -> None:
     s = ShareSessions()
     s.acknowledge({T0: {4: A.ACCEPT}})
-    (opening,) = s.step(leader, {T0}, set())
+    (opening,) = s.step(0, leader, {T0}, set())
     assert opening.epoch == 0 and opening.acks == {}
-    s.on_answer(opening, 0, ok(opening))
-    (next_one,) = s.step(leader, {T0}, set())
+    s.on_answer(opening, 0, 0, ok(opening))
+    (next_one,) = s.step(0, leader, {T0}, set())
     assert next_one.acks == {T0: {4: A.ACCEPT}} and next_one.epoch == 1
 
 
 def test_commit_sends_a_share_acknowledge_and_collects_errors() -> None:
     s = ShareSessions()
-    (opening,) = s.step(leader, {T0, T1}, set())
-    s.on_answer(opening, 0, ok(opening))
+    (opening,) = s.step(0, leader, {T0, T1}, set())
+    s.on_answer(opening, 0, 0, ok(opening))
     s.acknowledge({T1: {7: A.ACCEPT}})  # piggyback-only: travels with the commit
     cid = s.acknowledge({T0: {1: A.ACCEPT, 2: A.ACCEPT}}, commit=True)
     assert cid is not None and s.commit_result(cid) is None
-    (ack,) = s.step(leader, {T0, T1}, {1})
+    (ack,) = s.step(0, leader, {T0, T1}, {1})
     assert isinstance(ack, SendShareAcknowledge) and ack.epoch == 1
     assert ack.acks == {T0: {1: A.ACCEPT, 2: A.ACCEPT}, T1: {7: A.ACCEPT}}
-    s.on_answer(ack, 0, [PartitionAnswer(T0, int(E.invalid_record_state)),
+    s.on_answer(ack, 0, 0, [PartitionAnswer(T0, int(E.invalid_record_state)),
                          PartitionAnswer(T1, 0)])
     assert s.commit_result(cid) == {T0: E.invalid_record_state}
     assert {(r.tp, r.error) for r in s.results} == {(T0, E.invalid_record_state), (T1, 0)}
@@ -139,66 +139,71 @@ def test_commit_sends_a_share_acknowledge_and_collects_errors() -> None:
 def test_a_session_error_restarts_the_session_and_fails_its_acknowledgements(
         error: ErrorCode) -> None:
     s = ShareSessions()
-    (opening,) = s.step(leader, {T0}, set())
-    s.on_answer(opening, 0, ok(opening))
+    (opening,) = s.step(0, leader, {T0}, set())
+    s.on_answer(opening, 0, 0, ok(opening))
     cid = s.acknowledge({T0: {3: A.RELEASE}}, commit=True)
-    (ack,) = s.step(leader, {T0}, set())
-    s.on_answer(ack, int(error), [])
+    (ack,) = s.step(0, leader, {T0}, set())
+    s.on_answer(ack, 0, int(error), [])
     assert cid is not None and s.commit_result(cid) == {T0: error}
     assert s.error is None  # not raised: the session starts again
-    (again,) = s.step(leader, {T0}, set())
+    (again,) = s.step(100, leader, {T0}, set())  # after retry_backoff_ms
     assert again.epoch == 0 and isinstance(again, SendShareFetch) and again.partitions == {T0}
 
 
-def test_no_answer_restarts_the_session_and_authorization_errors_are_raised() -> None:
-    s = ShareSessions()
-    (opening,) = s.step(leader, {T0}, set())
-    s.on_failed(opening)
+def test_no_answer_restarts_the_session_after_a_backoff() -> None:
+    s = ShareSessions(retry_backoff_ms=100)
+    (opening,) = s.step(0, leader, {T0}, set())
+    s.on_failed(opening, 1000)
     assert s.metadata_stale
-    (again,) = s.step(leader, {T0}, set())
+    assert s.step(1099, leader, {T0}, set()) == []
+    (again,) = s.step(1100, leader, {T0}, set())
     assert again.epoch == 0
-    s.on_answer(again, int(E.group_authorization_failed), [])
+    s.on_answer(again, 1200, int(E.group_authorization_failed), [])
     assert s.error == E.group_authorization_failed
+    assert s.step(1250, leader, {T0}, set()) == []  # errors back off too
+    (third,) = s.step(1300, leader, {T0}, set())
+    s.on_answer(third, 1300, 0, [PartitionAnswer(T0, int(E.unknown_topic_id))])
+    assert s.step(1350, leader, {T0}, set()) == [] and len(s.step(1400, leader, {T0}, set())) == 1
 
 
 def test_moved_partitions_are_forgotten_and_a_leader_change_refreshes_metadata() -> None:
     s = ShareSessions()
-    (opening,) = s.step(leader, {T0, T1}, set())
-    s.on_answer(opening, 0, [PartitionAnswer(T0, 0),
+    (opening,) = s.step(0, leader, {T0, T1}, set())
+    s.on_answer(opening, 0, 0, [PartitionAnswer(T0, 0),
                              PartitionAnswer(T1, int(E.not_leader_or_follower))])
     assert s.metadata_stale
-    (fetch,) = s.step(leader, {T0}, set())  # T1 is no longer assigned here
+    (fetch,) = s.step(100, leader, {T0}, set())  # T1 is no longer assigned here
     assert isinstance(fetch, SendShareFetch) and fetch.forgotten == {T1}
     assert fetch.partitions == frozenset()
-    assert s.step(lambda tp: None, {T2}, set()) == [] and s.metadata_stale
+    assert s.step(0, lambda tp: None, {T2}, set()) == [] and s.metadata_stale
 
 
 def test_acknowledgements_of_a_revoked_partition_go_in_a_share_acknowledge() -> None:
     s = ShareSessions()
-    (opening,) = s.step(leader, {T0}, set())
-    s.on_answer(opening, 0, ok(opening))
+    (opening,) = s.step(0, leader, {T0}, set())
+    s.on_answer(opening, 0, 0, ok(opening))
     s.acknowledge({T0: {0: A.ACCEPT}})
-    (ack,) = s.step(leader, set(), set())
+    (ack,) = s.step(0, leader, set(), set())
     assert isinstance(ack, SendShareAcknowledge) and ack.acks == {T0: {0: A.ACCEPT}}
 
 
 def test_close_acknowledges_with_epoch_minus_one() -> None:
     s = ShareSessions()
-    first = s.step(leader, {T0, T2}, set())
-    s.on_answer(first[0], 0, ok(first[0]))  # broker 2's opening fetch stays in flight
+    first = s.step(0, leader, {T0, T2}, set())
+    s.on_answer(first[0], 0, 0, ok(first[0]))  # broker 2's opening fetch stays in flight
     s.acknowledge({T0: {5: A.ACCEPT}}, commit=True)
     closing = s.close(leader)
     assert [(r.node, r.epoch, dict(r.acks)) for r in closing] == [(1, -1, {T0: {5: A.ACCEPT}})]
-    s.on_answer(closing[0], 0, [PartitionAnswer(T0, 0)])
+    s.on_answer(closing[0], 0, 0, [PartitionAnswer(T0, 0)])
     assert 1 not in s.sessions and s.in_flight()  # broker 2 still answers its fetch
 
 
 def test_renew_marks_the_request() -> None:
     s = ShareSessions()
-    (opening,) = s.step(leader, {T0}, set())
-    s.on_answer(opening, 0, ok(opening))
+    (opening,) = s.step(0, leader, {T0}, set())
+    s.on_answer(opening, 0, 0, ok(opening))
     s.acknowledge({T0: {1: A.RENEW}}, commit=True)
-    (renew,) = s.step(leader, {T0}, set())
+    (renew,) = s.step(0, leader, {T0}, set())
     assert isinstance(renew, SendShareAcknowledge) and renew.renew
 
 

@@ -111,7 +111,7 @@ class ShareConsumer:
         self._metadata = Metadata(self._net, c["bootstrap_servers"], c["retry_backoff_ms"],
                                   clock=clock)
         self._subs = SubscriptionState("latest")
-        self._sessions = ShareSessions()
+        self._sessions = ShareSessions(c["retry_backoff_ms"])
         self._buffer: collections.deque[tuple[int, list[ShareRecord]]] = collections.deque()
         self._answers: collections.deque[tuple[ShareRequest, Future[Any]]] = \
             collections.deque()
@@ -293,7 +293,7 @@ class ShareConsumer:
     def _send(self, assigned: set[TopicPartition]) -> None:
         cluster = self._metadata.cluster
         buffered = {node for node, _ in self._buffer}
-        for request in self._sessions.step(cluster.leader, assigned, buffered):
+        for request in self._sessions.step(self._now_ms(), cluster.leader, assigned, buffered):
             self._send_request(request)
 
     def _send_request(self, request: ShareRequest) -> None:
@@ -345,7 +345,7 @@ class ShareConsumer:
         while self._answers:
             request, fut = self._answers.popleft()
             if fut.failed():
-                self._sessions.on_failed(request)
+                self._sessions.on_failed(request, self._now_ms())
                 continue
             resp = fut.value
             parts: list[PartitionAnswer] = []
@@ -367,7 +367,7 @@ class ShareConsumer:
                     fetched.extend(records)
                     if gaps:
                         self._sessions.acknowledge({tp: dict.fromkeys(gaps, AcknowledgeType.GAP)})
-            self._sessions.on_answer(request, int(resp.error_code), parts)
+            self._sessions.on_answer(request, self._now_ms(), int(resp.error_code), parts)
             if fetched:
                 self._buffer.append((request.node, fetched))
 
@@ -385,6 +385,9 @@ class ShareConsumer:
         code, self._sessions.error = self._sessions.error, None
         if code:
             raise error_for(code, "ShareFetch")
+
+    def _now_ms(self) -> float:
+        return self._clock.now() * 1000
 
     def _wait(self, seconds: float) -> None:
         self._waker.wait(self._clock, seconds, lambda: bool(self._answers))

@@ -16,7 +16,8 @@ acknowledgement never goes in an opening request (epoch 0). Each answer yields
 :class:`AckResult`\\ s (for the acknowledgement-commit callback) and completes the
 commits whose partitions are all answered.
 
-:class:`ShareSessions` takes events (``now`` is not needed: it has no timers) and returns
+:class:`ShareSessions` takes events with ``now`` (milliseconds: a broker that answered an
+error, a partition error or nothing gets no request for ``retry_backoff_ms``) and returns
 the requests to send: :class:`SendShareFetch` and :class:`SendShareAcknowledge`.
 """
 
@@ -102,6 +103,7 @@ class _Session:
     epoch: int = OPEN_EPOCH
     partitions: set[TopicPartition] = field(default_factory=set)
     in_flight: ShareRequest | None = None
+    retry_at: float = 0.0
 
 
 @dataclass
@@ -118,7 +120,8 @@ class ShareSessions:
     """See the module docstring. ``leader(tp)`` is the node leading ``tp`` (None when
     unknown: :attr:`metadata_stale` is set and its acknowledgements wait)."""
 
-    def __init__(self) -> None:
+    def __init__(self, retry_backoff_ms: float = 100.0) -> None:
+        self.retry_backoff_ms = retry_backoff_ms
         self.sessions: dict[int, _Session] = {}
         self.pending: dict[TopicPartition, dict[int, tuple[AcknowledgeType, int | None]]] = {}
         self.commits: dict[int, _Commit] = {}
@@ -161,7 +164,7 @@ class ShareSessions:
 
     # ---- requests ----------------------------------------------------------------------
 
-    def step(self, leader: Callable[[TopicPartition], int | None],
+    def step(self, now: float, leader: Callable[[TopicPartition], int | None],
              assigned: Set[TopicPartition], buffered: Set[int]) -> list[ShareRequest]:
         """The requests to send now: to each broker without one in flight, a
         ShareAcknowledge when a commit waits there, else a ShareFetch when it leads an
@@ -187,7 +190,7 @@ class ShareSessions:
         out: list[ShareRequest] = []
         for node in sorted(set(by_node) | set(acks_by_node) | set(self.sessions)):
             s = self.sessions.setdefault(node, _Session())
-            if s.in_flight is not None:
+            if s.in_flight is not None or now < s.retry_at:
                 continue
             mine = by_node.get(node, set())
             ack_tps = acks_by_node.get(node, set())
@@ -243,10 +246,13 @@ class ShareSessions:
 
     # ---- answers -----------------------------------------------------------------------
 
-    def on_answer(self, request: ShareRequest, error: int,
+    def on_answer(self, request: ShareRequest, now: float, error: int,
                   partitions: Iterable[PartitionAnswer]) -> None:
         """The broker answered ``request`` (``error``: the top-level error code)."""
+        partitions = list(partitions)
         s = self.sessions.setdefault(request.node, _Session())
+        if error or any(p.error for p in partitions):
+            s.retry_at = now + self.retry_backoff_ms
         if s.in_flight is request:
             s.in_flight = None
         if request.epoch == CLOSE_EPOCH:
@@ -272,11 +278,12 @@ class ShareSessions:
             s.partitions -= request.forgotten
         self._answer(request, answered, int(ErrorCode.unknown_server_error))
 
-    def on_failed(self, request: ShareRequest) -> None:
+    def on_failed(self, request: ShareRequest, now: float) -> None:
         """No answer (disconnected, timed out): the session starts again."""
         s = self.sessions.get(request.node)
         if s is not None and s.in_flight is request:
             s.in_flight = None
+            s.retry_at = now + self.retry_backoff_ms
         if request.epoch == CLOSE_EPOCH:
             self.sessions.pop(request.node, None)
         else:
