@@ -154,7 +154,9 @@ def test_commit_sync_results_and_the_callback(share_broker: BrokerProcess) -> No
     c.set_acknowledgement_commit_callback(lambda offsets, exc: heard.append((offsets, exc)))
     try:
         records: list[ShareRecord] = []
+        assert c.acquisition_lock_timeout_ms is None
         poll_until([c], lambda: len(records) == 6, lambda m, r: records.append(r))
+        assert c.acquisition_lock_timeout_ms == 2000  # the broker's
         assert c.commit_sync(5000) == {}  # nothing acknowledged yet
         for r in records:
             if r.partition == 0:

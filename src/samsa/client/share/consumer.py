@@ -120,6 +120,7 @@ class ShareConsumer:
         self._callback: AcknowledgementCommitCallback | None = None
         self._in_callback = False
         self._next_metadata = 0.0
+        self._lock_timeout_ms: int | None = None
         self._group = ShareGroupDriver(
             self._metadata, self._subs, group_id=c["group_id"],
             max_poll_interval_ms=c["max_poll_interval_ms"], rack=c["client_rack"],
@@ -348,6 +349,9 @@ class ShareConsumer:
                 self._sessions.on_failed(request, self._now_ms())
                 continue
             resp = fut.value
+            lock = getattr(resp, "acquisition_lock_timeout", None)
+            if lock is not None and not resp.error_code:
+                self._lock_timeout_ms = round(lock.total_seconds() * 1000)
             parts: list[PartitionAnswer] = []
             fetched: list[ShareRecord] = []
             for topic in resp.responses:
@@ -454,6 +458,12 @@ class ShareConsumer:
     @property
     def member_id(self) -> str:
         return self._group.member_id
+
+    @property
+    def acquisition_lock_timeout_ms(self) -> int | None:
+        """How long the broker locks the records it gives this member (from its last
+        answer; None before one): Kafka's ``acquisitionLockTimeoutMs()``."""
+        return self._lock_timeout_ms
 
     @property
     def member_state(self) -> str:
