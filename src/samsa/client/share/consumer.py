@@ -256,7 +256,6 @@ class ShareConsumer:
             remaining = deadline - self._clock.now()
             if remaining <= 0:
                 raise KafkaTimeoutError(f"acknowledgements not answered within {timeout} ms")
-            self._group.poll(self._clock.now())
             self._wait(min(remaining, 0.1))
 
     def commit_async(self) -> None:
@@ -291,10 +290,14 @@ class ShareConsumer:
 
     # ---- the network --------------------------------------------------------------------
 
-    def _send(self, assigned: set[TopicPartition]) -> None:
+    def _leader(self, tp: TopicPartition) -> int | None:
+        """The node leading ``tp``, if metadata knows it and its topic id."""
         cluster = self._metadata.cluster
+        return cluster.leader(tp) if tp.topic in cluster.topic_ids else None
+
+    def _send(self, assigned: set[TopicPartition]) -> None:
         buffered = {node for node, _ in self._buffer}
-        for request in self._sessions.step(self._now_ms(), cluster.leader, assigned, buffered):
+        for request in self._sessions.step(self._now_ms(), self._leader, assigned, buffered):
             self._send_request(request)
 
     def _send_request(self, request: ShareRequest) -> None:
@@ -306,9 +309,6 @@ class ShareConsumer:
             by_topic.setdefault(tp.topic, {})[tp.partition] = [
                 {"first_offset": f, "last_offset": last, "acknowledge_types": list(types)}
                 for f, last, types in ack_batches(request.acks.get(tp, {}))]
-        unknown = [t for t in by_topic if t not in ids]
-        if unknown:
-            self._sessions.metadata_stale = True
         topics = [{"topic_id": ids[t], "partitions": [
             {"partition_index": p, "acknowledgement_batches": batches}
             for p, batches in sorted(ps.items())]}
@@ -434,7 +434,7 @@ class ShareConsumer:
                     break
                 self._wait(min(0.1, deadline - self._clock.now()))
             self._apply_answers()
-            for request in self._sessions.close(self._metadata.cluster.leader):
+            for request in self._sessions.close(self._leader):
                 self._send_request(request)
             while self._sessions.in_flight() and self._clock.now() < deadline:
                 self._wait(min(0.1, deadline - self._clock.now()))
