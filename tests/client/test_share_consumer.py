@@ -4,7 +4,8 @@ mode ACCEPT is final, RELEASE redelivers with delivery count 2, REJECT archives 
 the dead-letter topic; ``commit_sync`` answers per partition and the acknowledgement
 commit callback hears every answer, INVALID_RECORD_STATE for a lock that had expired; a
 consumer killed without ``close`` gives its records back to another member; ``close``
-releases what it held. One broker, short locks (2 s) and sessions."""
+releases what it held; a broker restart under a consumer restarts its share sessions. One
+broker, short locks (2 s) and sessions."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from samsa.client.errors import IllegalStateError, KafkaError, WakeupError
 from samsa.client.share import ShareRecord
 from tests.brokerproc import BrokerProcess
 from tests.conformance.groupkit import create_topic, produce, unique
-from tests.conformance.sharekit import set_group_configs, wait_assigned
+from tests.conformance.sharekit import SHARE_BROKER_CONFIG, set_group_configs, wait_assigned
 
 pytestmark = pytest.mark.slow
 
@@ -285,3 +286,34 @@ def test_deserializer_wakeup_unsubscribe_and_configs(share_broker: BrokerProcess
         c.close()
     with pytest.raises(IllegalStateError):
         c.poll(0)
+
+
+def test_a_broker_restart_restarts_the_share_sessions(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The broker is killed (-9) and restarted under a consumer: its requests fail, its
+    share sessions start again at epoch 0 (the broker forgot them), it goes on and gets
+    every record acknowledged; what it accepted before the kill never comes back."""
+    broker = BrokerProcess(tmp_path_factory.mktemp("share-restart") / "data",
+                           SHARE_BROKER_CONFIG).start()
+    try:
+        topic, group, values = setup(broker, 1, 10)
+        c = member(broker, group, topic, max_poll_records=5, fetch_max_wait_ms=100)
+        acked: set[int] = set()
+        c.set_acknowledgement_commit_callback(
+            lambda offsets, exc: exc is None and acked.update(*offsets.values()))
+        try:
+            first: list[ShareRecord] = []
+            poll_until([c], lambda: len(first) >= 5, lambda m, r: first.append(r))
+            assert c.commit_sync(10_000) == {TopicPartition(topic, 0): None}
+            assert acked == {r.offset for r in first}
+            broker.kill()
+            broker.start()
+            after: list[ShareRecord] = []
+            poll_until([c], lambda: acked >= set(range(10)),
+                       lambda m, r: after.append(r), timeout=60)
+            assert not {r.offset for r in after} & {r.offset for r in first}
+            assert {r.value for r in first + after} == values
+        finally:
+            c.close()
+    finally:
+        broker.stop()
