@@ -1,8 +1,10 @@
-"""``samsa.ShareConsumer`` and confluent-kafka's ``ShareConsumer`` (librdkafka) as members
-of ONE share group on one topic, over TCP: three members for two partitions; samsa's
-member releases what it gets on the first delivery (explicit mode), librdkafka's accepts
-(implicit mode); every record ends up accepted exactly once, the released ones after a
-second delivery (to either client), and both kinds of member get records."""
+"""``samsa.ShareConsumer`` with other clients' share consumers in ONE share group on one
+topic, over TCP. With confluent-kafka's ``ShareConsumer`` (librdkafka): three members for
+two partitions; samsa's member releases what it gets on the first delivery (explicit
+mode), librdkafka's accept (implicit mode); every record ends up accepted exactly once,
+the released ones after a second delivery (to either client), and both kinds of member get
+records. With Apache Kafka's Java ``KafkaShareConsumer`` 4.3: both in implicit mode, each
+record delivered once, both get records."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ import pytest
 
 from samsa import AcknowledgeType, ShareConsumer
 from tests.brokerproc import BrokerProcess
-from tests.conformance.groupkit import create_topic, produce, unique
+from tests.conformance.groupkit import create_topic, produce, unique, wait_until
+from tests.conformance.javakit import JavaKit
 from tests.conformance.sharekit import set_group_configs, share_consumer, wait_assigned
 
 pytestmark = pytest.mark.conformance
@@ -70,3 +73,48 @@ def test_samsa_and_librdkafka_members_share_a_topic(share_broker: BrokerProcess)
         samsa_member.close()
         for s in rdkafka:
             s.close()
+
+
+@pytest.mark.slow
+def test_samsa_and_java_members_share_a_topic(share_broker: BrokerProcess,
+                                              java: JavaKit) -> None:
+    topic, group = unique("sj"), unique("sjg")
+    create_topic(share_broker.bootstrap, topic, 2)
+    set_group_configs(share_broker.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    samsa_member = ShareConsumer(topic, bootstrap_servers=share_broker.bootstrap,
+                                 group_id=group, max_poll_records=5)
+    jvm = java.start("ShareMember", share_broker.bootstrap, group, topic, "client.id=j",
+                     "max.poll.records=5", "reconnect.backoff.max.ms=200",
+                     "retry.backoff.max.ms=300", name="j")
+    got: Counter[str] = Counter()
+
+    def java_values() -> Counter[str]:
+        return Counter(r[2] for e in jvm.of("records") for r in e["records"])
+
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            samsa_member.poll(100)
+            try:
+                wait_assigned(share_broker.bootstrap, group, 2, timeout=0)
+                break
+            except AssertionError:
+                assert time.monotonic() < deadline, "the group never settled"
+        values = {v.decode() for v in produce(share_broker.bootstrap, topic, 2, 40)}
+
+        def everything() -> bool:
+            for r in samsa_member.poll(100):
+                assert r.value is not None and r.delivery_count == 1
+                got[r.value.decode()] += 1
+            return set(got + java_values()) >= values
+
+        wait_until(everything, timeout=60, step=0, what="every record")
+        for _ in range(10):
+            assert samsa_member.poll(100) == []
+        assert jvm.close() == 0
+        counts = got + java_values()
+        assert set(counts) == values and max(counts.values()) == 1
+        assert got and java_values(), (len(got), len(java_values()))
+        assert not jvm.of("error")
+    finally:
+        samsa_member.close()
