@@ -9,6 +9,7 @@ broker, short locks (2 s) and sessions."""
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 import threading
@@ -57,6 +58,22 @@ def poll_until(members: Iterable[ShareConsumer], done: Callable[[], bool],
                 on_record(m, r)
 
 
+def settle(broker: BrokerProcess, group: str, members: int,
+           pollers: Iterable[Callable[[], object]], timeout: float = 60.0) -> None:
+    """Run ``pollers`` in turn until the group has ``members`` members, each with an
+    assignment at the group's epoch (records produced after it reach every member)."""
+    pollers = list(pollers)
+    deadline = time.monotonic() + timeout
+    while True:
+        for poll in pollers:
+            poll()
+        try:
+            wait_assigned(broker.bootstrap, group, members, timeout=0)
+            return
+        except AssertionError:
+            assert time.monotonic() < deadline, f"{group} never settled"
+
+
 def index(r: ShareRecord) -> int:
     assert r.value is not None
     return int(r.value.rsplit(b"/", 1)[1])
@@ -68,15 +85,7 @@ def test_more_members_than_partitions_each_record_accepted_once(
     members = [member(share_broker, group, topic, max_poll_records=5) for _ in range(3)]
     got: dict[str, Counter[bytes]] = {m.member_id: Counter() for m in members}
     try:
-        deadline = time.monotonic() + 30
-        while True:  # every member joined, with a (shared) assignment
-            for m in members:
-                m.poll(50)
-            try:
-                wait_assigned(share_broker.bootstrap, group, 3, timeout=0)
-                break
-            except AssertionError:
-                assert time.monotonic() < deadline
+        settle(share_broker, group, 3, [functools.partial(m.poll, 50) for m in members])
         values = produce(share_broker.bootstrap, topic, 2, 60)
 
         def take(m: ShareConsumer, r: ShareRecord) -> None:

@@ -8,6 +8,7 @@ record delivered once, both get records."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import Counter
 
@@ -15,9 +16,10 @@ import pytest
 
 from samsa import AcknowledgeType, ShareConsumer
 from tests.brokerproc import BrokerProcess
+from tests.client.test_share_consumer import settle
 from tests.conformance.groupkit import create_topic, produce, unique, wait_until
 from tests.conformance.javakit import JavaKit
-from tests.conformance.sharekit import set_group_configs, share_consumer, wait_assigned
+from tests.conformance.sharekit import set_group_configs, share_consumer
 
 pytestmark = pytest.mark.conformance
 
@@ -35,16 +37,8 @@ def test_samsa_and_librdkafka_members_share_a_topic(share_broker: BrokerProcess)
     accepted: Counter[bytes] = Counter()
     by_samsa: list[tuple[bytes, int]] = []
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            samsa_member.poll(50)
-            for s in rdkafka:
-                s.poll(0.05)
-            try:
-                wait_assigned(share_broker.bootstrap, group, 3, timeout=0)
-                break
-            except AssertionError:
-                assert time.monotonic() < deadline, "the group never settled"
+        settle(share_broker, group, 3, [functools.partial(samsa_member.poll, 50)] +
+               [functools.partial(s.poll, 0.05) for s in rdkafka])
         values = produce(share_broker.bootstrap, topic, 2, 40)
         deadline = time.monotonic() + 60
         while set(accepted) < values:
@@ -92,14 +86,7 @@ def test_samsa_and_java_members_share_a_topic(share_broker: BrokerProcess,
         return Counter(r[2] for e in jvm.of("records") for r in e["records"])
 
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            samsa_member.poll(100)
-            try:
-                wait_assigned(share_broker.bootstrap, group, 2, timeout=0)
-                break
-            except AssertionError:
-                assert time.monotonic() < deadline, "the group never settled"
+        settle(share_broker, group, 2, [functools.partial(samsa_member.poll, 100)])
         values = {v.decode() for v in produce(share_broker.bootstrap, topic, 2, 40)}
 
         def everything() -> bool:
