@@ -23,7 +23,7 @@ from kio.schema.errors import ErrorCode
 
 from samsa import AcknowledgeType, Consumer, ShareConsumer, TopicPartition
 from samsa.client.errors import IllegalStateError, KafkaError, WakeupError
-from samsa.client.share import ShareRecord
+from samsa.client.records import ConsumerRecord
 from tests.brokerproc import BrokerProcess
 from tests.conformance.groupkit import create_topic, produce, unique
 from tests.conformance.sharekit import SHARE_BROKER_CONFIG, set_group_configs, wait_assigned
@@ -47,7 +47,7 @@ def member(broker: BrokerProcess, group: str, topic: str, **config: Any) -> Shar
 
 
 def poll_until(members: Iterable[ShareConsumer], done: Callable[[], bool],
-               on_record: Callable[[ShareConsumer, ShareRecord], None],
+               on_record: Callable[[ShareConsumer, ConsumerRecord], None],
                timeout: float = 30.0) -> None:
     """Poll each member in turn (100 ms each) until ``done()``."""
     deadline = time.monotonic() + timeout
@@ -74,7 +74,7 @@ def settle(broker: BrokerProcess, group: str, members: int,
             assert time.monotonic() < deadline, f"{group} never settled"
 
 
-def index(r: ShareRecord) -> int:
+def index(r: ConsumerRecord) -> int:
     assert r.value is not None
     return int(r.value.rsplit(b"/", 1)[1])
 
@@ -88,7 +88,7 @@ def test_more_members_than_partitions_each_record_accepted_once(
         settle(share_broker, group, 3, [functools.partial(m.poll, 50) for m in members])
         values = produce(share_broker.bootstrap, topic, 2, 60)
 
-        def take(m: ShareConsumer, r: ShareRecord) -> None:
+        def take(m: ShareConsumer, r: ConsumerRecord) -> None:
             assert r.value is not None and r.delivery_count == 1
             got[m.member_id][r.value] += 1
 
@@ -117,7 +117,7 @@ def test_accept_release_reject_in_explicit_mode(share_broker: BrokerProcess) -> 
     c = member(share_broker, group, topic, share_acknowledgement_mode="explicit")
     seen: list[tuple[int, int]] = []
     try:
-        def decide(m: ShareConsumer, r: ShareRecord) -> None:
+        def decide(m: ShareConsumer, r: ConsumerRecord) -> None:
             seen.append((index(r), r.delivery_count))
             kind = (A.ACCEPT, A.RELEASE, A.REJECT)[index(r) % 3]
             m.acknowledge(r, A.ACCEPT if r.delivery_count > 1 else kind)
@@ -129,7 +129,7 @@ def test_accept_release_reject_in_explicit_mode(share_broker: BrokerProcess) -> 
         assert sorted(seen) == sorted([(i, 1) for i in range(9)] + [(1, 2), (4, 2), (7, 2)])
         # polling again without acknowledging is refused, as Kafka's consumer does
         produce(share_broker.bootstrap, topic, 1, 1, tag="late")
-        late: list[ShareRecord] = []
+        late: list[ConsumerRecord] = []
         while not late:
             late = c.poll(200)
         with pytest.raises(IllegalStateError, match="must be acknowledged"):
@@ -163,7 +163,7 @@ def test_commit_sync_results_and_the_callback(share_broker: BrokerProcess) -> No
     heard: list[tuple[dict[TopicPartition, set[int]], KafkaError | None]] = []
     c.set_acknowledgement_commit_callback(lambda offsets, exc: heard.append((offsets, exc)))
     try:
-        records: list[ShareRecord] = []
+        records: list[ConsumerRecord] = []
         assert c.acquisition_lock_timeout_ms is None
         poll_until([c], lambda: len(records) == 6, lambda m, r: records.append(r))
         assert c.acquisition_lock_timeout_ms == 2000  # the broker's
@@ -183,7 +183,7 @@ def test_commit_sync_results_and_the_callback(share_broker: BrokerProcess) -> No
         offsets, exc = heard[-1]
         assert offsets == {TopicPartition(topic, 1): {0, 1, 2}}
         assert isinstance(exc, KafkaError) and exc.code == ErrorCode.invalid_record_state
-        again: list[ShareRecord] = []
+        again: list[ConsumerRecord] = []
         poll_until([c], lambda: len(again) == 3, lambda m, r: again.append(r))
         assert {(r.partition, r.delivery_count) for r in again} == {(1, 2)}
         for r in again:
@@ -211,7 +211,7 @@ def test_implicit_mode_commit_and_close_accept(share_broker: BrokerProcess) -> N
     second poll) is released by the close, for the next member."""
     topic, group, values = setup(share_broker, 1, 3)
     a = member(share_broker, group, topic, max_poll_records=1)
-    got: list[ShareRecord] = []
+    got: list[ConsumerRecord] = []
     try:
         poll_until([a], lambda: len(got) == 1, lambda m, r: got.append(r))
         assert a.commit_sync(10_000) == {TopicPartition(topic, 0): None}
@@ -221,7 +221,7 @@ def test_implicit_mode_commit_and_close_accept(share_broker: BrokerProcess) -> N
     finally:
         a.close()  # accepts the second; the third was never returned: released
     b = member(share_broker, group, topic)
-    rest: list[ShareRecord] = []
+    rest: list[ConsumerRecord] = []
     try:
         poll_until([b], lambda: len(rest) >= 1, lambda m, r: rest.append(r))
         for _ in range(5):
@@ -258,7 +258,7 @@ def test_a_killed_consumer_gives_its_records_back(share_broker: BrokerProcess) -
         finally:
             holder.kill()
     other = member(share_broker, group, topic)
-    got: list[ShareRecord] = []
+    got: list[ConsumerRecord] = []
     try:
         poll_until([other], lambda: len(got) >= 5, lambda m, r: got.append(r), timeout=20)
         assert {r.value for r in got} == values and {r.delivery_count for r in got} == {2}
@@ -280,7 +280,7 @@ def test_deserializer_wakeup_unsubscribe_and_configs(share_broker: BrokerProcess
             assert time.monotonic() < deadline
             c.poll(100)
         produce(share_broker.bootstrap, topic, 1, 1)
-        got: list[ShareRecord] = []
+        got: list[ConsumerRecord] = []
         while not got:
             got = c.poll(200)
         assert got[0].value == f"{topic}/0/0"
@@ -311,13 +311,13 @@ def test_a_broker_restart_restarts_the_share_sessions(
         c.set_acknowledgement_commit_callback(
             lambda offsets, exc: exc is None and acked.update(*offsets.values()))
         try:
-            first: list[ShareRecord] = []
+            first: list[ConsumerRecord] = []
             poll_until([c], lambda: len(first) >= 5, lambda m, r: first.append(r))
             assert c.commit_sync(10_000) == {TopicPartition(topic, 0): None}
             assert acked == {r.offset for r in first}
             broker.kill()
             broker.start()
-            after: list[ShareRecord] = []
+            after: list[ConsumerRecord] = []
             poll_until([c], lambda: acked >= set(range(10)),
                        lambda m, r: after.append(r), timeout=60)
             assert not {r.offset for r in after} & {r.offset for r in first}

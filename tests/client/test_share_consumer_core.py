@@ -16,8 +16,8 @@ from samsa import TopicPartition
 from samsa.client.errors import IllegalStateError
 from samsa.client.group.share_driver import ShareGroupDriver
 from samsa.client.polling import deserialize
+from samsa.client.records import ConsumerRecord
 from samsa.client.share.acknowledgements import AcknowledgeType, Delivered, ack_batches
-from samsa.client.share.records import ShareRecord
 from samsa.client.share.sessions import (
     PartitionAnswer,
     SendShareAcknowledge,
@@ -76,7 +76,7 @@ def test_explicit_mode_refuses_a_poll_with_unacknowledged_records() -> None:
 
 
 def test_deserializers_apply_to_share_records() -> None:
-    r = ShareRecord("t", 0, 5, 0, 0, b"k", None, [], 2)
+    r = ConsumerRecord("t", 0, 5, 0, 0, b"k", None, [], 2)
     assert deserialize([r], bytes.decode, None) == [r._replace(key="k")]
     assert deserialize([r], None, None)[0] is r
 

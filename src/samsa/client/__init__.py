@@ -21,7 +21,7 @@ from samsa.client.errors import (
 from samsa.client.group.commits import OffsetAndMetadata
 from samsa.client.producer import Producer
 from samsa.client.records import ConsumerRecord, RecordMetadata
-from samsa.client.share import AcknowledgeType, ShareConsumer, ShareRecord
+from samsa.client.share import AcknowledgeType, ShareConsumer
 
 __all__ = [
     "AcknowledgeType",
@@ -43,7 +43,6 @@ __all__ = [
     "Producer",
     "RecordMetadata",
     "ShareConsumer",
-    "ShareRecord",
     "TopicAuthorizationError",
     "TransactionalIdAuthorizationError",
     "WakeupError",

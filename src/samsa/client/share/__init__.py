@@ -5,14 +5,13 @@
   partition leader (pure);
 * :mod:`~samsa.client.share.acknowledgements`: acknowledge types and the acknowledgement
   modes (pure);
-* :mod:`~samsa.client.share.records`: :class:`ShareRecord` (a record with its delivery
-  count) and cutting acquired records from an answer.
+* :mod:`~samsa.client.share.records`: cutting the acquired records, with their delivery
+  counts, from an answer.
 
 Membership is :mod:`samsa.client.group.share_driver` (ShareGroupHeartbeat).
 """
 
 from samsa.client.share.acknowledgements import AcknowledgeType
 from samsa.client.share.consumer import AcknowledgementCommitCallback, ShareConsumer
-from samsa.client.share.records import ShareRecord
 
-__all__ = ["AcknowledgeType", "AcknowledgementCommitCallback", "ShareConsumer", "ShareRecord"]
+__all__ = ["AcknowledgeType", "AcknowledgementCommitCallback", "ShareConsumer"]

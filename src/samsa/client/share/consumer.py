@@ -37,6 +37,7 @@ from samsa.client.group.share_driver import ShareGroupDriver
 from samsa.client.metadata import Metadata
 from samsa.client.net import ApiKey, NetworkClient
 from samsa.client.polling import Waker, deserialize
+from samsa.client.records import ConsumerRecord
 from samsa.client.security import DEFAULTS as SECURITY_DEFAULTS
 from samsa.client.security import client_security
 from samsa.client.share.acknowledgements import (
@@ -44,7 +45,7 @@ from samsa.client.share.acknowledgements import (
     Delivered,
     ack_batches,
 )
-from samsa.client.share.records import ShareRecord, acquired_records
+from samsa.client.share.records import acquired_records
 from samsa.client.share.sessions import (
     PartitionAnswer,
     SendShareFetch,
@@ -112,7 +113,7 @@ class ShareConsumer:
                                   clock=clock)
         self._subs = SubscriptionState("latest")
         self._sessions = ShareSessions(c["retry_backoff_ms"])
-        self._buffer: collections.deque[tuple[int, list[ShareRecord]]] = collections.deque()
+        self._buffer: collections.deque[tuple[int, list[ConsumerRecord]]] = collections.deque()
         self._answers: collections.deque[tuple[ShareRequest, Future[Any]]] = \
             collections.deque()
         self._waker = Waker()
@@ -165,7 +166,7 @@ class ShareConsumer:
 
     # ---- polling ------------------------------------------------------------------------
 
-    def poll(self, timeout_ms: float = 0, max_records: int | None = None) -> list[ShareRecord]:
+    def poll(self, timeout_ms: float = 0, max_records: int | None = None) -> list[ConsumerRecord]:
         """Records acquired for this member, each with its ``delivery_count``; waits up to
         ``timeout_ms`` when none are buffered.
 
@@ -198,7 +199,7 @@ class ShareConsumer:
                 return []
             self._wait(min(remaining, 0.1))
 
-    def acknowledge(self, record: ShareRecord,
+    def acknowledge(self, record: ConsumerRecord,
                     ack_type: AcknowledgeType = AcknowledgeType.ACCEPT) -> None:
         """Explicit mode: acknowledge a record of the last poll (sent with the next poll or
         commit). ACCEPT: done; RELEASE: deliver again; REJECT: archive; RENEW: extend its
@@ -212,8 +213,8 @@ class ShareConsumer:
         self._delivered.acknowledge(TopicPartition(topic, partition), offset,
                                     AcknowledgeType(ack_type))
 
-    def _take(self, n: int) -> list[ShareRecord]:
-        out: list[ShareRecord] = []
+    def _take(self, n: int) -> list[ConsumerRecord]:
+        out: list[ConsumerRecord] = []
         while self._buffer and len(out) < n:
             node, records = self._buffer[0]
             taken = records[: n - len(out)]
@@ -224,7 +225,7 @@ class ShareConsumer:
                 self._buffer[0] = (node, records[len(taken):])
         return out
 
-    def _deserialize(self, records: list[ShareRecord]) -> list[ShareRecord]:
+    def _deserialize(self, records: list[ConsumerRecord]) -> list[ConsumerRecord]:
         return deserialize(records, self.config["key_deserializer"],
                            self.config["value_deserializer"])
 
@@ -353,7 +354,7 @@ class ShareConsumer:
             if lock is not None and not resp.error_code:
                 self._lock_timeout_ms = round(lock.total_seconds() * 1000)
             parts: list[PartitionAnswer] = []
-            fetched: list[ShareRecord] = []
+            fetched: list[ConsumerRecord] = []
             for topic in resp.responses:
                 name = names.get(topic.topic_id)
                 if name is None:

@@ -1,35 +1,20 @@
-"""The records a share consumer returns, and how they are cut from a ShareFetch answer."""
+"""How a share consumer's records are cut from a ShareFetch answer: the acquired offsets
+only, each with its delivery count."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import NamedTuple
 
 from samsa import TopicPartition
+from samsa.client.records import ConsumerRecord
 from samsa.protocol.records import decode_batches
 
-__all__ = ["ShareRecord", "acquired_records"]
-
-
-class ShareRecord(NamedTuple):
-    """One record acquired by this member: the fields of
-    :class:`~samsa.client.records.ConsumerRecord` and its ``delivery_count`` (1 on the
-    first delivery; Kafka's ``ConsumerRecord.deliveryCount()``)."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    timestamp_type: int
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str, bytes | None]]
-    delivery_count: int
+__all__ = ["acquired_records"]
 
 
 def acquired_records(tp: TopicPartition, data: bytes | None,
                      acquired: Iterable[tuple[int, int, int]], check_crcs: bool = True
-                     ) -> tuple[list[ShareRecord], list[int]]:
+                     ) -> tuple[list[ConsumerRecord], list[int]]:
     """The records of ``data`` inside the ``acquired`` ranges (first, last, delivery
     count), in offset order, and the acquired offsets with no record (GAPs to acknowledge:
     compacted away or transaction markers)."""
@@ -40,7 +25,7 @@ def acquired_records(tp: TopicPartition, data: bytes | None,
     for first, last, delivery in ranges:
         for offset in range(first, last + 1):
             count[offset] = delivery
-    out: list[ShareRecord] = []
+    out: list[ConsumerRecord] = []
     seen: set[int] = set()
     if data:
         for batch in decode_batches(data, check_crc=check_crcs):
@@ -50,7 +35,7 @@ def acquired_records(tp: TopicPartition, data: bytes | None,
                 times = count.get(offset)
                 if times is not None and offset not in seen:
                     seen.add(offset)
-                    out.append(ShareRecord(tp.topic, tp.partition, offset, ts,
+                    out.append(ConsumerRecord(tp.topic, tp.partition, offset, ts,
                                            batch.timestamp_type, key, value, headers,
                                            times))
     out.sort(key=lambda r: r.offset)
