@@ -18,6 +18,7 @@ from samsa.client.group.share_driver import ShareGroupDriver
 from samsa.client.polling import deserialize
 from samsa.client.records import ConsumerRecord
 from samsa.client.share.acknowledgements import AcknowledgeType, Delivered, ack_batches
+from samsa.client.share.records import acquired_records
 from samsa.client.share.sessions import (
     PartitionAnswer,
     SendShareAcknowledge,
@@ -26,6 +27,7 @@ from samsa.client.share.sessions import (
 )
 from samsa.client.subscription import SubscriptionState
 from samsa.protocol.api_keys import ApiKey
+from samsa.protocol.records import encode_batch
 from tests.client.fakeclock import FakeClock, FakeMetadata, FakeNet
 
 A = AcknowledgeType
@@ -79,6 +81,18 @@ def test_deserializers_apply_to_share_records() -> None:
     r = ConsumerRecord("t", 0, 5, 0, 0, b"k", None, [], 2)
     assert deserialize([r], bytes.decode, None) == [r._replace(key="k")]
     assert deserialize([r], None, None)[0] is r
+
+
+def test_acquired_records_keep_the_acquired_offsets_and_acknowledge_gaps() -> None:
+    """A batch holds offsets 10-13 and 16 after a compaction gap; the member acquired
+    11-12 (delivery 1) and 16-17 (delivery 3): 10 and 13 are not its, 17 has no record."""
+    data = encode_batch([(1, b"k", b"v%d" % i, []) for i in range(4)], base_offset=10) + \
+        encode_batch([(1, None, b"v6", [])], base_offset=16)
+    records, gaps = acquired_records(T0, data, [(16, 17, 3), (11, 12, 1)])
+    assert [(r.offset, r.value, r.delivery_count) for r in records] == [
+        (11, b"v1", 1), (12, b"v2", 1), (16, b"v6", 3)]
+    assert gaps == [17]
+    assert acquired_records(T0, data, []) == ([], [])
 
 
 # ---- share sessions ----------------------------------------------------------------------

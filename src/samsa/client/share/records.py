@@ -36,8 +36,8 @@ def acquired_records(tp: TopicPartition, data: bytes | None,
                 if times is not None and offset not in seen:
                     seen.add(offset)
                     out.append(ConsumerRecord(tp.topic, tp.partition, offset, ts,
-                                           batch.timestamp_type, key, value, headers,
-                                           times))
+                                              batch.timestamp_type, key, value, headers,
+                                              times))
     out.sort(key=lambda r: r.offset)
     gaps = sorted(o for o in count if o not in seen)
     return out, gaps
