@@ -1,7 +1,7 @@
 """ShareFetch and ShareAcknowledge over TCP with raw requests, every served version: share
 session epochs and their errors, acquisition by one member at a time, acknowledgements by
 the holder only, RELEASE redelivering with a higher delivery count, renew-only requests,
-bad acknowledge types."""
+bad acknowledge types, a parked fetch whose connection closes."""
 
 from __future__ import annotations
 
