@@ -12,11 +12,13 @@ class TopicPartition(NamedTuple):
     partition: int
 
 
-_CLIENT = ("Admin", "Consumer", "ConsumerRebalanceListener", "Producer")
+_CLIENT = ("AcknowledgeType", "Admin", "Consumer", "ConsumerRebalanceListener", "Producer",
+           "ShareConsumer")
 
 
 def __getattr__(name: str) -> object:
-    """Lazy client exports: ``samsa.Consumer``, ``samsa.Producer``, ``samsa.Admin``."""
+    """Lazy client exports: ``samsa.Consumer``, ``samsa.Producer``, ``samsa.Admin``,
+    ``samsa.ShareConsumer``."""
     if name in _CLIENT:
         import samsa.client
 

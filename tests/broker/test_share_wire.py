@@ -1,7 +1,7 @@
 """ShareFetch and ShareAcknowledge over TCP with raw requests, every served version: share
 session epochs and their errors, acquisition by one member at a time, acknowledgements by
 the holder only, RELEASE redelivering with a higher delivery count, renew-only requests,
-bad acknowledge types."""
+bad acknowledge types, a parked fetch whose connection closes."""
 
 from __future__ import annotations
 
@@ -137,3 +137,37 @@ def test_a_member_leaving_the_group_gives_its_records_back(share_broker: BrokerP
     assert acquired(fetch(wire, 2, group, "n", 0, topic_id)) == []
     assert heartbeat("m", -1).member_epoch == -1
     assert acquired(fetch(wire, 2, group, "n", 1)) == [(0, 1, 2)]
+
+
+
+def test_a_parked_fetch_of_a_closed_connection_acquires_nothing(
+        share_broker: BrokerProcess, wire: WireClient) -> None:
+    """A member holds records and has a ShareFetch parked (nothing more to acquire) when
+    its connection closes (the client was killed): the session closes and releases the
+    records, and the parked fetch, cancelled in the same step, does not acquire them again
+    for the dead member (it did: asyncio's ``wait_for`` returned the wake-up instead of the
+    cancellation, and the records stayed held by no one until the member timed out)."""
+    import time
+
+    from kio.index import load_request_schema
+
+    from samsa.protocol.build import build
+    from samsa.protocol.codec import encode_request
+
+    _, topic_id, group = _topic(share_broker, wire, 3)
+    gone = WireClient(share_broker.bootstrap)
+    assert acquired(fetch(gone, 2, group, "gone", 0, topic_id)) == [(0, 2, 1)]
+    body = build(load_request_schema(ApiKey.SHARE_FETCH, 2), dict(
+        group_id=group, member_id="gone", share_session_epoch=1, max_wait=10_000,
+        min_bytes=1, max_bytes=1 << 20, max_records=100, batch_size=100, topics=[],
+        forgotten_topics_data=[]))
+    gone.send_raw(encode_request(ApiKey.SHARE_FETCH, 2, 99, "wire-test", body))
+    time.sleep(0.5)  # parked: nothing more to acquire
+    gone.close()
+    deadline = time.monotonic() + 1.5  # well inside the lock (2 s)
+    got: list[tuple[int, int, int]] = []
+    epoch = 0
+    while not got and time.monotonic() < deadline:
+        got = acquired(fetch(wire, 2, group, "b", epoch, topic_id if epoch == 0 else None))
+        epoch += 1
+    assert got == [(0, 2, 2)]

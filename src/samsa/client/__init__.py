@@ -1,4 +1,5 @@
-"""samsa's Python client: Consumer, Producer and Admin (see ``docs/client.md``)."""
+"""samsa's Python client: Consumer, Producer, Admin (see ``docs/client.md``) and
+ShareConsumer (``docs/share-groups.md``)."""
 
 from samsa.client.admin import Admin
 from samsa.client.consumer import Consumer, ConsumerRebalanceListener
@@ -20,8 +21,10 @@ from samsa.client.errors import (
 from samsa.client.group.commits import OffsetAndMetadata
 from samsa.client.producer import Producer
 from samsa.client.records import ConsumerRecord, RecordMetadata
+from samsa.client.share import AcknowledgeType, ShareConsumer
 
 __all__ = [
+    "AcknowledgeType",
     "Admin",
     "AuthorizationError",
     "ClusterAuthorizationError",
@@ -39,6 +42,7 @@ __all__ = [
     "OffsetOutOfRangeError",
     "Producer",
     "RecordMetadata",
+    "ShareConsumer",
     "TopicAuthorizationError",
     "TransactionalIdAuthorizationError",
     "WakeupError",

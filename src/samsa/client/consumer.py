@@ -6,7 +6,6 @@ Not thread-safe, except :meth:`Consumer.wakeup`. See ``docs/client.md``.
 from __future__ import annotations
 
 import itertools
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -19,7 +18,6 @@ from samsa.client.errors import (
     KafkaTimeoutError,
     NoOffsetForPartitionError,
     TopicAuthorizationError,
-    WakeupError,
 )
 from samsa.client.fetcher import FetchConfig, Fetcher
 from samsa.client.future import Future
@@ -33,6 +31,7 @@ from samsa.client.group.driver import GroupDriver
 from samsa.client.metadata import Metadata
 from samsa.client.net import NetworkClient
 from samsa.client.offsets import EARLIEST, LATEST, list_offsets
+from samsa.client.polling import Waker, deserialize
 from samsa.client.records import ConsumerRecord
 from samsa.client.security import DEFAULTS as SECURITY_DEFAULTS
 from samsa.client.security import client_security
@@ -127,8 +126,7 @@ class Consumer:
         self._metadata = Metadata(self._net, c["bootstrap_servers"], c["retry_backoff_ms"],
                                   clock=clock)
         self._subs = SubscriptionState(c["auto_offset_reset"])
-        self._cond = threading.Condition()
-        self._wakeup = False
+        self._waker = Waker()
         self._closed = False
         self._iter_buffer: list[ConsumerRecord] = []
         self._async_callbacks: list[tuple[Callable[..., None], Any, BaseException | None]] = []
@@ -139,7 +137,7 @@ class Consumer:
             max_poll_records=c["max_poll_records"], check_crcs=c["check_crcs"],
             client_rack=c["client_rack"], auto_offset_reset=c["auto_offset_reset"],
             read_committed=self._read_committed),
-            self._notify)
+            self._waker.notify)
         self._coordinator: GroupDriver[Any] | None = None
         if c["group_id"] is not None and protocol == "consumer":
             self._coordinator = ConsumerProtocolCoordinator(
@@ -150,15 +148,15 @@ class Consumer:
                 retry_backoff_ms=c["retry_backoff_ms"], client_id=self.client_id,
                 auto_commit=bool(c["enable_auto_commit"]),
                 auto_commit_interval_ms=c["auto_commit_interval_ms"],
-                wakeup_flag=self._take_wakeup, on_assignment_changed=self._fetcher.clear,
+                wakeup_flag=self._waker.take, on_assignment_changed=self._fetcher.clear,
                 clock=clock)
         elif membership is not None:
             self._coordinator = ConsumerCoordinator(
                 self._metadata, self._subs, membership, self._assignors,
                 client_id=self.client_id, auto_commit=bool(c["enable_auto_commit"]),
                 auto_commit_interval_ms=c["auto_commit_interval_ms"], rack=c["client_rack"],
-                wakeup_flag=self._take_wakeup, on_assignment_changed=self._fetcher.clear,
-                on_group_answer=self._notify, clock=clock)
+                wakeup_flag=self._waker.take, on_assignment_changed=self._fetcher.clear,
+                on_group_answer=self._waker.notify, clock=clock)
         self._next_metadata = 0.0
         if topics:
             self.subscribe(topics)
@@ -227,7 +225,7 @@ class Consumer:
         max_records = max_records or self.config["max_poll_records"]
         deadline = self._clock.now() + timeout_ms / 1000
         while True:
-            self._check_wakeup()
+            self._waker.check()
             self._run_async_callbacks()
             if self._coordinator is not None:
                 self._coordinator.poll(deadline)
@@ -242,17 +240,11 @@ class Consumer:
             remaining = deadline - self._clock.now()
             if remaining <= 0:
                 return []
-            with self._cond:
-                if not self._fetcher.has_completed() and not self._wakeup:
-                    self._clock.wait(self._cond, min(remaining, 0.1))
+            self._waker.wait(self._clock, min(remaining, 0.1), self._fetcher.has_completed)
 
     def _deserialize(self, records: list[ConsumerRecord]) -> list[ConsumerRecord]:
-        kd, vd = self.config["key_deserializer"], self.config["value_deserializer"]
-        if kd is None and vd is None:
-            return records
-        return [r._replace(key=kd(r.key) if kd and r.key is not None else r.key,
-                           value=vd(r.value) if vd and r.value is not None else r.value)
-                for r in records]
+        return deserialize(records, self.config["key_deserializer"],
+                           self.config["value_deserializer"])
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         return self
@@ -271,25 +263,7 @@ class Consumer:
 
     def wakeup(self) -> None:
         """Make a blocked (or the next) ``poll`` raise :class:`WakeupError`. Thread-safe."""
-        self._wakeup = True
-        with self._cond:
-            self._cond.notify_all()
-
-    def _check_wakeup(self) -> None:
-        if self._wakeup:
-            self._wakeup = False
-            raise WakeupError("wakeup() called")
-
-    def _take_wakeup(self) -> bool:
-        """True (once) if ``wakeup()`` was called since the last check."""
-        if self._wakeup:
-            self._wakeup = False
-            return True
-        return False
-
-    def _notify(self) -> None:
-        with self._cond:
-            self._cond.notify_all()
+        self._waker.wakeup()
 
     def _maybe_refresh_metadata(self) -> None:
         now = self._clock.now()

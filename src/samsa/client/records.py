@@ -18,6 +18,9 @@ class ConsumerRecord(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes | None]]
+    delivery_count: int | None = None
+    """How many times a share group delivered the record, this time included (1 on the
+    first delivery); None outside share groups (Kafka's ``deliveryCount()``)."""
 
 
 class RecordMetadata(NamedTuple):

@@ -133,6 +133,8 @@ async def _fetch_waiting(ctx: RequestContext, session: ShareSession, max_records
             shares.forget(fut)
             for part in parts:
                 part.waiters.discard(fut)
+        if shares.sessions.get((session.group_id, session.member_id)) is not session:
+            return {}  # closed meanwhile (its connection too: wait_for may hide the cancel)
         got = _fetch(ctx, session, max_records, max_bytes)
         if any(p.acquired or p.error for p in got.values()):
             return got

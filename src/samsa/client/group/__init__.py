@@ -38,7 +38,8 @@ Shared by every protocol:
   OffsetCommit, OffsetFetch, auto-commit; ``listeners``: partition changes and the user's
   rebalance listener.
 
-A share-group member (KIP-932) would be ``share_machine`` (an ``EpochMembership``: its
-heartbeat request) and ``share_driver`` (an ``EpochDriver``: its API and request body),
-reusing everything else.
+A share-group member (KIP-932, ``samsa.ShareConsumer``) is ``share_machine`` (an
+``EpochMembership``: its ShareGroupHeartbeat request) and ``share_driver`` (an
+``EpochDriver``: its API and request body), reusing everything else; its fetching and
+acknowledging are :mod:`samsa.client.share`.
 """

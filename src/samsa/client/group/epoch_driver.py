@@ -1,9 +1,10 @@
-"""The driver of an epoch protocol's member (KIP-848 ``consumer``; share groups next).
+"""The driver of an epoch protocol's member (KIP-848 ``consumer``, KIP-932 ``share``).
 
 A :class:`~samsa.client.group.driver.GroupDriver` running an
 :class:`~samsa.client.group.epoch_machine.EpochMembership`; a protocol's driver
 (:class:`~samsa.client.group.consumer_driver.ConsumerProtocolCoordinator`) names its
-heartbeat API and request body, and what it commits with. Here:
+heartbeat API and request body, and what it commits with
+(:class:`~samsa.client.group.share_driver.ShareGroupDriver` commits nothing). Here:
 
 * the heartbeat thread sends the protocol's heartbeat whenever the machine says so (the
   interval comes from the coordinator; at once when joining or acknowledging), and the

@@ -1,13 +1,14 @@
 """The base of the members of groups that assign through member epochs (KIP-848).
 
-A member of a consumer group (KIP-848), and of a share group (KIP-932, not in samsa's
-client yet), speaks one heartbeat API: the coordinator computes the assignment and sends
+A member of a consumer group (KIP-848), and of a share group (KIP-932), speaks one
+heartbeat API: the coordinator computes the assignment and sends
 each member its target in a heartbeat answer; the member reconciles towards it and
 acknowledges with its next heartbeat. :class:`EpochMembership` is that lifecycle, pure (no
 sockets, no clock, every event carries ``now`` in milliseconds), as Kafka's
 ``AbstractMembershipManager``. A protocol is a subclass that builds its heartbeat request:
 :class:`~samsa.client.group.consumer_machine.ConsumerMembership` (ConsumerGroupHeartbeat,
-OffsetCommit v9 identity, static members).
+OffsetCommit v9 identity, static members) and
+:class:`~samsa.client.group.share_machine.ShareMembership` (ShareGroupHeartbeat).
 
 Member states (Kafka's ``MemberState``): UNSUBSCRIBED -> JOINING (epoch 0) -> RECONCILING
 (a new target assignment) -> ACKNOWLEDGING (reconciled: the next heartbeat tells the
