@@ -23,12 +23,16 @@ from kio.schema.types import GroupId
 from samsa.protocol.api_keys import ApiKey
 from tests.wire import call_once
 
-#: short share-group settings for tests (lock 2 s, session 6 s, heartbeat 0.5 s)
+#: short share-group settings for tests (lock 2 s, session 6 s, heartbeat 0.5 s), with the
+#: lower bounds Kafka checks them against lowered to allow them
 SHARE_BROKER_CONFIG = {
     "group.coordinator.rebalance.protocols": "classic,consumer,share",
     "group.share.record.lock.duration.ms": "2000",
+    "group.share.min.record.lock.duration.ms": "1000",
     "group.share.session.timeout.ms": "6000",
+    "group.share.min.session.timeout.ms": "1000",
     "group.share.heartbeat.interval.ms": "500",
+    "group.share.min.heartbeat.interval.ms": "100",
     "group.share.delivery.count.limit": "3",
 }
 
