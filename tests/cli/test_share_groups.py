@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import AcknowledgeType, Message
 from prometheus_client.parser import text_string_to_metric_families
 
 from samsa import TopicPartition
@@ -22,8 +21,7 @@ from tests.cli.conftest import CLI, Run, commit, make_topic, parse_table
 from tests.conformance.groupkit import create_topic, produce, unique, wait_until
 from tests.conformance.sharekit import (
     SHARE_BROKER_CONFIG,
-    Share,
-    poll_until,
+    hold_records,
     set_group_configs,
     share_consumer,
     wait_assigned,
@@ -87,21 +85,6 @@ def _scrape(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
             for f in text_string_to_metric_families(body) for s in f.samples}
 
 
-def _hold_records(bootstrap: str, group: str, topic: str) -> tuple[Share, list[Message]]:
-    """A member that acquired the topic's 10 records: 0-3 accepted, 4-5 released, 6-7
-    rejected (to the dead-letter topic), 8-9 still held (60 s locks)."""
-    a = share_consumer(bootstrap, group, [topic], "a",
-                       **{"share.acknowledgement.mode": "explicit"})
-    got: list[Message] = []
-    poll_until([a], lambda: len(got) == 10, on_message=lambda s, m: got.append(m))
-    for m in got:
-        ack = (AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT)
-        if m.offset() < 8:
-            a.consumer.acknowledge(m, ack[0 if m.offset() < 4 else 1 if m.offset() < 6 else 2])
-    a.consumer.commit_sync(10)
-    return a, got
-
-
 def test_share_groups_commands(cli: CLI, share_metrics: tuple[BrokerProcess, str]) -> None:
     """list, describe (offsets with the record counts from the metrics endpoint, members,
     state), reset-offsets and delete against a group with a member holding records and once
@@ -118,7 +101,7 @@ def test_share_groups_commands(cli: CLI, share_metrics: tuple[BrokerProcess, str
     def run(*argv: str) -> Run:
         return cli("share-groups", *argv, bootstrap=broker.bootstrap)
 
-    a, _ = _hold_records(broker.bootstrap, group, topic)
+    a, _ = hold_records(broker.bootstrap, group, topic)
     try:
         wanted = {"start_offset": 4, "lag": 4, "in_flight": 6, "acquired": 2, "archived": 2}
 

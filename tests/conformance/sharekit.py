@@ -119,3 +119,21 @@ def poll_until(shares: list[Share], done: Callable[[], bool], timeout: float = 3
             for m in s.poll(0.1):
                 if on_message is not None:
                     on_message(s, m)
+
+
+def hold_records(bootstrap: str, group: str, topic: str) -> tuple[Share, list[Message]]:
+    """A member (explicit mode) that acquired the 10 records of a one-partition topic:
+    0-3 accepted, 4-5 released, 6-7 rejected, 8-9 still held. SPSO is then 4, the
+    in-flight window 4-9 (2 available, 2 archived, 2 acquired) and the lag 4."""
+    from confluent_kafka import AcknowledgeType
+
+    a = share_consumer(bootstrap, group, [topic], "a",
+                       **{"share.acknowledgement.mode": "explicit"})
+    got: list[Message] = []
+    poll_until([a], lambda: len(got) == 10, on_message=lambda s, m: got.append(m))
+    acks = (AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT)
+    for m in got:
+        if m.offset() < 8:
+            a.consumer.acknowledge(m, acks[0 if m.offset() < 4 else 1 if m.offset() < 6 else 2])
+    a.consumer.commit_sync(10)
+    return a, got

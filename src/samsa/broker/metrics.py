@@ -35,7 +35,7 @@ from samsa.coordinator.queries import REBALANCING_STATE_NAMES, STATE_NAMES
 from samsa.protocol.api_keys import ApiKey
 from samsa.security.acl import AclOperation, ResourceType
 from samsa.share import RecordState, ShareUpdate
-from samsa.share.lag import share_lag
+from samsa.share.stats import SharePartitionStats, partition_stats
 from samsa.transactions.coordinator import STATE_NAMES as TXN_STATE_NAMES
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ class Broker(Protocol):
     authorizer: Authorizer | None
     topics: TopicManager
 
-__all__ = ["API_NAMES", "BrokerMetrics"]
+__all__ = ["API_NAMES", "BrokerMetrics", "ShareCounters", "share_partitions"]
 
 log = logging.getLogger("samsa.metrics")
 
@@ -380,23 +380,14 @@ class BrokerMetrics:
         lag = GaugeMetricFamily(
             "samsa_share_group_lag", "Records between a share partition's start offset and "
             "the log end not yet acknowledged or archived (KIP-1226)", labels=labels)
-        for key in sorted({*shares.partitions, *shares.stored},
-                          key=lambda k: (k[0], str(k[1]), k[2])):
-            group_id, topic_id, index = key
-            topic = broker.topics.by_id(topic_id)
-            part = None if topic is None else broker.topics.partition(topic.name, index)
-            if topic is None or part is None:
-                continue
-            names = [group_id, topic.name, str(index)]
-            live = shares.partitions.get(key)
-            state = live.durable() if live is not None else shares.stored[key]
-            start.add_metric(names, state.start_offset)
-            lag.add_metric(names, share_lag(state, part.log.log_end_offset))
-            if live is not None:
-                in_flight.add_metric(names, live.end_offset - live.start_offset)
-                for rs in (RecordState.AVAILABLE, RecordState.ACQUIRED,
-                           RecordState.ACKNOWLEDGED, RecordState.ARCHIVED):
-                    records.add_metric([*names, rs.name.lower()], live.count(rs))
+        for group_id, topic, index, stats in share_partitions(shares, broker.topics):
+            names = [group_id, topic, str(index)]
+            start.add_metric(names, stats.start_offset)
+            lag.add_metric(names, stats.lag)
+            if stats.in_flight is not None:
+                in_flight.add_metric(names, stats.in_flight)
+                for state in ("available", "acquired", "acknowledged", "archived"):
+                    records.add_metric([*names, state], getattr(stats, state))
         yield from (records, in_flight, start, lag)
         yield GaugeMetricFamily("samsa_share_sessions", "Open share sessions (KIP-932)",
                                 value=len(shares.sessions))
@@ -417,3 +408,20 @@ class BrokerMetrics:
         registry = CollectorRegistry(auto_describe=False)
         registry.register(self)
         return registry
+
+
+def share_partitions(shares: _Shares, topics: TopicManager, group_id: str | None = None
+                     ) -> Iterator[tuple[str, str, int, SharePartitionStats]]:
+    """(group, topic, partition, stats) of the share partitions a node's share runtime
+    holds (of one group, when given), in order; partitions of deleted topics are skipped.
+    The metrics and the broker's console read them."""
+    keys = {k for k in (*shares.partitions, *shares.stored)
+            if group_id is None or k[0] == group_id}
+    for key in sorted(keys, key=lambda k: (k[0], str(k[1]), k[2])):
+        gid, topic_id, index = key
+        topic = topics.by_id(topic_id)
+        part = None if topic is None else topics.partition(topic.name, index)
+        if topic is None or part is None:
+            continue
+        yield gid, topic.name, index, partition_stats(
+            shares.partitions.get(key), shares.stored.get(key), part.log.log_end_offset)

@@ -1,7 +1,8 @@
 """The console against any Kafka-compatible cluster (``samsa console --bootstrap-server``).
 
 Everything comes through the Kafka protocol with samsa's client: ListGroups on every
-broker, DescribeGroups / ConsumerGroupDescribe, OffsetFetch, ListOffsets, and a Fetch of
+broker, DescribeGroups / ConsumerGroupDescribe, OffsetFetch, ListOffsets,
+DescribeShareGroupOffsets (a share group's start offsets and lag), and a Fetch of
 the first unconsumed record of each lagging partition for its timestamp (the lag in
 seconds). A broker does not tell group histories, members' session clocks or its
 coordinator shards over the protocol, so those panels are off here.
@@ -39,6 +40,10 @@ class RemoteSource(Source):
         self._fetcher = TimestampFetcher(bootstrap, timeout_ms, options.client_config)
         self._listing: list[dict[str, Any]] = []
         self._coordinators: dict[str, int] = {}
+
+    @property
+    def features(self) -> dict[str, bool]:
+        return {**super().features, "share_groups": True}
 
     def admin(self) -> Any:
         if self._admin is None:
@@ -106,6 +111,22 @@ class RemoteSource(Source):
             "subscribed_topics": sorted({t for m in desc.members for t in m.topics}),
             "rebalance_deadline_in_ms": None, "rebalance_deadline_kind": None,
             "members": members}
+
+    async def share_partitions(self, group_id: str) -> list[dict[str, Any]] | None:
+        """A share group's start offsets and lag (DescribeShareGroupOffsets); a cluster
+        tells no in-flight record counts."""
+        return await self.blocking(self._share_partitions, group_id)
+
+    def _share_partitions(self, group_id: str) -> list[dict[str, Any]] | None:
+        try:
+            found = self.admin().describe_share_group_offsets(group_id)
+        except AuthorizationError as exc:
+            raise ActionError(403, str(exc)) from None
+        except KafkaError:  # not a share group, or no share groups on this cluster
+            return None
+        return [views.share_partition_json(tp.topic, tp.partition, None,
+                                           o.start_offset, o.lag)
+                for tp, o in found.items()]
 
     # ------------------------------------------------------------------ lag
 

@@ -26,7 +26,7 @@ from samsa.coordinator.share.group import SHARE_GROUP_TYPE
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE
 from samsa.security.acl import AclOperation, ResourceType
-from samsa.share.lag import share_lag
+from samsa.share.stats import share_lag
 
 API_KEY = ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS
 VERSIONS = (0, 1)
