@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-import urllib.request
 from typing import Any
 
 from samsa.cli.connect import add_client_options, open_admin
 from samsa.cli.errors import CliError
+from samsa.cli.groups import canonical_state
 from samsa.cli.offsets import parse_datetime
 from samsa.cli.output import Output
 from samsa.cli.partitions import format_assignment, resolve_partitions
+from samsa.cli.scrape import samples
 from samsa.client.offset_reset import ResetError, ResetSpec, plan_reset
 
 #: states of a share group (Kafka's ShareGroupState)
@@ -104,14 +105,6 @@ def add_parser(sub: Any) -> None:
     c.set_defaults(run=run_delete)
 
 
-def canonical_state(text: str) -> str:
-    for state in STATES:
-        if state.lower() == text.lower():
-            return state
-    raise CliError(f"--state: unknown share group state {text!r} (one of {', '.join(STATES)})",
-                   2)
-
-
 def describe_group(admin: Any, group_id: str) -> Any:
     """The share group's description; a clear error when it is no share group."""
     from samsa.client.errors import KafkaError
@@ -128,7 +121,7 @@ def describe_group(admin: Any, group_id: str) -> Any:
 # ---- list ---------------------------------------------------------------------------------
 
 def run_list(args: argparse.Namespace) -> int:
-    states = [canonical_state(s) for s in args.state]
+    states = [canonical_state(s, STATES, "share group ") for s in args.state]
     with open_admin(args) as admin:
         found = admin.list_group_listings(types=["share"], states=states)
     rows = [{"group": g.group_id, "state": g.state} for g in found]
@@ -141,29 +134,18 @@ def run_list(args: argparse.Namespace) -> int:
 
 def record_counts(urls: list[str], group_id: str,
                   timeout: float) -> dict[tuple[str, int], dict[str, int]]:
-    """(topic, partition) -> {"in_flight", "acquired", "archived"} from brokers' metrics."""
-    from prometheus_client.parser import text_string_to_metric_families
-
+    """(topic, partition) -> {"in_flight", "acquired", "archived", ...} from brokers'
+    metrics."""
     out: dict[tuple[str, int], dict[str, int]] = {}
     for url in urls:
-        if not url.startswith(("http://", "https://")):
-            url = f"http://{url}"
-        if not url.rstrip("/").endswith("/metrics"):
-            url = url.rstrip("/") + "/metrics"
-        try:
-            with urllib.request.urlopen(url, timeout=timeout) as resp:
-                body = resp.read().decode()
-        except (OSError, ValueError) as exc:
-            raise CliError(f"--metrics-url: cannot read {url}: {exc}") from None
-        for family in text_string_to_metric_families(body):
-            for sample in family.samples:
-                labels = sample.labels
-                if (sample.name not in (RECORDS_METRIC, IN_FLIGHT_METRIC)
-                        or labels.get("group") != group_id):
-                    continue
-                key = (labels["topic"], int(labels["partition"]))
-                name = labels["state"] if sample.name == RECORDS_METRIC else "in_flight"
-                out.setdefault(key, {})[name] = int(sample.value)
+        for sample in samples(url, timeout):
+            labels = sample.labels
+            if (sample.name not in (RECORDS_METRIC, IN_FLIGHT_METRIC)
+                    or labels.get("group") != group_id):
+                continue
+            key = (labels["topic"], int(labels["partition"]))
+            name = labels["state"] if sample.name == RECORDS_METRIC else "in_flight"
+            out.setdefault(key, {})[name] = int(sample.value)
     return out
 
 
