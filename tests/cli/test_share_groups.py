@@ -22,6 +22,7 @@ from tests.conformance.groupkit import create_topic, produce, unique, wait_until
 from tests.conformance.sharekit import (
     SHARE_BROKER_CONFIG,
     hold_records,
+    poll_until,
     set_group_configs,
     share_consumer,
     wait_assigned,
@@ -164,6 +165,43 @@ def test_share_groups_commands(cli: CLI, share_metrics: tuple[BrokerProcess, str
     assert group not in {g["group"] for g in run("list", "-o", "json").json()}
     gone = run("describe", group)
     assert gone.rc == 1 and "does not exist" in gone.err
+
+
+def test_share_metrics_count_lock_expiries(share_metrics: tuple[BrokerProcess, str]) -> None:
+    """Records a member acquires and never acknowledges come back when their lock (2 s)
+    expires: one lock expiry, three records released, the share partition's records
+    available again; an open share session is counted."""
+    broker, metrics_url = share_metrics
+    topic, group = unique("sq"), unique("sg")
+    create_topic(broker.bootstrap, topic, 1)
+    set_group_configs(broker.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    produce(broker.bootstrap, topic, 1, 3)
+    before = _scrape(metrics_url)
+    holder = share_consumer(broker.bootstrap, group, [topic], "holder",
+                            **{"share.acknowledgement.mode": "explicit"})
+    try:
+        poll_until([holder], lambda: len(holder.got) == 3)
+        labels = {"group": group, "topic": topic, "partition": "0"}
+
+        def count(name: str, state: str | None = None) -> float:
+            key = frozenset({**labels, **({"state": state} if state else {})}.items())
+            return _scrape(metrics_url).get((name, key), -1)
+
+        assert count("samsa_share_partition_records", "acquired") == 3
+        assert _scrape(metrics_url)[("samsa_share_sessions", frozenset())] >= 1
+        wait_until(lambda: count("samsa_share_partition_records", "available") == 3,
+                   what="the expired lock's records available again")
+        after = _scrape(metrics_url)
+
+        def delta(name: str) -> float:
+            key = (name, frozenset())
+            return after[key] - before.get(key, 0)
+
+        assert (delta("samsa_share_lock_expiries_total"),
+                delta("samsa_share_records_released_total")) == (1, 3)
+        assert count("samsa_share_partition_records", "acquired") == 0
+    finally:
+        holder.close()
 
 
 def test_share_groups_bad_input(cli: CLI, broker: BrokerProcess, admin: Admin) -> None:
