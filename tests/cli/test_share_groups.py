@@ -166,6 +166,13 @@ def test_share_groups_commands(cli: CLI, share_metrics: tuple[BrokerProcess, str
     gone = run("describe", group)
     assert gone.rc == 1 and "does not exist" in gone.err
 
+    # a share group that does not exist yet gets its start offsets, as with Kafka's tool
+    fresh = unique("sg")
+    assert run("reset-offsets", "--group", fresh, "--topic", topic, "--to-offset", "7",
+               "--execute").rc == 0
+    labels = frozenset({"group": fresh, "topic": topic, "partition": "0"}.items())
+    assert _scrape(metrics_url)[("samsa_share_partition_start_offset", labels)] == 7
+
 
 def test_share_metrics_count_lock_expiries(share_metrics: tuple[BrokerProcess, str]) -> None:
     """Records a member acquires and never acknowledges come back when their lock (2 s)

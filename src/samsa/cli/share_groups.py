@@ -105,17 +105,22 @@ def add_parser(sub: Any) -> None:
     c.set_defaults(run=run_delete)
 
 
-def describe_group(admin: Any, group_id: str) -> Any:
-    """The share group's description; a clear error when it is no share group."""
+def describe_group(admin: Any, group_id: str, missing_ok: bool = False) -> Any:
+    """The share group's description; a clear error when the group is of another type or
+    (unless ``missing_ok``: then None) does not exist."""
     from samsa.client.errors import KafkaError
 
     try:
         return admin.describe_share_group(group_id)
     except KafkaError as exc:
-        if exc.code == 69:  # GROUP_ID_NOT_FOUND
-            raise CliError(f"share group {group_id} does not exist (or is not a share "
-                           "group)") from None
-        raise
+        if exc.code != 69:  # GROUP_ID_NOT_FOUND: no such group, or not a share group
+            raise
+    other = next((g for g in admin.list_group_listings() if g.group_id == group_id), None)
+    if other is not None:
+        raise CliError(f"group {group_id} is a {other.group_type} group, not a share group")
+    if missing_ok:
+        return None
+    raise CliError(f"share group {group_id} does not exist")
 
 
 # ---- list ---------------------------------------------------------------------------------
@@ -235,13 +240,15 @@ def reset_spec(args: argparse.Namespace) -> ResetSpec:
 def run_reset(args: argparse.Namespace) -> int:
     spec = reset_spec(args)
     with open_admin(args) as admin:
-        desc = describe_group(admin, args.group)
-        if desc.members:
+        # a share group that does not exist yet may be given its start offsets, as Kafka
+        desc = describe_group(admin, args.group, missing_ok=True)
+        if desc is not None and desc.members:
             raise CliError(f"cannot reset offsets of share group {args.group}: it has "
                            f"{len(desc.members)} active member(s) (state {desc.state}); "
                            "stop its consumers first")
-        current = {tp: o.start_offset
-                   for tp, o in admin.describe_share_group_offsets(args.group).items()}
+        current = {} if desc is None else {
+            tp: o.start_offset
+            for tp, o in admin.describe_share_group_offsets(args.group).items()}
         if args.all_topics:
             tps = sorted(current)
             if not tps:
