@@ -231,5 +231,6 @@ def test_share_groups_bad_input(cli: CLI, broker: BrokerProcess, admin: Admin) -
             (("describe", group, "--members", "--state"), 2, "not allowed")]:
         r = cli("share-groups", *argv)
         assert r.rc == code and text in r.err and r.err.count("\n") == 1, (argv, r)
+    assert group not in {g["group"] for g in cli("share-groups", "list", "-o", "json").json()}
     assert admin.list_consumer_group_offsets(group) == {TopicPartition(topic, 0): 1}
     assert admin.describe_groups([group])[group].group_type == "classic"

@@ -25,7 +25,15 @@ from tests.conformance.consumer_protocol_kit import BROKER_CONFIG, CpMember
 from tests.conformance.groupkit import create_topic, produce
 from tests.conformance.sharekit import SHARE_BROKER_CONFIG, hold_records, set_group_configs
 
-from .conftest import CONSOLE, api, console_broker, http_url, wait_for
+from .conftest import (
+    CONSOLE,
+    api,
+    console_broker,
+    group_row,
+    http_url,
+    remote_console,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.conformance, pytest.mark.slow]
 
@@ -256,7 +264,8 @@ def test_a_share_group_shows_its_members_and_share_partitions(
     """A confluent-kafka ShareConsumer holds records of a share group: the share panel
     lists the group; its page shows the member's assignment and the share partition's start
     offset, lag and in-flight records by state (the API answers the same), and no offset
-    reset or consumer lag (a share group commits no offsets)."""
+    reset or consumer lag (a share group commits no offsets). ``samsa console`` against the
+    broker as a cluster shows the group, its member, start offset and lag."""
     proc = console_broker(tmp_path / "data", **SHARE_BROKER_CONFIG)
     try:
         base = http_url(proc)
@@ -281,6 +290,19 @@ def test_a_share_group_shows_its_members_and_share_partitions(
             assert "jobs-0" in page.inner_text("[data-testid=members]")
             assert not page.is_visible("#reset-card") and not page.is_visible("#lag-card")
             page.screenshot(path=str(screenshots / "share-group.png"), full_page=True)
+            with remote_console(proc.bootstrap, tmp_path / "audit.log") as remote:
+                # a cluster's console: members, start offset and lag, no record counts
+                row = wait_for(lambda: (r := group_row(remote, "workers")) and r,
+                               what="the share group listed")
+                assert (row["group_type"], row["state"], row["members"]) == (
+                    "share", "Stable", 1)
+                status, body = api(remote, "/groups/workers")
+                assert status == 200, body
+                assert body["group"]["members"][0]["assigned"] == [["jobs", 0]]
+                status, body = api(remote, "/groups/workers/share-partitions")
+                assert status == 200, body
+                assert [(p["start_offset"], p["lag"], p["acquired"])
+                        for p in body["partitions"]] == [(4, 4, None)]
         finally:
             a.close()
     finally:

@@ -167,8 +167,9 @@ class Admin:
                                   connector=connector)
         self._clock = clock
         self._metadata = Metadata(self._net, bootstrap_servers, clock=clock)
-        #: API key -> the version to use of ConsumerGroupDescribe / ShareGroupDescribe (-1: none)
-        self._modern_describe: dict[int, int] = {}
+        #: API key -> the version to use of the APIs asked once (ListGroups,
+        #: ConsumerGroupDescribe, ShareGroupDescribe; -1: none)
+        self._versions: dict[int, int] = {}
 
     def close(self) -> None:
         self._net.close()
@@ -456,13 +457,18 @@ class Admin:
         ListGroups goes to every broker, each listing the groups it coordinates (as
         Kafka's ``listGroups``)."""
         found: dict[str, GroupListing] = {}
+        types = list(types)
+        # v5 names each group's type and filters by type (older brokers: every group classic)
+        version = self._version(ApiKey.LIST_GROUPS, 5)
         for node in self._brokers():
             resp = self._net.call(node, ApiKey.LIST_GROUPS,
-                                  {"states_filter": list(states), "types_filter": list(types)},
-                                  timeout_ms=self.timeout_ms)
+                                  {"__version__": version, "states_filter": list(states),
+                                   "types_filter": types}, timeout_ms=self.timeout_ms)
             if int(resp.error_code):
                 raise error_for(int(resp.error_code), "ListGroups")
             for g in resp.groups:
+                if types and (getattr(g, "group_type", "") or "classic") not in types:
+                    continue
                 found[g.group_id] = GroupListing(
                     g.group_id, getattr(g, "group_state", "") or "",
                     getattr(g, "group_type", "") or "classic", g.protocol_type,
@@ -488,15 +494,20 @@ class Admin:
             supported={f.name: (int(f.min_version), int(f.max_version))
                        for f in getattr(resp, "supported_features", ())})
 
-    def _describe_version(self, api: ApiKey) -> int:
-        """The version to use of ConsumerGroupDescribe or ShareGroupDescribe (at most 1;
-        -1 when the broker has none)."""
-        if api not in self._modern_describe:
+    def _version(self, api: ApiKey, newest: int) -> int:
+        """The version to use of ``api``: the broker's newest, at most ``newest`` (-1 when
+        the broker has none); asked once."""
+        if api not in self._versions:
             resp = self._api_versions()
             ranges = {int(k.api_key): int(k.max_version) for k in resp.api_keys}
             top = ranges.get(api)
-            self._modern_describe[api] = -1 if top is None else min(top, 1)
-        return self._modern_describe[api]
+            self._versions[api] = -1 if top is None else min(top, newest)
+        return self._versions[api]
+
+    def _describe_version(self, api: ApiKey) -> int:
+        """The version to use of ConsumerGroupDescribe or ShareGroupDescribe (at most 1;
+        -1 when the broker has none)."""
+        return self._version(api, 1)
 
     def _describe_modern_group(self, gid: str, api: ApiKey,
                                group_type: str) -> GroupDescription | None:
