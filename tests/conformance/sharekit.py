@@ -1,6 +1,7 @@
 """Helpers of the share-group (KIP-932) conformance tests: a broker with short locks and
-sessions, group configs through confluent-kafka's admin client, and polling share
-consumers (confluent-kafka's ``ShareConsumer``) round-robin from one thread."""
+sessions, group configs through confluent-kafka's admin client, polling share consumers
+(confluent-kafka's ``ShareConsumer``) round-robin from one thread, and a member holding
+records in known states (:func:`hold_records`)."""
 
 from __future__ import annotations
 
