@@ -1,5 +1,6 @@
-"""``samsa serve`` refuses consumer-group settings Kafka refuses: exit 2, one line naming the
-setting, no traceback, no broker started."""
+"""``samsa serve`` refuses consumer- and share-group settings Kafka refuses (out of their
+ranges or of their min/max settings): exit 2, one line naming the setting, no traceback, no
+broker started."""
 
 from __future__ import annotations
 
@@ -17,6 +18,20 @@ SAMSA = Path(sys.executable).with_name("samsa")
      "'bogus', expected one of disabled, upgrade, downgrade, bidirectional"),
     ("group.consumer.heartbeat.interval.ms=50000", "group.consumer.heartbeat.interval.ms "
      "(50000) must be less than or equal to group.consumer.max.heartbeat.interval.ms (15000)"),
+    ("group.share.record.lock.duration.ms=10000", "group.share.record.lock.duration.ms "
+     "(10000) must be greater than or equal to group.share.min.record.lock.duration.ms "
+     "(15000)"),
+    ("group.share.max.record.lock.duration.ms=20000", "group.share.max.record.lock.duration.ms:"
+     " must be between 30000 and 3600000, got 20000"),
+    ("group.share.delivery.count.limit=11", "group.share.delivery.count.limit: must be between "
+     "2 and 10, got 11"),
+    ("group.share.min.delivery.count.limit=6", "group.share.delivery.count.limit (5) must be "
+     "greater than or equal to group.share.min.delivery.count.limit (6)"),
+    ("group.share.session.timeout.ms=90000", "group.share.session.timeout.ms (90000) must be "
+     "less than or equal to group.share.max.session.timeout.ms (60000)"),
+    ("group.share.heartbeat.interval.ms=1000", "group.share.heartbeat.interval.ms (1000) must "
+     "be greater than or equal to group.share.min.heartbeat.interval.ms (5000)"),
+    ("group.share.max.size=1001", "group.share.max.size must be between 1 and 1000, got 1001"),
 ])
 def test_serve_refuses_bad_group_settings(tmp_path: Path, setting: str, message: str) -> None:
     cmd = [str(SAMSA)] if SAMSA.exists() else [sys.executable, "-m", "samsa.cli.main"]

@@ -1,6 +1,7 @@
 """Helpers of the share-group (KIP-932) conformance tests: a broker with short locks and
-sessions, group configs through confluent-kafka's admin client, and polling share
-consumers (confluent-kafka's ``ShareConsumer``) round-robin from one thread."""
+sessions, group configs through confluent-kafka's admin client, polling share consumers
+(confluent-kafka's ``ShareConsumer``) round-robin from one thread, and a member holding
+records in known states (:func:`hold_records`)."""
 
 from __future__ import annotations
 
@@ -23,12 +24,16 @@ from kio.schema.types import GroupId
 from samsa.protocol.api_keys import ApiKey
 from tests.wire import call_once
 
-#: short share-group settings for tests (lock 2 s, session 6 s, heartbeat 0.5 s)
+#: short share-group settings for tests (lock 2 s, session 6 s, heartbeat 0.5 s), with the
+#: lower bounds Kafka checks them against lowered to allow them
 SHARE_BROKER_CONFIG = {
     "group.coordinator.rebalance.protocols": "classic,consumer,share",
     "group.share.record.lock.duration.ms": "2000",
+    "group.share.min.record.lock.duration.ms": "1000",
     "group.share.session.timeout.ms": "6000",
+    "group.share.min.session.timeout.ms": "1000",
     "group.share.heartbeat.interval.ms": "500",
+    "group.share.min.heartbeat.interval.ms": "100",
     "group.share.delivery.count.limit": "3",
 }
 
@@ -115,3 +120,21 @@ def poll_until(shares: list[Share], done: Callable[[], bool], timeout: float = 3
             for m in s.poll(0.1):
                 if on_message is not None:
                     on_message(s, m)
+
+
+def hold_records(bootstrap: str, group: str, topic: str) -> tuple[Share, list[Message]]:
+    """A member (explicit mode) that acquired the 10 records of a one-partition topic:
+    0-3 accepted, 4-5 released, 6-7 rejected, 8-9 still held. SPSO is then 4, the
+    in-flight window 4-9 (2 available, 2 archived, 2 acquired) and the lag 4."""
+    from confluent_kafka import AcknowledgeType
+
+    a = share_consumer(bootstrap, group, [topic], "a",
+                       **{"share.acknowledgement.mode": "explicit"})
+    got: list[Message] = []
+    poll_until([a], lambda: len(got) == 10, on_message=lambda s, m: got.append(m))
+    acks = (AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT)
+    for m in got:
+        if m.offset() < 8:
+            a.consumer.acknowledge(m, acks[0 if m.offset() < 4 else 1 if m.offset() < 6 else 2])
+    a.consumer.commit_sync(10)
+    return a, got

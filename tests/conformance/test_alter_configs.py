@@ -207,6 +207,34 @@ def test_group_configs(broker: BrokerProcess) -> None:
     assert configs["consumer.session.timeout.ms"].source == ConfigSource.DEFAULT_CONFIG.value
 
 
+def test_share_group_configs_within_the_broker_bounds(broker: BrokerProcess) -> None:
+    """A share group's overrides are checked against the broker's min/max settings
+    (KIP-932, KIP-1240: lock duration 15000-60000, delivery count limit 2-10, session
+    timeout 45000-60000, heartbeat 5000-15000 by default): INVALID_CONFIG, nothing kept."""
+    admin = _admin(broker)
+    group = _name("sgroup")
+    _alter(admin, _resource("GROUP", group, ("share.record.lock.duration.ms", "20000", SET),
+                            ("share.delivery.count.limit", "10", SET),
+                            ("share.session.timeout.ms", "50000", SET)))
+    for op in [("share.record.lock.duration.ms", "10000", SET),   # below the broker's min
+               ("share.record.lock.duration.ms", "70000", SET),   # above its max
+               ("share.delivery.count.limit", "11", SET),
+               ("share.session.timeout.ms", "40000", SET),
+               ("share.session.timeout.ms", "70000", SET),
+               ("share.heartbeat.interval.ms", "4000", SET),
+               ("share.heartbeat.interval.ms", "16000", SET)]:
+        err = _error(admin, _resource("GROUP", group, op))
+        assert err.code() == KafkaError.INVALID_CONFIG, op
+        assert op[0] in err.str(), err
+    configs = _describe(admin, "GROUP", group)
+    assert {k: configs[k].value for k in ("share.record.lock.duration.ms",
+                                          "share.delivery.count.limit",
+                                          "share.session.timeout.ms",
+                                          "share.heartbeat.interval.ms")} == {
+        "share.record.lock.duration.ms": "20000", "share.delivery.count.limit": "10",
+        "share.session.timeout.ms": "50000", "share.heartbeat.interval.ms": "5000"}
+
+
 def _produce(bootstrap: str, topic: str, values: list[bytes], **kw: Any) -> list[Any]:
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     results: list[Any] = []

@@ -7,10 +7,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +49,30 @@ def console_broker(data_dir: Path, **config: str) -> BrokerProcess:
                          extra_args=["--metrics-port", "0"]).start()
 
 
+@contextmanager
+def remote_console(bootstrap: str, audit_log: Path) -> Iterator[str]:
+    """``samsa console --bootstrap-server`` (the cluster source) in a process of its own;
+    yields its base URL."""
+    cmd = subprocess.Popen(
+        [sys.executable, "-m", "samsa.cli.main", "console", "--bootstrap-server", bootstrap,
+         "--listen", "127.0.0.1:0", "--interval", "0.3", "--timeout", "3", "--audit-log",
+         str(audit_log)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert cmd.stdout is not None
+        base = None
+        for line in cmd.stdout:
+            if "samsa console on http://" in line:
+                base = line.split("on ", 1)[1].strip().removesuffix("/console/")
+                break
+        assert base is not None
+        yield base
+    finally:
+        cmd.terminate()
+        cmd.wait(20)
+        if cmd.stdout is not None:
+            cmd.stdout.close()
+
+
 def api(base: str, path: str, body: Any = None, raw: bytes | None = None
         ) -> tuple[int, Any]:
     """(status, decoded JSON) of a GET, or of a POST when a body is given."""
@@ -57,6 +84,12 @@ def api(base: str, path: str, body: Any = None, raw: bytes | None = None
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read() or b"null")
+
+
+def group_row(base: str, gid: str) -> dict[str, Any] | None:
+    """A group as ``GET /groups`` lists it (None: not listed)."""
+    _, body = api(base, "/groups")
+    return next((g for g in body["groups"] if g["group_id"] == gid), None)
 
 
 def wait_for(check: Any, timeout: float = 20.0, what: str = "condition") -> Any:

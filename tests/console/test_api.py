@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -17,7 +15,7 @@ from samsa.client import Admin
 from tests.brokerproc import BrokerProcess
 from tests.conformance.groupkit import create_topic, produce
 
-from .conftest import api, console_broker, http_url, wait_for
+from .conftest import api, console_broker, group_row, http_url, remote_console, wait_for
 
 pytestmark = [pytest.mark.conformance, pytest.mark.slow]
 
@@ -39,11 +37,6 @@ def consume_and_commit(c: Consumer, n: int) -> None:
             break
     assert got == n
     c.commit(asynchronous=False)
-
-
-def group_row(base: str, gid: str) -> dict[str, Any] | None:
-    _, body = api(base, "/groups")
-    return next((g for g in body["groups"] if g["group_id"] == gid), None)
 
 
 def test_groups_detail_history_lag_and_health(console: tuple[BrokerProcess, str]) -> None:
@@ -181,45 +174,31 @@ def test_samsa_console_serves_any_cluster_without_samsa_only_panels(
     produce(proc.bootstrap, "k", 1, 10)
     c = member(proc.bootstrap, "kg", "k")
     consume_and_commit(c, 4)
-    cmd = subprocess.Popen(
-        [sys.executable, "-m", "samsa.cli.main", "console", "--bootstrap-server", proc.bootstrap,
-         "--listen", "127.0.0.1:0", "--interval", "0.3", "--timeout", "3", "--audit-log",
-         str(tmp_path / "audit.log")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     closed = False
     try:
-        assert cmd.stdout is not None
-        base = None
-        for line in cmd.stdout:
-            if "samsa console on http://" in line:
-                base = line.split("on ", 1)[1].strip().removesuffix("/console/")
-                break
-        assert base is not None
-        _, info = api(base, "")
-        assert info["source"] == "cluster"
-        assert not info["features"]["history"] and not info["features"]["health"]
-        row = wait_for(lambda: (r := group_row(base, "kg")) and r["lag"]["verdict"] and r,
-                       what="the group with lag")
-        assert (row["group_type"], row["state"], row["members"]) == ("classic", "Stable", 1)
-        assert row["lag"]["records"] == 10 - c.committed([_tp("k")])[0].offset
-        assert row["lag"]["seconds"] > 0
-        status, body = api(base, "/groups/kg")
-        assert status == 200 and body["group"]["members"][0]["client_id"] == "api-test"
-        assert api(base, "/groups/kg/history")[0] == 404
-        assert api(base, "/health")[0] == 404
-        status, body = api(base, "/groups/kg/offsets/preview", {"mode": "earliest"})
-        assert status == 200 and body["refused"]
-        c.close()
-        closed = True
-        assert proc.stop() == 0
-        status, body = api(base, "/groups/kg")
-        assert status == 502 and body["error"], body
+        with remote_console(proc.bootstrap, tmp_path / "audit.log") as base:
+            _, info = api(base, "")
+            assert info["source"] == "cluster"
+            assert not info["features"]["history"] and not info["features"]["health"]
+            row = wait_for(lambda: (r := group_row(base, "kg")) and r["lag"]["verdict"] and r,
+                           what="the group with lag")
+            assert (row["group_type"], row["state"], row["members"]) == ("classic", "Stable", 1)
+            assert row["lag"]["records"] == 10 - c.committed([_tp("k")])[0].offset
+            assert row["lag"]["seconds"] > 0
+            status, body = api(base, "/groups/kg")
+            assert status == 200 and body["group"]["members"][0]["client_id"] == "api-test"
+            assert api(base, "/groups/kg/history")[0] == 404
+            assert api(base, "/health")[0] == 404
+            status, body = api(base, "/groups/kg/offsets/preview", {"mode": "earliest"})
+            assert status == 200 and body["refused"]
+            c.close()
+            closed = True
+            assert proc.stop() == 0
+            status, body = api(base, "/groups/kg")
+            assert status == 502 and body["error"], body
     finally:
         if not closed:
             c.close()
-        cmd.terminate()
-        cmd.wait(20)
-        if cmd.stdout is not None:
-            cmd.stdout.close()
 
 
 def _tp(topic: str) -> Any:

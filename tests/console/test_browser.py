@@ -1,6 +1,7 @@
 """The console end to end in a real browser (Playwright driving Debian's chromium), against
-real brokers and librdkafka groups; the page updates itself (server-sent events), nothing is
-reloaded. Each scenario saves screenshots (see ``screenshots`` in conftest.py)."""
+real brokers and librdkafka groups (classic, consumer-protocol and share groups); the page
+updates itself (server-sent events), nothing is reloaded. Each scenario saves screenshots
+(see ``screenshots`` in conftest.py)."""
 
 from __future__ import annotations
 
@@ -22,8 +23,17 @@ from tests.brokerproc import BrokerProcess
 from tests.cluster.nodes import ClusterNodeProcess, all_owned, wait_until
 from tests.conformance.consumer_protocol_kit import BROKER_CONFIG, CpMember
 from tests.conformance.groupkit import create_topic, produce
+from tests.conformance.sharekit import SHARE_BROKER_CONFIG, hold_records, set_group_configs
 
-from .conftest import CONSOLE, api, http_url, wait_for
+from .conftest import (
+    CONSOLE,
+    api,
+    console_broker,
+    group_row,
+    http_url,
+    remote_console,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.conformance, pytest.mark.slow]
 
@@ -247,3 +257,53 @@ def test_the_history_continues_on_the_new_coordinator_after_a_failover(
     finally:
         for node in nodes.values():
             node.kill()
+
+
+def test_a_share_group_shows_its_members_and_share_partitions(
+        tmp_path: Path, page: Any, screenshots: Path) -> None:
+    """A confluent-kafka ShareConsumer holds records of a share group: the share panel
+    lists the group; its page shows the member's assignment and the share partition's start
+    offset, lag and in-flight records by state (the API answers the same), and no offset
+    reset or consumer lag (a share group commits no offsets). ``samsa console`` against the
+    broker as a cluster shows the group, its member, start offset and lag."""
+    proc = console_broker(tmp_path / "data", **SHARE_BROKER_CONFIG)
+    try:
+        base = http_url(proc)
+        create_topic(proc.bootstrap, "jobs", 1)
+        set_group_configs(proc.bootstrap, "workers", {
+            "share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "60000"})
+        produce(proc.bootstrap, "jobs", 1, 10)
+        a, _ = hold_records(proc.bootstrap, "workers", "jobs")
+        try:
+            status, body = api(base, "/groups/workers/share-partitions")
+            assert status == 200, body
+            assert body["partitions"] == [{
+                "topic": "jobs", "partition": 0, "start_offset": 4, "end_offset": 10,
+                "lag": 4, "in_flight": 6, "available": 2, "acquired": 2, "acknowledged": 0,
+                "archived": 2}]
+            assert api(base, "/groups/no-such-group/share-partitions")[0] == 404
+            page.goto(f"{base}/console/#/share")
+            page.click("[data-testid=share-groups] a >> text=workers")
+            page.wait_for_selector("[data-testid=share-partitions] tr[data-partition]")
+            assert page.locator("[data-testid=share-partitions] tbody tr").all_inner_texts() == [
+                "jobs-0\t4\t10\t4\t6\t2\t2\t0\t2"]
+            assert "jobs-0" in page.inner_text("[data-testid=members]")
+            assert not page.is_visible("#reset-card") and not page.is_visible("#lag-card")
+            page.screenshot(path=str(screenshots / "share-group.png"), full_page=True)
+            with remote_console(proc.bootstrap, tmp_path / "audit.log") as remote:
+                # a cluster's console: members, start offset and lag, no record counts
+                row = wait_for(lambda: (r := group_row(remote, "workers")) and r,
+                               what="the share group listed")
+                assert (row["group_type"], row["state"], row["members"]) == (
+                    "share", "Stable", 1)
+                status, body = api(remote, "/groups/workers")
+                assert status == 200, body
+                assert body["group"]["members"][0]["assigned"] == [["jobs", 0]]
+                status, body = api(remote, "/groups/workers/share-partitions")
+                assert status == 200, body
+                assert [(p["start_offset"], p["lag"], p["acquired"])
+                        for p in body["partitions"]] == [(4, 4, None)]
+        finally:
+            a.close()
+    finally:
+        assert proc.stop() == 0, f"broker did not exit cleanly, see {proc.log_path}"

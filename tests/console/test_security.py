@@ -2,8 +2,9 @@
 
 A secured broker (the ``secure`` settings of :mod:`tests.security.conftest`: SASL_SSL, mTLS,
 Kafka's authorizer) whose console acts as ``User:bob``. bob may READ the topics ``app-*``
-and, here, DESCRIBE the group ``app-seen``; nothing else. So the console lists only that
-group and, in it, only the topics bob may DESCRIBE; another group answers 403; a preview of
+and, here, DESCRIBE the groups ``app-seen`` and ``app-share`` (a share group); nothing else.
+So the console lists only those groups and, in them (lag, share partitions), only the topics
+bob may DESCRIBE; another group answers 403; a preview of
 an offset reset works and executing it is refused (OffsetCommit needs READ on the group)
 until an administrator grants it. ``samsa console --command-config`` against the SASL_SSL
 and the mTLS listener acts with bob's credentials, and the cluster's ACLs apply alike.
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from samsa.protocol.api_keys import ApiKey
 from samsa.security.acl import AclBinding, PatternType
 from tests.brokerproc import BrokerProcess
 from tests.security.conftest import Secure, secure  # noqa: F401 - the session's PKI and settings
@@ -28,6 +30,7 @@ from tests.security.kit import (
     READER,
     G,
     Op,
+    call,
     commit,
     create_topic,
     grant,
@@ -42,6 +45,7 @@ from .conftest import CONSOLE, api, http_url, wait_for
 pytestmark = [pytest.mark.conformance, pytest.mark.slow]
 
 SEEN, OTHER, HIDDEN_GROUP = "app-seen", "app-other", "zz-hidden"
+SHARE_SEEN, SHARE_HIDDEN = "app-share", "zz-share"
 TOPIC, HIDDEN_TOPIC = "app-t", "hidden-t"
 
 
@@ -53,8 +57,9 @@ def secured(secure: Secure, tmp_path_factory: pytest.TempPathFactory  # noqa: F8
     ``app-other`` and ``zz-hidden`` (in ``app-t``)."""
     data = tmp_path_factory.mktemp("secured-console") / "data"
     prepare(data)
-    run_cli("acls", "add", "--data-dir", str(data), "--group", SEEN, "--operation", "Describe",
-            "--allow-principal", READER)
+    for group in (SEEN, SHARE_SEEN):
+        run_cli("acls", "add", "--data-dir", str(data), "--group", group, "--operation",
+                "Describe", "--allow-principal", READER)
     proc = BrokerProcess(data, {**secure.config, **CONSOLE, "console.principal": READER,
                                 "console.actions.enable": "true"},
                          extra_args=["--metrics-port", "0"]).start()
@@ -68,6 +73,10 @@ def secured(secure: Secure, tmp_path_factory: pytest.TempPathFactory  # noqa: F8
                               (HIDDEN_GROUP, (TOPIC,))):
             for topic in topics:
                 assert commit(admin, group, topic, 1).topics[0].partitions[0].error_code == 0
+        for group in (SHARE_SEEN, SHARE_HIDDEN):  # share partitions of both topics
+            assert call(admin, ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, group_id=group, topics=[
+                {"topic_name": t, "partitions": [{"partition_index": 0, "start_offset": 1}]}
+                for t in (TOPIC, HIDDEN_TOPIC)]).error_code == 0
         yield proc, http_url(proc), admin
     finally:
         admin.close()
@@ -98,6 +107,10 @@ def test_the_console_shows_only_what_its_principal_may_describe(
         assert status == 403 and "not authorized to DESCRIBE group app-other" in body["error"]
     assert api(base, f"/stream?group={HIDDEN_GROUP}")[0] == 403
     assert wait_for(lambda: lag_topics(base, SEEN), what="a lag sample") == {TOPIC}
+    status, body = api(base, f"/groups/{SHARE_SEEN}/share-partitions")
+    assert status == 200, body
+    assert [(p["topic"], p["start_offset"]) for p in body["partitions"]] == [(TOPIC, 1)]
+    assert api(base, f"/groups/{SHARE_HIDDEN}/share-partitions")[0] == 403
 
 
 def test_an_offset_reset_needs_read_on_the_group(

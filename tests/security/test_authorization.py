@@ -252,6 +252,31 @@ def _consumer_group_describe(c: Case) -> int:
         time.sleep(0.05)
 
 
+def _share_member_of(c: Case) -> None:
+    """A share group member of the case's group (the administrator's), assigned the case's
+    topic."""
+    create_topic(c.admin, c.topic)
+    resp = call(c.admin, ApiKey.SHARE_GROUP_HEARTBEAT, 1, group_id=c.group,
+                member_id=uuid.uuid4().hex, member_epoch=0, rack_id=None,
+                subscribed_topic_names=[c.topic])
+    assert resp.error_code == NONE, resp
+
+
+def _share_group_describe(c: Case) -> int:
+    """KAFKA-18813 for share groups: a member assigned a topic the caller may not describe
+    hides the group (TOPIC_AUTHORIZATION_FAILED, no members)."""
+    deadline = time.monotonic() + 10
+    while True:  # until the member's assignment names the topic
+        group = call(c.subject, ApiKey.SHARE_GROUP_DESCRIBE, 1, group_ids=[c.group],
+                     include_authorized_operations=False).groups[0]
+        if group.error_code:
+            assert not group.members
+        if group.error_code or any(m.assignment.topic_partitions for m in group.members) or \
+                time.monotonic() > deadline:
+            return int(group.error_code)
+        time.sleep(0.05)
+
+
 def _acl_filter(c: Case) -> dict[str, Any]:
     return {"resource_type_filter": int(T), "resource_name_filter": c.topic,
             "pattern_type_filter": int(PatternType.LITERAL), "principal_filter": None,
@@ -372,6 +397,8 @@ ROWS = [
                                 subscribed_topic_names=[c.topic]).error_code), setup=_topic),
     Row("ConsumerGroupDescribe", ((G, Op.DESCRIBE), (T, Op.DESCRIBE)),
         _consumer_group_describe, setup=_member_of),
+    Row("ShareGroupDescribe", ((G, Op.DESCRIBE), (T, Op.DESCRIBE)),
+        _share_group_describe, setup=_share_member_of),
     Row("DescribeUserScramCredentials", ((C, Op.DESCRIBE),), lambda c: int(
         (r := call(c.subject, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0,
                    users=[{"name": "alice"}])).error_code or r.results[0].error_code)),

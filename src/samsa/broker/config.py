@@ -113,13 +113,30 @@ SETTINGS: tuple[Setting, ...] = (
             "Server-side assignors of consumer groups; the first is the default."),
     Setting("group.share.session.timeout.ms", int, 45000,
             "Session timeout of share groups (KIP-932)."),
+    Setting("group.share.min.session.timeout.ms", int, 45000,
+            "Smallest share.session.timeout.ms a group may set."),
+    Setting("group.share.max.session.timeout.ms", int, 60000,
+            "Largest share.session.timeout.ms a group may set."),
     Setting("group.share.heartbeat.interval.ms", int, 5000,
             "Heartbeat interval of share groups."),
-    Setting("group.share.max.size", int, 200, "Most members of a share group."),
+    Setting("group.share.min.heartbeat.interval.ms", int, 5000,
+            "Smallest share.heartbeat.interval.ms a group may set."),
+    Setting("group.share.max.heartbeat.interval.ms", int, 15000,
+            "Largest share.heartbeat.interval.ms a group may set."),
+    Setting("group.share.max.size", int, 200, "Most members of a share group (1-1000)."),
     Setting("group.share.record.lock.duration.ms", int, 30000,
-            "How long a share consumer holds the records it acquired (acquisition lock)."),
+            "How long a share consumer holds the records it acquired (acquisition lock; "
+            "1000-3600000)."),
+    Setting("group.share.min.record.lock.duration.ms", int, 15000,
+            "Smallest share.record.lock.duration.ms a group may set (1000-30000)."),
+    Setting("group.share.max.record.lock.duration.ms", int, 60000,
+            "Largest share.record.lock.duration.ms a group may set (30000-3600000)."),
     Setting("group.share.delivery.count.limit", int, 5,
-            "Deliveries of a record before it is archived."),
+            "Deliveries of a record before it is archived (2-10)."),
+    Setting("group.share.min.delivery.count.limit", int, 2,
+            "Smallest share.delivery.count.limit a group may set (KIP-1240; 2-10)."),
+    Setting("group.share.max.delivery.count.limit", int, 10,
+            "Largest share.delivery.count.limit a group may set (KIP-1240; 2-10)."),
     Setting("group.share.partition.max.record.locks", int, 2000,
             "Most in-flight records per share partition."),
     Setting("group.share.max.share.sessions", int, 2000,
@@ -299,6 +316,7 @@ class BrokerConfig:
         ):
             raise ConfigError("log.message.timestamp.type: expected CreateTime or LogAppendTime")
         _check_group_settings(values)
+        _check_share_settings(values)
         _check_authorizer_settings(values)
         config = cls(host=host, port=port, data_dir=Path(data_dir), values=values)
         try:
@@ -335,6 +353,41 @@ def _check_group_settings(values: Mapping[str, Any]) -> None:
         CoordinatorConfig.from_properties(values).validate()
     except InvalidCoordinatorConfig as exc:
         raise ConfigError(str(exc)) from None
+
+
+#: share-partition settings: (setting, the least and most Kafka's ShareGroupConfig takes)
+_SHARE_RANGES = (
+    ("group.share.record.lock.duration.ms", 1000, 3_600_000),
+    ("group.share.min.record.lock.duration.ms", 1000, 30_000),
+    ("group.share.max.record.lock.duration.ms", 30_000, 3_600_000),
+    ("group.share.delivery.count.limit", 2, 10),
+    ("group.share.min.delivery.count.limit", 2, 10),
+    ("group.share.max.delivery.count.limit", 2, 10),
+)
+
+
+def _check_share_settings(values: Mapping[str, Any]) -> None:
+    """Kafka's ShareGroupConfig checks: the lock duration and delivery count limit within
+    their ranges and within their min/max settings (a group's overrides are checked against
+    the same bounds, :meth:`samsa.broker.dynamic_config.DynamicConfigs.check_group`)."""
+    def value(name: str) -> int:
+        return int(values.get(name, _DEFAULTS[name]))
+
+    for name, least, most in _SHARE_RANGES:
+        if not least <= value(name) <= most:
+            raise ConfigError(f"{name}: must be between {least} and {most}, got {value(name)}")
+    for kind in ("record.lock.duration.ms", "delivery.count.limit"):
+        name, low, high = (f"group.share.{kind}", f"group.share.min.{kind}",
+                           f"group.share.max.{kind}")
+        if value(high) < value(low):
+            raise ConfigError(f"{high} ({value(high)}) must be greater than or equal to {low} "
+                              f"({value(low)})")
+        if value(name) < value(low):
+            raise ConfigError(f"{name} ({value(name)}) must be greater than or equal to {low} "
+                              f"({value(low)})")
+        if value(name) > value(high):
+            raise ConfigError(f"{name} ({value(name)}) must be less than or equal to {high} "
+                              f"({value(high)})")
 
 
 def _check_authorizer_settings(values: Mapping[str, Any]) -> None:

@@ -60,6 +60,15 @@ _GROUP_MINIMUM = {"consumer.session.timeout.ms": 1, "consumer.heartbeat.interval
                   "share.delivery.count.limit": 2, "share.session.timeout.ms": 1,
                   "share.heartbeat.interval.ms": 1}
 
+#: int group configs -> the broker settings bounding them (Kafka's GroupConfig and, for
+#: share.delivery.count.limit, KIP-1240)
+_GROUP_BOUNDS = {
+    f"{kind}.{name}": (f"group.{kind}.min.{name}", f"group.{kind}.max.{name}")
+    for kind, name in (("consumer", "heartbeat.interval.ms"), ("consumer", "session.timeout.ms"),
+                       ("consumer", "assignment.interval.ms"),
+                       ("share", "heartbeat.interval.ms"), ("share", "session.timeout.ms"),
+                       ("share", "record.lock.duration.ms"), ("share", "delivery.count.limit"))}
+
 _KNOWN = {s.name for s in SETTINGS}
 _INT32_MAX = 2**31 - 1
 
@@ -196,21 +205,15 @@ class DynamicConfigs:
             if not least <= values[key] <= _INT32_MAX:
                 raise ConfigError(f"Invalid value {raw} for configuration {key}: "
                                   f"Value must be at least {least}")
-        hb = values["consumer.heartbeat.interval.ms"]
-        session = values["consumer.session.timeout.ms"]
-        for key, value, prefix in (("consumer.heartbeat.interval.ms", hb, "heartbeat.interval"),
-                                   ("consumer.session.timeout.ms", session, "session.timeout"),
-                                   ("consumer.assignment.interval.ms",
-                                    values["consumer.assignment.interval.ms"],
-                                    "assignment.interval")):
-            lo, hi = (f"group.consumer.min.{prefix}.ms", f"group.consumer.max.{prefix}.ms")
-            if value < int(cfg[lo]):
+        for key, (lo, hi) in _GROUP_BOUNDS.items():
+            if values[key] < int(cfg[lo]):
                 raise ConfigError(f"{key} must be greater than or equal to {lo}")
-            if value > int(cfg[hi]):
+            if values[key] > int(cfg[hi]):
                 raise ConfigError(f"{key} must be less than or equal to {hi}")
-        if session <= hb:
-            raise ConfigError("consumer.session.timeout.ms must be greater than "
-                              "consumer.heartbeat.interval.ms")
+        for kind in ("consumer", "share"):
+            if values[f"{kind}.session.timeout.ms"] <= values[f"{kind}.heartbeat.interval.ms"]:
+                raise ConfigError(f"{kind}.session.timeout.ms must be greater than "
+                                  f"{kind}.heartbeat.interval.ms")
 
     # -- changing -----------------------------------------------------------------------
     def set_broker(self, name: str, props: Mapping[str, str]) -> None:

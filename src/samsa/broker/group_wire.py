@@ -1,6 +1,8 @@
 """Wire conversion shared by the KIP-848 and KIP-932 group handlers: their heartbeat and
 describe answers have the same shape in different kio modules, so each handler passes its
-module (``wire``) and these build the typed answer once for both."""
+module (``wire``) and these build the typed answer once for both. Both describe handlers
+hide groups with topics the caller may not describe (:func:`hide_undescribable`,
+KAFKA-18813)."""
 
 from __future__ import annotations
 
@@ -76,3 +78,19 @@ def described_group(wire: ModuleType, g: ConsumerDescribedGroup, members: tuple[
         group_id=GroupId(g.group_id), group_state=g.group_state,
         group_epoch=i32(g.group_epoch), assignment_epoch=i32(g.assignment_epoch),
         assignor_name=g.assignor_name, members=members, authorized_operations=operations)
+
+
+HIDDEN_TOPICS = "The group has described topic(s) that the client is not authorized to describe."
+
+
+def hide_undescribable(ctx: RequestContext, g: ConsumerDescribedGroup) -> ConsumerDescribedGroup:
+    """``g``, or TOPIC_AUTHORIZATION_FAILED without members if a member is assigned (or
+    targeted) a topic the caller may not DESCRIBE (KAFKA-18813: ConsumerGroupDescribe and
+    ShareGroupDescribe)."""
+    if ctx.broker.authorizer is None or g.error_code:
+        return g
+    topics = {t.topic_name for m in g.members for t in (*m.assignment, *m.target_assignment)}
+    if access.allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topics) == topics:
+        return g
+    return ConsumerDescribedGroup(g.group_id, ErrorCode.topic_authorization_failed,
+                                  HIDDEN_TOPICS)

@@ -3,8 +3,10 @@
 The request path only bumps plain counters (:meth:`BrokerMetrics.observe_request`: a few
 dict operations and a bisect per request); everything else (log end offsets, groups by
 state, members, committed offsets and lag, shard load times, transactions by state and the
-records past each partition's last stable offset) is read from the broker's state when
-Prometheus scrapes. Rebalances are counted by
+records past each partition's last stable offset, share partitions' records by state, lag
+and share sessions) is read from the broker's state when Prometheus scrapes. Share-group
+events (lock expiries, records released for redelivery, archives, dead letters) are counted
+in :class:`ShareCounters`, which the share runtime bumps. Rebalances are counted by
 :meth:`BrokerMetrics.observe_group`, which the group runtime calls after each group request
 or timer: it compares the group's state with the last one seen.
 
@@ -17,7 +19,8 @@ from __future__ import annotations
 import logging
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import CollectorRegistry
@@ -31,13 +34,18 @@ from prometheus_client.core import (
 from samsa.coordinator.queries import REBALANCING_STATE_NAMES, STATE_NAMES
 from samsa.protocol.api_keys import ApiKey
 from samsa.security.acl import AclOperation, ResourceType
+from samsa.share import RecordState, ShareUpdate
+from samsa.share.stats import SharePartitionStats, partition_stats
 from samsa.transactions.coordinator import STATE_NAMES as TXN_STATE_NAMES
 
 if TYPE_CHECKING:
+    import uuid
+
     from samsa.broker.topics import TopicManager
     from samsa.coordinator import Coordinator
     from samsa.security.authorizer import Authorizer
     from samsa.security.limits import ConnectionLimits
+    from samsa.share import DurableState, SharePartition
     from samsa.transactions import TxnValue
 
 
@@ -49,16 +57,54 @@ class _Transactions(Protocol):
     def transactions(self) -> list[tuple[str, TxnValue]]: ...
 
 
+@dataclass
+class ShareCounters:
+    """Share-group events since the broker started (KIP-932), bumped by
+    :class:`samsa.broker.shares.ShareRuntime` and read at scrape."""
+
+    lock_expiries: int = 0
+    """Acquisition locks that expired (their records became available again or archived)."""
+    released: int = 0
+    """Records made available again after a delivery (RELEASE, an expired lock, a member
+    gone): each is delivered again, with a higher delivery count."""
+    archived: int = 0
+    """Records rejected or archived at the delivery limit."""
+    dead_letters: int = 0
+    """Records copied to a dead-letter topic (KIP-1191)."""
+
+    def observe(self, update: ShareUpdate, dead: int) -> None:
+        """A share partition's durable state changed by ``update``; ``dead`` records were
+        rejected or archived at the limit."""
+        self.released += sum(b.last_offset - b.first_offset + 1 for b in update.batches
+                             if b.state is RecordState.AVAILABLE and b.delivery_count > 0)
+        self.archived += dead
+
+
+class _Shares(Protocol):
+    @property
+    def counters(self) -> ShareCounters: ...
+
+    @property
+    def partitions(self) -> Mapping[tuple[str, uuid.UUID, int], SharePartition]: ...
+
+    @property
+    def sessions(self) -> Mapping[tuple[str, str], object]: ...
+
+    @property
+    def stored(self) -> Mapping[tuple[str, uuid.UUID, int], DurableState]: ...
+
+
 class Broker(Protocol):
     """What a scrape reads of the broker."""
 
     limits: ConnectionLimits
     groups: _Groups
     transactions: _Transactions
+    shares: _Shares
     authorizer: Authorizer | None
     topics: TopicManager
 
-__all__ = ["API_NAMES", "BrokerMetrics"]
+__all__ = ["API_NAMES", "BrokerMetrics", "ShareCounters", "share_partitions"]
 
 log = logging.getLogger("samsa.metrics")
 
@@ -199,6 +245,7 @@ class BrokerMetrics:
             coordinator = self.broker.groups.coordinator
             if coordinator is not None:
                 yield from self._group_metrics(self.broker, coordinator)
+            yield from self._share_metrics(self.broker)
         rebalances = CounterMetricFamily(
             "samsa_group_rebalances", "Rebalances per group since the broker started",
             labels=["group"])
@@ -280,7 +327,7 @@ class BrokerMetrics:
     def _group_metrics(self, broker: Broker, coordinator: Coordinator) -> Iterator[Metric]:
         by_state = GaugeMetricFamily("samsa_groups", "Groups per state", labels=["state"])
         by_type = GaugeMetricFamily("samsa_groups_by_type",
-                                    "Groups per type (classic, consumer)", labels=["type"])
+                                    "Groups per type (classic, consumer, share)", labels=["type"])
         members = GaugeMetricFamily("samsa_group_members", "Members per group",
                                     labels=["group"])
         generation = GaugeMetricFamily("samsa_group_generation", "Generation per group",
@@ -295,7 +342,7 @@ class BrokerMetrics:
                                 "Log end offset minus committed offset per group and partition",
                                 labels=["group", "topic", "partition"])
         counts = dict.fromkeys(GROUP_STATES, 0)
-        types = {"classic": 0, "consumer": 0}
+        types = {"classic": 0, "consumer": 0, "share": 0}
         for group in coordinator.group_summaries():
             gid, state = group.group_id, group.state.value
             counts[state] = counts.get(state, 0) + 1
@@ -315,7 +362,66 @@ class BrokerMetrics:
             by_type.add_metric([kind], n)
         yield from (by_state, by_type, members, generation, info, committed, lag)
 
+    def _share_metrics(self, broker: Broker) -> Iterator[Metric]:
+        """Share partitions this node leads (records by state, in flight, lag), share
+        sessions, and the share event counters."""
+        shares = broker.shares
+        labels = ["group", "topic", "partition"]
+        records = GaugeMetricFamily(
+            "samsa_share_partition_records", "Records of a share partition's in-flight "
+            "window by state (available, acquired, acknowledged, archived)",
+            labels=[*labels, "state"])
+        in_flight = GaugeMetricFamily(
+            "samsa_share_partition_in_flight_records",
+            "Records between a share partition's start and end offsets (SPSO..SPEO)",
+            labels=labels)
+        start = GaugeMetricFamily("samsa_share_partition_start_offset",
+                                  "A share partition's start offset (SPSO)", labels=labels)
+        lag = GaugeMetricFamily(
+            "samsa_share_group_lag", "Records between a share partition's start offset and "
+            "the log end not yet acknowledged or archived (KIP-1226)", labels=labels)
+        for group_id, topic, index, stats in share_partitions(shares, broker.topics):
+            names = [group_id, topic, str(index)]
+            start.add_metric(names, stats.start_offset)
+            lag.add_metric(names, stats.lag)
+            if stats.in_flight is not None:
+                in_flight.add_metric(names, stats.in_flight)
+                for state in ("available", "acquired", "acknowledged", "archived"):
+                    records.add_metric([*names, state], getattr(stats, state))
+        yield from (records, in_flight, start, lag)
+        yield GaugeMetricFamily("samsa_share_sessions", "Open share sessions (KIP-932)",
+                                value=len(shares.sessions))
+        c = shares.counters
+        yield CounterMetricFamily("samsa_share_lock_expiries",
+                                  "Acquisition locks that expired", value=c.lock_expiries)
+        yield CounterMetricFamily(
+            "samsa_share_records_released", "Records made available again after a delivery "
+            "(released, lock expired, member gone), to be delivered again", value=c.released)
+        yield CounterMetricFamily(
+            "samsa_share_records_archived",
+            "Records rejected or archived at the delivery limit", value=c.archived)
+        yield CounterMetricFamily(
+            "samsa_share_dead_letters", "Records copied to a share group's dead-letter "
+            "topic (KIP-1191)", value=c.dead_letters)
+
     def registry(self) -> CollectorRegistry:
         registry = CollectorRegistry(auto_describe=False)
         registry.register(self)
         return registry
+
+
+def share_partitions(shares: _Shares, topics: TopicManager, group_id: str | None = None
+                     ) -> Iterator[tuple[str, str, int, SharePartitionStats]]:
+    """(group, topic, partition, stats) of the share partitions a node's share runtime
+    holds (of one group, when given), in order; partitions of deleted topics are skipped.
+    The metrics and the broker's console read them."""
+    keys = {k for k in (*shares.partitions, *shares.stored)
+            if group_id is None or k[0] == group_id}
+    for key in sorted(keys, key=lambda k: (k[0], str(k[1]), k[2])):
+        gid, topic_id, index = key
+        topic = topics.by_id(topic_id)
+        part = None if topic is None else topics.partition(topic.name, index)
+        if topic is None or part is None:
+            continue
+        yield gid, topic.name, index, partition_stats(
+            shares.partitions.get(key), shares.stored.get(key), part.log.log_end_offset)

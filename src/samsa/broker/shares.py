@@ -44,6 +44,7 @@ from kio.schema.errors import ErrorCode
 
 from samsa.broker.clock import now_ms
 from samsa.broker.groups import LoopTimer
+from samsa.broker.metrics import ShareCounters
 from samsa.broker.topics import SHARE_STATE_TOPIC, Topic, TopicError
 from samsa.coordinator.hashing import partition_for
 from samsa.protocol.records import ProducerRecordData, decode_batches, encode_batch
@@ -109,6 +110,7 @@ class ShareRuntime:
         #: durable states read at start, not yet taken by a share partition
         self.stored: dict[SharePartitionKey, DurableState] = {}
         self.state_topic: Topic | None = None
+        self.counters = ShareCounters()
 
     async def start(self) -> None:
         """Read ``__share_group_state`` back (when it exists)."""
@@ -244,7 +246,9 @@ class ShareRuntime:
         owner = key.owner
         part = self.partitions.get(owner) if isinstance(owner, tuple) else None
         if part is not None:
-            self.changed(part, part.fire(key, now_ms()))
+            update = part.fire(key, now_ms())
+            self.counters.lock_expiries += update is not None
+            self.changed(part, update)
 
     def changed(self, part: SharePartition,
                 update: ShareUpdate | None) -> tuple[Partition, int] | None:
@@ -254,6 +258,7 @@ class ShareRuntime:
             return None
         mark = self._persist(part)
         dead = part.take_dead()
+        self.counters.observe(update, len(dead))
         if dead:
             self._dead_letters(part, dead)
         self._wake()
@@ -297,6 +302,7 @@ class ShareRuntime:
                 target = dlq.partitions[index % len(dlq.partitions)]
                 target.log.append(encode_batch(out), now)
                 target.notify()
+                self.counters.dead_letters += len(out)
         except Exception:
             log.exception("could not write dead letters of share group %r to %r", group_id,
                           name)

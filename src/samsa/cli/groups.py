@@ -86,11 +86,13 @@ def add_parser(sub: Any) -> None:
     lag.add_parser(cmds)
 
 
-def canonical_state(text: str) -> str:
-    for state in STATES:
+def canonical_state(text: str, states: tuple[str, ...] = STATES, kind: str = "") -> str:
+    """``text`` as one of ``states`` (any case); a :class:`CliError` naming them
+    otherwise (``kind``: e.g. "share group ", in the message)."""
+    for state in states:
         if state.lower() == text.lower():
             return state
-    raise CliError(f"--state: unknown state {text!r} (one of {', '.join(STATES)})", 2)
+    raise CliError(f"--state: unknown {kind}state {text!r} (one of {', '.join(states)})", 2)
 
 
 # ---- list ---------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from samsa.cli import (
     groups,
     produce,
     serve,
+    share_groups,
     topics,
     transactions,
     users,
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_parser(sub)
     consume.add_parser(sub)
     groups.add_parser(sub)
+    share_groups.add_parser(sub)
     configs.add_parser(sub)
     features.add_parser(sub)
     transactions.add_parser(sub)

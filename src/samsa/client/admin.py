@@ -30,7 +30,7 @@ from samsa.security.acl import (
 )
 
 __all__ = ["Admin", "ConfigEntry", "FeatureMetadata", "GroupDescription", "GroupListing",
-           "MemberDescription"]
+           "MemberDescription", "SharePartitionOffset"]
 
 _ids = itertools.count(1)
 _COORDINATOR_RETRY = frozenset({ErrorCode.coordinator_load_in_progress,
@@ -99,6 +99,18 @@ class GroupListing:
 
 
 @dataclass(frozen=True)
+class SharePartitionOffset:
+    """One share partition as DescribeShareGroupOffsets gives it (KIP-932, KIP-1226)."""
+
+    start_offset: int
+    """The share-partition start offset (SPSO); -1 when the group never read it."""
+    lag: int
+    """Records between SPSO and the high watermark not yet acknowledged or archived (-1:
+    unknown, e.g. a v0 broker or a partition never read)."""
+    leader_epoch: int
+
+
+@dataclass(frozen=True)
 class TransactionListing:
     """One transactional id as ListTransactions names it (KIP-664)."""
 
@@ -155,8 +167,9 @@ class Admin:
                                   connector=connector)
         self._clock = clock
         self._metadata = Metadata(self._net, bootstrap_servers, clock=clock)
-        #: API key -> the version to use of ConsumerGroupDescribe / ShareGroupDescribe (-1: none)
-        self._modern_describe: dict[int, int] = {}
+        #: API key -> the version to use of the APIs asked once (ListGroups,
+        #: ConsumerGroupDescribe, ShareGroupDescribe; -1: none)
+        self._versions: dict[int, int] = {}
 
     def close(self) -> None:
         self._net.close()
@@ -437,17 +450,25 @@ class Admin:
         self._metadata.refresh([], allow_auto_create=False)
         return [*sorted(self._metadata.cluster.brokers)] or [self._metadata.any_node()]
 
-    def list_group_listings(self) -> list[GroupListing]:
-        """Every group of the cluster with its state and type: ListGroups goes to every
-        broker, each listing the groups it coordinates (as Kafka's ``listGroups``)."""
+    def list_group_listings(self, types: Iterable[str] = (),
+                            states: Iterable[str] = ()) -> list[GroupListing]:
+        """Every group of the cluster with its state and type (only of ``types`` / in
+        ``states`` when given, e.g. ``types=["share"]`` as Kafka's ``listShareGroups``):
+        ListGroups goes to every broker, each listing the groups it coordinates (as
+        Kafka's ``listGroups``)."""
         found: dict[str, GroupListing] = {}
+        types = list(types)
+        # v5 names each group's type and filters by type (older brokers: every group classic)
+        version = self._version(ApiKey.LIST_GROUPS, 5)
         for node in self._brokers():
             resp = self._net.call(node, ApiKey.LIST_GROUPS,
-                                  {"states_filter": [], "types_filter": []},
-                                  timeout_ms=self.timeout_ms)
+                                  {"__version__": version, "states_filter": list(states),
+                                   "types_filter": types}, timeout_ms=self.timeout_ms)
             if int(resp.error_code):
                 raise error_for(int(resp.error_code), "ListGroups")
             for g in resp.groups:
+                if types and (getattr(g, "group_type", "") or "classic") not in types:
+                    continue
                 found[g.group_id] = GroupListing(
                     g.group_id, getattr(g, "group_state", "") or "",
                     getattr(g, "group_type", "") or "classic", g.protocol_type,
@@ -473,15 +494,20 @@ class Admin:
             supported={f.name: (int(f.min_version), int(f.max_version))
                        for f in getattr(resp, "supported_features", ())})
 
-    def _describe_version(self, api: ApiKey) -> int:
-        """The version to use of ConsumerGroupDescribe or ShareGroupDescribe (at most 1;
-        -1 when the broker has none)."""
-        if api not in self._modern_describe:
+    def _version(self, api: ApiKey, newest: int) -> int:
+        """The version to use of ``api``: the broker's newest, at most ``newest`` (-1 when
+        the broker has none); asked once."""
+        if api not in self._versions:
             resp = self._api_versions()
             ranges = {int(k.api_key): int(k.max_version) for k in resp.api_keys}
             top = ranges.get(api)
-            self._modern_describe[api] = -1 if top is None else min(top, 1)
-        return self._modern_describe[api]
+            self._versions[api] = -1 if top is None else min(top, newest)
+        return self._versions[api]
+
+    def _describe_version(self, api: ApiKey) -> int:
+        """The version to use of ConsumerGroupDescribe or ShareGroupDescribe (at most 1;
+        -1 when the broker has none)."""
+        return self._version(api, 1)
 
     def _describe_modern_group(self, gid: str, api: ApiKey,
                                group_type: str) -> GroupDescription | None:
@@ -547,6 +573,82 @@ class Admin:
             out[gid] = GroupDescription(g.group_id, g.group_state, g.protocol_type,
                                         g.protocol_data, tuple(members), int(g.error_code))
         return out
+
+    def describe_share_group(self, group_id: str) -> GroupDescription:
+        """A share group (ShareGroupDescribe, KIP-932): state, epochs, members and their
+        assignments. Raises GroupIdNotFoundError when the group is not a share group (or
+        does not exist) and UnsupportedVersionError when the broker has no share groups."""
+        version = self._describe_version(ApiKey.SHARE_GROUP_DESCRIBE)
+        if version < 0:
+            raise error_for(ErrorCode.unsupported_version, "ShareGroupDescribe")
+        found = self._describe_modern_group(group_id, ApiKey.SHARE_GROUP_DESCRIBE, "share")
+        if found is None or found.state == "Dead":
+            raise error_for(ErrorCode.group_id_not_found,
+                            f"group {group_id} is not a share group")
+        if found.error_code:
+            raise error_for(found.error_code, f"describe share group {group_id}")
+        return found
+
+    def describe_share_group_offsets(
+            self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, SharePartitionOffset]:
+        """Each share partition's start offset and lag (DescribeShareGroupOffsets v1,
+        KIP-1226); every partition the group has state for when ``partitions`` is None.
+        Raises the group's error, or a partition's."""
+        topics = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = defaultdict(list)
+            for tp in partitions:
+                by_topic[tp.topic].append(tp.partition)
+            topics = [{"topic_name": t, "partitions": ps} for t, ps in by_topic.items()]
+        resp = self._group_call(group_id, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, {
+            "__version__": 1, "groups": [{"group_id": group_id, "topics": topics}]},
+            lambda r: int(r.groups[0].error_code))
+        g = resp.groups[0]
+        if int(g.error_code):
+            raise error_for(int(g.error_code), f"describe share group offsets {group_id}: "
+                                               f"{g.error_message or ''}")
+        out = {}
+        for t in g.topics:
+            for p in t.partitions:
+                if int(p.error_code):
+                    raise error_for(int(p.error_code),
+                                    f"share group offsets {t.topic_name}-{p.partition_index}")
+                out[TopicPartition(t.topic_name, int(p.partition_index))] = SharePartitionOffset(
+                    int(p.start_offset), int(getattr(p, "lag", -1)), int(p.leader_epoch))
+        return dict(sorted(out.items()))
+
+    def alter_share_group_offsets(self, group_id: str,
+                                  offsets: Mapping[TopicPartition, int]) -> None:
+        """Set share partitions' start offsets (AlterShareGroupOffsets; the group must have
+        no members: GroupNotEmptyError)."""
+        by_topic: dict[str, list[dict[str, int]]] = defaultdict(list)
+        for tp, off in offsets.items():
+            by_topic[tp.topic].append({"partition_index": tp.partition,
+                                       "start_offset": int(off)})
+        resp = self._group_call(group_id, ApiKey.ALTER_SHARE_GROUP_OFFSETS, {
+            "__version__": 0, "group_id": group_id,
+            "topics": [{"topic_name": t, "partitions": ps} for t, ps in by_topic.items()]})
+        if int(resp.error_code):
+            raise error_for(int(resp.error_code), f"alter share group offsets {group_id}: "
+                                                  f"{resp.error_message or ''}")
+        for t in resp.responses:
+            for p in t.partitions:
+                if int(p.error_code):
+                    raise error_for(int(p.error_code),
+                                    f"alter share offset {t.topic_name}-{p.partition_index}")
+
+    def delete_share_group_offsets(self, group_id: str, topics: Iterable[str]) -> None:
+        """Forget a share group's state of whole topics (DeleteShareGroupOffsets; the group
+        must have no members)."""
+        resp = self._group_call(group_id, ApiKey.DELETE_SHARE_GROUP_OFFSETS, {
+            "__version__": 0, "group_id": group_id, "topics": [{"topic_name": t} for t in topics]})
+        if int(resp.error_code):
+            raise error_for(int(resp.error_code), f"delete share group offsets {group_id}: "
+                                                  f"{resp.error_message or ''}")
+        for t in resp.responses:
+            if int(t.error_code):
+                raise error_for(int(t.error_code), f"delete share offsets {t.topic_name}")
 
     def delete_groups(self, group_ids: Iterable[str]) -> None:
         for gid in group_ids:

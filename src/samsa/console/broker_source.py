@@ -7,6 +7,9 @@ from the partition's log; phantom lag is told apart: offsets below the log start
 by retention before the group read them) and, on compacted topics, offsets compaction
 removed (counted from the batches' record counts, up to a bound).
 
+Share groups' share partitions (start offset, lag, in-flight records by state) come from
+the node's share runtime, for the partitions it leads.
+
 It acts as ``console.principal``, through the broker's authorizer (:func:`samsa.broker.access.may`;
 everything, without one): its views show only the groups that principal may DESCRIBE (another
 answers 403) and, in them, only the topics it may DESCRIBE. Its admin client (the offset
@@ -25,6 +28,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from samsa.broker import access
+from samsa.broker.metrics import share_partitions
 from samsa.console import views
 from samsa.console.lag import LagSample
 from samsa.console.source import ConsoleOptions, Source, now_ms
@@ -76,7 +80,7 @@ class BrokerSource(Source):
     @property
     def features(self) -> dict[str, bool]:
         return {**super().features, "history": self._history_on(), "liveness": True,
-                "health": True}
+                "health": True, "share_groups": True}
 
     def _history_on(self) -> bool:
         coordinator = self.broker.groups.coordinator
@@ -159,6 +163,22 @@ class BrokerSource(Source):
     def lag(self, group_id: str) -> dict[str, Any]:
         self.check_visible(group_id)
         return super().lag(group_id)
+
+    async def share_partitions(self, group_id: str) -> list[dict[str, Any]] | None:
+        """The share partitions this node leads of a share group (from its share runtime:
+        the record counts are no field of Kafka's APIs), without topics the principal may
+        not DESCRIBE."""
+        self.check_visible(group_id)
+        seen = self._topics()
+        rows = [views.share_partition_json(topic, index, stats)
+                for _, topic, index, stats in share_partitions(self.broker.shares,
+                                                                  self.broker.topics, group_id)
+                if seen(topic)]
+        coordinator = self.broker.groups.coordinator
+        summary = None if coordinator is None else coordinator.group_summary(group_id)
+        if not rows and (summary is None or summary.group_type != "share"):
+            return None
+        return rows
 
     async def health(self) -> dict[str, Any] | None:
         runtime = self.broker.groups

@@ -1,7 +1,8 @@
 """The console against any Kafka-compatible cluster (``samsa console --bootstrap-server``).
 
 Everything comes through the Kafka protocol with samsa's client: ListGroups on every
-broker, DescribeGroups / ConsumerGroupDescribe, OffsetFetch, ListOffsets, and a Fetch of
+broker, DescribeGroups / ConsumerGroupDescribe, OffsetFetch, ListOffsets,
+DescribeShareGroupOffsets (a share group's start offsets and lag), and a Fetch of
 the first unconsumed record of each lagging partition for its timestamp (the lag in
 seconds). A broker does not tell group histories, members' session clocks or its
 coordinator shards over the protocol, so those panels are off here.
@@ -24,6 +25,10 @@ from samsa.console import views
 from samsa.console.lag import LagSample
 from samsa.console.source import ActionError, ConsoleOptions, Source, now_ms
 
+#: group types whose groups and members have epochs (KIP-848 consumer, KIP-932 share)
+_MODERN = ("consumer", "share")
+#: group types described for the group list (a streams group is shown as listed)
+_DESCRIBED = ("classic", *_MODERN)
 #: how long a sample waits for the timestamps of lagging partitions
 _FETCH_WAIT_S = 1.0
 
@@ -39,6 +44,10 @@ class RemoteSource(Source):
         self._fetcher = TimestampFetcher(bootstrap, timeout_ms, options.client_config)
         self._listing: list[dict[str, Any]] = []
         self._coordinators: dict[str, int] = {}
+
+    @property
+    def features(self) -> dict[str, bool]:
+        return {**super().features, "share_groups": True}
 
     def admin(self) -> Any:
         if self._admin is None:
@@ -80,17 +89,17 @@ class RemoteSource(Source):
             raise error_for(desc.error_code, f"describe group {group_id}")
         if desc.state == "Dead" and not desc.members:
             return None
-        consumer = desc.group_type == "consumer"
+        modern = desc.group_type in _MODERN
         node = self._coordinators.get(group_id)
         if node is None:
             node = self._coordinators[group_id] = admin.find_coordinator(group_id)[0]
         members = [{
             "member_id": m.member_id, "instance_id": m.group_instance_id,
             "client_id": m.client_id, "client_host": m.client_host, "rack_id": None,
-            "protocol": "consumer" if consumer else "classic",
+            "protocol": desc.group_type if modern else "classic",
             "protocols": [desc.protocol] if desc.protocol else [],
             "subscribed_topics": list(m.topics), "subscribed_regex": None,
-            "member_epoch": m.member_epoch if consumer else None, "state": None,
+            "member_epoch": m.member_epoch if modern else None, "state": None,
             "is_leader": False,
             "assigned": [[tp.topic, tp.partition] for tp in m.assignment],
             "target": None if m.target_assignment is None else
@@ -100,12 +109,28 @@ class RemoteSource(Source):
         return {
             "group_id": group_id, "group_type": desc.group_type, "state": desc.state,
             "protocol_type": desc.protocol_type, "protocol": desc.protocol, "leader": None,
-            "generation": None, "group_epoch": desc.group_epoch if consumer else None,
-            "assignment_epoch": desc.assignment_epoch if consumer else None,
+            "generation": None, "group_epoch": desc.group_epoch if modern else None,
+            "assignment_epoch": desc.assignment_epoch if modern else None,
             "coordinator": {"node_id": node, "partition": None},
             "subscribed_topics": sorted({t for m in desc.members for t in m.topics}),
             "rebalance_deadline_in_ms": None, "rebalance_deadline_kind": None,
             "members": members}
+
+    async def share_partitions(self, group_id: str) -> list[dict[str, Any]] | None:
+        """A share group's start offsets and lag (DescribeShareGroupOffsets); a cluster
+        tells no in-flight record counts."""
+        return await self.blocking(self._share_partitions, group_id)
+
+    def _share_partitions(self, group_id: str) -> list[dict[str, Any]] | None:
+        try:
+            found = self.admin().describe_share_group_offsets(group_id)
+        except AuthorizationError as exc:
+            raise ActionError(403, str(exc)) from None
+        except KafkaError:  # not a share group, or no share groups on this cluster
+            return None
+        return [views.share_partition_json(tp.topic, tp.partition, None,
+                                           o.start_offset, o.lag)
+                for tp, o in found.items()]
 
     # ------------------------------------------------------------------ lag
 
@@ -129,12 +154,14 @@ class RemoteSource(Source):
                    "epoch": None, "coordinator": {"node_id": g.coordinator, "partition": None},
                    "last_rebalance": None}
             try:
-                committed = admin.list_consumer_group_offsets(g.group_id)
-                if g.group_type in ("classic", "consumer"):  # share, streams: as listed
+                # a share group commits no offsets (OffsetFetch: GROUP_ID_NOT_FOUND)
+                committed = ({} if g.group_type == "share"
+                             else admin.list_consumer_group_offsets(g.group_id))
+                if g.group_type in _DESCRIBED:  # streams: as listed
                     desc = admin.describe_groups([g.group_id])[g.group_id]
                     row.update(state=desc.state or g.state, protocol=desc.protocol,
                                members=len(desc.members), epoch=desc.group_epoch
-                               if desc.group_type == "consumer" else None)
+                               if desc.group_type in _MODERN else None)
             except Exception:  # gone meanwhile, or not a group this client can read
                 continue
             committed_of[g.group_id] = committed

@@ -11,6 +11,8 @@ One :class:`HttpServer` per process, on the event loop it is started from (the b
 ``GET /api/v1/groups/{group}``             one group: members, epochs, assignments
 ``GET /api/v1/groups/{group}/history``     its rebalance history (samsa brokers)
 ``GET /api/v1/groups/{group}/lag``         lag per partition, series, verdicts
+``GET /api/v1/groups/{group}/share-partitions``  a share group's share partitions: start
+                                           offset, lag, in-flight records by state
 ``POST /api/v1/groups/{group}/offsets/preview``  an offset reset's plan (dry run)
 ``POST /api/v1/groups/{group}/offsets/reset``    execute it (when actions are on)
 ``GET /api/v1/audit``                      the audit log (``?group=`` filters)
@@ -97,6 +99,7 @@ class HttpServer:
         r.add_get("/api/v1/groups", self.groups)
         r.add_get("/api/v1/groups/{group:.+}/history", self.history)
         r.add_get("/api/v1/groups/{group:.+}/lag", self.lag)
+        r.add_get("/api/v1/groups/{group:.+}/share-partitions", self.share_partitions)
         r.add_post("/api/v1/groups/{group:.+}/offsets/preview", self.preview)
         r.add_post("/api/v1/groups/{group:.+}/offsets/reset", self.reset)
         r.add_get("/api/v1/groups/{group:.+}", self.group)
@@ -200,6 +203,14 @@ class HttpServer:
 
     async def lag(self, request: web.Request) -> web.Response:
         return _json(self.source.lag(request.match_info["group"]))
+
+    async def share_partitions(self, request: web.Request) -> web.Response:
+        gid = request.match_info["group"]
+        found = await self.source.share_partitions(gid)
+        if found is None:
+            return _error(404, f"{gid} is not a share group (or has no share partitions "
+                               "this console can see)")
+        return _json({"at_ms": now_ms(), "group_id": gid, "partitions": found})
 
     async def preview(self, request: web.Request) -> web.Response:
         return await self._reset(request, execute=False)

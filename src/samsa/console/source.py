@@ -105,6 +105,11 @@ class Source(abc.ABC):
         """The group's rebalance history (None: this source has none)."""
         return None
 
+    async def share_partitions(self, group_id: str) -> list[dict[str, Any]] | None:
+        """A share group's share partitions (:func:`views.share_partition_json`; None: not a
+        share group, or this source cannot tell)."""
+        return None
+
     async def health(self) -> dict[str, Any] | None:
         """Coordinator shards, leases, fail-overs (None: this source has none)."""
         return None

@@ -8,6 +8,7 @@ from typing import Any
 from samsa.console.lag import LagSample, LagTracker
 from samsa.coordinator.detail import GroupDetail, MemberDetail
 from samsa.coordinator.history import HistoryEvent
+from samsa.share.stats import SharePartitionStats
 
 API_VERSION = 1
 
@@ -60,7 +61,7 @@ def detail_json(d: GroupDetail, coordinator: int | None) -> dict[str, Any]:
         "group_id": s.group_id, "group_type": s.group_type, "state": s.state.value,
         "protocol_type": s.protocol_type, "protocol": s.protocol, "leader": s.leader or None,
         "generation": s.generation if s.group_type == "classic" else None,
-        "group_epoch": s.generation if s.group_type == "consumer" else None,
+        "group_epoch": s.generation if s.group_type in ("consumer", "share") else None,
         "assignment_epoch": d.assignment_epoch,
         "coordinator": {"node_id": coordinator, "partition": s.partition},
         "subscribed_topics": list(d.subscribed_topics),
@@ -99,3 +100,18 @@ def totals(group_id: str, tracker: LagTracker, now_ms: int) -> dict[str, Any]:
     return {"records": sum(s.lag_records for s in latest),
             "seconds": max((s.lag_seconds or 0.0 for s in latest), default=0.0),
             "verdict": tracker.group_verdict(group_id, now_ms).value if latest else None}
+
+
+def share_partition_json(topic: str, partition: int, s: SharePartitionStats | None,
+                         start_offset: int | None = None, lag: int | None = None
+                         ) -> dict[str, Any]:
+    """One share partition: SPSO, SPEO, lag and its in-flight records by state (None where
+    the source cannot tell: a cluster's console has start offset and lag only)."""
+    if s is None:
+        return {"topic": topic, "partition": partition, "start_offset": start_offset,
+                "end_offset": None, "lag": lag, "in_flight": None, "available": None,
+                "acquired": None, "acknowledged": None, "archived": None}
+    return {"topic": topic, "partition": partition, "start_offset": s.start_offset,
+            "end_offset": s.end_offset, "lag": s.lag, "in_flight": s.in_flight,
+            "available": s.available, "acquired": s.acquired,
+            "acknowledged": s.acknowledged, "archived": s.archived}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -34,7 +35,11 @@ _NAMES = {
     "group.consumer.max.assignment.interval.ms": "consumer_max_assignment_interval_ms",
     "group.consumer.regex.refresh.interval.ms": "consumer_regex_refresh_interval_ms",
     "group.share.heartbeat.interval.ms": "share_heartbeat_interval_ms",
+    "group.share.min.heartbeat.interval.ms": "share_min_heartbeat_interval_ms",
+    "group.share.max.heartbeat.interval.ms": "share_max_heartbeat_interval_ms",
     "group.share.session.timeout.ms": "share_session_timeout_ms",
+    "group.share.min.session.timeout.ms": "share_min_session_timeout_ms",
+    "group.share.max.session.timeout.ms": "share_max_session_timeout_ms",
     "group.share.max.size": "share_max_size",
 }
 
@@ -117,7 +122,11 @@ class CoordinatorConfig:
     consumer_regex_refresh_interval_ms: int = 600_000
     #: KIP-932 share groups (Kafka's defaults)
     share_heartbeat_interval_ms: int = 5000
+    share_min_heartbeat_interval_ms: int = 5000
+    share_max_heartbeat_interval_ms: int = 15000
     share_session_timeout_ms: int = 45000
+    share_min_session_timeout_ms: int = 45000
+    share_max_session_timeout_ms: int = 60000
     share_max_size: int = 200
     #: per-group overrides, asked on every use so AlterConfigs applies at once (the broker
     #: injects its dynamic group configs; the coordinator imports nothing of the broker)
@@ -168,15 +177,17 @@ class CoordinatorConfig:
                                                 self.share_heartbeat_interval_ms)
 
     def validate(self) -> None:
-        """Kafka's start-up checks of the consumer-group settings; raises
+        """Kafka's start-up checks of the consumer- and share-group settings; raises
         :class:`InvalidCoordinatorConfig` naming the settings at fault."""
-        for kind in ("heartbeat.interval", "session.timeout"):
+        for group_type, kind in itertools.product(("consumer", "share"),
+                                                  ("heartbeat.interval", "session.timeout")):
             attr = kind.replace(".", "_")
-            value, lo, hi = (getattr(self, f"consumer_{attr}_ms"),
-                             getattr(self, f"consumer_min_{attr}_ms"),
-                             getattr(self, f"consumer_max_{attr}_ms"))
-            name = f"group.consumer.{kind}.ms"
-            low, high = f"group.consumer.min.{kind}.ms", f"group.consumer.max.{kind}.ms"
+            value, lo, hi = (getattr(self, f"{group_type}_{attr}_ms"),
+                             getattr(self, f"{group_type}_min_{attr}_ms"),
+                             getattr(self, f"{group_type}_max_{attr}_ms"))
+            name = f"group.{group_type}.{kind}.ms"
+            low, high = (f"group.{group_type}.min.{kind}.ms",
+                         f"group.{group_type}.max.{kind}.ms")
             for setting, number in ((name, value), (low, lo), (high, hi)):
                 if number < 1:
                     raise InvalidCoordinatorConfig(f"{setting} must be at least 1, got {number}")
@@ -204,7 +215,8 @@ class CoordinatorConfig:
         hb, session = self.share_heartbeat_interval_ms, self.share_session_timeout_ms
         _require(0 < hb < session, f"group.share.heartbeat.interval.ms ({hb}) must be at least "
                                    f"1 and less than group.share.session.timeout.ms ({session})")
-        _require(self.share_max_size >= 1, "group.share.max.size must be at least 1")
+        _require(1 <= self.share_max_size <= 1000,
+                 f"group.share.max.size must be between 1 and 1000, got {self.share_max_size}")
         _require(self.consumer_max_size >= 1, "group.consumer.max.size must be at least 1")
         _require(self.history_max_events >= 0, "group.history.max.events must be at least 0")
         _require(self.consumer_migration_policy in MIGRATION_POLICIES,

@@ -1,5 +1,6 @@
-"""A group in full, for the console: members with their epochs, current and target
-assignments (partitions pending revocation), and liveness clocks read from the shard's
+"""A group in full (classic, consumer or share), for the console: members with their
+epochs, current and target assignments (partitions pending revocation), and liveness
+clocks read from the shard's
 timer deadlines. Frozen copies, like :mod:`.queries`; nothing here changes the shard.
 
 Liveness: the last heartbeat is the session deadline minus the session timeout (every
@@ -10,15 +11,18 @@ sync) or the group's (the join phase's rebalance timeout, the sync phase's).
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from samsa.assignors import decode_assignment, decode_subscription
 from samsa.coordinator.config import NEW_MEMBER_JOIN_TIMEOUT_MS
-from samsa.coordinator.consumer.group import Assignment, ConsumerGroup, MemberState
+from samsa.coordinator.consumer.group import ConsumerGroup, MemberState
 from samsa.coordinator.consumer.target import preferred_assignor
 from samsa.coordinator.core import ShardCore
 from samsa.coordinator.group import Group
-from samsa.coordinator.queries import GroupSummary, consumer_summary, summary
+from samsa.coordinator.queries import GroupSummary, consumer_summary, share_summary, summary
+from samsa.coordinator.share.group import SHARE_ASSIGNOR, ShareGroup
 from samsa.coordinator.timers import TimerKind
 
 TopicPartitionName = tuple[str, int]
@@ -76,7 +80,10 @@ def group_detail(core: ShardCore, group_id: str, now_ms: int) -> GroupDetail | N
     if group is not None:
         return _classic(core, group, now_ms)
     consumer = core.hard.consumer.groups.get(group_id)
-    return None if consumer is None else _consumer(core, consumer, now_ms)
+    if consumer is not None:
+        return _consumer(core, consumer, now_ms)
+    share = core.hard.share.groups.get(group_id)
+    return None if share is None else _share(core, share, now_ms)
 
 
 def _deadline(core: ShardCore, kind: TimerKind, group_id: str, member_id: str = "",
@@ -131,14 +138,21 @@ def _classic(core: ShardCore, group: Group, now: int) -> GroupDetail:
     return GroupDetail(summary(core, group), None, tuple(members), left, kind, subscribed)
 
 
-def _consumer(core: ShardCore, group: ConsumerGroup, now: int) -> GroupDetail:
-    gid = group.group_id
+def _namer(core: ShardCore) -> Callable[[Mapping[uuid.UUID, Iterable[int]]],
+                                         tuple[TopicPartitionName, ...]]:
+    """Assignments by topic id -> sorted (topic name, partition) pairs."""
     names = {t.topic_id: t.name for t in core.topics.topics.values()}
 
-    def named(assignment: Assignment) -> tuple[TopicPartitionName, ...]:
+    def named(assignment: Mapping[uuid.UUID, Iterable[int]]) -> tuple[TopicPartitionName, ...]:
         return tuple(sorted((names.get(t, str(t)), p) for t, ps in assignment.items()
                             for p in ps))
 
+    return named
+
+
+def _consumer(core: ShardCore, group: ConsumerGroup, now: int) -> GroupDetail:
+    gid = group.group_id
+    named = _namer(core)
     members = []
     session = core.config.consumer_session_timeout_for(gid)
     for m in group.members.values():
@@ -160,6 +174,23 @@ def _consumer(core: ShardCore, group: ConsumerGroup, now: int) -> GroupDetail:
                 (TimerKind.CONSUMER_SYNC, "sync")))))
     return GroupDetail(consumer_summary(core, group), group.assignment_epoch, tuple(members),
                        None, None, tuple(sorted(group.subscribed_topic_names())))
+
+
+def _share(core: ShardCore, group: ShareGroup, now: int) -> GroupDetail:
+    """A KIP-932 share group: members with their epochs and assignments (a partition may
+    be assigned to several members; there is no revocation), their session clocks."""
+    gid = group.group_id
+    named = _namer(core)
+    session = core.config.share_session_timeout_for(gid)
+    members = tuple(MemberDetail(
+        m.member_id, None, m.client_id, m.client_host, m.rack_id, "share", (SHARE_ASSIGNOR,),
+        tuple(sorted(m.subscribed_topic_names)), None, m.member_epoch, None,
+        named(m.assigned), named(group.target.get(m.member_id, {})), (),
+        _liveness(core, gid, m.member_id, now, TimerKind.SHARE_SESSION, session, ()))
+        for m in group.members.values())
+    topics = tuple(sorted({t for m in group.members.values() for t in m.subscribed_topic_names}))
+    return GroupDetail(share_summary(core, group), group.assignment_epoch, members, None, None,
+                       topics)
 
 
 def _member_state(state: MemberState) -> str:

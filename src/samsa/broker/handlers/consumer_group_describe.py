@@ -19,7 +19,12 @@ from kio.static.primitive import i8, i32
 
 from samsa.broker import access
 from samsa.broker.context import RequestContext
-from samsa.broker.group_wire import NO_OPERATIONS, described_assignment, described_group
+from samsa.broker.group_wire import (
+    NO_OPERATIONS,
+    described_assignment,
+    described_group,
+    hide_undescribable,
+)
 from samsa.broker.handlers.consumer_group_heartbeat import consumer_protocol_enabled
 from samsa.coordinator.events import ConsumerGroupDescribe
 from samsa.coordinator.responses import (
@@ -34,8 +39,6 @@ from samsa.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.CONSUMER_GROUP_DESCRIBE
 VERSIONS = (0, 1)
-
-HIDDEN_TOPICS = "The group has described topic(s) that the client is not authorized to describe."
 
 
 def _assignment(parts: tuple[DescribedTopicPartitions, ...]) -> wire.Assignment:
@@ -72,21 +75,9 @@ async def handle(ctx: RequestContext) -> wire.ConsumerGroupDescribeResponse:
     resp = await access.call_group(ctx, ConsumerGroupDescribe(
         tuple(body.group_ids), bool(body.include_authorized_operations)), AclOperation.DESCRIBE)
     assert isinstance(resp, ConsumerGroupDescribeResponse)
-    groups = [_hide_undescribable(ctx, g) for g in resp.groups]
+    groups = [hide_undescribable(ctx, g) for g in resp.groups]
     return wire.ConsumerGroupDescribeResponse(throttle_time=NO_THROTTLE, groups=tuple(
         _group(g, i32(access.operations(ctx, ResourceType.GROUP, g.group_id)))
         if body.include_authorized_operations and not g.error_code else _group(g)
         for g in groups))
 
-
-def _hide_undescribable(ctx: RequestContext, g: ConsumerDescribedGroup
-                        ) -> ConsumerDescribedGroup:
-    """``g``, or TOPIC_AUTHORIZATION_FAILED without members if a member is assigned (or
-    targeted) a topic the caller may not DESCRIBE."""
-    if ctx.broker.authorizer is None or g.error_code:
-        return g
-    topics = {t.topic_name for m in g.members for t in (*m.assignment, *m.target_assignment)}
-    if access.allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topics) == topics:
-        return g
-    return ConsumerDescribedGroup(g.group_id, ErrorCode.topic_authorization_failed,
-                                  HIDDEN_TOPICS)

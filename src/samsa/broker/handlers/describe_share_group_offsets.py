@@ -26,7 +26,7 @@ from samsa.coordinator.share.group import SHARE_GROUP_TYPE
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE
 from samsa.security.acl import AclOperation, ResourceType
-from samsa.share import RecordState
+from samsa.share.stats import share_lag
 
 API_KEY = ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS
 VERSIONS = (0, 1)
@@ -67,10 +67,7 @@ def _partition(ctx: RequestContext, group_id: str, topic: Topic,
         return wire.DescribeShareGroupOffsetsResponsePartition(
             partition_index=i32(index), start_offset=i64(-1), leader_epoch=i32(epoch),
             lag=i64(-1), error_code=ErrorCode.none)
-    done = sum(1 for o, (s, _) in state.offsets.items()
-               if o >= state.start_offset and s in (RecordState.ACKNOWLEDGED,
-                                                    RecordState.ARCHIVED))
-    lag = max(0, part.log.log_end_offset - state.start_offset - done)
+    lag = share_lag(state, part.log.log_end_offset)
     return wire.DescribeShareGroupOffsetsResponsePartition(
         partition_index=i32(index), start_offset=i64(state.start_offset),
         leader_epoch=i32(epoch), lag=i64(lag), error_code=ErrorCode.none)

@@ -170,13 +170,21 @@ function groupView(gid) {
       <th class="num">Rebalance deadline</th></tr></thead><tbody id="g-members"></tbody></table></div>
     <div class="card" id="timeline-card"><h2>Rebalance timeline</h2>
       <ul class="timeline" id="timeline" data-testid="timeline"></ul></div>
-    <div class="card"><h2>Lag <span id="lag-verdict"></span></h2>
+    <div class="card" id="share-card" style="display:none"><h2>Share partitions</h2>
+      <div class="muted">Records between the share-partition start offset (SPSO) and end offset
+        (SPEO), by state; lag counts the records not yet acknowledged or archived.</div>
+      <table data-testid="share-partitions"><thead><tr><th>Partition</th>
+        <th class="num">Start offset</th><th class="num">End offset</th><th class="num">Lag</th>
+        <th class="num">In flight</th><th class="num">Available</th><th class="num">Acquired</th>
+        <th class="num">Acknowledged</th><th class="num">Archived</th></tr></thead>
+        <tbody id="share-rows"></tbody></table></div>
+    <div class="card" id="lag-card"><h2>Lag <span id="lag-verdict"></span></h2>
       <div class="muted" id="lag-total"></div><div class="chart" id="lag-chart"></div>
       <table data-testid="lag"><thead><tr><th>Partition</th><th class="num">Committed</th>
         <th class="num">Log start</th><th class="num">Log end</th><th class="num">Lag (records)</th>
         <th class="num">Lag (s)</th><th class="num">Phantom</th><th>Verdict</th></tr></thead>
         <tbody id="lag-rows"></tbody></table></div>
-    <div class="card"><h2>Offset reset</h2>
+    <div class="card" id="reset-card"><h2>Offset reset</h2>
       <div class="toolbar">
         <select id="r-mode" data-testid="reset-mode"><option value="earliest">earliest</option>
           <option value="latest">latest</option><option value="timestamp">timestamp</option>
@@ -262,12 +270,19 @@ function groupView(gid) {
       return;
     }
     $("#g-state").innerHTML = `${badge(g.state)} <span class="muted">${esc(g.group_type)}</span>`;
+    const modern = g.group_type === "consumer" || g.group_type === "share";
+    const share = g.group_type === "share";
+    // a share group commits no offsets: its share partitions take the lag and reset cards' place
+    $("#share-card").style.display = share ? "" : "none";
+    $("#lag-card").style.display = share ? "none" : "";
+    $("#reset-card").style.display = share ? "none" : "";
+    if (share) loadShare();
     const kv = (k, val) => `<div class="kv"><div class="k">${k}</div><div class="v">${val}</div></div>`;
     $("#g-summary").innerHTML = [
       kv("State", badge(g.state)), kv("Type", esc(g.group_type)),
       kv("Protocol", esc(g.protocol || "–")),
-      g.group_type === "consumer" ? kv("Group epoch", g.group_epoch ?? "–") : kv("Generation", g.generation ?? "–"),
-      g.group_type === "consumer" ? kv("Assignment epoch", g.assignment_epoch ?? "–") : kv("Leader", `<span class="mono">${esc(g.leader || "–")}</span>`),
+      modern ? kv("Group epoch", g.group_epoch ?? "–") : kv("Generation", g.generation ?? "–"),
+      modern ? kv("Assignment epoch", g.assignment_epoch ?? "–") : kv("Leader", `<span class="mono">${esc(g.leader || "–")}</span>`),
       kv("Members", g.members.length),
       kv("Coordinator", `node ${g.coordinator.node_id ?? "–"}${g.coordinator.partition != null ? `, shard ${g.coordinator.partition}` : ""}`),
       kv("Rebalance deadline", g.rebalance_deadline_kind ? `${esc(g.rebalance_deadline_kind)}: ${countdown(g.rebalance_deadline_in_ms, "down")}` : "–"),
@@ -283,6 +298,21 @@ function groupView(gid) {
         <td class="num">${countdown(live.session_expires_in_ms, "down")}</td>
         <td class="num">${live.rebalance_deadline_kind ? esc(live.rebalance_deadline_kind) + " " + countdown(live.rebalance_deadline_in_ms, "down") : "–"}</td></tr>`;
     }).join("") || `<tr><td colspan="13" class="muted">No members.</td></tr>`;
+  };
+
+  const num = v => v == null ? "–" : v;
+  const loadShare = async () => {
+    let data;
+    try { data = await getJSON(`/groups/${encodeURIComponent(gid)}/share-partitions`); } catch (err) {
+      $("#share-rows").innerHTML = `<tr><td colspan="9" class="muted">${esc(err.message)}</td></tr>`; return;
+    }
+    $("#share-rows").innerHTML = data.partitions.map(p => `<tr data-partition="${esc(p.topic)}-${p.partition}">
+      <td>${esc(p.topic)}-${p.partition}</td><td class="num">${num(p.start_offset)}</td>
+      <td class="num">${num(p.end_offset)}</td><td class="num" data-testid="share-lag">${num(p.lag)}</td>
+      <td class="num">${num(p.in_flight)}</td><td class="num">${num(p.available)}</td>
+      <td class="num" data-testid="share-acquired">${num(p.acquired)}</td><td class="num">${num(p.acknowledged)}</td>
+      <td class="num" data-testid="share-archived">${num(p.archived)}</td></tr>`).join("") ||
+      `<tr><td colspan="9" class="muted">No share partitions yet (nothing fetched).</td></tr>`;
   };
 
   const renderHistory = events => {
@@ -381,11 +411,25 @@ function healthView() {
 // ------------------------------------------------------------------ share groups (panel 7)
 
 function shareView() {
-  $("#view").innerHTML = `<h1>Share groups</h1><div class="card" data-testid="share-groups">
-    <p>samsa serves share groups (KIP-932, queues); they are listed with the other groups. This
-    panel does not show their share partitions yet (start offset, in-flight, acquired and
-    archived records, delivery counts, lock expiries).</p></div>`;
-  return { groups: () => {} };
+  const v = $("#view");
+  v.innerHTML = `<h1>Share groups</h1><div class="card">
+    <p class="muted">Share groups (KIP-932, queues): their members share partitions and acknowledge
+      records one by one. Open a group for its members, assignments and share partitions (start
+      offset, lag, in-flight, acquired and archived records).</p>
+    <table data-testid="share-groups"><thead><tr><th>Group</th><th>State</th>
+      <th class="num">Members</th><th class="num">Group epoch</th><th>Coordinator</th></tr></thead>
+      <tbody></tbody></table></div>`;
+  const render = data => {
+    app.receivedAt = performance.now();
+    const rows = data.groups.filter(g => g.group_type === "share")
+      .sort((a, b) => a.group_id < b.group_id ? -1 : 1);
+    $("tbody", v).innerHTML = rows.map(g => `<tr data-group="${esc(g.group_id)}">
+      <td><a href="#/group/${encodeURIComponent(g.group_id)}">${esc(g.group_id)}</a></td>
+      <td>${badge(g.state)}</td><td class="num">${g.members ?? "–"}</td>
+      <td class="num">${g.epoch ?? "–"}</td><td>${(g.coordinator || {}).node_id ?? "–"}</td></tr>`).join("") ||
+      `<tr><td colspan="5" class="muted">No share groups.</td></tr>`;
+  };
+  return { groups: render };
 }
 
 // ------------------------------------------------------------------ routing
