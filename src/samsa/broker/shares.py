@@ -27,6 +27,17 @@ created at the first share fetch; :meth:`ShareRuntime.start` reads it back, so a
 broker rebuilds each share partition from its last snapshot (nothing acknowledged is
 delivered again; what was acquired is available again). A change is appended at once; the
 acknowledgements behind it are answered once it is durable (:meth:`ShareRuntime.durable`).
+
+On a cluster (an engine with :class:`~samsa.broker.storage.ShareStates`: PostgreSQL's
+``samsa_share_states``) share partitions follow their partition's lease instead: a node that
+gains a lease loads the partition's states before it serves it (:meth:`ShareRuntime.lead`),
+one that loses it drops its share partitions (their locks, no save; the sessions stay and
+answer NOT_LEADER_OR_FOLLOWER for it, so clients go to the new leader) and a hand-off waits
+for their pending saves (:meth:`ShareRuntime.unlead`). Every save is fenced by the lease
+epoch. Acquisitions are saved too, before the ShareFetch answer (:meth:`ShareRuntime.acquired`),
+with the delivery they are in: records acquired on a node that dies are AVAILABLE on the new
+leader with their delivery counts, and are redelivered with a higher one. The group's
+coordinator answers the admin APIs from the stored states (:meth:`ShareRuntime.refresh`).
 samsa serves the state itself: the share coordinator's RPCs (FindCoordinator key type 2,
 Read/Write/InitializeShareGroupState) are not served.
 """
@@ -36,14 +47,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from kio.schema.errors import ErrorCode
 
 from samsa.broker.clock import now_ms
 from samsa.broker.groups import LoopTimer
+from samsa.broker.storage import ShareStates
 from samsa.broker.topics import SHARE_STATE_TOPIC, Topic, TopicError
 from samsa.coordinator.hashing import partition_for
 from samsa.protocol.records import ProducerRecordData, decode_batches, encode_batch
@@ -72,6 +84,10 @@ TopicPartition = tuple[uuid.UUID, int]
 
 INT32_MAX = 2**31 - 1
 
+Mark: TypeAlias = "tuple[Partition, int] | asyncio.Future[None] | None"
+"""What to wait for before answering: an appended state (partition, offset after it), a
+cluster's save in flight, or nothing."""
+
 
 @dataclass
 class ShareSession:
@@ -98,8 +114,18 @@ class ShareRuntime:
     ``share.record.lock.duration.ms``, ``share.delivery.count.limit``: KIP-932/KIP-1240)."""
 
     def __init__(self, config: BrokerConfig, topics: TopicManager,
-                 group_configs: Callable[[str], Mapping[str, str]]) -> None:
+                 group_configs: Callable[[str], Mapping[str, str]],
+                 states: ShareStates | None = None) -> None:
         self.config = config
+        #: the engine's share-partition states (a cluster); None: ``__share_group_state``
+        self.states = states
+        #: a cluster's partitions whose share states are loaded here (it leads them)
+        self.led: set[TopicPartition] = set()
+        #: a cluster's saves in flight, by partition
+        self._saves: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        self._seq = 0
+        #: a cluster's stored states of groups read for admin answers (:meth:`refresh`)
+        self.remote: dict[SharePartitionKey, DurableState] = {}
         self.topics = topics
         self.group_configs = group_configs
         self.timer: LoopTimer[LockKey] = LoopTimer(self._fire)
@@ -111,9 +137,10 @@ class ShareRuntime:
         self.state_topic: Topic | None = None
 
     async def start(self) -> None:
-        """Read ``__share_group_state`` back (when it exists)."""
+        """Read ``__share_group_state`` back (when it exists; a cluster loads states as it
+        gains partitions instead)."""
         topic = self.topics.get(SHARE_STATE_TOPIC)
-        if topic is None:
+        if topic is None or self.states is not None:
             return
         self.state_topic = topic
         states: dict[ShareStateKey, DurableState] = {}
@@ -150,10 +177,15 @@ class ShareRuntime:
             self.state_topic = topic
         return self.state_topic
 
-    def _persist(self, part: SharePartition) -> tuple[Partition, int] | None:
+    def _persist(self, part: SharePartition) -> Mark:
         """Append the share partition's durable state as a ShareSnapshot; returns the state
-        partition and the offset to wait for (None when the append failed: logged)."""
+        partition and the offset to wait for (None when the append failed: logged). A
+        cluster saves it through the engine instead (with acquisitions counted)."""
         key = ShareStateKey(*cast(SharePartitionKey, part.owner))
+        if self.states is not None:
+            durable = part.durable(count_acquired=True)
+            return self._save(key, ShareSnapshot(0, durable.start_offset, durable.batches(),
+                                                 write_timestamp=now_ms()))
         durable = part.durable()
         return self._write(key, ShareSnapshot(0, durable.start_offset, durable.batches(),
                                               write_timestamp=now_ms()))
@@ -175,10 +207,12 @@ class ShareRuntime:
         target.notify()
         return target, info.last_offset + 1
 
-    async def durable(self, marks: Iterable[tuple[Partition, int] | None]) -> None:
-        """Wait until the appended states ``marks`` are on disk."""
-        waits = [part.log.wait_durable(end) for mark in marks if mark is not None
-                 for part, end in (mark,)]
+    async def durable(self, marks: Iterable[Mark]) -> None:
+        """Wait until the appended states ``marks`` are on disk (a cluster's saves done:
+        an OSError if the lease moved)."""
+        waits: list[Any] = [mark if isinstance(mark, asyncio.Future)
+                            else mark[0].log.wait_durable(mark[1])
+                            for mark in marks if mark is not None]
         if waits:
             await asyncio.gather(*waits)
 
@@ -229,11 +263,14 @@ class ShareRuntime:
         """The share partition's durable state (live or read at start); None: never read."""
         key = (group_id, topic_id, index)
         part = self.partitions.get(key)
-        return part.durable() if part is not None else self.stored.get(key)
+        if part is not None:
+            return part.durable()
+        return self.stored.get(key) or self.remote.get(key)
 
     def partitions_of(self, group_id: str) -> list[TopicPartition]:
         """Every (topic id, partition) the group has share state for."""
-        return sorted({(t, p) for g, t, p in (*self.partitions, *self.stored) if g == group_id},
+        return sorted({(t, p) for g, t, p in (*self.partitions, *self.stored, *self.remote)
+                       if g == group_id},
                       key=lambda tp: (str(tp[0]), tp[1]))
 
     def existing(self, group_id: str, topic_id: uuid.UUID,
@@ -246,8 +283,7 @@ class ShareRuntime:
         if part is not None:
             self.changed(part, part.fire(key, now_ms()))
 
-    def changed(self, part: SharePartition,
-                update: ShareUpdate | None) -> tuple[Partition, int] | None:
+    def changed(self, part: SharePartition, update: ShareUpdate | None) -> Mark:
         """``part``'s durable state changed (``update``): it is written, and fetches
         waiting for records wake. Returns what to wait for before answering."""
         if update is None:
@@ -399,10 +435,95 @@ class ShareRuntime:
             if part is not None:
                 part.release_all()
             self.stored.pop(key, None)
-            self._write(ShareStateKey(*key), None)
+            if self.states is not None:
+                self._save(ShareStateKey(*key), None)
+            else:
+                self._write(ShareStateKey(*key), None)
 
     def forget_topics(self, topic_ids: Iterable[uuid.UUID]) -> None:
         """Deleted topics: their share partitions (and locks) go."""
         gone = set(topic_ids)
         for key in [k for k in self.partitions if k[1] in gone]:
             self.partitions.pop(key).release_all()
+
+    # ------------------------------------------------------------------ cluster
+
+    def serves(self, topic_id: uuid.UUID, index: int) -> bool:
+        """Whether this node serves the partition's share partitions (a cluster: while it
+        leads it and their states are loaded; a single node: always)."""
+        return self.states is None or (topic_id, index) in self.led
+
+    def acquired(self, part: SharePartition) -> Mark:
+        """Records were just acquired: a cluster saves them (with the delivery they are
+        in) before the answer; a single node does not."""
+        return None if self.states is None else self._persist(part)
+
+    async def lead(self, topic: str, index: int) -> None:
+        """This node now leads the partition: load its share partitions' states (before
+        it serves it)."""
+        found = self.topics.get(topic)
+        part = self.topics.partition(topic, index)
+        if self.states is None or found is None or part is None:
+            return
+        tp = (found.topic_id, index)
+        self._unload(tp)
+        loaded = await self.states.load(part.log)
+        for group_id, raw in loaded.items():
+            self.stored[(group_id, tp[0], index)] = state_records.decode_snapshot(raw).durable()
+        self.led.add(tp)
+        if loaded:
+            log.info("loaded %d share partition states of %s-%d", len(loaded), topic, index)
+
+    def unlead(self, topic: str, index: int) -> Awaitable[object]:
+        """This node no longer leads the partition: its share partitions go at once (locks
+        cancelled, nothing saved); the awaitable is done once the saves already in flight
+        are."""
+        found = self.topics.get(topic)
+        if self.states is None or found is None:
+            return asyncio.gather()
+        tp = (found.topic_id, index)
+        self._unload(tp)
+        return asyncio.gather(*self._saves.get(tp, ()), return_exceptions=True)
+
+    def _unload(self, tp: TopicPartition) -> None:
+        self.led.discard(tp)
+        for key in [k for k in self.partitions if (k[1], k[2]) == tp]:
+            self.partitions.pop(key).release_all()
+        for key in [k for k in self.stored if (k[1], k[2]) == tp]:
+            del self.stored[key]
+        self._wake()  # fetches waiting on it answer NOT_LEADER_OR_FOLLOWER
+
+    def _save(self, key: ShareStateKey, value: ShareSnapshot | None) -> Mark:
+        """Save a state (None: forget it) through the engine, in order; the save's task."""
+        assert self.states is not None
+        topic = self.topics.by_id(key.topic_id)
+        part = None if topic is None else self.topics.partition(topic.name, key.partition)
+        if part is None:
+            return None
+        self._seq += 1
+        raw = None if value is None else state_records.encode_snapshot(value)
+        task = asyncio.ensure_future(self.states.save(part.log, key.group_id, raw, self._seq))
+        pending = self._saves.setdefault((key.topic_id, key.partition), set())
+        pending.add(task)
+
+        def done(fut: asyncio.Future[None]) -> None:
+            pending.discard(fut)
+            if not fut.cancelled() and fut.exception() is not None:
+                log.warning("state of share partition %s not saved: %s", key, fut.exception())
+
+        task.add_done_callback(done)
+        return task
+
+    async def refresh(self, group_id: str) -> None:
+        """A cluster's coordinator reads the group's stored states (those of partitions
+        other nodes lead) before an admin answer (:meth:`state`, :meth:`partitions_of`)."""
+        if self.states is None:
+            return
+        rows = await self.states.read_group(group_id)
+        for key in [k for k in self.remote if k[0] == group_id]:
+            del self.remote[key]
+        for name, index, raw in rows:
+            topic = self.topics.get(name)
+            if topic is not None:
+                self.remote[(group_id, topic.topic_id, index)] = (
+                    state_records.decode_snapshot(raw).durable())

@@ -116,6 +116,7 @@ async def handle(ctx: RequestContext) -> wire.DescribeShareGroupOffsetsResponse:
                 group_id=GroupId(g.group_id), topics=(), error_code=error[0],
                 error_message=error[1]))
             continue
+        await ctx.broker.shares.refresh(str(g.group_id))  # a cluster: states led elsewhere
         groups.append(wire.DescribeShareGroupOffsetsResponseGroup(
             group_id=GroupId(g.group_id), topics=_topics(ctx, str(g.group_id), g.topics),
             error_code=ErrorCode.none))

@@ -66,6 +66,8 @@ async def acknowledge(ctx: RequestContext, group_id: str, member_id: str,
             out[(topic_id, index)] = ErrorCode.unknown_topic_or_partition
             continue
         error = leadership.leader_error(ctx.broker, part)
+        if error == ErrorCode.none and not shares.serves(topic.topic_id, index):
+            error = ErrorCode.not_leader_or_follower  # a cluster node loading or dropping it
         share = shares.existing(group_id, topic.topic_id, index)
         if error == ErrorCode.none and share is None:
             error = ErrorCode.invalid_record_state

@@ -18,6 +18,8 @@
   (base offset patched), with its base and last offsets, max timestamp and producer fields.
 * ``samsa_acls``: the ACLs (Kafka's codes), one row each; ``acls_version`` in
   ``samsa_meta`` is bumped on every change, so nodes know when to reload them.
+* ``samsa_share_states``: one row per (partition, share group): the share partition's last
+  snapshot, saved by the partition's lease owner (:mod:`samsa.storage.pg.shares`).
 """
 
 from __future__ import annotations
@@ -93,6 +95,15 @@ INSERT INTO samsa_meta VALUES ('credentials_version', 0) ON CONFLICT DO NOTHING;
 ALTER TABLE samsa_batches ALTER COLUMN data SET STORAGE EXTERNAL;
 CREATE INDEX IF NOT EXISTS samsa_batches_producers ON samsa_batches (pid, producer_id, base_offset)
     WHERE producer_id >= 0;
+CREATE TABLE IF NOT EXISTS samsa_share_states (
+    pid bigint NOT NULL REFERENCES samsa_partitions(pid) ON DELETE CASCADE,
+    group_id text NOT NULL,
+    epoch integer NOT NULL,
+    seq bigint NOT NULL,
+    state bytea NOT NULL,
+    PRIMARY KEY (pid, group_id)
+);
+CREATE INDEX IF NOT EXISTS samsa_share_states_groups ON samsa_share_states (group_id);
 """
 
 NODE_LOCK = 7316

@@ -1,0 +1,152 @@
+"""Share groups (KIP-932) on three samsa nodes over PostgreSQL, with confluent-kafka's
+``ShareConsumer``: share partitions follow their partition's lease.
+
+A consumer in explicit mode acquires every record of a topic whose partition leaders are
+spread over the nodes and accepts them, then acquires more records of a partition led by
+the node that coordinates the group and leaves them acquired; that node is SIGKILLed. Its
+leases move: the new coordinator replays the share group and DescribeShareGroupOffsets
+reads the states back; the new leader of the partition loads its share partition's state,
+so a second consumer gets exactly the records left acquired, with a delivery count of 2
+(the acquisition was saved before the fetch was answered), and no accepted record again;
+afterwards every partition's start offset is at the log end, with no lag.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import AcknowledgeType, Producer
+from kio.schema.describe_share_group_offsets.v1.request import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequestGroup,
+)
+from kio.schema.errors import ErrorCode
+from kio.schema.types import GroupId
+
+from samsa.broker.topics import OFFSETS_TOPIC as OFFSETS
+from samsa.coordinator.hashing import partition_for
+from samsa.protocol.api_keys import ApiKey
+from tests.cluster.nodes import FAST, leases, wait_until
+from tests.cluster.test_cluster_clients import PARTITIONS, TOPIC, Cluster, three_nodes
+from tests.conformance.groupkit import produce
+from tests.conformance.sharekit import (
+    SHARE_BROKER_CONFIG,
+    poll_until,
+    share_consumer,
+)
+from tests.wire import call_once
+
+pytestmark = [pytest.mark.conformance, pytest.mark.slow]
+
+PER_PARTITION = 10
+#: locks far longer than the test: records come back through the new leader's reload
+CONFIG = {**SHARE_BROKER_CONFIG, "group.share.record.lock.duration.ms": "60000"}
+
+
+def _group_on_a_leader(dsn: str) -> tuple[str, int]:
+    """A group id whose coordinator shard's owner also leads a partition of ``TOPIC``."""
+    held = leases(dsn)
+    leaders = {held[(TOPIC, p)][0] for p in range(PARTITIONS)}
+    shards = int(FAST["offsets.topic.num.partitions"])
+    for n in itertools.count():
+        group = f"share-cluster-{n}"
+        owner = held[(OFFSETS, partition_for(group, shards))][0]
+        if owner in leaders:
+            assert owner is not None
+            return group, owner
+    raise AssertionError("unreachable")
+
+
+def _offsets(cluster: Cluster, group: str) -> dict[int, tuple[int, int]]:
+    """partition -> (start offset, lag) of ``TOPIC``, as DescribeShareGroupOffsets v1 on the
+    group's coordinator says (partitions without share state left out)."""
+    shard = partition_for(group, int(FAST["offsets.topic.num.partitions"]))
+    coordinator = cluster.nodes[cluster.owner(OFFSETS, shard)].bootstrap
+    answer = call_once(coordinator, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1,
+                       DescribeShareGroupOffsetsRequest(groups=(
+                           DescribeShareGroupOffsetsRequestGroup(group_id=GroupId(group),
+                                                                 topics=None),)))
+    found = answer.groups[0]
+    if found.error_code == ErrorCode.group_id_not_found:  # the member did not join yet
+        return {}
+    assert found.error_code == ErrorCode.none, found
+    return {int(p.partition_index): (int(p.start_offset), int(p.lag))
+            for t in found.topics if t.topic_name == TOPIC for p in t.partitions
+            if p.error_code == ErrorCode.none and p.start_offset >= 0}
+
+
+def _produce_to(bootstrap: str, partition: int, count: int) -> set[bytes]:
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    values = {f"{TOPIC}/{partition}/more{i}".encode() for i in range(count)}
+    for v in sorted(values):
+        p.produce(TOPIC, value=v, partition=partition)
+    assert p.flush(15) == 0
+    return values
+
+
+def test_share_partitions_follow_the_lease_of_a_killed_leader(tmp_path: Path,
+                                                              pg_dsn: str) -> None:
+    with three_nodes(tmp_path, pg_dsn, CONFIG) as cluster:
+        group, victim = _group_on_a_leader(pg_dsn)
+        lost = {p for p in range(PARTITIONS) if cluster.owner(TOPIC, p) == victim}
+        a = share_consumer(cluster.bootstrap, group, [TOPIC], "a",
+                           **{"share.acknowledgement.mode": "explicit"})
+        try:
+            # group configs are kept per node: the share partitions start at the log end
+            # ("latest"), so produce once every one of them exists
+            poll_until([a], lambda: len(_offsets(cluster, group)) == PARTITIONS,
+                       timeout=60)
+            values = produce(cluster.bootstrap, TOPIC, PARTITIONS, PER_PARTITION)
+            poll_until([a], lambda: len(a.got) == len(values), timeout=60,
+                       on_message=lambda s, m: s.consumer.acknowledge(m, AcknowledgeType.ACCEPT))
+            assert all(n == 1 for *_, n in a.got)
+            # more records on a partition the victim leads: those of the last poll are left
+            # acquired (explicit mode wants a poll's records acknowledged before the next)
+            # and nothing saves the share partition after they were acquired
+            target = min(lost)
+            more = _produce_to(cluster.bootstrap, target, PER_PARTITION)
+            held: set[bytes] = set()
+            seen: set[bytes] = set()
+            deadline = time.monotonic() + 30
+            while len(seen) < len(more):
+                assert time.monotonic() < deadline, "the new records never came"
+                got = a.poll(0.5)
+                seen |= {m.value() for m in got}
+                last = len(seen) == len(more)
+                for m in got:
+                    if last:
+                        held.add(m.value())
+                    else:
+                        a.consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+                if not last:
+                    a.consumer.commit_sync(15)
+            assert held and all(m.partition() == target for m in a.last)
+            cluster.nodes[victim].kill()
+        finally:
+            a.close()
+        cluster.settled()
+        assert cluster.owner(TOPIC, target) != victim
+        # the new coordinator replayed the share group; the states are read from the table
+        before = {p: (PER_PARTITION, 0) for p in range(PARTITIONS)}
+        before[target] = (PER_PARTITION, len(held))
+        wait_until(lambda: _offsets(cluster, group) == before, 30,
+                   "DescribeShareGroupOffsets on the new coordinator")
+
+        b = share_consumer(cluster.bootstrap, group, [TOPIC], "b")
+        try:
+            poll_until([b], lambda: {v for _, _, v, _ in b.got} >= held, timeout=60)
+            for _ in range(10):  # nothing else comes
+                b.poll(0.2)
+        finally:
+            b.close()
+        assert sorted(v for _, _, v, _ in b.got) == sorted(held)  # once each, none accepted
+        assert all(n >= 2 for *_, n in b.got), b.got
+
+        def agreed() -> bool:
+            return _offsets(cluster, group) == {
+                p: (PER_PARTITION * (2 if p == target else 1), 0) for p in range(PARTITIONS)}
+
+        wait_until(agreed, 30, "DescribeShareGroupOffsets at the log end, no lag")
