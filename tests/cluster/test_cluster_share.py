@@ -8,7 +8,10 @@ leases move: the new coordinator replays the share group and DescribeShareGroupO
 reads the states back; the new leader of the partition loads its share partition's state,
 so a second consumer gets exactly the records left acquired, with a delivery count of 2
 (the acquisition was saved before the fetch was answered), and no accepted record again;
-afterwards every partition's start offset is at the log end, with no lag.
+afterwards every partition's start offset is at the log end, with no lag. Then
+AlterShareGroupOffsets on the coordinator moves every share partition back to the log
+start, those other nodes lead too (they reload the state on their next tick), and a third
+consumer gets every record again.
 """
 
 from __future__ import annotations
@@ -19,12 +22,18 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import AcknowledgeType, Producer
+from kio.schema.alter_share_group_offsets.v0.request import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsRequestPartition,
+    AlterShareGroupOffsetsRequestTopic,
+)
 from kio.schema.describe_share_group_offsets.v1.request import (
     DescribeShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsRequestGroup,
 )
 from kio.schema.errors import ErrorCode
-from kio.schema.types import GroupId
+from kio.schema.types import GroupId, TopicName
+from kio.static.primitive import i32, i64
 
 from samsa.broker.topics import OFFSETS_TOPIC as OFFSETS
 from samsa.coordinator.hashing import partition_for
@@ -60,12 +69,15 @@ def _group_on_a_leader(dsn: str) -> tuple[str, int]:
     raise AssertionError("unreachable")
 
 
+def _coordinator(cluster: Cluster, group: str) -> str:
+    shard = partition_for(group, int(FAST["offsets.topic.num.partitions"]))
+    return cluster.nodes[cluster.owner(OFFSETS, shard)].bootstrap
+
+
 def _offsets(cluster: Cluster, group: str) -> dict[int, tuple[int, int]]:
     """partition -> (start offset, lag) of ``TOPIC``, as DescribeShareGroupOffsets v1 on the
     group's coordinator says (partitions without share state left out)."""
-    shard = partition_for(group, int(FAST["offsets.topic.num.partitions"]))
-    coordinator = cluster.nodes[cluster.owner(OFFSETS, shard)].bootstrap
-    answer = call_once(coordinator, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1,
+    answer = call_once(_coordinator(cluster, group), ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1,
                        DescribeShareGroupOffsetsRequest(groups=(
                            DescribeShareGroupOffsetsRequestGroup(group_id=GroupId(group),
                                                                  topics=None),)))
@@ -76,6 +88,21 @@ def _offsets(cluster: Cluster, group: str) -> dict[int, tuple[int, int]]:
     return {int(p.partition_index): (int(p.start_offset), int(p.lag))
             for t in found.topics if t.topic_name == TOPIC for p in t.partitions
             if p.error_code == ErrorCode.none and p.start_offset >= 0}
+
+
+def _reset(cluster: Cluster, group: str) -> ErrorCode:
+    """AlterShareGroupOffsets to 0 of every partition of ``TOPIC`` on the coordinator."""
+    answer = call_once(_coordinator(cluster, group), ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0,
+                       AlterShareGroupOffsetsRequest(group_id=GroupId(group), topics=(
+                           AlterShareGroupOffsetsRequestTopic(
+                               topic_name=TopicName(TOPIC), partitions=tuple(
+                                   AlterShareGroupOffsetsRequestPartition(
+                                       partition_index=i32(p), start_offset=i64(0))
+                                   for p in range(PARTITIONS))),)))
+    if answer.error_code != ErrorCode.none:
+        return ErrorCode(answer.error_code)
+    assert all(p.error_code == ErrorCode.none for t in answer.responses for p in t.partitions)
+    return ErrorCode.none
 
 
 def _produce_to(bootstrap: str, partition: int, count: int) -> set[bytes]:
@@ -150,3 +177,18 @@ def test_share_partitions_follow_the_lease_of_a_killed_leader(tmp_path: Path,
                 p: (PER_PARTITION * (2 if p == target else 1), 0) for p in range(PARTITIONS)}
 
         wait_until(agreed, 30, "DescribeShareGroupOffsets at the log end, no lag")
+
+        # AlterShareGroupOffsets on the coordinator moves every share partition back to 0,
+        # those led by another node too: a new consumer gets every record again, fresh
+        wait_until(lambda: _reset(cluster, group) == ErrorCode.none, 30,
+                   "AlterShareGroupOffsets once the group is empty")
+        everything = values | more
+        assert _offsets(cluster, group) == {
+            p: (0, PER_PARTITION * (2 if p == target else 1)) for p in range(PARTITIONS)}
+        c = share_consumer(cluster.bootstrap, group, [TOPIC], "c")
+        try:
+            poll_until([c], lambda: len(c.got) >= len(everything), timeout=60)
+        finally:
+            c.close()
+        assert sorted(v for _, _, v, _ in c.got) == sorted(everything)
+        assert all(n == 1 for *_, n in c.got)

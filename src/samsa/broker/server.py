@@ -139,7 +139,8 @@ class Broker:
         await self.engine.open(Node(
             self.config, lambda: self.endpoints, self.groups.gain, self.groups.drop_shard,
             self.topics.refresh, self._acls_changed,
-            on_partition_gained=self.shares.lead, on_partition_lost=self.shares.unlead))
+            on_partition_gained=self.shares.lead, on_partition_lost=self.shares.unlead,
+            on_share_resets=self.shares.apply_resets))
         if self.authorizer is not None:
             await self.authorizer.load()
         self.topics.load(now_ms())

@@ -126,6 +126,8 @@ class ShareRuntime:
         self._seq = 0
         #: a cluster's stored states of groups read for admin answers (:meth:`refresh`)
         self.remote: dict[SharePartitionKey, DurableState] = {}
+        #: and the log ends of their partitions, as the engine said then
+        self.remote_end: dict[TopicPartition, int] = {}
         self.topics = topics
         self.group_configs = group_configs
         self.timer: LoopTimer[LockKey] = LoopTimer(self._fire)
@@ -400,45 +402,70 @@ class ShareRuntime:
         for session in [s for s in self.sessions.values() if s.connection is connection]:
             self.close_session(session)
 
-    def delete_group(self, group_id: str) -> None:
+    def delete_group(self, group_id: str) -> Mark:
         """The group was deleted: its share partitions go, their stored states get
-        tombstones, and its sessions end."""
-        self._drop({k for k in (*self.partitions, *self.stored) if k[0] == group_id})
+        tombstones (a cluster forgets them in the engine: what to wait for), and its
+        sessions end."""
         for session in [s for s in self.sessions.values() if s.group_id == group_id]:
             del self.sessions[(session.group_id, session.member_id)]
+        keys = {k for k in (*self.partitions, *self.stored, *self.remote) if k[0] == group_id}
+        if self.states is not None:
+            return self._admin(keys, self.states.reset(group_id, None))
+        self._drop(keys)
+        return None
 
     def reset_start(self, group_id: str, topic_id: uuid.UUID, part: Partition,
-                    offset: int) -> None:
+                    offset: int) -> Mark:
         """AlterShareGroupOffsets: the share partition starts afresh at ``offset`` (within
-        the log), its locks and state gone; the new state is written."""
+        the log), its locks and state gone; the new state is written (a cluster writes it
+        in the engine, whichever node leads the partition: what to wait for; the leader
+        keeps the start within the log as it fetches)."""
         key = (group_id, topic_id, part.index)
+        log = part.log
+        start = (min(max(offset, log.log_start_offset), log.log_end_offset)
+                 if self.serves(topic_id, part.index) else max(offset, 0))
+        if self.states is not None:
+            value = ShareSnapshot(0, start, (), write_timestamp=now_ms())
+            topic = self.topics.by_id(topic_id)
+            if topic is None:
+                return None
+            return self._admin({key}, self.states.reset(
+                group_id, state_records.encode_snapshot(value), topic.name, part.index),
+                value.durable())
         old = self.partitions.pop(key, None)
         if old is not None:
             old.release_all()
         self.stored.pop(key, None)
-        log = part.log
-        start = min(max(offset, log.log_start_offset), log.log_end_offset)
         fresh = SharePartition(key, start, self.timer, self.partition_config(group_id))
         self.partitions[key] = fresh
         self._persist(fresh)
+        return None
 
-    def forget_topic(self, group_id: str, topic_id: uuid.UUID) -> None:
+    def forget_topic(self, group_id: str, topic_id: uuid.UUID) -> Mark:
         """DeleteShareGroupOffsets: the group's state of the topic goes (tombstones); its
         next fetch starts again where ``share.auto.offset.reset`` says."""
-        self._drop({k for k in (*self.partitions, *self.stored)
-                    if k[0] == group_id and k[1] == topic_id})
+        keys = {k for k in (*self.partitions, *self.stored, *self.remote)
+                if k[0] == group_id and k[1] == topic_id}
+        topic = self.topics.by_id(topic_id)
+        if self.states is not None:
+            if topic is None:
+                return None
+            return self._admin(keys, self.states.reset(group_id, None, topic.name))
+        self._drop(keys)
+        return None
 
     def _drop(self, keys: Iterable[SharePartitionKey]) -> None:
         """Share partitions go: their locks, their state (a tombstone is written)."""
         for key in keys:
-            part = self.partitions.pop(key, None)
-            if part is not None:
-                part.release_all()
-            self.stored.pop(key, None)
-            if self.states is not None:
-                self._save(ShareStateKey(*key), None)
-            else:
-                self._write(ShareStateKey(*key), None)
+            self._forget(key)
+            self._write(ShareStateKey(*key), None)
+
+    def _forget(self, key: SharePartitionKey) -> None:
+        part = self.partitions.pop(key, None)
+        if part is not None:
+            part.release_all()
+        self.stored.pop(key, None)
+        self.remote.pop(key, None)
 
     def forget_topics(self, topic_ids: Iterable[uuid.UUID]) -> None:
         """Deleted topics: their share partitions (and locks) go."""
@@ -493,15 +520,15 @@ class ShareRuntime:
             del self.stored[key]
         self._wake()  # fetches waiting on it answer NOT_LEADER_OR_FOLLOWER
 
-    def _save(self, key: ShareStateKey, value: ShareSnapshot | None) -> Mark:
-        """Save a state (None: forget it) through the engine, in order; the save's task."""
+    def _save(self, key: ShareStateKey, value: ShareSnapshot) -> Mark:
+        """Save a state through the engine, in order; the save's task."""
         assert self.states is not None
         topic = self.topics.by_id(key.topic_id)
         part = None if topic is None else self.topics.partition(topic.name, key.partition)
         if part is None:
             return None
         self._seq += 1
-        raw = None if value is None else state_records.encode_snapshot(value)
+        raw = state_records.encode_snapshot(value)
         task = asyncio.ensure_future(self.states.save(part.log, key.group_id, raw, self._seq))
         pending = self._saves.setdefault((key.topic_id, key.partition), set())
         pending.add(task)
@@ -514,6 +541,39 @@ class ShareRuntime:
         task.add_done_callback(done)
         return task
 
+    def _admin(self, keys: Iterable[SharePartitionKey], change: Awaitable[None],
+               state: DurableState | None = None) -> asyncio.Future[None]:
+        """A cluster's admin change of ``keys`` (to ``state``; None: forgotten): the share
+        partitions this node serves reload at once, the engine's ``change`` is what to wait
+        for (the nodes leading the others reload on their next tick)."""
+        for key in keys:
+            self._forget(key)
+            if state is not None and (key[1], key[2]) in self.led:
+                self.stored[key] = state
+        return asyncio.ensure_future(change)
+
+    async def apply_resets(self) -> None:
+        """Other nodes changed share states (the admin APIs): the share partitions this
+        node serves reload them."""
+        if self.states is None:
+            return
+        for name, index, group_id, raw in await self.states.take_resets():
+            topic = self.topics.get(name)
+            if topic is None or (topic.topic_id, index) not in self.led:
+                continue
+            key = (group_id, topic.topic_id, index)
+            self._forget(key)
+            if raw is not None:
+                self.stored[key] = state_records.decode_snapshot(raw).durable()
+            log.info("share partition %s reset by an admin change", key)
+
+    def log_end(self, topic_id: uuid.UUID, part: Partition) -> int:
+        """The partition's log end: from the engine's last read (:meth:`refresh`) when a
+        cluster's other node leads it."""
+        if self.serves(topic_id, part.index):
+            return part.log.log_end_offset
+        return self.remote_end.get((topic_id, part.index), part.log.log_end_offset)
+
     async def refresh(self, group_id: str) -> None:
         """A cluster's coordinator reads the group's stored states (those of partitions
         other nodes lead) before an admin answer (:meth:`state`, :meth:`partitions_of`)."""
@@ -522,8 +582,9 @@ class ShareRuntime:
         rows = await self.states.read_group(group_id)
         for key in [k for k in self.remote if k[0] == group_id]:
             del self.remote[key]
-        for name, index, raw in rows:
+        for name, index, raw, end in rows:
             topic = self.topics.get(name)
             if topic is not None:
                 self.remote[(group_id, topic.topic_id, index)] = (
                     state_records.decode_snapshot(raw).durable())
+                self.remote_end[(topic.topic_id, index)] = end

@@ -176,22 +176,32 @@ class ProducerIds(Protocol):
 class ShareStates(Protocol):
     """Share-partition states (KIP-932) kept by the engine, each with the partition whose
     lease it follows: one ShareSnapshot value (:mod:`samsa.share.records`) per share group
-    of the partition. Only the partition's leader writes them, fenced by its lease epoch."""
+    of the partition. The partition's leader saves them, fenced by its lease epoch; the
+    group's coordinator changes them from any node (the admin APIs)."""
 
     async def load(self, store: PartitionStore) -> dict[str, bytes]:
         """Share group id -> the stored snapshot of each share partition of ``store`` (read
         by a node that just took its lease, before it serves it)."""
 
-    async def save(self, store: PartitionStore, group_id: str, value: bytes | None,
-                   seq: int) -> None:
-        """Keep ``value`` (None: forget it) as the group's state of ``store``, if this node
-        still leads it at :attr:`PartitionStore.epoch` (else an OSError with
-        NOT_LEADER_OR_FOLLOWER); ``seq`` orders one node's saves (an older one that lands
-        late is dropped)."""
+    async def save(self, store: PartitionStore, group_id: str, value: bytes, seq: int) -> None:
+        """Keep ``value`` as the group's state of ``store``, if this node still leads it at
+        :attr:`PartitionStore.epoch` (else an OSError with NOT_LEADER_OR_FOLLOWER); ``seq``
+        orders one node's saves (an older one that lands late is dropped, and so is one
+        made before an admin change this node has not read yet)."""
 
-    async def read_group(self, group_id: str) -> list[tuple[str, int, bytes]]:
-        """(topic, partition, stored snapshot) of every share partition of the group (any
-        node: the coordinator's admin answers)."""
+    async def reset(self, group_id: str, value: bytes | None, topic: str | None = None,
+                    index: int | None = None) -> None:
+        """An admin change from any node: the group's state of partition ``index`` of
+        ``topic`` becomes ``value``; with ``value`` None the group's states (of ``topic``
+        only, when given) are forgotten. Leaders read it with :meth:`take_resets`."""
+
+    async def take_resets(self) -> list[tuple[str, int, str, bytes | None]]:
+        """(topic, partition, group, new state or None) of each admin change made since the
+        last call that this node had not seen (nor made)."""
+
+    async def read_group(self, group_id: str) -> list[tuple[str, int, bytes, int]]:
+        """(topic, partition, stored snapshot, the partition's committed log end) of every
+        share partition of the group (any node: the coordinator's admin answers)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,6 +301,9 @@ class Node:
     #: this node no longer leads the partition: its share partitions go at once (the
     #: awaitable is done once their pending state saves are)
     on_partition_lost: Callable[[str, int], Awaitable[object]] | None = None
+    #: another node changed share-partition states (:meth:`ShareStates.reset`): the
+    #: partitions this node leads reload them
+    on_share_resets: Callable[[], Awaitable[None]] | None = None
 
     def self_info(self) -> NodeInfo:
         """This node as the others see it."""

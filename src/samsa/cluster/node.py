@@ -2,7 +2,8 @@
 
 Every tick (``cluster.lease.ttl.ms`` / 4, at most a second, and at once on a ``NOTIFY
 samsa_cluster``) the node renews its registration and reads the live nodes, every
-partition's lease, the topics version and the ACLs version in one round trip (the lease
+partition's lease, the topics version, the ACLs version and the count of admin changes of
+share-partition states (``on_share_resets``) in one round trip (the lease
 SQL is :class:`samsa.storage.pg.leases.LeaseStore`'s). A node is live while its
 registration has not expired and, in addition, while its listening connection holds the
 node's session advisory lock: a node that dies (SIGKILL, crash) loses its connections at
@@ -103,6 +104,7 @@ class ClusterNode:
         self.stats = ClusterStats()
         self._busy: set[int] = set()
         self._renewed_at = 0.0
+        self._share_resets = 0
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._jobs: set[asyncio.Task[None]] = set()
@@ -193,6 +195,10 @@ class ClusterNode:
             node.on_topics_changed()
         if node.on_acls_changed is not None:  # ACLs changed on another node: reload
             await node.on_acls_changed(read.acls_version)
+        if read.share_resets != self._share_resets:  # admin changes of share states
+            self._share_resets = read.share_resets
+            if node.on_share_resets is not None:
+                await node.on_share_resets()
         self.lease_view = read.leases
         holder, now = self._holder(), time.monotonic()
         if expired(holder, now):

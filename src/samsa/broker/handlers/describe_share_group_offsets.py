@@ -70,7 +70,7 @@ def _partition(ctx: RequestContext, group_id: str, topic: Topic,
     done = sum(1 for o, (s, _) in state.offsets.items()
                if o >= state.start_offset and s in (RecordState.ACKNOWLEDGED,
                                                     RecordState.ARCHIVED))
-    lag = max(0, part.log.log_end_offset - state.start_offset - done)
+    lag = max(0, ctx.broker.shares.log_end(topic.topic_id, part) - state.start_offset - done)
     return wire.DescribeShareGroupOffsetsResponsePartition(
         partition_index=i32(index), start_offset=i64(state.start_offset),
         leader_epoch=i32(epoch), lag=i64(lag), error_code=ErrorCode.none)

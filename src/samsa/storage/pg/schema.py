@@ -19,7 +19,9 @@
 * ``samsa_acls``: the ACLs (Kafka's codes), one row each; ``acls_version`` in
   ``samsa_meta`` is bumped on every change, so nodes know when to reload them.
 * ``samsa_share_states``: one row per (partition, share group): the share partition's last
-  snapshot, saved by the partition's lease owner (:mod:`samsa.storage.pg.shares`).
+  snapshot (NULL: forgotten), saved by the partition's lease owner, and ``reset``, the
+  ``share_resets`` count of ``samsa_meta`` at the last admin change of it (any node), which
+  fences the owner's older saves (:mod:`samsa.storage.pg.shares`).
 """
 
 from __future__ import annotations
@@ -100,9 +102,11 @@ CREATE TABLE IF NOT EXISTS samsa_share_states (
     group_id text NOT NULL,
     epoch integer NOT NULL,
     seq bigint NOT NULL,
-    state bytea NOT NULL,
+    state bytea,
+    reset bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (pid, group_id)
 );
+INSERT INTO samsa_meta VALUES ('share_resets', 0) ON CONFLICT DO NOTHING;
 CREATE INDEX IF NOT EXISTS samsa_share_states_groups ON samsa_share_states (group_id);
 """
 
