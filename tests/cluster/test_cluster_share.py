@@ -11,7 +11,9 @@ so a second consumer gets exactly the records left acquired, with a delivery cou
 afterwards every partition's start offset is at the log end, with no lag. Then
 AlterShareGroupOffsets on the coordinator moves every share partition back to the log
 start, those other nodes lead too (they reload the state on their next tick), and a third
-consumer gets every record again.
+consumer gets every record again. Last, the killed node is restarted and handed its
+partitions back (their share states move with them): a fourth consumer gets only the
+records produced since.
 """
 
 from __future__ import annotations
@@ -188,7 +190,24 @@ def test_share_partitions_follow_the_lease_of_a_killed_leader(tmp_path: Path,
         c = share_consumer(cluster.bootstrap, group, [TOPIC], "c")
         try:
             poll_until([c], lambda: len(c.got) >= len(everything), timeout=60)
+            c.consumer.commit_sync(15)  # implicit mode: the last poll's records accepted
         finally:
             c.close()
         assert sorted(v for _, _, v, _ in c.got) == sorted(everything)
         assert all(n == 1 for *_, n in c.got)
+        wait_until(agreed, 30, "every record accepted again")
+
+        # the killed node comes back: leases are handed over to it (the share partitions'
+        # saves finish first) and it loads their states; only new records come
+        cluster.restart_killed()
+        assert {p for p in range(PARTITIONS) if cluster.owner(TOPIC, p) == victim}
+        assert agreed()
+        new = produce(cluster.bootstrap, TOPIC, PARTITIONS, 1, tag="new")
+        d = share_consumer(cluster.bootstrap, group, [TOPIC], "d")
+        try:
+            poll_until([d], lambda: len(d.got) >= len(new), timeout=60)
+            for _ in range(10):
+                d.poll(0.2)
+        finally:
+            d.close()
+        assert sorted(v for _, _, v, _ in d.got) == sorted(new)
