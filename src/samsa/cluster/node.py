@@ -196,9 +196,9 @@ class ClusterNode:
         if node.on_acls_changed is not None:  # ACLs changed on another node: reload
             await node.on_acls_changed(read.acls_version)
         if read.share_resets != self._share_resets:  # admin changes of share states
-            self._share_resets = read.share_resets
             if node.on_share_resets is not None:
                 await node.on_share_resets()
+            self._share_resets = read.share_resets
         self.lease_view = read.leases
         holder, now = self._holder(), time.monotonic()
         if expired(holder, now):

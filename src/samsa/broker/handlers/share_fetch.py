@@ -94,7 +94,11 @@ async def handle(ctx: RequestContext) -> wire.ShareFetchResponse:
                                        wait=not ack_errors)
     for tp, e in ack_errors.items():
         fetched.setdefault(tp, _Part()).ack_error = e
-    await shares.durable(p.saved for p in fetched.values())
+    for tp, part in list(fetched.items()):  # a cluster: the acquisitions saved first
+        try:
+            await shares.durable([part.saved])
+        except OSError:  # the lease moved meanwhile: the new leader has these records
+            fetched[tp] = _Part(ErrorCode.not_leader_or_follower, part.ack_error)
     return _answer(ctx, fetched)
 
 
