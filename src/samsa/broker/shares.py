@@ -63,6 +63,7 @@ from samsa.share import (
     DurableState,
     LockKey,
     OffsetReset,
+    RecordState,
     SharePartition,
     SharePartitionConfig,
     ShareUpdate,
@@ -87,6 +88,16 @@ INT32_MAX = 2**31 - 1
 Mark: TypeAlias = "tuple[Partition, int] | asyncio.Future[None] | None"
 """What to wait for before answering: an appended state (partition, offset after it), a
 cluster's save in flight, or nothing."""
+
+
+def at_limit_archived(state: DurableState, limit: int) -> DurableState:
+    """A state a cluster saved (acquisitions counted) as a new leader takes it: an AVAILABLE
+    record already delivered ``limit`` times was acquired for its last delivery on the node
+    that died, so it is ARCHIVED as its lock would have left it (its count never passes the
+    limit)."""
+    state.offsets.update({o: (RecordState.ARCHIVED, n) for o, (st, n) in state.offsets.items()
+                          if st is RecordState.AVAILABLE and n >= limit})
+    return state
 
 
 @dataclass
@@ -496,7 +507,9 @@ class ShareRuntime:
         self._unload(tp)
         loaded = await self.states.load(part.log)
         for group_id, raw in loaded.items():
-            self.stored[(group_id, tp[0], index)] = state_records.decode_snapshot(raw).durable()
+            self.stored[(group_id, tp[0], index)] = at_limit_archived(
+                state_records.decode_snapshot(raw).durable(),
+                self.partition_config(group_id).delivery_count_limit)
         self.led.add(tp)
         if loaded:
             log.info("loaded %d share partition states of %s-%d", len(loaded), topic, index)
