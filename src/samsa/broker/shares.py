@@ -36,8 +36,11 @@ answer NOT_LEADER_OR_FOLLOWER for it, so clients go to the new leader) and a han
 for their pending saves (:meth:`ShareRuntime.unlead`). Every save is fenced by the lease
 epoch. Acquisitions are saved too, before the ShareFetch answer (:meth:`ShareRuntime.acquired`),
 with the delivery they are in: records acquired on a node that dies are AVAILABLE on the new
-leader with their delivery counts, and are redelivered with a higher one. The group's
-coordinator answers the admin APIs from the stored states (:meth:`ShareRuntime.refresh`).
+leader with their delivery counts, and are redelivered with a higher one (one acquired for
+its last allowed delivery is archived: :func:`at_limit_archived`). The group's coordinator
+answers DescribeShareGroupOffsets from the stored states (:meth:`ShareRuntime.refresh`) and
+changes them for the admin APIs whichever node leads the partitions; the leaders reload
+what changed (:meth:`ShareRuntime.apply_resets`).
 samsa serves the state itself: the share coordinator's RPCs (FindCoordinator key type 2,
 Read/Write/InitializeShareGroupState) are not served.
 """
