@@ -382,6 +382,7 @@ class MemoryEngine:
         self.acls = MemoryAcls(self.db)
         self.credentials = CredentialStore()
         self.leadership = self
+        self.share_states = None
         self.node: Node | None = None
         self.db.lost = self._lost
 

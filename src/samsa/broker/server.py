@@ -88,7 +88,8 @@ class Broker:
         self.groups = GroupRuntime(self)
         self.txn_offsets = TxnOffsets(self.groups)
         self.transactions = TxnRuntime(self, self.txn_offsets)
-        self.shares = ShareRuntime(config, self.topics, self.topics.dynamic.group)
+        self.shares = ShareRuntime(config, self.topics, self.topics.dynamic.group,
+                                   engine.share_states)
         self.groups.share_member_left = self.shares.release_member
         self.handlers: dict[int, tuple[tuple[int, int], Handler]] = registry()
         self.supported = {key: versions for key, (versions, _) in self.handlers.items()}
@@ -137,7 +138,9 @@ class Broker:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         await self.engine.open(Node(
             self.config, lambda: self.endpoints, self.groups.gain, self.groups.drop_shard,
-            self.topics.refresh, self._acls_changed))
+            self.topics.refresh, self._acls_changed,
+            on_partition_gained=self.shares.lead, on_partition_lost=self.shares.unlead,
+            on_share_resets=self.shares.apply_resets))
         if self.authorizer is not None:
             await self.authorizer.load()
         self.topics.load(now_ms())

@@ -27,6 +27,20 @@ created at the first share fetch; :meth:`ShareRuntime.start` reads it back, so a
 broker rebuilds each share partition from its last snapshot (nothing acknowledged is
 delivered again; what was acquired is available again). A change is appended at once; the
 acknowledgements behind it are answered once it is durable (:meth:`ShareRuntime.durable`).
+
+On a cluster (an engine with :class:`~samsa.broker.storage.ShareStates`: PostgreSQL's
+``samsa_share_states``) share partitions follow their partition's lease instead: a node that
+gains a lease loads the partition's states before it serves it (:meth:`ShareRuntime.lead`),
+one that loses it drops its share partitions (their locks, no save; the sessions stay and
+answer NOT_LEADER_OR_FOLLOWER for it, so clients go to the new leader) and a hand-off waits
+for their pending saves (:meth:`ShareRuntime.unlead`). Every save is fenced by the lease
+epoch. Acquisitions are saved too, before the ShareFetch answer (:meth:`ShareRuntime.acquired`),
+with the delivery they are in: records acquired on a node that dies are AVAILABLE on the new
+leader with their delivery counts, and are redelivered with a higher one (one acquired for
+its last allowed delivery is archived: :func:`at_limit_archived`). The group's coordinator
+answers DescribeShareGroupOffsets from the stored states (:meth:`ShareRuntime.refresh`) and
+changes them for the admin APIs whichever node leads the partitions; the leaders reload
+what changed (:meth:`ShareRuntime.apply_resets`).
 samsa serves the state itself: the share coordinator's RPCs (FindCoordinator key type 2,
 Read/Write/InitializeShareGroupState) are not served.
 """
@@ -36,15 +50,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from kio.schema.errors import ErrorCode
 
 from samsa.broker.clock import now_ms
 from samsa.broker.groups import LoopTimer
 from samsa.broker.metrics import ShareCounters
+from samsa.broker.storage import ShareStates
 from samsa.broker.topics import SHARE_STATE_TOPIC, Topic, TopicError
 from samsa.coordinator.hashing import partition_for
 from samsa.protocol.records import ProducerRecordData, decode_batches, encode_batch
@@ -52,6 +67,7 @@ from samsa.share import (
     DurableState,
     LockKey,
     OffsetReset,
+    RecordState,
     SharePartition,
     SharePartitionConfig,
     ShareUpdate,
@@ -72,6 +88,20 @@ SharePartitionKey = tuple[str, uuid.UUID, int]
 TopicPartition = tuple[uuid.UUID, int]
 
 INT32_MAX = 2**31 - 1
+
+Mark: TypeAlias = "tuple[Partition, int] | asyncio.Future[None] | None"
+"""What to wait for before answering: an appended state (partition, offset after it), a
+cluster's save in flight, or nothing."""
+
+
+def at_limit_archived(state: DurableState, limit: int) -> DurableState:
+    """A state a cluster saved (acquisitions counted) as a new leader takes it: an AVAILABLE
+    record already delivered ``limit`` times was acquired for its last delivery on the node
+    that died, so it is ARCHIVED as its lock would have left it (its count never passes the
+    limit)."""
+    state.offsets.update({o: (RecordState.ARCHIVED, n) for o, (st, n) in state.offsets.items()
+                          if st is RecordState.AVAILABLE and n >= limit})
+    return state
 
 
 @dataclass
@@ -99,8 +129,20 @@ class ShareRuntime:
     ``share.record.lock.duration.ms``, ``share.delivery.count.limit``: KIP-932/KIP-1240)."""
 
     def __init__(self, config: BrokerConfig, topics: TopicManager,
-                 group_configs: Callable[[str], Mapping[str, str]]) -> None:
+                 group_configs: Callable[[str], Mapping[str, str]],
+                 states: ShareStates | None = None) -> None:
         self.config = config
+        #: the engine's share-partition states (a cluster); None: ``__share_group_state``
+        self.states = states
+        #: a cluster's partitions whose share states are loaded here (it leads them)
+        self.led: set[TopicPartition] = set()
+        #: a cluster's saves in flight, by partition
+        self._saves: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        self._seq = 0
+        #: a cluster's stored states of groups read for admin answers (:meth:`refresh`)
+        self.remote: dict[SharePartitionKey, DurableState] = {}
+        #: and the log ends of their partitions, as the engine said then
+        self.remote_end: dict[TopicPartition, int] = {}
         self.topics = topics
         self.group_configs = group_configs
         self.timer: LoopTimer[LockKey] = LoopTimer(self._fire)
@@ -113,9 +155,10 @@ class ShareRuntime:
         self.counters = ShareCounters()
 
     async def start(self) -> None:
-        """Read ``__share_group_state`` back (when it exists)."""
+        """Read ``__share_group_state`` back (when it exists; a cluster loads states as it
+        gains partitions instead)."""
         topic = self.topics.get(SHARE_STATE_TOPIC)
-        if topic is None:
+        if topic is None or self.states is not None:
             return
         self.state_topic = topic
         states: dict[ShareStateKey, DurableState] = {}
@@ -152,10 +195,15 @@ class ShareRuntime:
             self.state_topic = topic
         return self.state_topic
 
-    def _persist(self, part: SharePartition) -> tuple[Partition, int] | None:
+    def _persist(self, part: SharePartition) -> Mark:
         """Append the share partition's durable state as a ShareSnapshot; returns the state
-        partition and the offset to wait for (None when the append failed: logged)."""
+        partition and the offset to wait for (None when the append failed: logged). A
+        cluster saves it through the engine instead (with acquisitions counted)."""
         key = ShareStateKey(*cast(SharePartitionKey, part.owner))
+        if self.states is not None:
+            durable = part.durable(count_acquired=True)
+            return self._save(key, ShareSnapshot(0, durable.start_offset, durable.batches(),
+                                                 write_timestamp=now_ms()))
         durable = part.durable()
         return self._write(key, ShareSnapshot(0, durable.start_offset, durable.batches(),
                                               write_timestamp=now_ms()))
@@ -177,10 +225,12 @@ class ShareRuntime:
         target.notify()
         return target, info.last_offset + 1
 
-    async def durable(self, marks: Iterable[tuple[Partition, int] | None]) -> None:
-        """Wait until the appended states ``marks`` are on disk."""
-        waits = [part.log.wait_durable(end) for mark in marks if mark is not None
-                 for part, end in (mark,)]
+    async def durable(self, marks: Iterable[Mark]) -> None:
+        """Wait until the appended states ``marks`` are on disk (a cluster's saves done:
+        an OSError if the lease moved)."""
+        waits: list[Any] = [mark if isinstance(mark, asyncio.Future)
+                            else mark[0].log.wait_durable(mark[1])
+                            for mark in marks if mark is not None]
         if waits:
             await asyncio.gather(*waits)
 
@@ -231,11 +281,14 @@ class ShareRuntime:
         """The share partition's durable state (live or read at start); None: never read."""
         key = (group_id, topic_id, index)
         part = self.partitions.get(key)
-        return part.durable() if part is not None else self.stored.get(key)
+        if part is not None:
+            return part.durable()
+        return self.stored.get(key) or self.remote.get(key)
 
     def partitions_of(self, group_id: str) -> list[TopicPartition]:
         """Every (topic id, partition) the group has share state for."""
-        return sorted({(t, p) for g, t, p in (*self.partitions, *self.stored) if g == group_id},
+        return sorted({(t, p) for g, t, p in (*self.partitions, *self.stored, *self.remote)
+                       if g == group_id},
                       key=lambda tp: (str(tp[0]), tp[1]))
 
     def existing(self, group_id: str, topic_id: uuid.UUID,
@@ -250,8 +303,7 @@ class ShareRuntime:
             self.counters.lock_expiries += update is not None
             self.changed(part, update)
 
-    def changed(self, part: SharePartition,
-                update: ShareUpdate | None) -> tuple[Partition, int] | None:
+    def changed(self, part: SharePartition, update: ShareUpdate | None) -> Mark:
         """``part``'s durable state changed (``update``): it is written, and fetches
         waiting for records wake. Returns what to wait for before answering."""
         if update is None:
@@ -370,45 +422,191 @@ class ShareRuntime:
         for session in [s for s in self.sessions.values() if s.connection is connection]:
             self.close_session(session)
 
-    def delete_group(self, group_id: str) -> None:
+    def delete_group(self, group_id: str) -> Mark:
         """The group was deleted: its share partitions go, their stored states get
-        tombstones, and its sessions end."""
-        self._drop({k for k in (*self.partitions, *self.stored) if k[0] == group_id})
+        tombstones (a cluster forgets them in the engine: what to wait for), and its
+        sessions end."""
         for session in [s for s in self.sessions.values() if s.group_id == group_id]:
             del self.sessions[(session.group_id, session.member_id)]
+        keys = {k for k in (*self.partitions, *self.stored, *self.remote) if k[0] == group_id}
+        if self.states is not None:
+            return self._admin(keys, self.states.reset(group_id, None))
+        self._drop(keys)
+        return None
 
     def reset_start(self, group_id: str, topic_id: uuid.UUID, part: Partition,
-                    offset: int) -> None:
+                    offset: int) -> Mark:
         """AlterShareGroupOffsets: the share partition starts afresh at ``offset`` (within
-        the log), its locks and state gone; the new state is written."""
+        the log), its locks and state gone; the new state is written (a cluster writes it
+        in the engine, whichever node leads the partition: what to wait for; the leader
+        keeps the start within the log as it fetches)."""
         key = (group_id, topic_id, part.index)
+        log = part.log
+        start = (min(max(offset, log.log_start_offset), log.log_end_offset)
+                 if self.serves(topic_id, part.index) else max(offset, 0))
+        if self.states is not None:
+            value = ShareSnapshot(0, start, (), write_timestamp=now_ms())
+            topic = self.topics.by_id(topic_id)
+            if topic is None:
+                return None
+            return self._admin({key}, self.states.reset(
+                group_id, state_records.encode_snapshot(value), topic.name, part.index),
+                value.durable())
         old = self.partitions.pop(key, None)
         if old is not None:
             old.release_all()
         self.stored.pop(key, None)
-        log = part.log
-        start = min(max(offset, log.log_start_offset), log.log_end_offset)
         fresh = SharePartition(key, start, self.timer, self.partition_config(group_id))
         self.partitions[key] = fresh
         self._persist(fresh)
+        return None
 
-    def forget_topic(self, group_id: str, topic_id: uuid.UUID) -> None:
+    def forget_topic(self, group_id: str, topic_id: uuid.UUID) -> Mark:
         """DeleteShareGroupOffsets: the group's state of the topic goes (tombstones); its
         next fetch starts again where ``share.auto.offset.reset`` says."""
-        self._drop({k for k in (*self.partitions, *self.stored)
-                    if k[0] == group_id and k[1] == topic_id})
+        keys = {k for k in (*self.partitions, *self.stored, *self.remote)
+                if k[0] == group_id and k[1] == topic_id}
+        topic = self.topics.by_id(topic_id)
+        if self.states is not None:
+            if topic is None:
+                return None
+            return self._admin(keys, self.states.reset(group_id, None, topic.name))
+        self._drop(keys)
+        return None
 
     def _drop(self, keys: Iterable[SharePartitionKey]) -> None:
         """Share partitions go: their locks, their state (a tombstone is written)."""
         for key in keys:
-            part = self.partitions.pop(key, None)
-            if part is not None:
-                part.release_all()
-            self.stored.pop(key, None)
+            self._forget(key)
             self._write(ShareStateKey(*key), None)
+
+    def _forget(self, key: SharePartitionKey) -> None:
+        part = self.partitions.pop(key, None)
+        if part is not None:
+            part.release_all()
+        self.stored.pop(key, None)
+        self.remote.pop(key, None)
 
     def forget_topics(self, topic_ids: Iterable[uuid.UUID]) -> None:
         """Deleted topics: their share partitions (and locks) go."""
         gone = set(topic_ids)
         for key in [k for k in self.partitions if k[1] in gone]:
             self.partitions.pop(key).release_all()
+
+    # ------------------------------------------------------------------ cluster
+
+    def serves(self, topic_id: uuid.UUID, index: int) -> bool:
+        """Whether this node serves the partition's share partitions (a cluster: while it
+        leads it and their states are loaded; a single node: always)."""
+        return self.states is None or (topic_id, index) in self.led
+
+    def acquired(self, part: SharePartition) -> Mark:
+        """Records were just acquired: a cluster saves them (with the delivery they are
+        in) before the answer; a single node does not."""
+        return None if self.states is None else self._persist(part)
+
+    async def lead(self, topic: str, index: int) -> None:
+        """This node now leads the partition: load its share partitions' states (before
+        it serves it)."""
+        found = self.topics.get(topic)
+        part = self.topics.partition(topic, index)
+        if self.states is None or found is None or part is None:
+            return
+        tp = (found.topic_id, index)
+        self._unload(tp)
+        loaded = await self.states.load(part.log)
+        for group_id, raw in loaded.items():
+            self.stored[(group_id, tp[0], index)] = at_limit_archived(
+                state_records.decode_snapshot(raw).durable(),
+                self.partition_config(group_id).delivery_count_limit)
+        self.led.add(tp)
+        if loaded:
+            log.info("loaded %d share partition states of %s-%d", len(loaded), topic, index)
+
+    def unlead(self, topic: str, index: int) -> Awaitable[object]:
+        """This node no longer leads the partition: its share partitions go at once (locks
+        cancelled, nothing saved); the awaitable is done once the saves already in flight
+        are."""
+        found = self.topics.get(topic)
+        if self.states is None or found is None:
+            return asyncio.gather()
+        tp = (found.topic_id, index)
+        self._unload(tp)
+        return asyncio.gather(*self._saves.get(tp, ()), return_exceptions=True)
+
+    def _unload(self, tp: TopicPartition) -> None:
+        self.led.discard(tp)
+        for key in [k for k in self.partitions if (k[1], k[2]) == tp]:
+            self.partitions.pop(key).release_all()
+        for key in [k for k in self.stored if (k[1], k[2]) == tp]:
+            del self.stored[key]
+        self._wake()  # fetches waiting on it answer NOT_LEADER_OR_FOLLOWER
+
+    def _save(self, key: ShareStateKey, value: ShareSnapshot) -> Mark:
+        """Save a state through the engine, in order; the save's task."""
+        assert self.states is not None
+        topic = self.topics.by_id(key.topic_id)
+        part = None if topic is None else self.topics.partition(topic.name, key.partition)
+        if part is None:
+            return None
+        self._seq += 1
+        raw = state_records.encode_snapshot(value)
+        task = asyncio.ensure_future(self.states.save(part.log, key.group_id, raw, self._seq))
+        pending = self._saves.setdefault((key.topic_id, key.partition), set())
+        pending.add(task)
+
+        def done(fut: asyncio.Future[None]) -> None:
+            pending.discard(fut)
+            if not fut.cancelled() and fut.exception() is not None:
+                log.warning("state of share partition %s not saved: %s", key, fut.exception())
+
+        task.add_done_callback(done)
+        return task
+
+    def _admin(self, keys: Iterable[SharePartitionKey], change: Awaitable[None],
+               state: DurableState | None = None) -> asyncio.Future[None]:
+        """A cluster's admin change of ``keys`` (to ``state``; None: forgotten): the share
+        partitions this node serves reload at once, the engine's ``change`` is what to wait
+        for (the nodes leading the others reload on their next tick)."""
+        for key in keys:
+            self._forget(key)
+            if state is not None and (key[1], key[2]) in self.led:
+                self.stored[key] = state
+        return asyncio.ensure_future(change)
+
+    async def apply_resets(self) -> None:
+        """Other nodes changed share states (the admin APIs): the share partitions this
+        node serves reload them."""
+        if self.states is None:
+            return
+        for name, index, group_id, raw in await self.states.take_resets():
+            topic = self.topics.get(name)
+            if topic is None or (topic.topic_id, index) not in self.led:
+                continue
+            key = (group_id, topic.topic_id, index)
+            self._forget(key)
+            if raw is not None:
+                self.stored[key] = state_records.decode_snapshot(raw).durable()
+            log.info("share partition %s reset by an admin change", key)
+
+    def log_end(self, topic_id: uuid.UUID, part: Partition) -> int:
+        """The partition's log end: from the engine's last read (:meth:`refresh`) when a
+        cluster's other node leads it."""
+        if self.serves(topic_id, part.index):
+            return part.log.log_end_offset
+        return self.remote_end.get((topic_id, part.index), part.log.log_end_offset)
+
+    async def refresh(self, group_id: str) -> None:
+        """A cluster's coordinator reads the group's stored states (those of partitions
+        other nodes lead) before an admin answer (:meth:`state`, :meth:`partitions_of`)."""
+        if self.states is None:
+            return
+        rows = await self.states.read_group(group_id)
+        for key in [k for k in self.remote if k[0] == group_id]:
+            del self.remote[key]
+        for name, index, raw, end in rows:
+            topic = self.topics.get(name)
+            if topic is not None:
+                self.remote[(group_id, topic.topic_id, index)] = (
+                    state_records.decode_snapshot(raw).durable())
+                self.remote_end[(topic.topic_id, index)] = end

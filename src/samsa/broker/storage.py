@@ -16,9 +16,12 @@ against these protocols only:
   and whether this node still holds a lease;
 * the ACL store (:class:`~samsa.security.authorizer.AclStore`) and the SCRAM credentials
   (:class:`~samsa.security.credentials.CredentialStore`);
+* :class:`ShareStates`: share-partition states kept beside the partitions' leases (a
+  cluster); an engine without it leaves them to the broker's ``__share_group_state`` topic;
 * :class:`Engine`: all of the above and a life cycle; the broker hands it the
   :class:`Node` callbacks through which an engine with leases moves coordinator shards
-  (``on_shard_gained`` / ``on_shard_lost``).
+  (``on_shard_gained`` / ``on_shard_lost``) and partitions (``on_partition_gained`` /
+  ``on_partition_lost``: the share partitions follow them).
 
 Engines: local segment files (:mod:`samsa.storage.local`, one node), PostgreSQL shared by
 the nodes of a cluster (:mod:`samsa.storage.pg`, run by the control loop of
@@ -50,6 +53,7 @@ __all__ = [
     "NodeInfo",
     "PartitionStore",
     "ProducerIds",
+    "ShareStates",
     "TopicRecord",
     "TopicStore",
 ]
@@ -169,6 +173,37 @@ class ProducerIds(Protocol):
         """A producer id never given out before (by this node or another)."""
 
 
+class ShareStates(Protocol):
+    """Share-partition states (KIP-932) kept by the engine, each with the partition whose
+    lease it follows: one ShareSnapshot value (:mod:`samsa.share.records`) per share group
+    of the partition. The partition's leader saves them, fenced by its lease epoch; the
+    group's coordinator changes them from any node (the admin APIs)."""
+
+    async def load(self, store: PartitionStore) -> dict[str, bytes]:
+        """Share group id -> the stored snapshot of each share partition of ``store`` (read
+        by a node that just took its lease, before it serves it)."""
+
+    async def save(self, store: PartitionStore, group_id: str, value: bytes, seq: int) -> None:
+        """Keep ``value`` as the group's state of ``store``, if this node still leads it at
+        :attr:`PartitionStore.epoch` (else an OSError with NOT_LEADER_OR_FOLLOWER); ``seq``
+        orders one node's saves (an older one that lands late is dropped, and so is one
+        made before an admin change this node has not read yet)."""
+
+    async def reset(self, group_id: str, value: bytes | None, topic: str | None = None,
+                    index: int | None = None) -> None:
+        """An admin change from any node: the group's state of partition ``index`` of
+        ``topic`` becomes ``value``; with ``value`` None the group's states (of ``topic``
+        only, when given) are forgotten. Leaders read it with :meth:`take_resets`."""
+
+    async def take_resets(self) -> list[tuple[str, int, str, bytes | None]]:
+        """(topic, partition, group, new state or None) of each admin change made since the
+        last call that this node had not seen (nor made)."""
+
+    async def read_group(self, group_id: str) -> list[tuple[str, int, bytes, int]]:
+        """(topic, partition, stored snapshot, the partition's committed log end) of every
+        share partition of the group (any node: the coordinator's admin answers)."""
+
+
 @dataclass(frozen=True, slots=True)
 class NodeInfo:
     node_id: int
@@ -260,6 +295,15 @@ class Node:
     on_topics_changed: Callable[[], object] = field(default=lambda: None)
     #: the stored ACLs are at ``version``: the authorizer reloads them if it has another
     on_acls_changed: Callable[[int], Awaitable[None]] | None = None
+    #: this node now leads partition ``index`` of ``topic`` (before it serves it): its share
+    #: partitions load their states
+    on_partition_gained: Callable[[str, int], Awaitable[None]] | None = None
+    #: this node no longer leads the partition: its share partitions go at once (the
+    #: awaitable is done once their pending state saves are)
+    on_partition_lost: Callable[[str, int], Awaitable[object]] | None = None
+    #: another node changed share-partition states (:meth:`ShareStates.reset`): the
+    #: partitions this node leads reload them
+    on_share_resets: Callable[[], Awaitable[None]] | None = None
 
     def self_info(self) -> NodeInfo:
         """This node as the others see it."""
@@ -277,6 +321,9 @@ class Engine(Protocol):
     leadership: Leadership
     acls: AclStore
     credentials: CredentialStore
+    share_states: ShareStates | None
+    """None: share-partition states go to ``__share_group_state`` through the partition
+    stores (a single node)."""
 
     async def open(self, node: Node) -> None:
         """Connect (before the topics load); ``node`` is kept for the callbacks."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from samsa.broker.config import BrokerConfig
-from samsa.broker.storage import Leadership, Node, ProducerIds, TopicStore
+from samsa.broker.storage import Leadership, Node, ProducerIds, ShareStates, TopicStore
 from samsa.cluster.node import ClusterNode
 from samsa.security.authorizer import AclStore
 from samsa.security.credentials import CredentialStore
@@ -26,6 +26,7 @@ class ClusterEngine:
         self.acls: AclStore = self.pg.acls
         self.credentials: CredentialStore = self.pg.credentials
         self.leadership: Leadership = self.node
+        self.share_states: ShareStates | None = self.pg.share_states
 
     async def open(self, node: Node) -> None:
         self.node.node = node

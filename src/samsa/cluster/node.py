@@ -2,7 +2,8 @@
 
 Every tick (``cluster.lease.ttl.ms`` / 4, at most a second, and at once on a ``NOTIFY
 samsa_cluster``) the node renews its registration and reads the live nodes, every
-partition's lease, the topics version and the ACLs version in one round trip (the lease
+partition's lease, the topics version, the ACLs version and the count of admin changes of
+share-partition states (``on_share_resets``) in one round trip (the lease
 SQL is :class:`samsa.storage.pg.leases.LeaseStore`'s). A node is live while its
 registration has not expired and, in addition, while its listening connection holds the
 node's session advisory lock: a node that dies (SIGKILL, crash) loses its connections at
@@ -13,12 +14,15 @@ What to do about the leases read is decided by the pure step
 :func:`samsa.cluster.reconcile.reconcile`; this module carries its actions out:
 
 * a lost lease: the partition log drops its pending writes, a coordinator shard is
-  unloaded (``on_shard_lost``);
+  unloaded (``on_shard_lost``), the share partitions of another partition go
+  (``on_partition_lost``);
 * a claim: a compare-and-set on the epochs read; the new leader loads the log's offsets and
   producer state, a coordinator shard is loaded by replaying its records
-  (``on_shard_gained``);
-* a hand-off: the shard is unloaded, appends are refused, pending ones committed, then the
-  row names the new owner with a higher epoch.
+  (``on_shard_gained``), another partition's share partitions load their states
+  (``on_partition_gained``) before the node serves it;
+* a hand-off: the shard is unloaded or the share partitions go (their pending state saves
+  finish), appends are refused, pending ones committed, then the row names the new owner
+  with a higher epoch.
 
 Clean shutdown hands every lease to its preferred owner among the other live nodes, then
 expires the node's registration. The node is the engine's
@@ -100,6 +104,7 @@ class ClusterNode:
         self.stats = ClusterStats()
         self._busy: set[int] = set()
         self._renewed_at = 0.0
+        self._share_resets = 0
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._jobs: set[asyncio.Task[None]] = set()
@@ -190,6 +195,10 @@ class ClusterNode:
             node.on_topics_changed()
         if node.on_acls_changed is not None:  # ACLs changed on another node: reload
             await node.on_acls_changed(read.acls_version)
+        if read.share_resets != self._share_resets:  # admin changes of share states
+            if node.on_share_resets is not None:
+                await node.on_share_resets()
+            self._share_resets = read.share_resets
         self.lease_view = read.leases
         holder, now = self._holder(), time.monotonic()
         if expired(holder, now):
@@ -250,6 +259,9 @@ class ClusterNode:
         pid, epoch = claimed.pid, claimed.epoch
         self.lease_view[pid] = (self.node_id, epoch)
         await plog.become_leader(epoch, claimed.log_start, claimed.log_end)
+        gained = self._node().on_partition_gained
+        if gained is not None and plog.topic != OFFSETS_TOPIC:
+            await gained(plog.topic, plog.index)  # before it serves: share partitions load
         self.owned[pid] = epoch
         self.stats.claims += 1
         if previous is not None and previous != self.node_id:
@@ -268,6 +280,7 @@ class ClusterNode:
         try:
             if plog.topic == OFFSETS_TOPIC:
                 self._node().on_shard_lost(plog.index)
+            await self._partition_lost(plog)  # share states saved before the hand-off
             try:
                 await plog.drain()
             except LeaseLost:
@@ -291,9 +304,23 @@ class ClusterNode:
         plog.lose()
         if plog.topic == OFFSETS_TOPIC:
             self._node().on_shard_lost(plog.index)
+        else:
+            self._spawn(self._partition_lost(plog))  # its share partitions go at once
         if lost:
             self.stats.lost += 1
             log.warning("lost the lease of %s-%d", plog.topic, plog.index)
+
+    def _partition_lost(self, plog: PgPartitionLog) -> Coroutine[Any, Any, None]:
+        """Tell the broker at once; the coroutine waits for what it still has to finish."""
+        lost = self._node().on_partition_lost
+        done = None if lost is None or plog.topic == OFFSETS_TOPIC else lost(plog.topic,
+                                                                               plog.index)
+
+        async def finished() -> None:
+            if done is not None:
+                await done
+
+        return finished()
 
     def _on_lost(self, plog: PgPartitionLog) -> None:
         self._drop(plog.pid)

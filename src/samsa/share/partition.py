@@ -128,9 +128,9 @@ class InFlight:
     member_id: str = ""
     lock_id: int = 0
 
-    def durable(self) -> tuple[RecordState, int]:
+    def durable(self, count_acquired: bool = False) -> tuple[RecordState, int]:
         if self.state is RecordState.ACQUIRED:
-            return RecordState.AVAILABLE, self.delivery_count - 1
+            return RecordState.AVAILABLE, self.delivery_count - (0 if count_acquired else 1)
         return self.state, self.delivery_count
 
 
@@ -218,8 +218,11 @@ class SharePartition:
 
     # ------------------------------------------------------------------ views
 
-    def durable(self) -> DurableState:
-        offsets = {o: r.durable() for o, r in self.window.items()}
+    def durable(self, *, count_acquired: bool = False) -> DurableState:
+        """SPSO and the non-fresh offsets; ``count_acquired``: an ACQUIRED offset keeps the
+        delivery it is in (saved on acquisition, so a new leader redelivers it with a
+        higher count: the cluster)."""
+        offsets = {o: r.durable(count_acquired) for o, r in self.window.items()}
         return DurableState(self.start_offset, {
             o: sc for o, sc in offsets.items() if sc != (RecordState.AVAILABLE, 0)})
 

@@ -15,6 +15,7 @@ from kio.static.primitive import i32
 from samsa.broker import access
 from samsa.broker.context import RequestContext
 from samsa.broker.handlers.describe_share_group_offsets import group_refusal
+from samsa.broker.shares import Mark
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE
 from samsa.security.acl import AclOperation, ResourceType
@@ -33,6 +34,7 @@ async def handle(ctx: RequestContext) -> wire.AlterShareGroupOffsetsResponse:
             responses=())
     topics = ctx.broker.topics
     out = []
+    marks: list[Mark] = []
     for t in body.topics:
         name = str(t.topic_name)
         topic = topics.get(name)
@@ -45,13 +47,14 @@ async def handle(ctx: RequestContext) -> wire.AlterShareGroupOffsetsResponse:
             elif topic is None or part is None:
                 code = ErrorCode.unknown_topic_or_partition
             else:
-                ctx.broker.shares.reset_start(group_id, topic.topic_id, part,
-                                              int(p.start_offset))
+                marks.append(ctx.broker.shares.reset_start(group_id, topic.topic_id, part,
+                                                           int(p.start_offset)))
                 code = ErrorCode.none
             parts.append(wire.AlterShareGroupOffsetsResponsePartition(
                 partition_index=i32(p.partition_index), error_code=code))
         out.append(wire.AlterShareGroupOffsetsResponseTopic(
             topic_name=TopicName(name), topic_id=None if topic is None else topic.topic_id,
             partitions=tuple(parts)))
+    await ctx.broker.shares.durable(marks)  # a cluster: written in the engine
     return wire.AlterShareGroupOffsetsResponse(throttle_time=NO_THROTTLE,
                                                error_code=ErrorCode.none, responses=tuple(out))

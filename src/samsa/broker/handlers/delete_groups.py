@@ -28,9 +28,8 @@ async def handle(ctx: RequestContext) -> DeleteGroupsResponse:
     resp = await access.call_group(ctx, DeleteGroups(tuple(ctx.body.groups_names)),
                                    AclOperation.DELETE)
     assert isinstance(resp, co.DeleteGroupsResponse)
-    for g in resp.groups:
-        if g.error_code == ErrorCode.none:
-            ctx.broker.shares.delete_group(g.group_id)
+    await ctx.broker.shares.durable([ctx.broker.shares.delete_group(g.group_id)
+                                     for g in resp.groups if g.error_code == ErrorCode.none])
     return DeleteGroupsResponse(throttle_time=NO_THROTTLE, results=tuple(
         DeletableGroupResult(group_id=GroupId(g.group_id), error_code=ErrorCode(g.error_code))
         for g in resp.groups))

@@ -41,7 +41,8 @@ async def handle(ctx: RequestContext) -> wire.DeleteShareGroupOffsetsResponse:
         elif topic is None:
             code = ErrorCode.unknown_topic_or_partition
         else:
-            ctx.broker.shares.forget_topic(group_id, topic.topic_id)
+            await ctx.broker.shares.durable([ctx.broker.shares.forget_topic(group_id,
+                                                                            topic.topic_id)])
             code = ErrorCode.none
         out.append(wire.DeleteShareGroupOffsetsResponseTopic(
             topic_name=TopicName(name), topic_id=None if topic is None else topic.topic_id,

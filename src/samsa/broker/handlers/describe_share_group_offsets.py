@@ -67,7 +67,7 @@ def _partition(ctx: RequestContext, group_id: str, topic: Topic,
         return wire.DescribeShareGroupOffsetsResponsePartition(
             partition_index=i32(index), start_offset=i64(-1), leader_epoch=i32(epoch),
             lag=i64(-1), error_code=ErrorCode.none)
-    lag = share_lag(state, part.log.log_end_offset)
+    lag = share_lag(state, ctx.broker.shares.log_end(topic.topic_id, part))
     return wire.DescribeShareGroupOffsetsResponsePartition(
         partition_index=i32(index), start_offset=i64(state.start_offset),
         leader_epoch=i32(epoch), lag=i64(lag), error_code=ErrorCode.none)
@@ -113,6 +113,7 @@ async def handle(ctx: RequestContext) -> wire.DescribeShareGroupOffsetsResponse:
                 group_id=GroupId(g.group_id), topics=(), error_code=error[0],
                 error_message=error[1]))
             continue
+        await ctx.broker.shares.refresh(str(g.group_id))  # a cluster: states led elsewhere
         groups.append(wire.DescribeShareGroupOffsetsResponseGroup(
             group_id=GroupId(g.group_id), topics=_topics(ctx, str(g.group_id), g.topics),
             error_code=ErrorCode.none))

@@ -66,6 +66,8 @@ async def acknowledge(ctx: RequestContext, group_id: str, member_id: str,
             out[(topic_id, index)] = ErrorCode.unknown_topic_or_partition
             continue
         error = leadership.leader_error(ctx.broker, part)
+        if error == ErrorCode.none and not shares.serves(topic.topic_id, index):
+            error = ErrorCode.not_leader_or_follower  # a cluster node loading or dropping it
         share = shares.existing(group_id, topic.topic_id, index)
         if error == ErrorCode.none and share is None:
             error = ErrorCode.invalid_record_state
@@ -73,9 +75,13 @@ async def acknowledge(ctx: RequestContext, group_id: str, member_id: str,
             out[(topic_id, index)] = error
             continue
         code, update = share.acknowledge(member_id, batches, now)
-        marks.append(shares.changed(share, update))
+        marks.append(((topic_id, index), shares.changed(share, update)))
         out[(topic_id, index)] = ErrorCode(code)
-    await shares.durable(marks)
+    for tp, mark in marks:
+        try:
+            await shares.durable([mark])
+        except OSError as exc:  # a cluster's lease moved: the new leader redelivers them
+            out[tp] = getattr(exc, "error_code", ErrorCode.kafka_storage_error)
     return out
 
 

@@ -36,7 +36,7 @@ from samsa.broker.handlers.share_acknowledge import (
     lock_timeout,
     refused,
 )
-from samsa.broker.shares import SessionError, ShareSession
+from samsa.broker.shares import Mark, SessionError, ShareSession
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.batch import parse_header
 from samsa.protocol.build import NO_THROTTLE, millis
@@ -94,11 +94,16 @@ async def handle(ctx: RequestContext) -> wire.ShareFetchResponse:
                                        wait=not ack_errors)
     for tp, e in ack_errors.items():
         fetched.setdefault(tp, _Part()).ack_error = e
+    for tp, part in list(fetched.items()):  # a cluster: the acquisitions saved first
+        try:
+            await shares.durable([part.saved])
+        except OSError:  # the lease moved meanwhile: the new leader has these records
+            fetched[tp] = _Part(ErrorCode.not_leader_or_follower, part.ack_error)
     return _answer(ctx, fetched)
 
 
 class _Part:
-    __slots__ = ("ack_error", "acquired", "error", "records")
+    __slots__ = ("ack_error", "acquired", "error", "records", "saved")
 
     def __init__(self, error: ErrorCode = ErrorCode.none,
                  ack_error: ErrorCode = ErrorCode.none) -> None:
@@ -106,6 +111,8 @@ class _Part:
         self.ack_error = ack_error
         self.records: bytes = b""
         self.acquired: tuple[Acquired, ...] = ()
+        #: a cluster's save of the acquisition, awaited before the answer
+        self.saved: Mark = None
 
 
 async def _fetch_waiting(ctx: RequestContext, session: ShareSession, max_records: int,
@@ -172,6 +179,8 @@ def _fetch(ctx: RequestContext, session: ShareSession, max_records: int,
             out[(topic_id, index)] = _Part(ErrorCode.unknown_topic_or_partition)
             continue
         error = leadership.leader_error(ctx.broker, part)
+        if error == ErrorCode.none and not ctx.broker.shares.serves(topic.topic_id, index):
+            error = ErrorCode.not_leader_or_follower  # a cluster node loading or dropping it
         if error != ErrorCode.none:
             out[(topic_id, index)] = _Part(error)
             continue
@@ -195,6 +204,7 @@ def _fetch(ctx: RequestContext, session: ShareSession, max_records: int,
         data = _trim(data, acquired[-1].last_offset)
         got = _Part()
         got.records, got.acquired = data, acquired
+        got.saved = ctx.broker.shares.acquired(share)
         out[(topic_id, index)] = got
         budget_records -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
         budget_bytes -= len(data)

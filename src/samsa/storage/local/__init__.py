@@ -21,6 +21,7 @@ from samsa.broker.storage import (
     NodeInfo,
     PartitionStore,
     ProducerIds,
+    ShareStates,
     TopicStore,
 )
 from samsa.security.authorizer import AclStore, FileAclStore
@@ -74,6 +75,7 @@ class LocalEngine:
         self.leadership: Leadership = self.single
         self.acls: AclStore = FileAclStore(data_dir)
         self.credentials: CredentialStore = FileStore(data_dir)
+        self.share_states: ShareStates | None = None
 
     async def open(self, node: Node) -> None:
         self.single.node = node

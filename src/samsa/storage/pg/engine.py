@@ -1,5 +1,6 @@
 """The PostgreSQL stores of one node: its database, its node id, the group-commit writer,
-and the stores the broker's port asks for (topics, producer ids, ACLs, SCRAM credentials).
+and the stores the broker's port asks for (topics, producer ids, ACLs, SCRAM credentials,
+share-partition states).
 Which node leads what is the cluster's control loop (:mod:`samsa.cluster`), over the lease
 SQL of :mod:`samsa.storage.pg.leases`."""
 
@@ -20,6 +21,7 @@ from samsa.storage.pg.credentials import PgCredentialStore
 from samsa.storage.pg.db import Database
 from samsa.storage.pg.leases import LeaseStore
 from samsa.storage.pg.log import Batch, PgPartitionLog
+from samsa.storage.pg.shares import PgShareStates
 from samsa.storage.pg.topics import PgTopicStore
 
 log = logging.getLogger("samsa.storage.pg")
@@ -39,6 +41,7 @@ class PgEngine:
         self.acls = PgAclStore(self.db)
         self.credentials = PgCredentialStore(self.db)
         self.leases = LeaseStore(self.db, node_id)
+        self.share_states = PgShareStates(self.db, node_id)
 
     def open(self) -> None:
         self.db.open()

@@ -6,7 +6,7 @@ are :func:`samsa.cluster.reconcile.reconcile`'s).
   holds the node's session advisory lock (a killed node loses it at once: see
   :data:`~samsa.storage.pg.schema.LIVE`);
 * a tick reads, in one round trip, whether the renewal took, the topics and ACL versions,
-  the live nodes and every partition's lease;
+  the count of share-state admin changes, the live nodes and every partition's lease;
 * a claim is a compare-and-set on the epochs read (it bumps them: the new leader epochs);
   a hand-off names the new owner with a higher epoch, only while this node holds the lease
   at the epoch it writes with.
@@ -33,7 +33,8 @@ WITH me AS (
 )
 SELECT (SELECT count(*) FROM me) AS renewed,
        (SELECT v FROM samsa_meta WHERE k = 'topics_version') AS topics_version,
-       (SELECT v FROM samsa_meta WHERE k = 'acls_version') AS acls_version
+       (SELECT v FROM samsa_meta WHERE k = 'acls_version') AS acls_version,
+       (SELECT v FROM samsa_meta WHERE k = 'share_resets') AS share_resets
 """
 
 _NODES = f"""SELECT id, host, port, rack, listeners::text FROM samsa_nodes n WHERE {LIVE}
@@ -84,6 +85,8 @@ class TickRead:
     """The live nodes, by id."""
     leases: dict[int, Lease]
     """Partition id -> lease."""
+    share_resets: int = 0
+    """Admin changes of share-partition states so far (:mod:`samsa.storage.pg.shares`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +143,8 @@ class LeaseStore:
             bool(head["renewed"]), int(head["topics_version"]), int(head["acls_version"]),
             {r["id"]: NodeInfo(r["id"], r["host"], r["port"], r["rack"],
                                _listeners(r["listeners"])) for r in nodes},
-            {r["pid"]: (r["owner"], r["epoch"]) for r in leases})
+            {r["pid"]: (r["owner"], r["epoch"]) for r in leases},
+            int(head["share_resets"] or 0))
 
     async def claim(self, claims: list[tuple[int, int]]) -> list[Claimed]:
         """Take the leases ``(pid, epoch read)`` that are free, this node's, or held by a

@@ -18,6 +18,10 @@
   (base offset patched), with its base and last offsets, max timestamp and producer fields.
 * ``samsa_acls``: the ACLs (Kafka's codes), one row each; ``acls_version`` in
   ``samsa_meta`` is bumped on every change, so nodes know when to reload them.
+* ``samsa_share_states``: one row per (partition, share group): the share partition's last
+  snapshot (NULL: forgotten), saved by the partition's lease owner, and ``reset``, the
+  ``share_resets`` count of ``samsa_meta`` at the last admin change of it (any node), which
+  fences the owner's older saves (:mod:`samsa.storage.pg.shares`).
 """
 
 from __future__ import annotations
@@ -93,6 +97,17 @@ INSERT INTO samsa_meta VALUES ('credentials_version', 0) ON CONFLICT DO NOTHING;
 ALTER TABLE samsa_batches ALTER COLUMN data SET STORAGE EXTERNAL;
 CREATE INDEX IF NOT EXISTS samsa_batches_producers ON samsa_batches (pid, producer_id, base_offset)
     WHERE producer_id >= 0;
+CREATE TABLE IF NOT EXISTS samsa_share_states (
+    pid bigint NOT NULL REFERENCES samsa_partitions(pid) ON DELETE CASCADE,
+    group_id text NOT NULL,
+    epoch integer NOT NULL,
+    seq bigint NOT NULL,
+    state bytea,
+    reset bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (pid, group_id)
+);
+INSERT INTO samsa_meta VALUES ('share_resets', 0) ON CONFLICT DO NOTHING;
+CREATE INDEX IF NOT EXISTS samsa_share_states_groups ON samsa_share_states (group_id);
 """
 
 NODE_LOCK = 7316
