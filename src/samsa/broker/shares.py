@@ -25,8 +25,11 @@ Kafka's share coordinator keeps it (its ShareSnapshot records, :mod:`samsa.share
 the state partition is ``abs(hash("group:topicId:partition")) % partitions``). The topic is
 created at the first share fetch; :meth:`ShareRuntime.start` reads it back, so a restarted
 broker rebuilds each share partition from its last snapshot (nothing acknowledged is
-delivered again; what was acquired is available again). A change is appended at once; the
-acknowledgements behind it are answered once it is durable (:meth:`ShareRuntime.durable`).
+delivered again; what was acquired is available again). Writes are group-committed: the
+changes of one event-loop pass are coalesced into one snapshot per changed share partition
+and one append per state partition (:meth:`ShareRuntime.changed` marks, the loop's next
+step writes); the acknowledgements behind them are answered once the append is durable
+(:meth:`ShareRuntime.durable`, one fsync for every write of a state partition under way).
 samsa serves the state itself: the share coordinator's RPCs (FindCoordinator key type 2,
 Read/Write/InitializeShareGroupState) are not served.
 """
@@ -69,6 +72,9 @@ log = logging.getLogger("samsa.shares")
 SharePartitionKey = tuple[str, uuid.UUID, int]
 #: (topic id, partition)
 TopicPartition = tuple[uuid.UUID, int]
+#: a coalesced state write: resolved once appended with each state partition written and
+#: the offset to wait for there
+StateWrite = asyncio.Future[list[tuple["Partition", int]]]
 
 INT32_MAX = 2**31 - 1
 
@@ -109,6 +115,9 @@ class ShareRuntime:
         #: durable states read at start, not yet taken by a share partition
         self.stored: dict[SharePartitionKey, DurableState] = {}
         self.state_topic: Topic | None = None
+        #: share partitions changed since the last coalesced write, and that write
+        self._dirty: dict[SharePartitionKey, SharePartition] = {}
+        self._pending: StateWrite | None = None
 
     async def start(self) -> None:
         """Read ``__share_group_state`` back (when it exists)."""
@@ -151,36 +160,80 @@ class ShareRuntime:
         return self.state_topic
 
     def _persist(self, part: SharePartition) -> tuple[Partition, int] | None:
-        """Append the share partition's durable state as a ShareSnapshot; returns the state
-        partition and the offset to wait for (None when the append failed: logged)."""
+        """Append the share partition's durable state as a ShareSnapshot now; returns the
+        state partition and the offset to wait for (None when the append failed: logged)."""
         key = ShareStateKey(*cast(SharePartitionKey, part.owner))
-        durable = part.durable()
-        return self._write(key, ShareSnapshot(0, durable.start_offset, durable.batches(),
-                                              write_timestamp=now_ms()))
+        return self._write([(key, self._snapshot(part))])
 
-    def _write(self, key: ShareStateKey,
-               value: ShareSnapshot | None) -> tuple[Partition, int] | None:
+    @staticmethod
+    def _snapshot(part: SharePartition) -> ShareSnapshot:
+        durable = part.durable()
+        return ShareSnapshot(0, durable.start_offset, durable.batches(),
+                             write_timestamp=now_ms())
+
+    def _write(self, values: list[tuple[ShareStateKey, ShareSnapshot | None]]
+               ) -> tuple[Partition, int] | None:
+        """Append the records (a None value is a tombstone) of one state partition as one
+        batch."""
         now = now_ms()
         try:
             topic = self._state_topic()
-            target = topic.partitions[partition_for(key.coordinator_key(),
+            target = topic.partitions[partition_for(values[0][0].coordinator_key(),
                                                     len(topic.partitions))]
-            raw = None if value is None else state_records.encode_snapshot(value)
-            batch = encode_batch([ProducerRecordData(now, state_records.encode_key(key), raw,
-                                                     ())])
+            batch = encode_batch([ProducerRecordData(
+                now, state_records.encode_key(key),
+                None if value is None else state_records.encode_snapshot(value), ())
+                for key, value in values])
             info = target.log.append(batch, now)
         except Exception:
-            log.exception("could not write the state of share partition %s", key)
+            log.exception("could not write the state of share partitions %s",
+                          [key for key, _ in values])
             return None
         target.notify()
         return target, info.last_offset + 1
 
-    async def durable(self, marks: Iterable[tuple[Partition, int] | None]) -> None:
-        """Wait until the appended states ``marks`` are on disk."""
-        waits = [part.log.wait_durable(end) for mark in marks if mark is not None
-                 for part, end in (mark,)]
-        if waits:
-            await asyncio.gather(*waits)
+    def _schedule(self, part: SharePartition) -> StateWrite:
+        """Mark ``part`` for the next coalesced write (at the loop's next step)."""
+        self._dirty[cast(SharePartitionKey, part.owner)] = part
+        if self._pending is None:
+            loop = asyncio.get_running_loop()
+            self._pending = loop.create_future()
+            loop.call_soon(self._write_dirty)
+        return self._pending
+
+    def _write_dirty(self) -> None:
+        """Write the latest state of every share partition changed since the last call:
+        one snapshot each, one append per state partition."""
+        dirty, self._dirty = self._dirty, {}
+        pending, self._pending = self._pending, None
+        by_target: dict[int, list[tuple[ShareStateKey, ShareSnapshot | None]]] = {}
+        marks: list[tuple[Partition, int]] = []
+        try:
+            topic = self._state_topic()
+            for key, part in dirty.items():
+                if self.partitions.get(key) is not part:
+                    continue  # reset or dropped since: the replacement wrote its own state
+                state_key = ShareStateKey(*key)
+                index = partition_for(state_key.coordinator_key(), len(topic.partitions))
+                by_target.setdefault(index, []).append((state_key, self._snapshot(part)))
+            for values in by_target.values():
+                mark = self._write(values)
+                if mark is not None:
+                    marks.append(mark)
+        except Exception:
+            log.exception("could not write the state of share partitions")
+        if pending is not None and not pending.done():
+            pending.set_result(marks)
+
+    async def durable(self, marks: Iterable[StateWrite | None]) -> None:
+        """Wait until the writes ``marks`` stand for (:meth:`changed`) are on disk."""
+        ends: dict[int, tuple[Partition, int]] = {}
+        for mark in marks:
+            for part, end in [] if mark is None else await mark:
+                if end > ends.get(id(part), (part, -1))[1]:
+                    ends[id(part)] = (part, end)
+        if ends:
+            await asyncio.gather(*(part.log.wait_durable(end) for part, end in ends.values()))
 
     def partition_config(self, group_id: str) -> SharePartitionConfig:
         """The group's share partition settings: its group configs, else the broker's."""
@@ -246,13 +299,13 @@ class ShareRuntime:
         if part is not None:
             self.changed(part, part.fire(key, now_ms()))
 
-    def changed(self, part: SharePartition,
-                update: ShareUpdate | None) -> tuple[Partition, int] | None:
-        """``part``'s durable state changed (``update``): it is written, and fetches
-        waiting for records wake. Returns what to wait for before answering."""
+    def changed(self, part: SharePartition, update: ShareUpdate | None) -> StateWrite | None:
+        """``part``'s durable state changed (``update``): it is written at the loop's next
+        step (coalesced with the other changes of this step), and fetches waiting for
+        records wake. Returns what to pass :meth:`durable` before answering."""
         if update is None:
             return None
-        mark = self._persist(part)
+        mark = self._schedule(part)
         dead = part.take_dead()
         if dead:
             self._dead_letters(part, dead)
@@ -399,7 +452,7 @@ class ShareRuntime:
             if part is not None:
                 part.release_all()
             self.stored.pop(key, None)
-            self._write(ShareStateKey(*key), None)
+            self._write([(ShareStateKey(*key), None)])
 
     def forget_topics(self, topic_ids: Iterable[uuid.UUID]) -> None:
         """Deleted topics: their share partitions (and locks) go."""

@@ -7,7 +7,9 @@ the share partition's first available offset and what can be acquired is acquire
 member (up to ``max_records`` in all), the answer carrying the batches that hold the
 acquired offsets and the acquired ranges with their delivery counts. With nothing acquired
 and no acknowledgement to answer, the request waits up to ``max_wait`` for new records or
-records made available again. A closing request (epoch -1) fetches nothing.
+records made available again. A closing request (epoch -1) fetches nothing. The answer
+waits until the acknowledgements' state write is durable; records are acquired first, so
+that write (coalesced with the other changes of the loop pass) holds the whole request.
 
 v2 (Kafka 4.2): ``share_acquire_mode`` (KIP-1206; samsa never goes past ``max_records``,
 which both modes allow) and ``is_renew_ack`` (KIP-1222: acknowledgements only, no fetch).
@@ -31,7 +33,7 @@ from samsa.broker.context import RequestContext
 from samsa.broker.handlers.share_acknowledge import (
     Acks,
     ack_batches,
-    acknowledge,
+    apply,
     leader_of,
     lock_timeout,
     refused,
@@ -83,8 +85,9 @@ async def handle(ctx: RequestContext) -> wire.ShareFetchResponse:
         for p in t.partitions:
             if p.acknowledgement_batches:
                 acks[(t.topic_id, int(p.partition_index))] = ack_batches(p.acknowledgement_batches)
-    ack_errors = await acknowledge(ctx, group_id, member_id, acks)
+    ack_errors, marks = apply(ctx, group_id, member_id, acks)
     if epoch == -1:
+        await shares.durable(marks)
         shares.close_session(session)
         return _answer(ctx, {tp: _Part(ack_error=e) for tp, e in ack_errors.items()})
     fetched: dict[tuple[uuid.UUID | None, int], _Part] = {}
@@ -92,6 +95,7 @@ async def handle(ctx: RequestContext) -> wire.ShareFetchResponse:
         fetched = await _fetch_waiting(ctx, session, int(body.max_records),
                                        int(body.max_bytes), millis(body.max_wait),
                                        wait=not ack_errors)
+    await shares.durable(marks)  # after the fetch: one state write covers both
     for tp, e in ack_errors.items():
         fetched.setdefault(tp, _Part()).ack_error = e
     return _answer(ctx, fetched)
