@@ -1,6 +1,7 @@
 """A seeded simulation of one share partition: members fetch, acknowledge (ACCEPT, RELEASE,
-REJECT, RENEW, GAP), stall past their locks and leave while the clock moves; the timer
-service fires on time, late, early, twice and after cancellation. After every step it checks
+REJECT, RENEW, GAP), stall past their locks and leave while the clock moves, and ranges of
+records turn out aborted (archived under read_committed); the timer service fires on time,
+late, early, twice and after cancellation. After every step it checks
 KIP-932's invariants against its own model of what each member was handed:
 
 * an offset is held by at most one member at a time;
@@ -67,7 +68,8 @@ class Sim:
         self.accepted: set[int] = set()
         self.finished: set[int] = set()  # accepted, rejected, gapped or archived by the limit
         self.counts: dict[int, int] = {}
-        self.stats = {"acquired": 0, "expired": 0, "archived_by_limit": 0, "early": 0}
+        self.stats = {"acquired": 0, "expired": 0, "archived_by_limit": 0, "early": 0,
+                      "aborted": 0}
 
     # ------------------------------------------------------------------ steps
 
@@ -85,8 +87,10 @@ class Sim:
             self.fetch(self._member())
         elif roll < 0.75:
             self.ack(self._member())
-        elif roll < 0.8:
+        elif roll < 0.78:
             self.leave(self._member())
+        elif roll < 0.8:
+            self.abort()
         else:
             self.tick(self.rng.choice((50, 200, 700, 1_500)))
         self.check(before)
@@ -145,6 +149,31 @@ class Sim:
 
     def _ack_type(self) -> int:
         return self.rng.choices([1, 2, 3, 4, 0], weights=[5, 3, 1, 1, 1])[0]
+
+    def abort(self) -> None:
+        """A range of records turns out aborted (read_committed): those not acquired nor
+        done are archived and never handed out."""
+        part = self.part
+        if self.log_end <= part.start_offset:
+            return
+        first = self.rng.randrange(part.start_offset, self.log_end)
+        last = min(first + self.rng.randint(0, 6), self.log_end - 1)
+        room = part.start_offset + self.config.max_record_locks
+        expect = []
+        for offset in range(first, last + 1):
+            rec = part.window.get(offset)
+            if rec is None and offset >= room:
+                break
+            if rec is None or rec.state is RecordState.AVAILABLE:
+                expect.append(offset)
+        update = part.archive([(first, last)])
+        assert (update is None) == (not expect)
+        for offset in expect:
+            assert part.window.get(offset) is None or \
+                part.window[offset].state is RecordState.ARCHIVED
+            self.finished.add(offset)
+        self.stats["aborted"] += len(expect)
+        self._replay(update)
 
     def leave(self, member: str) -> None:
         update = self.part.release_member(member)

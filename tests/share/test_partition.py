@@ -153,3 +153,25 @@ def test_rejected_and_limit_archived_records_are_dead_letters() -> None:
     part.acquire("a", 14, 4, 0)
     part.release_member("a")  # offset 12 at its second delivery: archived
     assert part.take_dead() == [(12, 2)] and part.take_dead() == []
+
+
+def test_archive_skips_aborted_records_in_and_past_the_window() -> None:
+    """read_committed: aborted records are archived, never acquired; past SPEO the window
+    grows over them (what lies before them comes in AVAILABLE), within its room."""
+    part, _ = _part(locks=10)
+    part.acquire("a", 12, 5, 0)  # 10, 11 acquired
+    part.acknowledge("a", [(11, 11, [REL])], 0)  # 11 available again
+    ar = RecordState.ARCHIVED
+    # 10 is held (left alone), 11 available (archived), 14-15 past SPEO (archived)
+    assert part.archive([(10, 11), (14, 15)]) == ShareUpdate(10, (
+        StateBatch(11, 11, ar, 1), StateBatch(14, 15, ar, 0)))
+    assert part.end_offset == 16 and part.available == {12, 13}
+    assert part.acquire("b", 20, 10, 0) == (Acquired(12, 13, 1), Acquired(16, 19, 1))
+    assert not part.dead  # no dead letters
+    part.acknowledge("a", [(10, 10, [ACC])], 0)
+    part.acknowledge("b", [(12, 13, [ACC]), (16, 19, [ACC])], 0)
+    assert part.start_offset == 20
+    # no room past SPSO + max record locks (30): nothing archived there, nothing changed
+    assert part.archive([(31, 40)]) is None and part.end_offset == 20
+    assert part.archive([(25, 40)]) == ShareUpdate(20, (StateBatch(25, 29, ar, 0),))
+    assert part.end_offset == 30 and part.available == {20, 21, 22, 23, 24}

@@ -101,7 +101,8 @@ class SessionError(Exception):
 class ShareRuntime:
     """This node's share partitions and share sessions. ``group_configs(group_id)`` gives
     the group configs set for a group (``share.auto.offset.reset``,
-    ``share.record.lock.duration.ms``, ``share.delivery.count.limit``: KIP-932/KIP-1240)."""
+    ``share.record.lock.duration.ms``, ``share.delivery.count.limit``,
+    ``share.isolation.level``: KIP-932/KIP-1240)."""
 
     def __init__(self, config: BrokerConfig, topics: TopicManager,
                  group_configs: Callable[[str], Mapping[str, str]]) -> None:
@@ -246,6 +247,11 @@ class ShareRuntime:
                                              config["group.share.delivery.count.limit"])),
             max_record_locks=int(config["group.share.partition.max.record.locks"]),
         )
+
+    def read_committed(self, group_id: str) -> bool:
+        """The group's ``share.isolation.level`` is ``read_committed`` (default
+        ``read_uncommitted``, as Kafka)."""
+        return self.group_configs(group_id).get("share.isolation.level") == "read_committed"
 
     def close(self) -> None:
         self.timer.close()

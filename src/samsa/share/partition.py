@@ -18,6 +18,8 @@ Offsets before SPSO are done; offsets from SPEO on were never acquired.
   count never passes the limit;
 * records rejected or archived at the limit are kept for :meth:`SharePartition.take_dead`
   (the edge copies them to a dead-letter topic, KIP-1191);
+* :meth:`SharePartition.archive` archives records that must never be delivered (those of
+  aborted transactions, under ``share.isolation.level=read_committed``);
 * SPSO moves over the leading ACKNOWLEDGED/ARCHIVED offsets and never over others, except
   when the log itself no longer holds them (:meth:`SharePartition.skip_to`).
 
@@ -262,6 +264,33 @@ class SharePartition:
             picked.append(offset)
             self.end_offset += 1
         return tuple(self._acquired_ranges(picked))
+
+    def archive(self, ranges: Sequence[tuple[int, int]]) -> ShareUpdate | None:
+        """``share.isolation.level=read_committed``: the offsets of ``(first, last)``
+        ranges (records of aborted transactions) are never delivered. Those in the window
+        and AVAILABLE become ARCHIVED; past SPEO the window grows over them (while it has
+        room; the offsets it grows over before them come in AVAILABLE, as if fresh), so
+        acquiring never takes them. Their delivery counts stay; they are no dead letters."""
+        changed: list[int] = []
+        limit = self.start_offset + self.config.max_record_locks
+        for first, last in sorted(ranges):
+            for offset in range(max(first, self.start_offset), last + 1):
+                rec = self.window.get(offset)
+                if rec is None:
+                    if offset >= limit:
+                        break
+                    while self.end_offset < offset:  # the room before: fresh, AVAILABLE
+                        self.window[self.end_offset] = InFlight(RecordState.AVAILABLE)
+                        self.available.add(self.end_offset)
+                        self.end_offset += 1
+                    rec = self.window[offset] = InFlight(RecordState.AVAILABLE)
+                    self.end_offset = offset + 1
+                elif rec.state is not RecordState.AVAILABLE:
+                    continue
+                self.available.discard(offset)
+                rec.state = RecordState.ARCHIVED
+                changed.append(offset)
+        return self._update(changed) if changed else None
 
     def _acquired_ranges(self, offsets: list[int]) -> Iterator[Acquired]:
         runs = _ranges((o, (RecordState.ACQUIRED, self.window[o].delivery_count))

@@ -39,6 +39,7 @@ from samsa.broker.handlers.share_acknowledge import (
     refused,
 )
 from samsa.broker.shares import SessionError, ShareSession
+from samsa.log.producer_state import AbortedTxn
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.batch import parse_header
 from samsa.protocol.build import NO_THROTTLE, millis
@@ -179,19 +180,35 @@ def _fetch(ctx: RequestContext, session: ShareSession, max_records: int,
             continue
         if budget_records <= 0 or budget_bytes <= 0:
             continue
-        share = ctx.broker.shares.partition(session.group_id, topic.topic_id, part)
+        shares = ctx.broker.shares
+        share = shares.partition(session.group_id, topic.topic_id, part)
         log = part.log
         if log.log_start_offset > share.start_offset:  # retention deleted records
-            ctx.broker.shares.changed(share, share.skip_to(log.log_start_offset))
-        start = share.next_fetch_offset()
-        if start >= log.log_end_offset:
-            continue
-        # enough whole batches to acquire the budget past SPEO (fewer bytes to copy)
-        data, upto = _batches(log.read(start, min(PARTITION_BYTES, budget_bytes)),
-                              max(start, share.end_offset) + budget_records)
-        if not data:
-            continue
-        acquired = share.acquire(session.member_id, upto, budget_records, now)
+            shares.changed(share, share.skip_to(log.log_start_offset))
+        committed = shares.read_committed(session.group_id)
+        acquired: tuple[Acquired, ...] = ()
+        while not acquired:
+            start = share.next_fetch_offset()
+            end = log.log_end_offset
+            if committed:
+                end = log.producers.last_stable_offset(end)
+            if start >= end:
+                break
+            # enough whole batches to acquire the budget past SPEO (fewer bytes to copy)
+            data, upto = _batches(log.read(start, min(PARTITION_BYTES, budget_bytes)),
+                                  max(start, share.end_offset) + budget_records, end)
+            if not data:
+                break
+            archived = None
+            if committed:  # records of aborted transactions are archived, never sent
+                aborted = _aborted(data, log.producers.aborted_between(start, upto))
+                if aborted:
+                    archived = share.archive(aborted)
+                    shares.changed(share, archived)
+                    data = _without(data, {first for first, _ in aborted})
+            acquired = share.acquire(session.member_id, upto, budget_records, now)
+            if not acquired and archived is None:
+                break  # (after archiving, read on: what follows may be acquired)
         if not acquired:
             continue
         data = _trim(data, acquired[-1].last_offset)
@@ -204,19 +221,50 @@ def _fetch(ctx: RequestContext, session: ShareSession, max_records: int,
     return out
 
 
-def _batches(data: bytes | memoryview, enough: int) -> tuple[bytes, int]:
-    """The whole batches of ``data`` up to the first that reaches offset ``enough``, and
-    the offset after them."""
+def _batches(data: bytes | memoryview, enough: int, end: int) -> tuple[bytes, int]:
+    """The whole batches of ``data`` that start below ``end`` (the log end, or the last
+    stable offset), up to the first that reaches offset ``enough``, and the offset after
+    them."""
     view = memoryview(data)
     pos, nxt = 0, 0
     while pos + 61 <= len(view):
         header = parse_header(view, pos)
-        if header.end > len(view):
+        if header.end > len(view) or header.base_offset >= end:
             break
         nxt, pos = header.next_offset, header.end
         if nxt >= enough:
             break
     return bytes(view[:pos]), nxt
+
+
+def _aborted(data: bytes, aborted: list[AbortedTxn]) -> list[tuple[int, int]]:
+    """The (first, last) offsets of the batches of ``data`` that belong to the
+    ``aborted`` transactions (their producer's records from the transaction's first offset
+    to its abort marker)."""
+    if not aborted:
+        return []
+    out = []
+    pos = 0
+    while pos + 61 <= len(data):
+        header = parse_header(data, pos)
+        pos = header.end
+        if header.is_transactional and not header.is_control and any(
+                a.producer_id == header.producer_id
+                and a.first_offset <= header.base_offset < a.last_offset for a in aborted):
+            out.append((header.base_offset, header.last_offset))
+    return out
+
+
+def _without(data: bytes, firsts: set[int]) -> bytes:
+    """``data`` without the batches starting at ``firsts``."""
+    out = []
+    pos = 0
+    while pos + 61 <= len(data):
+        header = parse_header(data, pos)
+        if header.base_offset not in firsts:
+            out.append(data[pos:header.end])
+        pos = header.end
+    return b"".join(out)
 
 
 def _trim(data: bytes, last_offset: int) -> bytes:
