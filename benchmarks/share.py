@@ -8,9 +8,9 @@
    consumer). ``--runs N`` repeats the pair on fresh groups.
 2. ShareFetch round trips on a raw connection (max_records 500, the previous batch
    accepted in the same request): p50 and p99 in ms of the fetches that acquired records.
-3. The cost of 100,000 in-flight records in one share partition (pure core, in process):
-   memory per acquired record (tracemalloc) and the time to acquire them, and to expire
-   their locks.
+3. The cost of 100,000 in-flight records in one share partition (pure core, in process,
+   acquired 500 at a time as ShareFetch does): memory per acquired record (tracemalloc) and
+   the time to acquire them, and to expire their locks.
 
     .venv/bin/python benchmarks/share.py [--records N] [--runs N] [--fetches N]
         [--max-poll-records N] [--baseline CHECKOUT] [--py-spy OUT.svg]

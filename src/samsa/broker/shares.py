@@ -168,8 +168,7 @@ class ShareRuntime:
 
     @staticmethod
     def _snapshot(part: SharePartition) -> ShareSnapshot:
-        durable = part.durable()
-        return ShareSnapshot(0, durable.start_offset, durable.batches(),
+        return ShareSnapshot(0, part.start_offset, part.state_batches(),
                              write_timestamp=now_ms())
 
     def _write(self, values: list[tuple[ShareStateKey, ShareSnapshot | None]]
