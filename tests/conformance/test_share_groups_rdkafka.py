@@ -61,7 +61,8 @@ def test_more_members_than_partitions_each_record_accepted_once(
                              **{"max.poll.records": "5"}) for i in range(3)]
     try:
         poll_until(shares, lambda: _assigned(share_broker, group, 3))
-        values = produce(share_broker.bootstrap, topic, 2, 60)
+        # batches of 5: whole batches are acquired (KIP-1206's batch-optimized mode)
+        values = produce(share_broker.bootstrap, topic, 2, 60, **{"batch.num.messages": 5})
         seen: Counter[bytes] = Counter()
         poll_until(shares, lambda: set(seen) >= values,
                    on_message=lambda s, m: seen.update([m.value()]))

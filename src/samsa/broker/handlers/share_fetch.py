@@ -11,8 +11,9 @@ records made available again. A closing request (epoch -1) fetches nothing. The 
 waits until the acknowledgements' state write is durable; records are acquired first, so
 that write (coalesced with the other changes of the loop pass) holds the whole request.
 
-v2 (Kafka 4.2): ``share_acquire_mode`` (KIP-1206; samsa never goes past ``max_records``,
-which both modes allow) and ``is_renew_ack`` (KIP-1222: acknowledgements only, no fetch).
+v1 and v2's ``share_acquire_mode`` BATCH_OPTIMIZED (KIP-1206, Kafka 4.2's default) acquire
+up to the end of the log batch that reaches ``max_records``; RECORD_LIMIT never more than
+``max_records``. v2's ``is_renew_ack`` (KIP-1222): acknowledgements only, no fetch.
 Needs READ on the group (else a top-level GROUP_AUTHORIZATION_FAILED) and READ on each
 topic (else its partitions are TOPIC_AUTHORIZATION_FAILED). Built as v2, typed.
 """
@@ -93,7 +94,10 @@ async def handle(ctx: RequestContext) -> wire.ShareFetchResponse:
         return _answer(ctx, {tp: _Part(ack_error=e) for tp, e in ack_errors.items()})
     fetched: dict[tuple[uuid.UUID | None, int], _Part] = {}
     if not getattr(body, "is_renew_ack", False):
-        fetched = await _fetch_waiting(ctx, session, int(body.max_records),
+        # KIP-1206: v1 and v2's BATCH_OPTIMIZED (0) acquire whole batches, RECORD_LIMIT (1)
+        # never more than max_records
+        whole = int(getattr(body, "share_acquire_mode", 0)) == 0
+        fetched = await _fetch_waiting(ctx, session, int(body.max_records), whole,
                                        int(body.max_bytes), millis(body.max_wait),
                                        wait=not ack_errors)
     await shares.durable(marks)  # after the fetch: one state write covers both
@@ -114,9 +118,10 @@ class _Part:
 
 
 async def _fetch_waiting(ctx: RequestContext, session: ShareSession, max_records: int,
+                         whole: bool,
                          max_bytes: int, wait_ms: int,
                          wait: bool) -> dict[tuple[uuid.UUID | None, int], _Part]:
-    got = _fetch(ctx, session, max_records, max_bytes)
+    got = _fetch(ctx, session, max_records, whole, max_bytes)
     if not wait or wait_ms <= 0 or any(p.acquired or p.error for p in got.values()):
         return got
     loop = asyncio.get_running_loop()
@@ -138,7 +143,7 @@ async def _fetch_waiting(ctx: RequestContext, session: ShareSession, max_records
             shares.forget(fut)
             for part in parts:
                 part.waiters.discard(fut)
-        got = _fetch(ctx, session, max_records, max_bytes)
+        got = _fetch(ctx, session, max_records, whole, max_bytes)
         if any(p.acquired or p.error for p in got.values()):
             return got
 
@@ -154,9 +159,11 @@ def _served(ctx: RequestContext, session: ShareSession) -> list[Any]:
     return out
 
 
-def _fetch(ctx: RequestContext, session: ShareSession, max_records: int,
+def _fetch(ctx: RequestContext, session: ShareSession, max_records: int, whole: bool,
            max_bytes: int) -> dict[tuple[uuid.UUID | None, int], _Part]:
-    """Acquire records of the session's partitions for the member, in session order."""
+    """Acquire records of the session's partitions for the member, in session order; with
+    ``whole``, up to the end of the log batch that reaches ``max_records`` (KIP-1206's
+    batch-optimized mode: ``max_records`` is a soft limit)."""
     topics = ctx.broker.topics
     readable = access.checker(ctx, AclOperation.READ, ResourceType.TOPIC)
     out: dict[tuple[uuid.UUID | None, int], _Part] = {}
@@ -195,8 +202,9 @@ def _fetch(ctx: RequestContext, session: ShareSession, max_records: int,
             if start >= end:
                 break
             # enough whole batches to acquire the budget past SPEO (fewer bytes to copy)
+            enough = max(start, share.end_offset) + budget_records
             data, upto = _batches(log.read(start, min(PARTITION_BYTES, budget_bytes)),
-                                  max(start, share.end_offset) + budget_records, end)
+                                  enough, end)
             if not data:
                 break
             archived = None
@@ -206,7 +214,9 @@ def _fetch(ctx: RequestContext, session: ShareSession, max_records: int,
                     archived = share.archive(aborted)
                     shares.changed(share, archived)
                     data = _without(data, {first for first, _ in aborted})
-            acquired = share.acquire(session.member_id, upto, budget_records, now)
+            acquired = share.acquire(session.member_id, upto,
+                                     budget_records + (max(0, upto - enough) if whole else 0),
+                                     now)
             if not acquired and archived is None:
                 break  # (after archiving, read on: what follows may be acquired)
         if not acquired:
