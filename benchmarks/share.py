@@ -155,7 +155,8 @@ def _fetch_latency(bootstrap: str, topic: str, fetches: int) -> tuple[float, flo
         start = time.perf_counter()
         resp = call(c, ApiKey.SHARE_FETCH, 2, group_id=group, member_id="bench",
                     share_session_epoch=epoch, max_wait=0, min_bytes=1, max_bytes=1 << 20,
-                    max_records=500, batch_size=500, topics=topics, forgotten_topics_data=[])
+                    max_records=500, batch_size=500, share_acquire_mode=1, topics=topics,
+                    forgotten_topics_data=[])
         elapsed = (time.perf_counter() - start) * 1000
         acks = [(p.partition_index, a.first_offset, a.last_offset)
                 for t in resp.responses for p in t.partitions for a in p.acquired_records]
