@@ -254,7 +254,7 @@ def main() -> None:
     parser.add_argument("--max-poll-records", type=int, default=0,
                         help="the share consumers' max.poll.records (librdkafka: 500)")
     parser.add_argument("--baseline", default="",
-                        help="another checkout (its src/ is used) measured alternately")
+                        help="another checkout (its src/ is used), measured after this one")
     parser.add_argument("--py-spy", default="", help="profile of the share runs (.svg: a "
                         "flame graph, else py-spy's raw stacks)")
     args = parser.parse_args()
