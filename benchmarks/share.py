@@ -10,7 +10,8 @@
    accepted in the same request): p50 and p99 in ms of the fetches that acquired records.
 3. The cost of 100,000 in-flight records in one share partition (pure core, in process,
    acquired 500 at a time as ShareFetch does): memory per acquired record (tracemalloc) and
-   the time to acquire them, and to expire their locks.
+   the time to acquire them, and to expire their locks; and the worst case of a window of
+   2,000 split into one run per record.
 
     .venv/bin/python benchmarks/share.py [--records N] [--runs N] [--fetches N]
         [--max-poll-records N] [--baseline CHECKOUT] [--py-spy OUT.svg]
@@ -204,6 +205,27 @@ def _in_flight(records: int) -> tuple[float, float, float]:
     return size / records, acquire / records * 1e6, expire / records * 1e6
 
 
+def _split(records: int) -> tuple[float, float]:
+    """The worst case: every record acknowledged unlike its neighbours (RELEASE and RENEW
+    in turn), so each is a run of its own. (bytes per record, acknowledge µs per record)."""
+    def split(part: SharePartition) -> None:
+        for first in range(0, records, 500):
+            types = [2 if i % 2 else 4 for i in range(500)]
+            part.acknowledge("m", [(first, first + 499, types)], 0)
+
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    kept = _fill(records, _Timer())
+    split(kept)
+    size = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    del kept
+    part = _fill(records, _Timer())
+    start = time.perf_counter()
+    split(part)
+    return size / records, (time.perf_counter() - start) / records * 1e6
+
+
 def _measure(args: argparse.Namespace, label: str, env: dict[str, str]) -> dict[str, Any]:
     """One broker (``env`` may point PYTHONPATH at another checkout): the group rates of
     ``args.runs`` runs, then the ShareFetch round trips."""
@@ -276,6 +298,9 @@ def main() -> None:
     per, acquire, expire = _in_flight(100_000)
     print(f"100,000 in-flight records: {per:.0f} B each, acquire {acquire:.2f} µs/record, "
           f"lock expiry {expire:.2f} µs/record")
+    per, ack = _split(2_000)
+    print(f"2,000 in-flight records (group.share.partition.max.record.locks) split into one "
+          f"run each: {per:.0f} B each, acknowledging {ack:.2f} µs/record")
 
 
 if __name__ == "__main__":
