@@ -3,21 +3,30 @@
 1. Records/s through a share group of 4 confluent-kafka ``ShareConsumer`` members (implicit
    acknowledgement: each poll accepts the previous one) against a consumer group of 4
    ``Consumer`` members (``group.protocol=consumer``), each member in its own thread, on the
-   same 4-partition topic of 100 B records; timed from the first record to the last. The
-   ratio is the figure (aim: share >= 0.5x consumer).
+   same 4-partition topic of 100 B records; timed from the first record to the last, with
+   the broker's CPU seconds over that time. The ratio is the figure (aim: share >= 0.5x
+   consumer). ``--runs N`` repeats the pair on fresh groups.
 2. ShareFetch round trips on a raw connection (max_records 500, the previous batch
    accepted in the same request): p50 and p99 in ms of the fetches that acquired records.
-3. The cost of 100,000 in-flight records in one share partition (pure core, in process):
-   memory per acquired record (tracemalloc) and the time to acquire them, and to expire
-   their locks.
+3. The cost of 100,000 in-flight records in one share partition (pure core, in process,
+   acquired 500 at a time as ShareFetch does): memory per acquired record (tracemalloc) and
+   the time to acquire them, and to expire their locks; and the worst case of a window of
+   2,000 split into one run per record.
 
-    .venv/bin/python benchmarks/share.py [--records N] [--fetches N]
+    .venv/bin/python benchmarks/share.py [--records N] [--runs N] [--fetches N]
+        [--max-poll-records N] [--baseline CHECKOUT] [--py-spy OUT.svg]
+
+``--baseline`` measures a broker run from another checkout's ``src`` after this one's (a
+before/after in one run); ``--py-spy`` profiles this broker during the share-group runs
+(py-spy must be installed in the venv).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -30,10 +39,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from confluent_kafka import Consumer, ShareConsumer  # noqa: E402
+from confluent_kafka import Consumer, Producer, ShareConsumer  # noqa: E402
 from tests.broker.test_group_api_versions import call  # noqa: E402
 from tests.brokerproc import BrokerProcess  # noqa: E402
-from tests.conformance.groupkit import create_topic, produce  # noqa: E402
+from tests.conformance.groupkit import create_topic  # noqa: E402
 from tests.conformance.sharekit import set_group_configs  # noqa: E402
 from tests.wire import WireClient  # noqa: E402
 
@@ -42,13 +51,38 @@ from samsa.share import LockKey, SharePartition, SharePartitionConfig  # noqa: E
 
 MEMBERS = 4
 PARTITIONS = 4
+VALUE = b"v" * 100
+EXTRA: dict[str, Any] = {}
 
 
-def _drain(make: Any, total: int, poll: Any) -> float:
-    """Run MEMBERS consumers in threads until ``total`` records came; records/s."""
+def _produce(bootstrap: str, topic: str, per_partition: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5,
+                  "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000,
+                  "log_level": 0, **EXTRA})
+    for part in range(PARTITIONS):
+        for _ in range(per_partition):
+            while True:
+                try:
+                    p.produce(topic, VALUE, partition=part)
+                    break
+                except BufferError:
+                    p.poll(0.01)
+    assert p.flush(120) == 0
+
+
+def _cpu(pid: int) -> float:
+    """The process's CPU seconds so far (user + system)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _drain(make: Any, total: int, poll: Any, pid: int) -> tuple[float, float]:
+    """Run MEMBERS consumers in threads until ``total`` records came; (records/s, broker
+    CPU seconds per second, from the first record to the last)."""
     seen = [0] * MEMBERS
     first: list[float] = []
     last = [0.0]
+    cpu: list[float] = []
     lock = threading.Lock()
 
     def run(i: int) -> None:
@@ -60,8 +94,11 @@ def _drain(make: Any, total: int, poll: Any) -> float:
                     with lock:
                         if not first:
                             first.append(time.perf_counter())
+                            cpu.append(_cpu(pid))
                         seen[i] += n
                         last[0] = time.perf_counter()
+                        if sum(seen) >= total:
+                            cpu.append(_cpu(pid))
         finally:
             c.close()
 
@@ -70,22 +107,25 @@ def _drain(make: Any, total: int, poll: Any) -> float:
         t.start()
     for t in threads:
         t.join(300)
-    return total / (last[0] - first[0])
+    elapsed = last[0] - first[0]
+    return total / elapsed, (cpu[-1] - cpu[0]) / elapsed
 
 
-def _share_rate(bootstrap: str, topic: str, total: int) -> float:
+def _share_rate(bootstrap: str, topic: str, total: int, pid: int) -> tuple[float, float]:
     group = f"bench-share-{uuid.uuid4().hex[:6]}"
     set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest"})
 
     def make(i: int) -> ShareConsumer:
-        c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
+        c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                           "log_level": 0, **EXTRA})
         c.subscribe([topic])
         return c
 
-    return _drain(make, total, lambda c: len([m for m in c.poll(0.5) or [] if not m.error()]))
+    return _drain(make, total, lambda c: len([m for m in c.poll(0.5) or [] if not m.error()]),
+                  pid)
 
 
-def _consumer_rate(bootstrap: str, topic: str, total: int) -> float:
+def _consumer_rate(bootstrap: str, topic: str, total: int, pid: int) -> tuple[float, float]:
     group = f"bench-cg-{uuid.uuid4().hex[:6]}"
 
     def make(i: int) -> Consumer:
@@ -95,7 +135,7 @@ def _consumer_rate(bootstrap: str, topic: str, total: int) -> float:
         return c
 
     return _drain(make, total,
-                  lambda c: len([m for m in c.consume(500, 0.5) if not m.error()]))
+                  lambda c: len([m for m in c.consume(500, 0.5) if not m.error()]), pid)
 
 
 def _fetch_latency(bootstrap: str, topic: str, fetches: int) -> tuple[float, float]:
@@ -116,7 +156,8 @@ def _fetch_latency(bootstrap: str, topic: str, fetches: int) -> tuple[float, flo
         start = time.perf_counter()
         resp = call(c, ApiKey.SHARE_FETCH, 2, group_id=group, member_id="bench",
                     share_session_epoch=epoch, max_wait=0, min_bytes=1, max_bytes=1 << 20,
-                    max_records=500, batch_size=500, topics=topics, forgotten_topics_data=[])
+                    max_records=500, batch_size=500, share_acquire_mode=1, topics=topics,
+                    forgotten_topics_data=[])
         elapsed = (time.perf_counter() - start) * 1000
         acks = [(p.partition_index, a.first_offset, a.last_offset)
                 for t in resp.responses for p in t.partitions for a in p.acquired_records]
@@ -164,33 +205,102 @@ def _in_flight(records: int) -> tuple[float, float, float]:
     return size / records, acquire / records * 1e6, expire / records * 1e6
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--records", type=int, default=40_000)
-    parser.add_argument("--fetches", type=int, default=60)
-    args = parser.parse_args()
+def _split(records: int) -> tuple[float, float]:
+    """The worst case: every record acknowledged unlike its neighbours (RELEASE and RENEW
+    in turn), so each is a run of its own. (bytes per record, acknowledge µs per record)."""
+    def split(part: SharePartition) -> None:
+        for first in range(0, records, 500):
+            types = [2 if i % 2 else 4 for i in range(500)]
+            part.acknowledge("m", [(first, first + 499, types)], 0)
+
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    kept = _fill(records, _Timer())
+    split(kept)
+    size = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    del kept
+    part = _fill(records, _Timer())
+    start = time.perf_counter()
+    split(part)
+    return size / records, (time.perf_counter() - start) / records * 1e6
+
+
+def _measure(args: argparse.Namespace, label: str, env: dict[str, str]) -> dict[str, Any]:
+    """One broker (``env`` may point PYTHONPATH at another checkout): the group rates of
+    ``args.runs`` runs, then the ShareFetch round trips."""
     per_partition = args.records // PARTITIONS
     total = per_partition * PARTITIONS
+    out: dict[str, Any] = {"consumer": [], "share": [], "c_cpu": [], "s_cpu": []}
     with tempfile.TemporaryDirectory() as tmp:
         broker = BrokerProcess(Path(tmp) / "data", {"group.consumer.heartbeat.interval.ms":
-                                                    "5000"}).start()
+                                                    "5000"}, env=env).start()
+        assert broker.proc is not None
+        pid = broker.proc.pid
         try:
             topic = f"bench-{uuid.uuid4().hex[:6]}"
             create_topic(broker.bootstrap, topic, PARTITIONS)
-            produce(broker.bootstrap, topic, PARTITIONS, per_partition)
-            consumer = _consumer_rate(broker.bootstrap, topic, total)
-            share = _share_rate(broker.bootstrap, topic, total)
-            print(f"{total} records of ~20 B, {PARTITIONS} partitions, {MEMBERS} members")
-            print(f"consumer group: {consumer:10,.0f} records/s")
-            print(f"share group:    {share:10,.0f} records/s  ({share / consumer:.2f}x)")
-            p50, p99 = _fetch_latency(broker.bootstrap, topic, args.fetches)
-            print(f"ShareFetch (500 records, acks piggybacked): p50 {p50:.2f} ms, "
-                  f"p99 {p99:.2f} ms")
+            _produce(broker.bootstrap, topic, per_partition)
+            for _ in range(args.runs):
+                consumer, c_cpu = _consumer_rate(broker.bootstrap, topic, total, pid)
+                spy = None
+                if args.py_spy and not env:
+                    spy = subprocess.Popen(
+                        [str(Path(sys.executable).parent / "py-spy"), "record", "-p",
+                         str(pid), "-o", args.py_spy, "-r", "200",
+                         *(["-f", "raw"] if not args.py_spy.endswith(".svg") else [])],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                share, s_cpu = _share_rate(broker.bootstrap, topic, total, pid)
+                if spy is not None:
+                    spy.send_signal(2)
+                    spy.wait(60)
+                for k, v in (("consumer", consumer), ("share", share), ("c_cpu", c_cpu),
+                             ("s_cpu", s_cpu)):
+                    out[k].append(v)
+                print(f"{label}: consumer group {consumer:10,.0f} records/s (broker CPU "
+                      f"{c_cpu:.2f}), share group {share:10,.0f} records/s (broker CPU "
+                      f"{s_cpu:.2f}): {share / consumer:.2f}x", flush=True)
+            out["p50"], out["p99"] = _fetch_latency(broker.bootstrap, topic, args.fetches)
+            print(f"{label}: ShareFetch (500 records, acks piggybacked): p50 "
+                  f"{out['p50']:.2f} ms, p99 {out['p99']:.2f} ms", flush=True)
         finally:
             broker.stop()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=400_000)
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--fetches", type=int, default=200)
+    parser.add_argument("--max-poll-records", type=int, default=0,
+                        help="the share consumers' max.poll.records (librdkafka: 500)")
+    parser.add_argument("--baseline", default="",
+                        help="another checkout (its src/ is used), measured after this one")
+    parser.add_argument("--py-spy", default="", help="profile of the share runs (.svg: a "
+                        "flame graph, else py-spy's raw stacks)")
+    args = parser.parse_args()
+    if args.max_poll_records:
+        EXTRA["max.poll.records"] = args.max_poll_records
+    print(f"{args.records // PARTITIONS * PARTITIONS:,} records of {len(VALUE)} B, "
+          f"{PARTITIONS} partitions, {MEMBERS} members")
+    brokers = [("this", {})]
+    if args.baseline:
+        brokers.append(("baseline", {"PYTHONPATH": str(Path(args.baseline) / "src")}))
+    results = {label: _measure(args, label, env) for label, env in brokers}
+    if args.baseline:
+        print("summary (median of runs):")
+        for label, r in results.items():
+            c, s = statistics.median(r["consumer"]), statistics.median(r["share"])
+            print(f"  {label:8}: consumer {c:10,.0f}/s, share {s:9,.0f}/s ({s / c:.2f}x), "
+                  f"share broker CPU {statistics.median(r['s_cpu']):.2f}, ShareFetch p99 "
+                  f"{r['p99']:.1f} ms")
     per, acquire, expire = _in_flight(100_000)
     print(f"100,000 in-flight records: {per:.0f} B each, acquire {acquire:.2f} µs/record, "
           f"lock expiry {expire:.2f} µs/record")
+    per, ack = _split(2_000)
+    print(f"2,000 in-flight records (group.share.partition.max.record.locks) split into one "
+          f"run each: {per:.0f} B each, acknowledging {ack:.2f} µs/record")
 
 
 if __name__ == "__main__":

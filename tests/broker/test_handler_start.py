@@ -79,3 +79,17 @@ def test_cancelling_a_waiting_handler_cancels_it_where_it_waits(awaited_done: bo
         assert seen == ["started", "cancelled"]
 
     _run(scenario)
+
+
+def test_handlers_may_wait_on_one_future() -> None:
+    """Two handlers started at once both wait on one shared future (a coalesced write):
+    the second may await it, as a task's step allows."""
+    async def scenario() -> None:
+        seen: list[str] = []
+        shared: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        first = _start(_waits(shared, seen))
+        second = _start(_waits(shared, seen))
+        shared.set_result(b"once")
+        assert (await first, await second) == (b"once!", b"once!")
+
+    _run(scenario)

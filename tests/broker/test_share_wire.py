@@ -1,7 +1,7 @@
 """ShareFetch and ShareAcknowledge over TCP with raw requests, every served version: share
 session epochs and their errors, acquisition by one member at a time, acknowledgements by
 the holder only, RELEASE redelivering with a higher delivery count, renew-only requests,
-bad acknowledge types, a parked fetch whose connection closes."""
+bad acknowledge types, a parked fetch whose connection closes, KIP-1206's acquire modes."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from kio.schema.errors import ErrorCode
 
 from samsa.broker.handlers import share_acknowledge, share_fetch
@@ -113,7 +114,8 @@ def test_acknowledge_needs_a_session_and_the_records(share_broker: BrokerProcess
 def test_renew_only_fetch_acquires_nothing(share_broker: BrokerProcess,
                                            wire: WireClient) -> None:
     _, topic_id, group = _topic(share_broker, wire, 3)
-    assert acquired(fetch(wire, 2, group, "a", 0, topic_id, max_records=1)) == [(0, 0, 1)]
+    assert acquired(fetch(wire, 2, group, "a", 0, topic_id, max_records=1,
+                          share_acquire_mode=1)) == [(0, 0, 1)]
     renewed = fetch(wire, 2, group, "a", 1, topic_id, acks=[(0, 0, [4])], is_renew_ack=True)
     assert renewed.error_code == E.none and acquired(renewed) == []
     assert part_errors(renewed) == [(E.none, E.none)]
@@ -171,3 +173,21 @@ def test_a_parked_fetch_of_a_closed_connection_acquires_nothing(
         got = acquired(fetch(wire, 2, group, "b", epoch, topic_id if epoch == 0 else None))
         epoch += 1
     assert got == [(0, 2, 2)]
+
+
+def test_batch_optimized_acquires_whole_batches_record_limit_does_not(
+        share_broker: BrokerProcess, wire: WireClient) -> None:
+    """KIP-1206: ``max_records`` is a soft limit for v1 and v2's BATCH_OPTIMIZED mode (the
+    log batch that reaches it is acquired whole) and a hard one for RECORD_LIMIT."""
+    name, topic_id, group = _topic(share_broker, wire, 0)
+    one_batch = Producer({"bootstrap.servers": share_broker.bootstrap, "linger.ms": 1000})
+    for i in range(10):
+        one_batch.produce(name, str(i).encode(), partition=0)
+    assert one_batch.flush(15) == 0
+    strict = unique("swg")
+    set_group_configs(share_broker.bootstrap, strict, {"share.auto.offset.reset": "earliest"})
+    assert acquired(fetch(wire, 1, group, "a", 0, topic_id, max_records=3)) == [(0, 9, 1)]
+    assert acquired(fetch(wire, 2, strict, "b", 0, topic_id, max_records=3,
+                          share_acquire_mode=1)) == [(0, 2, 1)]
+    assert acquired(fetch(wire, 2, strict, "c", 0, topic_id, max_records=3,
+                          share_acquire_mode=0)) == [(3, 9, 1)]

@@ -70,6 +70,7 @@ def test_broker_and_group_configs(cli: CLI, admin: Admin) -> None:
         "consumer.session.timeout.ms": ("50000", "GROUP_CONFIG"),
         "errors.deadletterqueue.topic.name": ("", "DEFAULT_CONFIG"),
         "share.auto.offset.reset": ("latest", "DEFAULT_CONFIG"),
+        "share.isolation.level": ("read_uncommitted", "DEFAULT_CONFIG"),
         "share.delivery.count.limit": ("5", "DEFAULT_CONFIG"),
         "share.heartbeat.interval.ms": ("5000", "DEFAULT_CONFIG"),
         "share.record.lock.duration.ms": ("30000", "DEFAULT_CONFIG"),

@@ -49,9 +49,10 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
 
 
 def produce(bootstrap: str, topic: str, partitions: int, per_partition: int,
-            tag: str = "") -> set[bytes]:
-    """``per_partition`` records to every partition; returns their (unique) values."""
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+            tag: str = "", **config: str | int) -> set[bytes]:
+    """``per_partition`` records to every partition (``config``: more producer settings);
+    returns their (unique) values."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all", **config})
     values: set[bytes] = set()
     for part in range(partitions):
         for i in range(per_partition):

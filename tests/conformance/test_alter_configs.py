@@ -156,6 +156,7 @@ def test_group_configs(broker: BrokerProcess) -> None:
         "consumer.assignment.interval.ms": ("1000", ConfigSource.DEFAULT_CONFIG.value),
         "consumer.assignor.offload.enable": ("true", ConfigSource.DEFAULT_CONFIG.value),
         "share.auto.offset.reset": ("latest", ConfigSource.DEFAULT_CONFIG.value),
+        "share.isolation.level": ("read_uncommitted", ConfigSource.DEFAULT_CONFIG.value),
         "errors.deadletterqueue.topic.name": ("", ConfigSource.DEFAULT_CONFIG.value),
         "share.delivery.count.limit": ("5", ConfigSource.DEFAULT_CONFIG.value),
         "share.heartbeat.interval.ms": ("5000", ConfigSource.DEFAULT_CONFIG.value),
@@ -180,6 +181,7 @@ def test_group_configs(broker: BrokerProcess) -> None:
                ("consumer.assignor.offload.enable", "maybe", SET),
                ("share.session.timeout.ms", "0", SET),
                ("share.auto.offset.reset", "sometimes", SET),
+               ("share.isolation.level", "read_mostly", SET),
                ("share.delivery.count.limit", "1", SET),
                ("no.such.config", "1", SET)]:
         assert _error(admin, _resource("GROUP", group, op)).code() == KafkaError.INVALID_CONFIG

@@ -60,6 +60,7 @@ SHARE_DEFAULTS = {"share.session.timeout.ms": ("45000", DEFAULT),
                   "share.record.lock.duration.ms": ("30000", DEFAULT),
                   "share.delivery.count.limit": ("5", DEFAULT),
                   "share.auto.offset.reset": ("latest", DEFAULT),
+                  "share.isolation.level": ("read_uncommitted", DEFAULT),
                   "errors.deadletterqueue.topic.name": ("", DEFAULT)}
 
 

@@ -2,7 +2,8 @@
 ``tests/conformance/java/ShareMember.java``) over TCP: three members on two partitions all
 get records and each record is delivered once (implicit mode); in explicit mode a member
 that RELEASEs every first delivery sees each record again with delivery count 2, and one
-that REJECTs never sees a record again. One JVM per member, short locks (2 s)."""
+that REJECTs never sees a record again; a read_committed group never delivers aborted
+records. One JVM per member, short locks (2 s)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 from unittest.mock import ANY
 
 import pytest
+from confluent_kafka import Producer
 
 from tests.brokerproc import BrokerProcess
 from tests.conformance.groupkit import create_topic, produce, unique, wait_until
@@ -47,7 +49,9 @@ def test_more_members_than_partitions_get_each_record_once(share_broker: BrokerP
     members = [_member(java, share_broker, group, topic, f"j{i}", "max.poll.records=5")
                for i in range(3)]
     wait_assigned(share_broker.bootstrap, group, 3)
-    values = {v.decode() for v in produce(share_broker.bootstrap, topic, 2, 40)}
+    # batches of 5: whole batches are acquired (KIP-1206's batch-optimized mode)
+    values = {v.decode() for v in produce(share_broker.bootstrap, topic, 2, 40,
+                                          **{"batch.num.messages": 5})}
 
     def seen() -> Counter[str]:
         return Counter(r[2] for m in members for r in _records(m))
@@ -134,3 +138,33 @@ def test_java_admin_lists_and_describes_share_groups(share_broker: BrokerProcess
         admin.close()
         for m in members:
             m.close()
+
+
+def test_read_committed_member_never_gets_aborted_records(share_broker: BrokerProcess,
+                                                          java: JavaKit) -> None:
+    """``share.isolation.level=read_committed``: a librdkafka transactional producer
+    commits a transaction and aborts one; the Java member gets the committed records once
+    and never the aborted ones (it acknowledges the transaction markers as gaps)."""
+    topic, group = unique("jq"), unique("jg")
+    create_topic(share_broker.bootstrap, topic, 1)
+    set_group_configs(share_broker.bootstrap, group, {
+        "share.auto.offset.reset": "earliest", "share.isolation.level": "read_committed"})
+    txn = Producer({"bootstrap.servers": share_broker.bootstrap,
+                    "transactional.id": unique("tid")})
+    txn.init_transactions(15)
+    for prefix, commit in (("aborted", False), ("ok", True), ("aborted-too", False)):
+        txn.begin_transaction()
+        for i in range(3):
+            txn.produce(topic, f"{prefix}{i}".encode(), partition=0)
+        txn.flush(15)
+        if commit:
+            txn.commit_transaction(15)
+        else:
+            txn.abort_transaction(15)
+    produce(share_broker.bootstrap, topic, 1, 2, tag="plain")
+    m = _member(java, share_broker, group, topic, "rc")
+    expected = {f"ok{i}" for i in range(3)} | {f"{topic}/0/plain{i}" for i in range(2)}
+    wait_until(lambda: {r[2] for r in _records(m)} >= expected, timeout=60, what="records")
+    assert m.close() == 0
+    assert Counter(r[2] for r in _records(m)) == Counter(expected)
+    assert not m.of("error")

@@ -11,7 +11,14 @@ import time
 from collections import Counter
 
 import pytest
-from confluent_kafka import AcknowledgeType, Consumer, KafkaError, KafkaException, Message
+from confluent_kafka import (
+    AcknowledgeType,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+)
 from confluent_kafka.admin import AdminClient
 
 from tests.brokerproc import BrokerProcess
@@ -54,7 +61,8 @@ def test_more_members_than_partitions_each_record_accepted_once(
                              **{"max.poll.records": "5"}) for i in range(3)]
     try:
         poll_until(shares, lambda: _assigned(share_broker, group, 3))
-        values = produce(share_broker.bootstrap, topic, 2, 60)
+        # batches of 5: whole batches are acquired (KIP-1206's batch-optimized mode)
+        values = produce(share_broker.bootstrap, topic, 2, 60, **{"batch.num.messages": 5})
         seen: Counter[bytes] = Counter()
         poll_until(shares, lambda: set(seen) >= values,
                    on_message=lambda s, m: seen.update([m.value()]))
@@ -253,3 +261,69 @@ def test_rejected_and_exhausted_records_go_to_the_dead_letter_topic(
                 topic.encode(), group.encode(), b"1", b"1")
     assert by_value[next(v for v in values if v.endswith(b"/2"))][
         "__dlq.errors.delivery.count"] == b"3"
+
+
+def test_read_committed_share_group_skips_aborted_and_open_transactions(
+        share_broker: BrokerProcess) -> None:
+    """``share.isolation.level=read_committed`` (a group config): a librdkafka
+    transactional producer commits one transaction and aborts one, then leaves one open
+    with a plain record after it. The read_committed group gets the committed records
+    once, never the aborted ones, and nothing at or past the open transaction until it
+    commits; a read_uncommitted group on the same topic gets the aborted records too."""
+    topic = unique("sq")
+    create_topic(share_broker.bootstrap, topic, 1)
+    committed_group, uncommitted_group = unique("sg"), unique("sg")
+    set_group_configs(share_broker.bootstrap, committed_group,
+                      {**EARLIEST, "share.isolation.level": "read_committed"})
+    set_group_configs(share_broker.bootstrap, uncommitted_group, EARLIEST)
+    txn = Producer({"bootstrap.servers": share_broker.bootstrap,
+                    "transactional.id": unique("tid")})
+    plain = Producer({"bootstrap.servers": share_broker.bootstrap})
+    txn.init_transactions(15)
+
+    def transaction(prefix: str, end: str | None) -> set[bytes]:
+        values = {f"{prefix}{i}".encode() for i in range(5)}
+        txn.begin_transaction()
+        for v in sorted(values):
+            txn.produce(topic, v, partition=0)
+        txn.flush(15)
+        if end == "commit":
+            txn.commit_transaction(15)
+        elif end == "abort":
+            txn.abort_transaction(15)
+        return values
+
+    def plain_record(value: bytes) -> None:
+        plain.produce(topic, value, partition=0)
+        assert plain.flush(15) == 0
+
+    committed = transaction("ok", "commit")
+    plain_record(b"before")
+    aborted = transaction("aborted", "abort")
+    open_txn = transaction("open", None)
+    plain_record(b"after")
+    a = share_consumer(share_broker.bootstrap, committed_group, [topic], "a")
+    b = share_consumer(share_broker.bootstrap, uncommitted_group, [topic], "b")
+    seen: Counter[bytes] = Counter()
+    try:
+        poll_until([a], lambda: set(seen) >= committed | {b"before"},
+                   on_message=lambda s, m: seen.update([m.value()]))
+        for _ in range(10):  # the open transaction holds back what follows it
+            for m in a.poll(0.2):
+                seen.update([m.value()])
+        assert set(seen) == committed | {b"before"}
+        txn.commit_transaction(15)
+        later = open_txn | {b"after"}
+        poll_until([a], lambda: set(seen) >= later,
+                   on_message=lambda s, m: seen.update([m.value()]))
+        for _ in range(5):
+            for m in a.poll(0.2):
+                seen.update([m.value()])
+        assert set(seen) == committed | later | {b"before"}  # never the aborted ones
+        assert max(seen.values()) == 1
+        everything: set[bytes] = set()
+        poll_until([b], lambda: everything >= aborted | committed | later,
+                   on_message=lambda s, m: everything.add(m.value()))
+    finally:
+        a.close()
+        b.close()

@@ -1,13 +1,17 @@
 """A seeded simulation of one share partition: members fetch, acknowledge (ACCEPT, RELEASE,
-REJECT, RENEW, GAP), stall past their locks and leave while the clock moves; the timer
-service fires on time, late, early, twice and after cancellation. After every step it checks
-KIP-932's invariants against its own model of what each member was handed:
+REJECT, RENEW, GAP), stall past their locks and leave while the clock moves, and ranges of
+records turn out aborted (archived under read_committed); the timer service fires on time,
+late, early, twice and after cancellation. After every step it checks
+KIP-932's invariants against its own model of what each member was handed (the partition
+keeps runs of offsets, Kafka's in-flight batches: acknowledging part of a run or with mixed
+types splits it, an expiring lock releases whole runs):
 
 * an offset is held by at most one member at a time;
 * an ACCEPTed offset is never handed out again;
 * no delivery count passes the limit;
 * every lock whose deadline passed has released its offsets (no lost expiry);
 * SPSO moves only over offsets acknowledged or archived;
+* the runs tile the window and each lock holds exactly the ACQUIRED runs naming it;
 * replaying the durable updates gives the partition's durable state, it survives its
   ``__share_group_state`` snapshot encoding, and a partition rebuilt from it has the same
   durable state.
@@ -67,7 +71,8 @@ class Sim:
         self.accepted: set[int] = set()
         self.finished: set[int] = set()  # accepted, rejected, gapped or archived by the limit
         self.counts: dict[int, int] = {}
-        self.stats = {"acquired": 0, "expired": 0, "archived_by_limit": 0, "early": 0}
+        self.stats = {"acquired": 0, "expired": 0, "archived_by_limit": 0, "early": 0,
+                      "aborted": 0, "partial": 0, "batch_expired": 0}
 
     # ------------------------------------------------------------------ steps
 
@@ -85,8 +90,10 @@ class Sim:
             self.fetch(self._member())
         elif roll < 0.75:
             self.ack(self._member())
-        elif roll < 0.8:
+        elif roll < 0.78:
             self.leave(self._member())
+        elif roll < 0.8:
+            self.abort()
         else:
             self.tick(self.rng.choice((50, 200, 700, 1_500)))
         self.check(before)
@@ -126,6 +133,11 @@ class Sim:
             types = [self._ack_type()]
         else:
             types = [self._ack_type() for _ in range(n)]
+        runs = [r for r in self.part.runs.values()
+                if r.first_offset <= last and r.last_offset >= first]
+        if runs[0].first_offset < first or runs[-1].last_offset > last or \
+                len(set(types)) > 1:
+            self.stats["partial"] += 1  # part of a run: it splits
         error, update = self.part.acknowledge(member, [(first, last, types)], self.now)
         assert error == 0, error
         for i, offset in enumerate(range(first, last + 1)):
@@ -145,6 +157,32 @@ class Sim:
 
     def _ack_type(self) -> int:
         return self.rng.choices([1, 2, 3, 4, 0], weights=[5, 3, 1, 1, 1])[0]
+
+    def abort(self) -> None:
+        """A range of records turns out aborted (read_committed): those not acquired nor
+        done are archived and never handed out."""
+        part = self.part
+        if self.log_end <= part.start_offset:
+            return
+        first = self.rng.randrange(part.start_offset, self.log_end)
+        last = min(first + self.rng.randint(0, 6), self.log_end - 1)
+        room = part.start_offset + self.config.max_record_locks
+        expect = []
+        states = part.states()
+        for offset in range(first, last + 1):
+            rec = states.get(offset)
+            if rec is None and offset >= room:
+                break
+            if rec is None or rec[0] is RecordState.AVAILABLE:
+                expect.append(offset)
+        update = part.archive([(first, last)])
+        assert (update is None) == (not expect)
+        states = part.states()
+        for offset in expect:
+            assert offset not in states or states[offset][0] is RecordState.ARCHIVED
+            self.finished.add(offset)
+        self.stats["aborted"] += len(expect)
+        self._replay(update)
 
     def leave(self, member: str) -> None:
         update = self.part.release_member(member)
@@ -169,7 +207,7 @@ class Sim:
         self.timer.deadlines.pop(key, None)
         lock = self.part.locks.get(key.lock_id)
         due = lock is not None and lock.deadline_ms <= now
-        expired = sorted(lock.offsets) if lock is not None and due else []
+        expired = self.part.lock_offsets(key.lock_id) if lock is not None and due else []
         update = self.part.fire(key, now)
         if lock is not None and not due:
             assert update is None and key in self.timer.deadlines
@@ -178,6 +216,8 @@ class Sim:
             assert update is not None
         self._give_back(expired)
         self.stats["expired"] += len(expired)
+        if len(expired) > 1:
+            self.stats["batch_expired"] += 1
         self._replay(update)
 
     def _give_back(self, offsets: list[int]) -> None:
@@ -200,19 +240,41 @@ class Sim:
 
     # ------------------------------------------------------------------ invariants
 
+    def check_runs(self) -> None:
+        """The runs tile the window in order; each lock holds exactly the ACQUIRED runs
+        that name it, all of one member."""
+        part = self.part
+        expect = part.start_offset
+        for first in sorted(part.runs):
+            run = part.runs[first]
+            assert run.first_offset == first == expect and run.last_offset >= first
+            expect = run.last_offset + 1
+            if run.state is RecordState.ACQUIRED:
+                assert first in part.locks[run.lock_id].runs
+                assert part.locks[run.lock_id].member_id == run.member_id
+            else:
+                assert not run.lock_id and not run.member_id
+        assert expect == max(part.end_offset, part.start_offset)
+        for lock in part.locks.values():
+            assert lock.runs and all(part.runs[f].state is RecordState.ACQUIRED
+                                     for f in lock.runs)
+
     def check(self, start_before: int) -> None:
         part = self.part
         for offset in range(start_before, part.start_offset):
             assert offset in self.finished, f"SPSO moved over {offset}, not finished"
-        holders = {o: (r.member_id, r.delivery_count) for o, r in part.window.items()
-                   if r.state is RecordState.ACQUIRED}
+        states = part.states()
+        assert sorted(states) == list(range(part.start_offset, part.end_offset))
+        holders = {o: (member, count) for o, (state, count, member) in states.items()
+                   if state is RecordState.ACQUIRED}
         assert holders == self.held
-        assert part.available == {o for o, r in part.window.items()
-                                  if r.state is RecordState.AVAILABLE}
-        for offset, rec in part.window.items():
-            assert rec.delivery_count <= self.config.delivery_count_limit
-            if rec.state is RecordState.ACKNOWLEDGED:
+        assert part.available() == {o for o, (state, _, _) in states.items()
+                                    if state is RecordState.AVAILABLE}
+        for offset, (state, count, _) in states.items():
+            assert count <= self.config.delivery_count_limit
+            if state is RecordState.ACKNOWLEDGED:
                 assert offset in self.accepted
+        self.check_runs()
         for lock_id, lock in part.locks.items():
             key = LockKey(OWNER, lock_id)
             assert self.timer.deadlines.get(key) == lock.deadline_ms, "lock without a timer"
@@ -222,6 +284,7 @@ class Sim:
         assert self.replayed == durable, (self.replayed, durable)
         snapshot = ShareSnapshot(0, durable.start_offset, durable.batches())
         assert decode_snapshot(encode_snapshot(snapshot)).durable() == durable
+        assert part.state_batches() == durable.batches()
         rebuilt = SharePartition.from_durable(OWNER, durable, SimTimer(), self.config)
         assert rebuilt.durable() == durable
         assert not rebuilt.locks

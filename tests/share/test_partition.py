@@ -141,7 +141,7 @@ def test_skip_to_follows_the_log_start() -> None:
     assert part.acknowledge("a", [(10, 10, [ACC])], 0)[0] == ErrorCode.invalid_record_state
     assert part.next_fetch_offset() == 12
     assert part.skip_to(20) == ShareUpdate(20)
-    assert (part.start_offset, part.end_offset, part.window) == (20, 20, {})
+    assert (part.start_offset, part.end_offset, part.runs) == (20, 20, {})
     assert part.skip_to(5) is None
 
 
@@ -153,3 +153,46 @@ def test_rejected_and_limit_archived_records_are_dead_letters() -> None:
     part.acquire("a", 14, 4, 0)
     part.release_member("a")  # offset 12 at its second delivery: archived
     assert part.take_dead() == [(12, 2)] and part.take_dead() == []
+
+
+def test_archive_skips_aborted_records_in_and_past_the_window() -> None:
+    """read_committed: aborted records are archived, never acquired; past SPEO the window
+    grows over them (what lies before them comes in AVAILABLE), within its room."""
+    part, _ = _part(locks=10)
+    part.acquire("a", 12, 5, 0)  # 10, 11 acquired
+    part.acknowledge("a", [(11, 11, [REL])], 0)  # 11 available again
+    ar = RecordState.ARCHIVED
+    # 10 is held (left alone), 11 available (archived), 14-15 past SPEO (archived)
+    assert part.archive([(10, 11), (14, 15)]) == ShareUpdate(10, (
+        StateBatch(11, 11, ar, 1), StateBatch(14, 15, ar, 0)))
+    assert part.end_offset == 16 and part.available() == {12, 13}
+    assert part.acquire("b", 20, 10, 0) == (Acquired(12, 13, 1), Acquired(16, 19, 1))
+    assert not part.dead  # no dead letters
+    part.acknowledge("a", [(10, 10, [ACC])], 0)
+    part.acknowledge("b", [(12, 13, [ACC]), (16, 19, [ACC])], 0)
+    assert part.start_offset == 20
+    # no room past SPSO + max record locks (30): nothing archived there, nothing changed
+    assert part.archive([(31, 40)]) is None and part.end_offset == 20
+    assert part.archive([(25, 40)]) == ShareUpdate(20, (StateBatch(25, 29, ar, 0),))
+    assert part.end_offset == 30 and part.available() == {20, 21, 22, 23, 24}
+
+
+def test_one_run_per_acquisition_split_only_by_partial_acknowledgement() -> None:
+    """Fresh records are acquired as one run (Kafka's in-flight batch); acknowledging part
+    of it splits it, and the lock's expiry releases every piece it still holds."""
+    part, timer = _part()
+    assert part.acquire("a", 30, 20, 0) == (Acquired(10, 29, 1),)
+    assert list(part.runs) == [10]
+    assert part.acknowledge("a", [(12, 14, [ACC, REL, REJ])], 0) == (ErrorCode.none, ShareUpdate(
+        10, (StateBatch(12, 12, RecordState.ACKNOWLEDGED, 1), StateBatch(13, 13, A, 1),
+             StateBatch(14, 14, RecordState.ARCHIVED, 1))))
+    assert list(part.runs) == [10, 12, 13, 14, 15]
+    assert part.take_dead() == [(14, 1)]
+    assert part.held_by("a") == [10, 11, *range(15, 30)]
+    assert part.fire(LockKey("p", 1), 1_000) == ShareUpdate(10, (
+        StateBatch(10, 11, A, 1), StateBatch(15, 29, A, 1)))
+    assert not part.locks and part.available() == {10, 11, 13, *range(15, 30)}
+    # the released pieces are acquired again as they are: runs, not offsets
+    assert part.acquire("b", 30, 100, 1_000) == (Acquired(10, 11, 2), Acquired(13, 13, 2),
+                                                 Acquired(15, 29, 2))
+    assert len(part.runs) == 5 and timer.deadlines[LockKey("p", 2)] == 2_000

@@ -18,6 +18,8 @@ def test_share_partition_invariants_hold(seed: int) -> None:
     assert sim.stats["expired"] > 0
     assert sim.stats["archived_by_limit"] > 0
     assert sim.stats["early"] > 0
+    assert sim.stats["aborted"] > 0
+    assert sim.stats["partial"] > 0 and sim.stats["batch_expired"] > 0
     assert sim.accepted
 
 

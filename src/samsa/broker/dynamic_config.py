@@ -50,6 +50,7 @@ GROUP_SYNONYMS = {
 """Group config name -> the broker setting that supplies its default (Kafka's GroupConfig)."""
 
 GROUP_STRING_DEFAULTS = {"share.auto.offset.reset": "latest",
+                         "share.isolation.level": "read_uncommitted",
                          "errors.deadletterqueue.topic.name": ""}
 """Group configs without a broker setting behind them, and Kafka's default."""
 
@@ -188,6 +189,11 @@ class DynamicConfigs:
             except ValueError as exc:
                 raise ConfigError(f"Invalid value {reset} for configuration "
                                   f"share.auto.offset.reset: {exc}") from None
+        isolation = props.get("share.isolation.level")
+        if isolation is not None and isolation not in ("read_committed", "read_uncommitted"):
+            raise ConfigError(f"Invalid value {isolation} for configuration "
+                              "share.isolation.level: String must be one of: "
+                              "read_committed, read_uncommitted")
         values: dict[str, int] = {}
         for key, synonym in GROUP_SYNONYMS.items():
             raw = props.get(key, cfg[synonym])

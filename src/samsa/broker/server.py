@@ -624,6 +624,8 @@ def _start(coro: Coroutine[Any, Any, Outgoing]) -> asyncio.Future[Outgoing]:
         fut = loop.create_future()
         fut.set_exception(exc)
         return fut
+    if waiting is not None:  # as a task's step does: another handler may await it too
+        waiting._asyncio_future_blocking = False
     return loop.create_task(_finish(coro, waiting))
 
 

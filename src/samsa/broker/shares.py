@@ -25,8 +25,11 @@ Kafka's share coordinator keeps it (its ShareSnapshot records, :mod:`samsa.share
 the state partition is ``abs(hash("group:topicId:partition")) % partitions``). The topic is
 created at the first share fetch; :meth:`ShareRuntime.start` reads it back, so a restarted
 broker rebuilds each share partition from its last snapshot (nothing acknowledged is
-delivered again; what was acquired is available again). A change is appended at once; the
-acknowledgements behind it are answered once it is durable (:meth:`ShareRuntime.durable`).
+delivered again; what was acquired is available again). Writes are group-committed: the
+changes of one event-loop pass are coalesced into one snapshot per changed share partition
+and one append per state partition (:meth:`ShareRuntime.changed` marks, the loop's next
+step writes); the acknowledgements behind them are answered once the append is durable
+(:meth:`ShareRuntime.durable`, one fsync for every write of a state partition under way).
 
 On a cluster (an engine with :class:`~samsa.broker.storage.ShareStates`: PostgreSQL's
 ``samsa_share_states``) share partitions follow their partition's lease instead: a node that
@@ -40,7 +43,7 @@ leader with their delivery counts, and are redelivered with a higher one (one ac
 its last allowed delivery is archived: :func:`at_limit_archived`). The group's coordinator
 answers DescribeShareGroupOffsets from the stored states (:meth:`ShareRuntime.refresh`) and
 changes them for the admin APIs whichever node leads the partitions; the leaders reload
-what changed (:meth:`ShareRuntime.apply_resets`).
+what changed (:meth:`ShareRuntime.apply_resets`). A cluster's saves are not coalesced.
 samsa serves the state itself: the share coordinator's RPCs (FindCoordinator key type 2,
 Read/Write/InitializeShareGroupState) are not served.
 """
@@ -86,12 +89,16 @@ log = logging.getLogger("samsa.shares")
 SharePartitionKey = tuple[str, uuid.UUID, int]
 #: (topic id, partition)
 TopicPartition = tuple[uuid.UUID, int]
+#: a coalesced state write: resolved once appended with each state partition written and
+#: the offset to wait for there
+StateWrite = asyncio.Future[list[tuple["Partition", int]]]
 
 INT32_MAX = 2**31 - 1
 
-Mark: TypeAlias = "tuple[Partition, int] | asyncio.Future[None] | None"
+Mark: TypeAlias = "tuple[Partition, int] | StateWrite | asyncio.Future[None] | None"
 """What to wait for before answering: an appended state (partition, offset after it), a
-cluster's save in flight, or nothing."""
+coalesced write to come (:meth:`ShareRuntime.changed`), a cluster's save in flight, or
+nothing."""
 
 
 def at_limit_archived(state: DurableState, limit: int) -> DurableState:
@@ -126,7 +133,8 @@ class SessionError(Exception):
 class ShareRuntime:
     """This node's share partitions and share sessions. ``group_configs(group_id)`` gives
     the group configs set for a group (``share.auto.offset.reset``,
-    ``share.record.lock.duration.ms``, ``share.delivery.count.limit``: KIP-932/KIP-1240)."""
+    ``share.record.lock.duration.ms``, ``share.delivery.count.limit``,
+    ``share.isolation.level``: KIP-932/KIP-1240)."""
 
     def __init__(self, config: BrokerConfig, topics: TopicManager,
                  group_configs: Callable[[str], Mapping[str, str]],
@@ -153,6 +161,9 @@ class ShareRuntime:
         self.stored: dict[SharePartitionKey, DurableState] = {}
         self.state_topic: Topic | None = None
         self.counters = ShareCounters()
+        #: share partitions changed since the last coalesced write, and that write
+        self._dirty: dict[SharePartitionKey, SharePartition] = {}
+        self._pending: StateWrite | None = None
 
     async def start(self) -> None:
         """Read ``__share_group_state`` back (when it exists; a cluster loads states as it
@@ -196,41 +207,93 @@ class ShareRuntime:
         return self.state_topic
 
     def _persist(self, part: SharePartition) -> Mark:
-        """Append the share partition's durable state as a ShareSnapshot; returns the state
-        partition and the offset to wait for (None when the append failed: logged). A
-        cluster saves it through the engine instead (with acquisitions counted)."""
+        """Append the share partition's durable state as a ShareSnapshot now; returns the
+        state partition and the offset to wait for (None when the append failed: logged).
+        A cluster saves it through the engine instead (with acquisitions counted)."""
         key = ShareStateKey(*cast(SharePartitionKey, part.owner))
         if self.states is not None:
-            durable = part.durable(count_acquired=True)
-            return self._save(key, ShareSnapshot(0, durable.start_offset, durable.batches(),
-                                                 write_timestamp=now_ms()))
-        durable = part.durable()
-        return self._write(key, ShareSnapshot(0, durable.start_offset, durable.batches(),
-                                              write_timestamp=now_ms()))
+            return self._save(key, self._snapshot(part, count_acquired=True))
+        return self._write([(key, self._snapshot(part))])
 
-    def _write(self, key: ShareStateKey,
-               value: ShareSnapshot | None) -> tuple[Partition, int] | None:
+    @staticmethod
+    def _snapshot(part: SharePartition, count_acquired: bool = False) -> ShareSnapshot:
+        return ShareSnapshot(0, part.start_offset,
+                             part.state_batches(count_acquired=count_acquired),
+                             write_timestamp=now_ms())
+
+    def _write(self, values: list[tuple[ShareStateKey, ShareSnapshot | None]]
+               ) -> tuple[Partition, int] | None:
+        """Append the records (a None value is a tombstone) of one state partition as one
+        batch."""
         now = now_ms()
         try:
             topic = self._state_topic()
-            target = topic.partitions[partition_for(key.coordinator_key(),
+            target = topic.partitions[partition_for(values[0][0].coordinator_key(),
                                                     len(topic.partitions))]
-            raw = None if value is None else state_records.encode_snapshot(value)
-            batch = encode_batch([ProducerRecordData(now, state_records.encode_key(key), raw,
-                                                     ())])
+            batch = encode_batch([ProducerRecordData(
+                now, state_records.encode_key(key),
+                None if value is None else state_records.encode_snapshot(value), ())
+                for key, value in values])
             info = target.log.append(batch, now)
         except Exception:
-            log.exception("could not write the state of share partition %s", key)
+            log.exception("could not write the state of share partitions %s",
+                          [key for key, _ in values])
             return None
         target.notify()
         return target, info.last_offset + 1
 
+    def _schedule(self, part: SharePartition) -> StateWrite:
+        """Mark ``part`` for the next coalesced write (at the loop's next step)."""
+        self._dirty[cast(SharePartitionKey, part.owner)] = part
+        if self._pending is None:
+            loop = asyncio.get_running_loop()
+            self._pending = loop.create_future()
+            loop.call_soon(self._write_dirty)
+        return self._pending
+
+    def _write_dirty(self) -> None:
+        """Write the latest state of every share partition changed since the last call:
+        one snapshot each, one append per state partition."""
+        dirty, self._dirty = self._dirty, {}
+        pending, self._pending = self._pending, None
+        by_target: dict[int, list[tuple[ShareStateKey, ShareSnapshot | None]]] = {}
+        marks: list[tuple[Partition, int]] = []
+        try:
+            topic = self._state_topic()
+            for key, part in dirty.items():
+                if self.partitions.get(key) is not part:
+                    continue  # reset or dropped since: the replacement wrote its own state
+                state_key = ShareStateKey(*key)
+                index = partition_for(state_key.coordinator_key(), len(topic.partitions))
+                by_target.setdefault(index, []).append((state_key, self._snapshot(part)))
+            for values in by_target.values():
+                mark = self._write(values)
+                if mark is not None:
+                    marks.append(mark)
+        except Exception:
+            log.exception("could not write the state of share partitions")
+        if pending is not None and not pending.done():
+            pending.set_result(marks)
+
     async def durable(self, marks: Iterable[Mark]) -> None:
-        """Wait until the appended states ``marks`` are on disk (a cluster's saves done:
-        an OSError if the lease moved)."""
-        waits: list[Any] = [mark if isinstance(mark, asyncio.Future)
-                            else mark[0].log.wait_durable(mark[1])
-                            for mark in marks if mark is not None]
+        """Wait until the writes ``marks`` stand for (:meth:`changed`) are on disk (a
+        cluster's saves done: an OSError if the lease moved)."""
+        ends: dict[int, tuple[Partition, int]] = {}
+        saves: list[asyncio.Future[Any]] = []
+        for mark in marks:
+            if mark is None:
+                continue
+            if isinstance(mark, tuple):
+                written = [mark]
+            elif self.states is not None:
+                saves.append(mark)
+                continue
+            else:
+                written = await cast(StateWrite, mark)
+            for part, end in written:
+                if end > ends.get(id(part), (part, -1))[1]:
+                    ends[id(part)] = (part, end)
+        waits: list[Any] = [*saves, *(part.log.wait_durable(end) for part, end in ends.values())]
         if waits:
             await asyncio.gather(*waits)
 
@@ -245,6 +308,11 @@ class ShareRuntime:
                                              config["group.share.delivery.count.limit"])),
             max_record_locks=int(config["group.share.partition.max.record.locks"]),
         )
+
+    def read_committed(self, group_id: str) -> bool:
+        """The group's ``share.isolation.level`` is ``read_committed`` (default
+        ``read_uncommitted``, as Kafka)."""
+        return self.group_configs(group_id).get("share.isolation.level") == "read_committed"
 
     def close(self) -> None:
         self.timer.close()
@@ -304,11 +372,13 @@ class ShareRuntime:
             self.changed(part, update)
 
     def changed(self, part: SharePartition, update: ShareUpdate | None) -> Mark:
-        """``part``'s durable state changed (``update``): it is written, and fetches
-        waiting for records wake. Returns what to wait for before answering."""
+        """``part``'s durable state changed (``update``): it is written at the loop's next
+        step (coalesced with the other changes of this step; a cluster saves it at once),
+        and fetches waiting for records wake. Returns what to pass :meth:`durable` before
+        answering."""
         if update is None:
             return None
-        mark = self._persist(part)
+        mark = self._persist(part) if self.states is not None else self._schedule(part)
         dead = part.take_dead()
         self.counters.observe(update, len(dead))
         if dead:
@@ -478,7 +548,7 @@ class ShareRuntime:
         """Share partitions go: their locks, their state (a tombstone is written)."""
         for key in keys:
             self._forget(key)
-            self._write(ShareStateKey(*key), None)
+            self._write([(ShareStateKey(*key), None)])
 
     def _forget(self, key: SharePartitionKey) -> None:
         part = self.partitions.pop(key, None)

@@ -8,7 +8,7 @@ INVALID_SHARE_SESSION_EPOCH: only ShareFetch opens sessions); epoch -1 closes it
 acknowledgements, releasing what the member still holds. Needs READ on the group (else a
 top-level GROUP_AUTHORIZATION_FAILED) and READ on each topic. Built as v2, typed.
 
-The helpers here (:func:`ack_batches`, :func:`acknowledge`, :func:`leader_of`) also serve
+The helpers here (:func:`ack_batches`, :func:`apply`, :func:`leader_of`) also serve
 ShareFetch's piggybacked acknowledgements.
 """
 
@@ -25,7 +25,7 @@ from kio.static.primitive import i32, i32Timedelta
 from samsa.broker import access, leadership
 from samsa.broker.clock import now_ms
 from samsa.broker.context import RequestContext
-from samsa.broker.shares import SessionError
+from samsa.broker.shares import Mark, SessionError
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE
 from samsa.security.acl import AclOperation, ResourceType
@@ -47,11 +47,21 @@ async def acknowledge(ctx: RequestContext, group_id: str, member_id: str,
                       acks: Acks) -> dict[tuple[uuid.UUID | None, int], ErrorCode]:
     """Apply each partition's acknowledgements; its error code (NONE when applied). Returns
     once the share partitions' new states are durable."""
+    out, marks = apply(ctx, group_id, member_id, acks)
+    await settle(ctx, out, marks)
+    return out
+
+
+def apply(ctx: RequestContext, group_id: str, member_id: str,
+          acks: Acks) -> tuple[dict[tuple[uuid.UUID | None, int], ErrorCode],
+                               list[tuple[tuple[uuid.UUID | None, int], Mark]]]:
+    """Apply each partition's acknowledgements (in memory: what they release is available
+    at once); their error codes and the state writes to await before answering them."""
     topics = ctx.broker.topics
     shares = ctx.broker.shares
     readable = access.checker(ctx, AclOperation.READ, ResourceType.TOPIC)
     out: dict[tuple[uuid.UUID | None, int], ErrorCode] = {}
-    marks = []
+    marks: list[tuple[tuple[uuid.UUID | None, int], Mark]] = []
     now = now_ms()
     for (topic_id, index), batches in acks.items():
         topic = topics.by_id(topic_id) if topic_id is not None else None
@@ -77,12 +87,18 @@ async def acknowledge(ctx: RequestContext, group_id: str, member_id: str,
         code, update = share.acknowledge(member_id, batches, now)
         marks.append(((topic_id, index), shares.changed(share, update)))
         out[(topic_id, index)] = ErrorCode(code)
+    return out, marks
+
+
+async def settle(ctx: RequestContext, out: dict[tuple[uuid.UUID | None, int], ErrorCode],
+                 marks: list[tuple[tuple[uuid.UUID | None, int], Mark]]) -> None:
+    """Wait for the state writes of :func:`apply`; a partition whose write failed (a
+    cluster's lease moved: the new leader redelivers its records) gets the error."""
     for tp, mark in marks:
         try:
-            await shares.durable([mark])
-        except OSError as exc:  # a cluster's lease moved: the new leader redelivers them
+            await ctx.broker.shares.durable([mark])
+        except OSError as exc:
             out[tp] = getattr(exc, "error_code", ErrorCode.kafka_storage_error)
-    return out
 
 
 def refused(ctx: RequestContext) -> tuple[ErrorCode, str | None] | None:

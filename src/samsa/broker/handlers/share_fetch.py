@@ -7,10 +7,13 @@ the share partition's first available offset and what can be acquired is acquire
 member (up to ``max_records`` in all), the answer carrying the batches that hold the
 acquired offsets and the acquired ranges with their delivery counts. With nothing acquired
 and no acknowledgement to answer, the request waits up to ``max_wait`` for new records or
-records made available again. A closing request (epoch -1) fetches nothing.
+records made available again. A closing request (epoch -1) fetches nothing. The answer
+waits until the acknowledgements' state write is durable; records are acquired first, so
+that write (coalesced with the other changes of the loop pass) holds the whole request.
 
-v2 (Kafka 4.2): ``share_acquire_mode`` (KIP-1206; samsa never goes past ``max_records``,
-which both modes allow) and ``is_renew_ack`` (KIP-1222: acknowledgements only, no fetch).
+v1 and v2's ``share_acquire_mode`` BATCH_OPTIMIZED (KIP-1206, Kafka 4.2's default) acquire
+up to the end of the log batch that reaches ``max_records``; RECORD_LIMIT never more than
+``max_records``. v2's ``is_renew_ack`` (KIP-1222): acknowledgements only, no fetch.
 Needs READ on the group (else a top-level GROUP_AUTHORIZATION_FAILED) and READ on each
 topic (else its partitions are TOPIC_AUTHORIZATION_FAILED). Built as v2, typed.
 """
@@ -31,12 +34,14 @@ from samsa.broker.context import RequestContext
 from samsa.broker.handlers.share_acknowledge import (
     Acks,
     ack_batches,
-    acknowledge,
+    apply,
     leader_of,
     lock_timeout,
     refused,
+    settle,
 )
 from samsa.broker.shares import Mark, SessionError, ShareSession
+from samsa.log.producer_state import AbortedTxn
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.batch import parse_header
 from samsa.protocol.build import NO_THROTTLE, millis
@@ -83,15 +88,20 @@ async def handle(ctx: RequestContext) -> wire.ShareFetchResponse:
         for p in t.partitions:
             if p.acknowledgement_batches:
                 acks[(t.topic_id, int(p.partition_index))] = ack_batches(p.acknowledgement_batches)
-    ack_errors = await acknowledge(ctx, group_id, member_id, acks)
+    ack_errors, marks = apply(ctx, group_id, member_id, acks)
     if epoch == -1:
+        await settle(ctx, ack_errors, marks)
         shares.close_session(session)
         return _answer(ctx, {tp: _Part(ack_error=e) for tp, e in ack_errors.items()})
     fetched: dict[tuple[uuid.UUID | None, int], _Part] = {}
     if not getattr(body, "is_renew_ack", False):
-        fetched = await _fetch_waiting(ctx, session, int(body.max_records),
+        # KIP-1206: v1 and v2's BATCH_OPTIMIZED (0) acquire whole batches, RECORD_LIMIT (1)
+        # never more than max_records
+        whole = int(getattr(body, "share_acquire_mode", 0)) == 0
+        fetched = await _fetch_waiting(ctx, session, int(body.max_records), whole,
                                        int(body.max_bytes), millis(body.max_wait),
                                        wait=not ack_errors)
+    await settle(ctx, ack_errors, marks)  # after the fetch: one state write covers both
     for tp, e in ack_errors.items():
         fetched.setdefault(tp, _Part()).ack_error = e
     for tp, part in list(fetched.items()):  # a cluster: the acquisitions saved first
@@ -116,9 +126,10 @@ class _Part:
 
 
 async def _fetch_waiting(ctx: RequestContext, session: ShareSession, max_records: int,
+                         whole: bool,
                          max_bytes: int, wait_ms: int,
                          wait: bool) -> dict[tuple[uuid.UUID | None, int], _Part]:
-    got = _fetch(ctx, session, max_records, max_bytes)
+    got = _fetch(ctx, session, max_records, whole, max_bytes)
     if not wait or wait_ms <= 0 or any(p.acquired or p.error for p in got.values()):
         return got
     loop = asyncio.get_running_loop()
@@ -142,7 +153,7 @@ async def _fetch_waiting(ctx: RequestContext, session: ShareSession, max_records
                 part.waiters.discard(fut)
         if shares.sessions.get((session.group_id, session.member_id)) is not session:
             return {}  # closed meanwhile (its connection too: wait_for may hide the cancel)
-        got = _fetch(ctx, session, max_records, max_bytes)
+        got = _fetch(ctx, session, max_records, whole, max_bytes)
         if any(p.acquired or p.error for p in got.values()):
             return got
 
@@ -158,9 +169,11 @@ def _served(ctx: RequestContext, session: ShareSession) -> list[Any]:
     return out
 
 
-def _fetch(ctx: RequestContext, session: ShareSession, max_records: int,
+def _fetch(ctx: RequestContext, session: ShareSession, max_records: int, whole: bool,
            max_bytes: int) -> dict[tuple[uuid.UUID | None, int], _Part]:
-    """Acquire records of the session's partitions for the member, in session order."""
+    """Acquire records of the session's partitions for the member, in session order; with
+    ``whole``, up to the end of the log batch that reaches ``max_records`` (KIP-1206's
+    batch-optimized mode: ``max_records`` is a soft limit)."""
     topics = ctx.broker.topics
     readable = access.checker(ctx, AclOperation.READ, ResourceType.TOPIC)
     out: dict[tuple[uuid.UUID | None, int], _Part] = {}
@@ -186,19 +199,38 @@ def _fetch(ctx: RequestContext, session: ShareSession, max_records: int,
             continue
         if budget_records <= 0 or budget_bytes <= 0:
             continue
-        share = ctx.broker.shares.partition(session.group_id, topic.topic_id, part)
+        shares = ctx.broker.shares
+        share = shares.partition(session.group_id, topic.topic_id, part)
         log = part.log
         if log.log_start_offset > share.start_offset:  # retention deleted records
-            ctx.broker.shares.changed(share, share.skip_to(log.log_start_offset))
-        start = share.next_fetch_offset()
-        if start >= log.log_end_offset:
-            continue
-        # enough whole batches to acquire the budget past SPEO (fewer bytes to copy)
-        data, upto = _batches(log.read(start, min(PARTITION_BYTES, budget_bytes)),
-                              max(start, share.end_offset) + budget_records)
-        if not data:
-            continue
-        acquired = share.acquire(session.member_id, upto, budget_records, now)
+            shares.changed(share, share.skip_to(log.log_start_offset))
+        committed = shares.read_committed(session.group_id)
+        acquired: tuple[Acquired, ...] = ()
+        while not acquired:
+            start = share.next_fetch_offset()
+            end = log.log_end_offset
+            if committed:
+                end = log.producers.last_stable_offset(end)
+            if start >= end:
+                break
+            # enough whole batches to acquire the budget past SPEO (fewer bytes to copy)
+            enough = max(start, share.end_offset) + budget_records
+            data, upto = _batches(log.read(start, min(PARTITION_BYTES, budget_bytes)),
+                                  enough, end)
+            if not data:
+                break
+            archived = None
+            if committed:  # records of aborted transactions are archived, never sent
+                aborted = _aborted(data, log.producers.aborted_between(start, upto))
+                if aborted:
+                    archived = share.archive(aborted)
+                    shares.changed(share, archived)
+                    data = _without(data, {first for first, _ in aborted})
+            acquired = share.acquire(session.member_id, upto,
+                                     budget_records + (max(0, upto - enough) if whole else 0),
+                                     now)
+            if not acquired and archived is None:
+                break  # (after archiving, read on: what follows may be acquired)
         if not acquired:
             continue
         data = _trim(data, acquired[-1].last_offset)
@@ -212,19 +244,50 @@ def _fetch(ctx: RequestContext, session: ShareSession, max_records: int,
     return out
 
 
-def _batches(data: bytes | memoryview, enough: int) -> tuple[bytes, int]:
-    """The whole batches of ``data`` up to the first that reaches offset ``enough``, and
-    the offset after them."""
+def _batches(data: bytes | memoryview, enough: int, end: int) -> tuple[bytes, int]:
+    """The whole batches of ``data`` that start below ``end`` (the log end, or the last
+    stable offset), up to the first that reaches offset ``enough``, and the offset after
+    them."""
     view = memoryview(data)
     pos, nxt = 0, 0
     while pos + 61 <= len(view):
         header = parse_header(view, pos)
-        if header.end > len(view):
+        if header.end > len(view) or header.base_offset >= end:
             break
         nxt, pos = header.next_offset, header.end
         if nxt >= enough:
             break
     return bytes(view[:pos]), nxt
+
+
+def _aborted(data: bytes, aborted: list[AbortedTxn]) -> list[tuple[int, int]]:
+    """The (first, last) offsets of the batches of ``data`` that belong to the
+    ``aborted`` transactions (their producer's records from the transaction's first offset
+    to its abort marker)."""
+    if not aborted:
+        return []
+    out = []
+    pos = 0
+    while pos + 61 <= len(data):
+        header = parse_header(data, pos)
+        pos = header.end
+        if header.is_transactional and not header.is_control and any(
+                a.producer_id == header.producer_id
+                and a.first_offset <= header.base_offset < a.last_offset for a in aborted):
+            out.append((header.base_offset, header.last_offset))
+    return out
+
+
+def _without(data: bytes, firsts: set[int]) -> bytes:
+    """``data`` without the batches starting at ``firsts``."""
+    out = []
+    pos = 0
+    while pos + 61 <= len(data):
+        header = parse_header(data, pos)
+        if header.base_offset not in firsts:
+            out.append(data[pos:header.end])
+        pos = header.end
+    return b"".join(out)
 
 
 def _trim(data: bytes, last_offset: int) -> bytes:
