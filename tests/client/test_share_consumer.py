@@ -86,7 +86,8 @@ def test_more_members_than_partitions_each_record_accepted_once(
     got: dict[str, Counter[bytes]] = {m.member_id: Counter() for m in members}
     try:
         settle(share_broker, group, 3, [functools.partial(m.poll, 50) for m in members])
-        values = produce(share_broker.bootstrap, topic, 2, 60)
+        # batches of 5: whole batches are acquired (KIP-1206's batch-optimized mode)
+        values = produce(share_broker.bootstrap, topic, 2, 60, **{"batch.num.messages": 5})
 
         def take(m: ShareConsumer, r: ConsumerRecord) -> None:
             assert r.value is not None and r.delivery_count == 1
