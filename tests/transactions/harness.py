@@ -34,13 +34,12 @@ class TxnHarness:
                                               self.id_expiration_ms), self.timer)
         self.markers = []
         for p in range(self.partitions):
-            self.coord.begin_load(p)
             records = []
             for k, v in self.log.get(p, []):
                 found = deserialize(k, v)
                 assert found is not None
                 records.append(found)
-            self._take(self.coord.finish_load(p, records))
+            self._take(self.coord.load(p, records, self.timer.now_ms))
 
     def _take(self, result: TxnResult) -> list[TxnAnswer]:
         for r in result.records:
