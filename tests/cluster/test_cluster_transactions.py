@@ -14,21 +14,18 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
 from samsa.broker.topics import TRANSACTION_TOPIC
 from samsa.coordinator.hashing import partition_for
 from tests.cluster.nodes import query, wait_until
 from tests.cluster.test_cluster_clients import Cluster, three_nodes
+from tests.wire import call_once
 
 pytestmark = [pytest.mark.conformance, pytest.mark.slow]
 
 TXN_PARTITIONS = 3
-CONFIG = {
-    "transaction.state.log.num.partitions": str(TXN_PARTITIONS),
-    # KIP-890's implicit adds go to the partition leader's own coordinator: a cluster
-    # serves transactions v1 (docs/transactions-cluster.md)
-    "transaction.version": "1",
-}
+CONFIG = {"transaction.state.log.num.partitions": str(TXN_PARTITIONS)}
 TIMEOUT_S = 30
 
 
@@ -79,6 +76,16 @@ def read_all(bootstrap: str, topic: str, partitions: int, isolation: str,
     finally:
         c.close()
     return got
+
+
+def test_a_cluster_finalizes_transactions_v1(cluster: Cluster) -> None:
+    """KIP-890's implicit adds would reach the partition leader's coordinator, not the id's:
+    a cluster node finalizes transaction.version 1 even when configured with 2, so Kafka's
+    clients add partitions with AddPartitionsToTxn at the id's coordinator."""
+    answer = call_once(cluster.nodes[1].bootstrap, 18, 3, ApiVersionsRequest(
+        client_software_name="t", client_software_version="1"))
+    levels = {f.name: int(f.max_version_level) for f in answer.finalized_features}
+    assert levels["transaction.version"] == 1
 
 
 def test_commit_and_abort_across_nodes_survive_leader_kills(cluster: Cluster) -> None:

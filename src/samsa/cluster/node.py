@@ -13,12 +13,17 @@ What to do about the leases read is decided by the pure step
 :func:`samsa.cluster.reconcile.reconcile`; this module carries its actions out:
 
 * a lost lease: the partition log drops its pending writes, a coordinator shard is
-  unloaded (``on_shard_lost``);
+  unloaded (``on_shard_lost`` / ``on_txn_shard_lost``);
 * a claim: a compare-and-set on the epochs read; the new leader loads the log's offsets and
   producer state, a coordinator shard is loaded by replaying its records
-  (``on_shard_gained``);
+  (``on_shard_gained`` for ``__consumer_offsets``, ``on_txn_shard_gained`` for
+  ``__transaction_state``);
 * a hand-off: the shard is unloaded, appends are refused, pending ones committed, then the
   row names the new owner with a higher epoch.
+
+Each tick also writes the transaction markers other nodes' coordinators forwarded to the
+partitions this node leads (:mod:`samsa.storage.pg.txn_markers`; ``on_marker``), and
+:meth:`ClusterNode.forward_markers` posts this node's.
 
 Clean shutdown hands every lease to its preferred owner among the other live nodes, then
 expires the node's registration. The node is the engine's
