@@ -459,3 +459,29 @@ def test_samsa_consumer_read_committed(txn_broker: BrokerProcess) -> None:
     with samsa.Consumer(bootstrap_servers=bootstrap, enable_auto_commit=False) as c:
         assert c.end_offsets([tp])[tp] > lso_now  # read_uncommitted: the high watermark
     p.abort_transaction(TIMEOUT_S)
+
+
+def _offset_for_time(bootstrap: str, topic: str, ts: int, isolation: str) -> int:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "times",
+                  "isolation.level": isolation})
+    try:
+        return int(c.offsets_for_times([TopicPartition(topic, 0, ts)], TIMEOUT_S)[0].offset)
+    finally:
+        c.close()
+
+
+def test_read_committed_offsets_for_times_stop_at_the_last_stable_offset(
+        txn_broker: BrokerProcess) -> None:
+    """ListOffsets by timestamp, read_committed: an offset of an open transaction is not
+    found (Kafka caps the lookup at the last stable offset); read_uncommitted finds it."""
+    bootstrap = txn_broker.bootstrap
+    topic = make_topic(bootstrap, 1)
+    p = producer(bootstrap, f"lo-{uuid.uuid4().hex[:6]}")
+    ts = int(time.time() * 1000)
+    p.begin_transaction()
+    p.produce(topic, value="open", partition=0, timestamp=ts)
+    p.flush(TIMEOUT_S)
+    assert _offset_for_time(bootstrap, topic, ts, "read_uncommitted") == 0
+    assert _offset_for_time(bootstrap, topic, ts, "read_committed") == -1
+    p.commit_transaction(TIMEOUT_S)
+    assert _offset_for_time(bootstrap, topic, ts, "read_committed") == 0
