@@ -4,8 +4,9 @@ Needs DESCRIBE on each topic (else its partitions are TOPIC_AUTHORIZATION_FAILED
 
 Versions (v1-8 served): v2 isolation_level (read_committed, 1: LATEST is the last stable
 offset, and a timestamp lookup finds only offsets below it, as Kafka's) and throttle_time;
-v4 current_leader_epoch (checked as Fetch does: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH against a cluster node's
-lease) and each answer's leader_epoch (the lease's epoch; 0 on a single node); v6 flexible;
+v4 current_leader_epoch (checked as Fetch does: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH
+against a cluster node's lease) and each answer's leader_epoch (the lease's epoch; 0 on a
+single node); v6 flexible;
 v7 MAX_TIMESTAMP (-3), UNSUPPORTED_VERSION before; v8 EARLIEST_LOCAL (-4, KIP-405) is not
 served: INVALID_REQUEST, as any other negative timestamp. The answer is built as v8, typed.
 """
