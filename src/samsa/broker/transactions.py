@@ -27,6 +27,7 @@ The core's keyed timers run on the loop (the group edge's
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Iterator, Sequence
@@ -62,6 +63,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("samsa.transactions")
 
 MARKER_RETRY_S = 0.2
+CONCURRENT_WAIT_S = 1.0
+"""How long a request refused CONCURRENT_TRANSACTIONS waits for the markers in flight."""
 
 
 class GroupTxnOffsets(Protocol):
@@ -130,6 +133,8 @@ class TxnRuntime:
         self._tasks: set[asyncio.Task[None]] = set()
         #: (transactional id, producer id, epoch) of the markers being written
         self._writing: set[tuple[str, int, int]] = set()
+        #: transactional id -> set once the markers being written for it are
+        self._ending: dict[str, asyncio.Event] = {}
 
     @property
     def clustered(self) -> bool:
@@ -278,7 +283,20 @@ class TxnRuntime:
         return self.coordinator.describe(transactional_id)
 
     async def call(self, event: TxnEvent) -> TxnAnswer:
-        """Handle one request; its answer once its records are durable."""
+        """Handle one request; its answer once its records are durable. A request refused
+        CONCURRENT_TRANSACTIONS while this node writes the markers of the id's previous
+        transaction waits for them (up to :data:`CONCURRENT_WAIT_S`) and is handled again,
+        instead of sending the client into its retry backoff: the answer is the one its
+        retry would get."""
+        answer = await self._call_once(event)
+        ending = self._ending.get(event.transactional_id)
+        if answer.error_code == ErrorCode.concurrent_transactions and ending is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ending.wait(), CONCURRENT_WAIT_S)
+                answer = await self._call_once(event)
+        return answer
+
+    async def _call_once(self, event: TxnEvent) -> TxnAnswer:
         error = self.ensure_started()
         if error or self.coordinator is None:
             return TxnAnswer(error)
@@ -337,6 +355,7 @@ class TxnRuntime:
             key = (markers.transactional_id, markers.producer_id, markers.producer_epoch)
             if key not in self._writing:  # a reload asks again for markers in flight
                 self._writing.add(key)
+                self._ending.setdefault(markers.transactional_id, asyncio.Event())
                 self._spawn(self._write_markers(markers, key))
 
     def _holds(self, markers: Markers) -> bool:
@@ -360,6 +379,9 @@ class TxnRuntime:
                 self._apply(self.coordinator.markers_written(markers, now_ms()))
         finally:
             self._writing.discard(key)
+            ending = self._ending.pop(markers.transactional_id, None)
+            if ending is not None:  # the transaction completed (or this node let it go)
+                ending.set()
 
     async def _try_markers(self, markers: Markers, partitions: list[tuple[str, int]]
                            ) -> list[tuple[str, int]]:
