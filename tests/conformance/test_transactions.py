@@ -485,3 +485,38 @@ def test_read_committed_offsets_for_times_stop_at_the_last_stable_offset(
     assert _offset_for_time(bootstrap, topic, ts, "read_committed") == -1
     p.commit_transaction(TIMEOUT_S)
     assert _offset_for_time(bootstrap, topic, ts, "read_committed") == 0
+
+
+def test_next_transaction_waits_for_the_markers_instead_of_a_retry(
+        txn_broker: BrokerProcess) -> None:
+    """AddPartitionsToTxn sent right after EndTxn was answered (its markers still being
+    written) is answered NONE once they are, not CONCURRENT_TRANSACTIONS (which would send
+    the client into its retry backoff after every small transaction)."""
+    bootstrap = txn_broker.bootstrap
+    topic = make_topic(bootstrap, 2)
+    tid = f"next-{uuid.uuid4().hex[:6]}"
+    client = WireClient(bootstrap)
+    try:
+        init = None
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline:  # the first request creates __transaction_state
+            init = call(client, ApiKey.INIT_PRODUCER_ID, 1, transactional_id=tid,
+                        transaction_timeout=10_000)
+            if init.error_code == ErrorCode.none:
+                break
+            time.sleep(0.1)
+        assert init is not None and init.error_code == ErrorCode.none
+        pid, epoch = int(init.producer_id), int(init.producer_epoch)
+        topics = [{"name": topic, "partitions": [0, 1]}]
+        for _ in range(5):
+            added = call(client, ApiKey.ADD_PARTITIONS_TO_TXN, 1,
+                         v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
+                         v3_and_below_producer_epoch=epoch, v3_and_below_topics=topics)
+            codes = {p.partition_error_code for t in added.results_by_topic_v3_and_below
+                     for p in t.results_by_partition}
+            assert codes == {ErrorCode.none}
+            ended = call(client, ApiKey.END_TXN, 1, transactional_id=tid, producer_id=pid,
+                         producer_epoch=epoch, committed=True)
+            assert ended.error_code == ErrorCode.none
+    finally:
+        client.close()
