@@ -20,6 +20,8 @@ from samsa.broker.topics import TRANSACTION_TOPIC
 from samsa.coordinator.hashing import partition_for
 from tests.cluster.nodes import query, wait_until
 from tests.cluster.test_cluster_clients import Cluster, three_nodes
+from tests.conformance.javakit import JavaKit
+from tests.conformance.test_transactions import committed, read_all
 from tests.wire import call_once
 
 pytestmark = [pytest.mark.conformance, pytest.mark.slow]
@@ -54,28 +56,12 @@ def coordinator_node(cluster: Cluster, tid: str) -> int:
     return cluster.owner(TRANSACTION_TOPIC, partition_for(tid, TXN_PARTITIONS))
 
 
-def read_all(bootstrap: str, topic: str, partitions: int, isolation: str,
-             expect: int, quiet_s: float = 2.0) -> list[bytes]:
-    """Values read from the start with ``isolation``: until ``expect`` arrived and then
-    ``quiet_s`` passed without more (or TIMEOUT_S)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4().hex[:6]}",
-                  "isolation.level": isolation, "enable.auto.commit": False,
-                  "auto.offset.reset": "earliest"})
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    got: list[bytes] = []
-    deadline = time.monotonic() + TIMEOUT_S
-    quiet_until = deadline
-    try:
-        while time.monotonic() < min(deadline, quiet_until):
-            m = c.poll(0.1)
-            if m is None or m.error():
-                continue
-            got.append(m.value())
-            if len(got) >= expect:
-                quiet_until = min(quiet_until, time.monotonic() + quiet_s)
-    finally:
-        c.close()
-    return got
+def committed_values(bootstrap: str, topic: str, partitions: int, expect: int) -> list[str]:
+    """The values a read_committed consumer reads from the start (sorted), once ``expect``
+    arrived and again after a quiet second (nothing more may come)."""
+    first = sorted(read_all(bootstrap, topic, partitions, "read_committed", expect=expect))
+    assert sorted(read_all(bootstrap, topic, partitions, "read_committed", wait_s=1.0)) == first
+    return first
 
 
 def test_a_cluster_finalizes_transactions_v1(cluster: Cluster) -> None:
@@ -106,10 +92,10 @@ def test_commit_and_abort_across_nodes_survive_leader_kills(cluster: Cluster) ->
         else:
             assert p.flush(TIMEOUT_S) == 0  # in the logs, then aborted
             p.abort_transaction(TIMEOUT_S)
-    committed = sorted(f"commit-{part}".encode() for part in range(6))
+    committed = sorted(f"commit-{part}" for part in range(6))
     for node in cluster.nodes.values():
-        assert sorted(read_all(node.bootstrap, topic, 6, "read_committed", 6)) == committed
-    assert len(read_all(bootstrap, topic, 6, "read_uncommitted", 12)) == 12
+        assert committed_values(node.bootstrap, topic, 6, 6) == committed
+    assert len(read_all(bootstrap, topic, 6, "read_uncommitted", expect=12)) == 12
 
     cluster.nodes[coordinator_node(cluster, tid)].kill()
     cluster.settled()
@@ -117,13 +103,13 @@ def test_commit_and_abort_across_nodes_survive_leader_kills(cluster: Cluster) ->
     p.begin_transaction()
     p.produce(topic, value=b"after-0", partition=0)
     p.commit_transaction(TIMEOUT_S)
-    committed = sorted([*committed, b"after-0"])
+    committed = sorted([*committed, "after-0"])
     cluster.restart_killed()
     leader = cluster.owner(topic, 1)
     cluster.nodes[leader].kill()  # its partitions' new leaders rebuild the aborted list
     cluster.settled()
     survivor = next(n for n in cluster.nodes.values() if n.alive())
-    assert sorted(read_all(survivor.bootstrap, topic, 6, "read_committed", 7)) == committed
+    assert committed_values(survivor.bootstrap, topic, 6, 7) == committed
     p.flush(5)
 
 
@@ -209,8 +195,8 @@ def test_coordinator_node_killed_during_a_stream_of_commits(cluster: Cluster) ->
     commits = transform(bootstrap, source, sink, total, tid, after_commit, errors)
     assert killed and commits > 5
     survivor = next(n for n in cluster.nodes.values() if n.alive())
-    want = sorted(b"out-%04d" % i for i in range(total))
-    assert sorted(read_all(survivor.bootstrap, sink, 3, "read_committed", total)) == want
+    want = sorted(f"out-{i:04d}" for i in range(total))
+    assert committed_values(survivor.bootstrap, sink, 3, total) == want
     assert coordinator_node(cluster, tid) != killed[0]
 
 
@@ -242,5 +228,36 @@ def test_coordinator_killed_between_prepare_commit_and_its_markers(cluster: Clus
     wait_until(lambda: not query(cluster.dsn, "SELECT 1 FROM samsa_txn_markers"), 30,
                "the new coordinator's marker written")
     survivor = next(n for n in cluster.nodes.values() if n.alive())
-    assert read_all(survivor.bootstrap, topic, 3, "read_committed", 1) == [b"decided"]
+    assert committed_values(survivor.bootstrap, topic, 3, 1) == ["decided"]
     assert coordinator_node(cluster, tid) != coordinator
+
+
+def test_java_transactions_across_nodes(cluster: Cluster, java: JavaKit) -> None:
+    """Apache Kafka's Java client 4.3 on the cluster (transactions v1, as the cluster
+    finalizes): a commit with offsets sent to the transaction, an abort, then the
+    coordinator's node SIGKILLed and a commit through its successor; the Java consumer
+    (read_committed) sees the committed records only, and the group's offsets moved with
+    the commits."""
+    bootstrap = cluster.bootstrap
+    topic, source = make_topic(bootstrap, 3), make_topic(bootstrap, 1)
+    group, tid = f"jg-{uuid.uuid4().hex[:6]}", f"jt-{uuid.uuid4().hex[:6]}"
+    a = java.start("Txn", bootstrap, tid, name="txn-a")
+    a.wait_for(lambda e: e.get("event") == "ready", TIMEOUT_S)
+    for outcome in ("c1", "ab"):
+        assert a.request("begin")["ok"]
+        for i in range(3):
+            assert a.request(f"send {topic} {i} {outcome}-{i}")["ok"]
+        assert a.request(f"offsets {group} {source} 0 {7 if outcome == 'c1' else 99}")["ok"]
+        assert a.request("commit" if outcome == "c1" else "abort")["ok"]
+    cluster.nodes[coordinator_node(cluster, tid)].kill()
+    cluster.settled()
+    assert a.request("begin")["ok"]
+    assert a.request(f"send {topic} 0 c2")["ok"]
+    assert a.request(f"offsets {group} {source} 0 9")["ok"]
+    reply = a.request("commit")
+    assert reply["ok"], reply
+    survivor = next(n for n in cluster.nodes.values() if n.alive())
+    events = java.run("ReadAll", survivor.bootstrap, topic, "isolation.level=read_committed")
+    kept = sorted(["c1-0", "c1-1", "c1-2", "c2"])
+    assert sorted(e["value"] for e in events if e["event"] == "record") == kept
+    assert committed(survivor.bootstrap, group, source) == 9

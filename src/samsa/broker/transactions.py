@@ -359,10 +359,15 @@ class TxnRuntime:
                 self._spawn(self._write_markers(markers, key))
 
     def _holds(self, markers: Markers) -> bool:
-        """This node still coordinates ``markers``' transaction."""
-        return (self.coordinator is not None
-                and self.coordinator.coordinator_error(markers.transactional_id)
-                == ErrorCode.none)
+        """This node still coordinates ``markers``' transaction, from the load that decided
+        them (a marker of a shard this node lost must not close the producer's next
+        transaction)."""
+        if self.coordinator is None:
+            return False
+        shard = self.coordinator.shards.get(
+            self.coordinator.partition_for(markers.transactional_id))
+        return (shard is not None and shard.loaded
+                and shard.coordinator_epoch == markers.coordinator_epoch)
 
     async def _write_markers(self, markers: Markers, key: tuple[str, int, int]) -> None:
         """Write every marker of a decided transaction (retrying while this node holds
@@ -370,11 +375,11 @@ class TxnRuntime:
         try:
             pending = list(markers.partitions)
             while pending:
+                if not self._holds(markers):
+                    return  # the shard moved: its new coordinator finishes the transaction
                 pending = await self._try_markers(markers, pending)
                 if pending:
                     await asyncio.sleep(MARKER_RETRY_S)
-                    if not self._holds(markers):
-                        return  # the new coordinator finishes the transaction
             if self.coordinator is not None:
                 self._apply(self.coordinator.markers_written(markers, now_ms()))
         finally:
