@@ -197,6 +197,9 @@ def test_coordinator_node_killed_during_a_stream_of_commits(cluster: Cluster) ->
     survivor = next(n for n in cluster.nodes.values() if n.alive())
     want = sorted(f"out-{i:04d}" for i in range(total))
     assert committed_values(survivor.bootstrap, sink, 3, total) == want
+    # the offsets committed in the transactions, as a new read_committed member fetches them
+    assert [committed(survivor.bootstrap, f"g-{tid}", source, p) for p in range(3)] == [
+        total // 3] * 3
     assert coordinator_node(cluster, tid) != killed[0]
 
 
