@@ -3,8 +3,9 @@
 As Kafka's ``CoordinatorRuntime`` reaches storage through a ``PartitionWriter`` and a
 ``CoordinatorLoader`` only, :class:`ShardRuntime` reaches it through a :class:`ShardWriter`
 (append a result's records, the lease epoch it writes under) and the records its driver
-reads for a load. It holds the rules; the driver holds the I/O and the waiting. Two drivers
-run it: the broker's asyncio edge (:mod:`samsa.broker.groups`) and the seeded failover
+reads for a load. It holds the rules; the driver holds the I/O and the waiting. Three drivers
+run it: the broker's asyncio edges of the group coordinator (:mod:`samsa.broker.groups`) and
+of the transaction coordinator (:mod:`samsa.broker.transactions`), and the seeded failover
 simulation (``tests/coordinator/failover_simulation.py``).
 
 * **Ownership.** :meth:`ShardRuntime.gain` begins a load (an older copy of the shard is
