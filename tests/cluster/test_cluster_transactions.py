@@ -14,15 +14,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
 from samsa.broker.topics import TRANSACTION_TOPIC
 from samsa.coordinator.hashing import partition_for
 from tests.cluster.nodes import query, wait_until
 from tests.cluster.test_cluster_clients import Cluster, three_nodes
 from tests.conformance.javakit import JavaKit
-from tests.conformance.test_transactions import committed, read_all
-from tests.wire import call_once
+from tests.conformance.test_transactions import batches, committed, read_all
 
 pytestmark = [pytest.mark.conformance, pytest.mark.slow]
 
@@ -62,16 +60,6 @@ def committed_values(bootstrap: str, topic: str, partitions: int, expect: int) -
     first = sorted(read_all(bootstrap, topic, partitions, "read_committed", expect=expect))
     assert sorted(read_all(bootstrap, topic, partitions, "read_committed", wait_s=1.0)) == first
     return first
-
-
-def test_a_cluster_finalizes_transactions_v1(cluster: Cluster) -> None:
-    """KIP-890's implicit adds would reach the partition leader's coordinator, not the id's:
-    a cluster node finalizes transaction.version 1 even when configured with 2, so Kafka's
-    clients add partitions with AddPartitionsToTxn at the id's coordinator."""
-    answer = call_once(cluster.nodes[1].bootstrap, 18, 3, ApiVersionsRequest(
-        client_software_name="t", client_software_version="1"))
-    levels = {f.name: int(f.max_version_level) for f in answer.finalized_features}
-    assert levels["transaction.version"] == 1
 
 
 def test_commit_and_abort_across_nodes_survive_leader_kills(cluster: Cluster) -> None:
@@ -235,12 +223,22 @@ def test_coordinator_killed_between_prepare_commit_and_its_markers(cluster: Clus
     assert coordinator_node(cluster, tid) != coordinator
 
 
-def test_java_transactions_across_nodes(cluster: Cluster, java: JavaKit) -> None:
-    """Apache Kafka's Java client 4.3 on the cluster (transactions v1, as the cluster
-    finalizes): a commit with offsets sent to the transaction, an abort, then the
-    coordinator's node SIGKILLed and a commit through its successor; the Java consumer
-    (read_committed) sees the committed records only, and the group's offsets moved with
-    the commits."""
+@pytest.fixture(params=[2, 0], ids=["tv2", "tv1"])
+def java_cluster(tmp_path: Path, pg_dsn: str, request: pytest.FixtureRequest
+                 ) -> Iterator[Cluster]:
+    with three_nodes(tmp_path, pg_dsn,
+                     {**CONFIG, "transaction.version": str(request.param)}) as c:
+        yield c
+
+
+def test_java_transactions_across_nodes(java_cluster: Cluster, java: JavaKit) -> None:
+    """Apache Kafka's Java client 4.3 on the cluster, with transactions v2 (KIP-890: the
+    partitions' leaders and the group's coordinator forward the implicit adds to the
+    transaction's coordinator node) and v1: a commit with offsets sent to the transaction,
+    an abort, then the coordinator's node SIGKILLed and a commit through its successor; the
+    Java consumer (read_committed) sees the committed records only, and the group's offsets
+    moved with the commits."""
+    cluster = java_cluster
     bootstrap = cluster.bootstrap
     topic, source = make_topic(bootstrap, 3), make_topic(bootstrap, 1)
     group, tid = f"jg-{uuid.uuid4().hex[:6]}", f"jt-{uuid.uuid4().hex[:6]}"
@@ -264,3 +262,8 @@ def test_java_transactions_across_nodes(cluster: Cluster, java: JavaKit) -> None
     kept = sorted(["c1-0", "c1-1", "c1-2", "c2"])
     assert sorted(e["value"] for e in events if e["event"] == "record") == kept
     assert committed(survivor.bootstrap, group, source) == 9
+    # three transactions wrote to partition 0: v2 bumps the epoch at each end, v1 does not
+    leader = cluster.nodes[cluster.owner(topic, 0)]
+    epochs = {h.producer_epoch for h in batches(leader.bootstrap, topic, 0) if not h.is_control}
+    tv2 = cluster.config["transaction.version"] == "2"
+    assert len(epochs) == (3 if tv2 else 1), epochs

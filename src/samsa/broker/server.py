@@ -138,7 +138,8 @@ class Broker:
         await self.engine.open(Node(
             self.config, lambda: self.endpoints, self.groups.gain, self.groups.drop_shard,
             self.topics.refresh, self._acls_changed, self.transactions.gain,
-            self.transactions.lose, self.transactions.write_forwarded))
+            self.transactions.lose, self.transactions.write_forwarded,
+            self.transactions.add_for_peer))
         if self.authorizer is not None:
             await self.authorizer.load()
         self.topics.load(now_ms())

@@ -43,7 +43,7 @@ from samsa.log.producer_state import ProducerStateManager
 from samsa.protocol.batch import BatchHeader
 from samsa.security.authorizer import AclStore
 from samsa.security.credentials import CredentialStore
-from samsa.transactions.coordinator import Markers
+from samsa.transactions.coordinator import AddPartitions, Markers
 
 __all__ = [
     "ClusterStatus",
@@ -272,6 +272,9 @@ class Node:
     #: ``topic``-``index``, which this node leads: returns once it is durable (raises if it
     #: cannot be written)
     on_marker: Callable[[str, int, Markers], Awaitable[None]] | None = None
+    #: add partitions to a transaction this node coordinates, for another node (KIP-890's
+    #: implicit adds): the answer's error code
+    on_txn_add: Callable[[AddPartitions], Awaitable[int]] | None = None
 
     def self_info(self) -> NodeInfo:
         """This node as the others see it."""

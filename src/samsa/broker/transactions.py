@@ -43,6 +43,7 @@ from samsa.coordinator.runtime import Load, ShardRuntime, partitions_of
 from samsa.coordinator.timers import TimerKey
 from samsa.protocol.records import ProducerRecordData, encode_batch, encode_marker, log_entries
 from samsa.transactions.coordinator import (
+    AddPartitions,
     Markers,
     TxnAnswer,
     TxnConfig,
@@ -86,6 +87,17 @@ class MarkerForwarder(Protocol):
         """Return once the owners of ``partitions`` made ``markers`` durable there (this
         node coordinates them from ``__transaction_state`` partition ``shard``); raises
         when they could not be forwarded."""
+
+
+@runtime_checkable
+class AddForwarder(Protocol):
+    """How a cluster node has the node holding a transactional id's shard answer an
+    implicit add (the engine's :class:`~samsa.broker.storage.Leadership` when it provides
+    it)."""
+
+    def forward_add(self, event: AddPartitions, shard: int) -> Awaitable[int]:
+        """The error code the holder of ``__transaction_state`` partition ``shard``
+        answered ``event``."""
 
 
 class Broker(Protocol):
@@ -295,6 +307,27 @@ class TxnRuntime:
                 await asyncio.wait_for(ending.wait(), CONCURRENT_WAIT_S)
                 answer = await self._call_once(event)
         return answer
+
+    async def add_implicitly(self, event: AddPartitions) -> TxnAnswer:
+        """KIP-890's implicit add (Produce v12, TxnOffsetCommit v5), asked by this node on
+        the producer's behalf: on a cluster node that does not hold the id's shard it is
+        forwarded to the node that does (:class:`AddForwarder`)."""
+        answer = await self.call(event)
+        forwarder = self.broker.leadership
+        if (answer.error_code != ErrorCode.not_coordinator or self.coordinator is None
+                or not isinstance(forwarder, AddForwarder)):
+            return answer
+        shard = self.coordinator.partition_for(event.transactional_id)
+        try:
+            return TxnAnswer(await forwarder.forward_add(event, shard))
+        except Exception:
+            log.warning("forwarding an implicit add for %s failed", event.transactional_id,
+                        exc_info=True)
+            return TxnAnswer(ErrorCode.coordinator_not_available)
+
+    async def add_for_peer(self, event: AddPartitions) -> int:
+        """An implicit add another cluster node forwarded: its error code."""
+        return (await self.call(event)).error_code
 
     async def _call_once(self, event: TxnEvent) -> TxnAnswer:
         error = self.ensure_started()

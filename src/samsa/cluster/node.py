@@ -22,8 +22,10 @@ What to do about the leases read is decided by the pure step
   row names the new owner with a higher epoch.
 
 Each tick also writes the transaction markers other nodes' coordinators forwarded to the
-partitions this node leads (:mod:`samsa.storage.pg.txn_markers`; ``on_marker``), and
-:meth:`ClusterNode.forward_markers` posts this node's.
+partitions this node leads (:mod:`samsa.storage.pg.txn_markers`; ``on_marker``) and
+answers the implicit adds (KIP-890) other nodes asked of the transaction shards it holds
+(``on_txn_add``); :meth:`ClusterNode.forward_markers` and :meth:`ClusterNode.forward_add`
+post this node's.
 
 Clean shutdown hands every lease to its preferred owner among the other live nodes, then
 expires the node's registration. The node is the engine's
@@ -68,13 +70,15 @@ from samsa.storage.pg.engine import PgEngine
 from samsa.storage.pg.leases import Claimed
 from samsa.storage.pg.log import LeaseLost, PgPartitionLog
 from samsa.storage.pg.topics import fetch_topics
-from samsa.storage.pg.txn_markers import MarkerMailbox, MarkerRow
-from samsa.transactions.coordinator import Markers
+from samsa.storage.pg.txn_markers import AddMailbox, AddRow, MarkerMailbox, MarkerRow
+from samsa.transactions.coordinator import AddPartitions, Markers
 
 log = logging.getLogger("samsa.cluster")
 
 MARKER_WAIT_S = 10.0
 """How long a coordinator waits for forwarded markers before it posts them again."""
+ADD_WAIT_S = 5.0
+"""How long a node waits for the answer to an implicit add it forwarded."""
 
 
 class MarkersNotForwarded(Exception):
@@ -121,6 +125,8 @@ class ClusterNode:
         self._stopping = False
         engine.on_lost = self._on_lost
         self.mailbox = MarkerMailbox(engine.db, self.node_id)
+        self.adds = AddMailbox(engine.db, self.node_id)
+        self._adding: set[int] = set()
         self._marking: set[tuple[int, int, int]] = set()
         self._marker_job: asyncio.Task[None] | None = None
         self._markers_read = asyncio.Event()
@@ -217,7 +223,7 @@ class ClusterNode:
                                  act=read.renewed and not self._stopping))
         self._markers_read.set()
         if self.owned and (self._marker_job is None or self._marker_job.done()):
-            self._marker_job = asyncio.create_task(self._write_forwarded())
+            self._marker_job = asyncio.create_task(self._mail())
             self._jobs.add(self._marker_job)
             self._marker_job.add_done_callback(self._jobs.discard)
 
@@ -359,6 +365,10 @@ class ClusterNode:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._markers_read.wait(), self.tick_s)
 
+    async def _mail(self) -> None:
+        """The transaction mailboxes: implicit adds to answer, markers to write."""
+        await asyncio.gather(self._answer_adds(), self._write_forwarded())
+
     async def _write_forwarded(self) -> None:
         """Write the forwarded markers of the partitions this node leads (each once at a
         time), deleting each row once its marker is durable."""
@@ -390,6 +400,48 @@ class ClusterNode:
             return False
         finally:
             self._marking.discard(key)
+
+    async def forward_add(self, event: AddPartitions, shard: int) -> int:
+        """Ask the node holding ``__transaction_state`` partition ``shard`` to add
+        ``event``'s partitions to its transaction (KIP-890's implicit add); its error code,
+        COORDINATOR_NOT_AVAILABLE when no answer came in time."""
+        add_id = await self.adds.ask(shard, event.transactional_id, event.producer_id,
+                                     event.producer_epoch, list(event.partitions))
+        try:
+            await self.store.notify()
+            deadline = time.monotonic() + ADD_WAIT_S
+            while (code := await self.adds.answer_of(add_id)) is None:
+                if time.monotonic() > deadline:
+                    return int(ErrorCode.coordinator_not_available)
+                self._markers_read.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._markers_read.wait(), self.tick_s)
+            return code
+        finally:
+            await self.adds.forget(add_id)
+
+    async def _answer_adds(self) -> None:
+        """Answer the implicit adds other nodes asked of the shards this node holds."""
+        handle = self._node().on_txn_add
+        if handle is None:
+            return
+        rows = [r for r in await self.adds.questions() if r.id not in self._adding]
+        if rows:
+            await asyncio.gather(*(self._answer_add(handle, r) for r in rows))
+            await self.store.notify()
+
+    async def _answer_add(self, handle: Callable[[AddPartitions], Awaitable[int]],
+                          row: AddRow) -> None:
+        self._adding.add(row.id)
+        try:
+            code = await handle(AddPartitions(row.transactional_id, row.producer_id,
+                                              row.producer_epoch, row.partitions))
+            await self.adds.answer(row.id, code)
+        except Exception:
+            log.warning("answering an implicit add for %s failed", row.transactional_id,
+                        exc_info=True)
+        finally:
+            self._adding.discard(row.id)
 
     def _on_lost(self, plog: PgPartitionLog) -> None:
         self._drop(plog.pid)

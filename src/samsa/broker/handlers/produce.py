@@ -104,7 +104,7 @@ async def _add_to_transaction(ctx: RequestContext, transactional_id: str,
         header = parse_header(wanted[0][2])
     except InvalidRecords:
         return {}  # the append refuses it
-    answer = await ctx.broker.transactions.call(AddPartitions(
+    answer = await ctx.broker.transactions.add_implicitly(AddPartitions(
         transactional_id, header.producer_id, header.producer_epoch,
         tuple((name, index) for name, index, _ in wanted)))
     if answer.error_code == ErrorCode.none:

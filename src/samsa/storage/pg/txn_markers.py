@@ -1,4 +1,5 @@
-"""The cluster's transaction marker mailbox: markers forwarded to the partitions' owners.
+"""The cluster's transaction mailboxes: markers forwarded to the partitions' owners, and
+KIP-890's implicit adds forwarded to the transaction's coordinator.
 
 A transaction's coordinator (the node holding its ``__transaction_state`` shard) writes the
 markers of the partitions it leads itself; for a partition another node leads it inserts a
@@ -13,10 +14,18 @@ The rows are as durable as the log: a coordinator killed after inserting them is
 by one that reloads the shard and inserts them again (idempotent); an owner killed before
 deleting a row is replaced by one that writes the marker again (a second marker for a
 closed transaction changes nothing). A row of a deleted topic goes with its partition.
+
+Transactions v2 add a partition to its transaction implicitly: the partition's leader (a
+Produce v12) or the group's coordinator (a TxnOffsetCommit v5) asks the transaction's
+coordinator. Between nodes that question is a row of ``samsa_txn_adds`` (the id's shard,
+transactional id, producer id and epoch, the partitions), announced with ``NOTIFY``; the
+node holding the shard answers it on its next tick (the error code in ``answer``), and the
+asking node reads the answer and deletes the row (:class:`AddMailbox`).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +39,15 @@ CREATE TABLE IF NOT EXISTS samsa_txn_markers (
     commit boolean NOT NULL,
     coordinator_epoch integer NOT NULL,
     PRIMARY KEY (pid, producer_id, producer_epoch)
+);
+CREATE TABLE IF NOT EXISTS samsa_txn_adds (
+    id bigserial PRIMARY KEY,
+    shard integer NOT NULL,
+    transactional_id text NOT NULL,
+    producer_id bigint NOT NULL,
+    producer_epoch integer NOT NULL,
+    partitions jsonb NOT NULL,
+    answer integer
 );
 """
 
@@ -112,3 +130,61 @@ class MarkerMailbox:
             "DELETE FROM samsa_txn_markers WHERE pid = $1 AND producer_id = $2 "
             "AND producer_epoch = $3 AND commit = $4 AND coordinator_epoch = $5",
             row.pid, row.producer_id, row.producer_epoch, row.commit, row.coordinator_epoch))
+
+
+@dataclass(frozen=True, slots=True)
+class AddRow:
+    """One implicit add to answer."""
+
+    id: int
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    partitions: tuple[tuple[str, int], ...]
+
+
+_ADDS = """
+SELECT a.id, a.transactional_id, a.producer_id, a.producer_epoch, a.partitions
+FROM samsa_txn_adds a JOIN samsa_partitions p
+  ON p.topic = '__transaction_state' AND p.idx = a.shard
+WHERE p.owner = $1 AND a.answer IS NULL
+"""
+
+
+class AddMailbox:
+    """The implicit-add SQL of one node (``node_id``)."""
+
+    def __init__(self, db: Database, node_id: int) -> None:
+        self.db = db
+        self.node_id = node_id
+
+    async def ask(self, shard: int, transactional_id: str, producer_id: int,
+                  producer_epoch: int, partitions: list[tuple[str, int]]) -> int:
+        """Post a question for the holder of ``__transaction_state`` partition ``shard``;
+        its id."""
+        return int(await self.db.run(lambda pool: pool.fetchval(
+            "INSERT INTO samsa_txn_adds (shard, transactional_id, producer_id, "
+            "producer_epoch, partitions) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+            shard, transactional_id, producer_id, producer_epoch,
+            json.dumps([[t, i] for t, i in partitions]))))
+
+    async def answer_of(self, add_id: int) -> int | None:
+        """The answer to question ``add_id`` (None while unanswered)."""
+        found = await self.db.run(lambda pool: pool.fetchval(
+            "SELECT answer FROM samsa_txn_adds WHERE id = $1", add_id))
+        return None if found is None else int(found)
+
+    async def forget(self, add_id: int) -> None:
+        await self.db.run(lambda pool: pool.execute(
+            "DELETE FROM samsa_txn_adds WHERE id = $1", add_id))
+
+    async def questions(self) -> list[AddRow]:
+        """The unanswered questions for the shards this node holds."""
+        rows = await self.db.run(lambda pool: pool.fetch(_ADDS, self.node_id))
+        return [AddRow(r["id"], r["transactional_id"], r["producer_id"], r["producer_epoch"],
+                       tuple((t, int(i)) for t, i in json.loads(r["partitions"])))
+                for r in rows]
+
+    async def answer(self, add_id: int, code: int) -> None:
+        await self.db.run(lambda pool: pool.execute(
+            "UPDATE samsa_txn_adds SET answer = $2 WHERE id = $1", add_id, code))
