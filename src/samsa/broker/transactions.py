@@ -22,6 +22,10 @@ The core's keyed timers run on the loop (the group edge's
   transaction. A marker that cannot be written is retried while this node holds the
   shard; a shard loaded later writes the markers of every decided transaction again (a
   second marker for a closed transaction changes nothing).
+
+KIP-890's implicit adds (Produce v12, TxnOffsetCommit v5) come in through
+:meth:`TxnRuntime.add_implicitly`; a cluster node that does not hold the id's shard
+forwards them to the node that does (:class:`AddForwarder`, the same database mailboxes).
 """
 
 from __future__ import annotations
