@@ -13,33 +13,22 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from samsa.broker.topics import TRANSACTION_TOPIC
-from samsa.coordinator.hashing import partition_for
 from tests.cluster.nodes import query, wait_until
-from tests.cluster.test_cluster_clients import Cluster, three_nodes
+from tests.cluster.test_cluster_clients import Cluster
+from tests.cluster.txn_cluster import coordinator_node, txn_cluster
 from tests.conformance.javakit import JavaKit
-from tests.conformance.test_transactions import batches, committed, read_all
+from tests.conformance.test_transactions import batches, committed, make_topic, read_all
 
 pytestmark = [pytest.mark.conformance, pytest.mark.slow]
 
-TXN_PARTITIONS = 3
-CONFIG = {"transaction.state.log.num.partitions": str(TXN_PARTITIONS)}
 TIMEOUT_S = 30
 
 
 @pytest.fixture
 def cluster(tmp_path: Path, pg_dsn: str) -> Iterator[Cluster]:
-    with three_nodes(tmp_path, pg_dsn, CONFIG) as c:
+    with txn_cluster(tmp_path, pg_dsn) as c:
         yield c
-
-
-def make_topic(bootstrap: str, partitions: int) -> str:
-    name = f"tx-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
-    return name
 
 
 def producer(bootstrap: str, tid: str) -> Producer:
@@ -47,11 +36,6 @@ def producer(bootstrap: str, tid: str) -> Producer:
                   "socket.connection.setup.timeout.ms": 3000, "transaction.timeout.ms": 20000})
     p.init_transactions(TIMEOUT_S)
     return p
-
-
-def coordinator_node(cluster: Cluster, tid: str) -> int:
-    """The node holding ``tid``'s ``__transaction_state`` shard, as the database says."""
-    return cluster.owner(TRANSACTION_TOPIC, partition_for(tid, TXN_PARTITIONS))
 
 
 def committed_values(bootstrap: str, topic: str, partitions: int, expect: int) -> list[str]:
@@ -226,8 +210,7 @@ def test_coordinator_killed_between_prepare_commit_and_its_markers(cluster: Clus
 @pytest.fixture(params=[2, 0], ids=["tv2", "tv1"])
 def java_cluster(tmp_path: Path, pg_dsn: str, request: pytest.FixtureRequest
                  ) -> Iterator[Cluster]:
-    with three_nodes(tmp_path, pg_dsn,
-                     {**CONFIG, "transaction.version": str(request.param)}) as c:
+    with txn_cluster(tmp_path, pg_dsn, {"transaction.version": str(request.param)}) as c:
         yield c
 
 
