@@ -47,7 +47,8 @@ CREATE TABLE IF NOT EXISTS samsa_txn_adds (
     producer_id bigint NOT NULL,
     producer_epoch integer NOT NULL,
     partitions jsonb NOT NULL,
-    answer integer
+    answer integer,
+    asked_at timestamptz NOT NULL DEFAULT now()
 );
 """
 
@@ -179,8 +180,15 @@ class AddMailbox:
             "DELETE FROM samsa_txn_adds WHERE id = $1", add_id))
 
     async def questions(self) -> list[AddRow]:
-        """The unanswered questions for the shards this node holds."""
-        rows = await self.db.run(lambda pool: pool.fetch(_ADDS, self.node_id))
+        """The unanswered questions for the shards this node holds (questions older than
+        a minute, whose asker gave up or died, are dropped)."""
+        async def job(pool: Any) -> list[Any]:
+            async with pool.acquire() as conn:
+                await conn.execute("DELETE FROM samsa_txn_adds "
+                                   "WHERE asked_at < now() - interval '1 minute'")
+                return list(await conn.fetch(_ADDS, self.node_id))
+
+        rows = await self.db.run(job)
         return [AddRow(r["id"], r["transactional_id"], r["producer_id"], r["producer_epoch"],
                        tuple((t, int(i)) for t, i in json.loads(r["partitions"])))
                 for r in rows]
