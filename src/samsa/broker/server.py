@@ -138,7 +138,9 @@ class Broker:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         await self.engine.open(Node(
             self.config, lambda: self.endpoints, self.groups.gain, self.groups.drop_shard,
-            self.topics.refresh, self._acls_changed,
+            self.topics.refresh, self._acls_changed, self.transactions.gain,
+            self.transactions.lose, self.transactions.write_forwarded,
+            self.transactions.add_for_peer,
             on_partition_gained=self.shares.lead, on_partition_lost=self.shares.unlead,
             on_share_resets=self.shares.apply_resets))
         if self.authorizer is not None:

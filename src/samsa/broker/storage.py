@@ -20,8 +20,10 @@ against these protocols only:
   cluster); an engine without it leaves them to the broker's ``__share_group_state`` topic;
 * :class:`Engine`: all of the above and a life cycle; the broker hands it the
   :class:`Node` callbacks through which an engine with leases moves coordinator shards
-  (``on_shard_gained`` / ``on_shard_lost``) and partitions (``on_partition_gained`` /
-  ``on_partition_lost``: the share partitions follow them).
+  (``on_shard_gained`` / ``on_shard_lost``, and ``on_txn_shard_*`` for the transaction
+  coordinator's) and partitions (``on_partition_gained`` / ``on_partition_lost``: the share
+  partitions follow them), and hands this node the transaction markers other nodes forward
+  (``on_marker``).
 
 Engines: local segment files (:mod:`samsa.storage.local`, one node), PostgreSQL shared by
 the nodes of a cluster (:mod:`samsa.storage.pg`, run by the control loop of
@@ -44,6 +46,7 @@ from samsa.log.producer_state import ProducerStateManager
 from samsa.protocol.batch import BatchHeader
 from samsa.security.authorizer import AclStore
 from samsa.security.credentials import CredentialStore
+from samsa.transactions.coordinator import AddPartitions, Markers
 
 __all__ = [
     "ClusterStatus",
@@ -295,6 +298,18 @@ class Node:
     on_topics_changed: Callable[[], object] = field(default=lambda: None)
     #: the stored ACLs are at ``version``: the authorizer reloads them if it has another
     on_acls_changed: Callable[[int], Awaitable[None]] | None = None
+    #: this node now holds transaction coordinator shard ``index`` (``__transaction_state``;
+    #: lease ``epoch``, taken from ``previous`` node): load it
+    on_txn_shard_gained: Callable[[int, int | None, int | None], Awaitable[None]] | None = None
+    #: this node no longer holds transaction coordinator shard ``index``: unload it
+    on_txn_shard_lost: Callable[[int], None] = field(default=lambda index: None)
+    #: write a transaction marker another node's coordinator forwarded to partition
+    #: ``topic``-``index``, which this node leads: returns once it is durable (raises if it
+    #: cannot be written)
+    on_marker: Callable[[str, int, Markers], Awaitable[None]] | None = None
+    #: add partitions to a transaction this node coordinates, for another node (KIP-890's
+    #: implicit adds): the answer's error code
+    on_txn_add: Callable[[AddPartitions], Awaitable[int]] | None = None
     #: this node now leads partition ``index`` of ``topic`` (before it serves it): its share
     #: partitions load their states
     on_partition_gained: Callable[[str, int], Awaitable[None]] | None = None

@@ -14,15 +14,22 @@ What to do about the leases read is decided by the pure step
 :func:`samsa.cluster.reconcile.reconcile`; this module carries its actions out:
 
 * a lost lease: the partition log drops its pending writes, a coordinator shard is
-  unloaded (``on_shard_lost``), the share partitions of another partition go
-  (``on_partition_lost``);
+  unloaded (``on_shard_lost`` / ``on_txn_shard_lost``), the share partitions of another
+  partition go (``on_partition_lost``);
 * a claim: a compare-and-set on the epochs read; the new leader loads the log's offsets and
   producer state, a coordinator shard is loaded by replaying its records
-  (``on_shard_gained``), another partition's share partitions load their states
+  (``on_shard_gained`` for ``__consumer_offsets``, ``on_txn_shard_gained`` for
+  ``__transaction_state``), another partition's share partitions load their states
   (``on_partition_gained``) before the node serves it;
 * a hand-off: the shard is unloaded or the share partitions go (their pending state saves
   finish), appends are refused, pending ones committed, then the row names the new owner
   with a higher epoch.
+
+Each tick also writes the transaction markers other nodes' coordinators forwarded to the
+partitions this node leads (:mod:`samsa.storage.pg.txn_markers`; ``on_marker``) and
+answers the implicit adds (KIP-890) other nodes asked of the transaction shards it holds
+(``on_txn_add``); :meth:`ClusterNode.forward_markers` and :meth:`ClusterNode.forward_add`
+post this node's.
 
 Clean shutdown hands every lease to its preferred owner among the other live nodes, then
 expires the node's registration. The node is the engine's
@@ -36,7 +43,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,7 +57,7 @@ from samsa.broker.storage import (
     PartitionStore,
     epoch_error,
 )
-from samsa.broker.topics import OFFSETS_TOPIC
+from samsa.broker.topics import OFFSETS_TOPIC, TRANSACTION_TOPIC
 from samsa.cluster.placement import plan
 from samsa.cluster.reconcile import (
     Action,
@@ -67,8 +74,19 @@ from samsa.storage.pg.engine import PgEngine
 from samsa.storage.pg.leases import Claimed
 from samsa.storage.pg.log import LeaseLost, PgPartitionLog
 from samsa.storage.pg.topics import fetch_topics
+from samsa.storage.pg.txn_markers import AddMailbox, AddRow, MarkerMailbox, MarkerRow
+from samsa.transactions.coordinator import AddPartitions, Markers
 
 log = logging.getLogger("samsa.cluster")
+
+MARKER_WAIT_S = 10.0
+"""How long a coordinator waits for forwarded markers before it posts them again."""
+ADD_WAIT_S = 5.0
+"""How long a node waits for the answer to an implicit add it forwarded."""
+
+
+class MarkersNotForwarded(Exception):
+    """This node no longer coordinates the transaction: its successor writes the markers."""
 
 
 @dataclass(slots=True)
@@ -111,6 +129,13 @@ class ClusterNode:
         self._listener: Any = None
         self._stopping = False
         engine.on_lost = self._on_lost
+        self.mailbox = MarkerMailbox(engine.db, self.node_id)
+        self.adds = AddMailbox(engine.db, self.node_id)
+        self._adding: set[int] = set()
+        self._marking: set[tuple[int, int, int]] = set()
+        self._marker_job: asyncio.Task[None] | None = None
+        self._markers_read = asyncio.Event()
+        """Set after every tick: forwarded markers may have been written meanwhile."""
 
     @property
     def leases(self) -> bool:
@@ -205,6 +230,11 @@ class ClusterNode:
             self._fence_warning()
         self.carry_out(reconcile(holder, self.nodes, read.leases, now, topics=self._topic_of(),
                                  act=read.renewed and not self._stopping))
+        self._markers_read.set()
+        if self.owned and (self._marker_job is None or self._marker_job.done()):
+            self._marker_job = asyncio.create_task(self._mail())
+            self._jobs.add(self._marker_job)
+            self._marker_job.add_done_callback(self._jobs.discard)
 
     def _holder(self) -> Holder:
         return Holder(self.node_id, self.ttl_ms, dict(self.owned), self._renewed_at,
@@ -268,8 +298,7 @@ class ClusterNode:
             self.stats.takeovers += 1
         log.info("leading %s-%d at epoch %d (offsets %d..%d)", plog.topic, plog.index,
                  epoch, claimed.log_start, claimed.log_end)
-        if plog.topic == OFFSETS_TOPIC:
-            await self._node().on_shard_gained(plog.index, previous, epoch)
+        await self._shard_gained(plog, previous, epoch)
 
     async def _hand_off(self, pid: int, target: int | None) -> None:
         plog = self.topics.by_pid.get(pid)
@@ -278,8 +307,7 @@ class ClusterNode:
             return
         self._busy.add(pid)
         try:
-            if plog.topic == OFFSETS_TOPIC:
-                self._node().on_shard_lost(plog.index)
+            self._shard_lost(plog)
             await self._partition_lost(plog)  # share states saved before the hand-off
             try:
                 await plog.drain()
@@ -302,9 +330,8 @@ class ClusterNode:
         if plog is None:
             return
         plog.lose()
-        if plog.topic == OFFSETS_TOPIC:
-            self._node().on_shard_lost(plog.index)
-        else:
+        self._shard_lost(plog)
+        if plog.topic != OFFSETS_TOPIC:
             self._spawn(self._partition_lost(plog))  # its share partitions go at once
         if lost:
             self.stats.lost += 1
@@ -321,6 +348,126 @@ class ClusterNode:
                 await done
 
         return finished()
+    async def _shard_gained(self, plog: PgPartitionLog, previous: int | None,
+                            epoch: int) -> None:
+        """A coordinator shard (group or transaction) came with ``plog``'s lease: load it."""
+        node = self._node()
+        if plog.topic == OFFSETS_TOPIC:
+            await node.on_shard_gained(plog.index, previous, epoch)
+        elif plog.topic == TRANSACTION_TOPIC and node.on_txn_shard_gained is not None:
+            await node.on_txn_shard_gained(plog.index, previous, epoch)
+
+    def _shard_lost(self, plog: PgPartitionLog) -> None:
+        """A coordinator shard (group or transaction) went with ``plog``'s lease."""
+        node = self._node()
+        if plog.topic == OFFSETS_TOPIC:
+            node.on_shard_lost(plog.index)
+        elif plog.topic == TRANSACTION_TOPIC:
+            node.on_txn_shard_lost(plog.index)
+
+    # -- transaction markers forwarded between nodes (samsa.storage.pg.txn_markers) -------
+    async def forward_markers(self, markers: Markers, partitions: Sequence[tuple[str, int]],
+                              shard: int) -> None:
+        """Have the owners of ``partitions`` write ``markers`` (this node coordinates them
+        from ``__transaction_state`` partition ``shard``); returns once every one is
+        durable. Raises :class:`MarkersNotForwarded` when this node no longer holds the
+        shard, TimeoutError when the owners took too long (the caller retries)."""
+        posted = await self.mailbox.forward(
+            shard, markers.coordinator_epoch, markers.producer_id, markers.producer_epoch,
+            markers.commit, list(partitions))
+        if posted is None:
+            raise MarkersNotForwarded(f"node {self.node_id} no longer holds transaction "
+                                      f"shard {shard}")
+        if not posted:
+            return
+        await self.store.notify()
+        deadline = time.monotonic() + MARKER_WAIT_S
+        while await self.mailbox.remaining(posted, markers.producer_id,
+                                           markers.producer_epoch):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"markers of producer {markers.producer_id} not written "
+                                   f"in {MARKER_WAIT_S}s")
+            self._markers_read.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._markers_read.wait(), self.tick_s)
+
+    async def _mail(self) -> None:
+        """The transaction mailboxes: implicit adds to answer, markers to write."""
+        await asyncio.gather(self._answer_adds(), self._write_forwarded())
+
+    async def _write_forwarded(self) -> None:
+        """Write the forwarded markers of the partitions this node leads (each once at a
+        time), deleting each row once its marker is durable."""
+        write = self._node().on_marker
+        if write is None:
+            return
+        rows = [r for r in await self.mailbox.pending() if r.pid in self.owned
+                and r.pid in self.topics.by_pid
+                and (r.pid, r.producer_id, r.producer_epoch) not in self._marking]
+        if rows:
+            done = await asyncio.gather(*(self._write_one(write, r) for r in rows))
+            if any(done):
+                await self.store.notify()
+
+    async def _write_one(self, write: Callable[[str, int, Markers], Awaitable[None]],
+                         row: MarkerRow) -> bool:
+        plog = self.topics.by_pid[row.pid]
+        key = (row.pid, row.producer_id, row.producer_epoch)
+        self._marking.add(key)
+        try:
+            await write(plog.topic, plog.index, Markers(
+                "", row.producer_id, row.producer_epoch, row.commit,
+                ((plog.topic, plog.index),), row.coordinator_epoch))
+            await self.mailbox.done(row)
+            return True
+        except Exception:
+            log.warning("writing a forwarded transaction marker to %s-%d failed",
+                        plog.topic, plog.index, exc_info=True)
+            return False
+        finally:
+            self._marking.discard(key)
+
+    async def forward_add(self, event: AddPartitions, shard: int) -> int:
+        """Ask the node holding ``__transaction_state`` partition ``shard`` to add
+        ``event``'s partitions to its transaction (KIP-890's implicit add); its error code,
+        COORDINATOR_NOT_AVAILABLE when no answer came in time."""
+        add_id = await self.adds.ask(shard, event.transactional_id, event.producer_id,
+                                     event.producer_epoch, list(event.partitions))
+        try:
+            await self.store.notify()
+            deadline = time.monotonic() + ADD_WAIT_S
+            while (code := await self.adds.answer_of(add_id)) is None:
+                if time.monotonic() > deadline:
+                    return int(ErrorCode.coordinator_not_available)
+                self._markers_read.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._markers_read.wait(), self.tick_s)
+            return code
+        finally:
+            await self.adds.forget(add_id)
+
+    async def _answer_adds(self) -> None:
+        """Answer the implicit adds other nodes asked of the shards this node holds."""
+        handle = self._node().on_txn_add
+        if handle is None:
+            return
+        rows = [r for r in await self.adds.questions() if r.id not in self._adding]
+        if rows:
+            await asyncio.gather(*(self._answer_add(handle, r) for r in rows))
+            await self.store.notify()
+
+    async def _answer_add(self, handle: Callable[[AddPartitions], Awaitable[int]],
+                          row: AddRow) -> None:
+        self._adding.add(row.id)
+        try:
+            code = await handle(AddPartitions(row.transactional_id, row.producer_id,
+                                              row.producer_epoch, row.partitions))
+            await self.adds.answer(row.id, code)
+        except Exception:
+            log.warning("answering an implicit add for %s failed", row.transactional_id,
+                        exc_info=True)
+        finally:
+            self._adding.discard(row.id)
 
     def _on_lost(self, plog: PgPartitionLog) -> None:
         self._drop(plog.pid)

@@ -11,9 +11,11 @@ partition; v4 KAFKA_STORAGE_ERROR; v5 log_start_offset in the answer; v7 zstd; v
 record_errors and error_message for batches refused because of some records (KIP-467); v9
 flexible; v10-11 the same here (current_leader and node_endpoints, KIP-951, are never
 filled: a single node leads everything); v12 transactions v2 (KIP-890): a transactional
-producer's partitions are added to its transaction here, before the append (the
-coordinator's CONCURRENT_TRANSACTIONS and coordinator errors become the retriable
-NOT_ENOUGH_REPLICAS, PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH).
+producer's partitions are added to its transaction here, before the append (through the
+coordinator's node on a cluster: :meth:`TxnRuntime.add_implicitly
+<samsa.broker.transactions.TxnRuntime.add_implicitly>`; the coordinator's
+CONCURRENT_TRANSACTIONS and coordinator errors become the retriable NOT_ENOUGH_REPLICAS,
+PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH).
 Untyped on purpose: Produce is the hot path (no typed build plus conversion per request).
 """
 
@@ -104,7 +106,7 @@ async def _add_to_transaction(ctx: RequestContext, transactional_id: str,
         header = parse_header(wanted[0][2])
     except InvalidRecords:
         return {}  # the append refuses it
-    answer = await ctx.broker.transactions.call(AddPartitions(
+    answer = await ctx.broker.transactions.add_implicitly(AddPartitions(
         transactional_id, header.producer_id, header.producer_epoch,
         tuple((name, index) for name, index, _ in wanted)))
     if answer.error_code == ErrorCode.none:

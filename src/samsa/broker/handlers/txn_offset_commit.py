@@ -66,7 +66,7 @@ async def handle(ctx: RequestContext) -> v4.TxnOffsetCommitResponse:
                 known.append(CommitTopic(t.name, tuple(parts)))
         added = ErrorCode.none
         if known and ctx.version >= TV2_VERSION:
-            answer = await ctx.broker.transactions.call(AddPartitions(
+            answer = await ctx.broker.transactions.add_implicitly(AddPartitions(
                 body.transactional_id, body.producer_id, body.producer_epoch,
                 ((OFFSETS_TOPIC, ctx.broker.groups.partition_for(body.group_id)),)))
             added = ErrorCode(answer.error_code)

@@ -22,6 +22,8 @@
   snapshot (NULL: forgotten), saved by the partition's lease owner, and ``reset``, the
   ``share_resets`` count of ``samsa_meta`` at the last admin change of it (any node), which
   fences the owner's older saves (:mod:`samsa.storage.pg.shares`).
+* ``samsa_txn_markers``: transaction markers forwarded to the nodes leading their
+  partitions (:mod:`samsa.storage.pg.txn_markers`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.protocol.batch import BATCH_OVERHEAD
+from samsa.storage.pg import txn_markers
 
 DDL = """
 CREATE TABLE IF NOT EXISTS samsa_meta (
@@ -182,3 +185,4 @@ async def create_schema(pool: Any) -> None:
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(7316001)")
         await conn.execute(DDL)
+        await conn.execute(txn_markers.DDL)
