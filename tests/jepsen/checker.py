@@ -44,6 +44,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from itertools import pairwise
 
 TP = tuple[str, int]
 """A topic partition."""
@@ -251,7 +252,7 @@ def _check_offsets_of_values(reads: list[Read], writer: dict[str, tuple[Txn, Sen
     order = {value: i for i, value in enumerate(writer)}  # sends in history order
     for (producer, tp), values in sent.items():
         located = sorted((order[v], min(offsets_of[v]), v) for v in values if v in offsets_of)
-        for (_, o1, v1), (_, o2, v2) in zip(located, located[1:], strict=False):
+        for (_, o1, v1), (_, o2, v2) in pairwise(located):
             if o2 <= o1:
                 found["order"].append(f"{producer} sent {v1!r} before {v2!r} in {tp}, "
                                       f"at offsets {o1} and {o2}")

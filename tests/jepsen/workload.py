@@ -2,7 +2,7 @@
 real brokers, recording a history for :mod:`tests.jepsen.checker` while a nemesis injects
 faults.
 
-* **writers**: transactional producers that send 1–4 values to random partitions of
+* **writers**: transactional producers that send 1 to 4 values to random partitions of
   ``topic`` and commit or abort at random;
 * **readers**: read_committed consumers assigned every partition from the start;
 * **the app**: consume-transform-produce: a group member (read_committed) reads inputs
@@ -21,14 +21,23 @@ every choice of the clients and the nemesis (the interleaving is the machine's).
 from __future__ import annotations
 
 import random
+import sys
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.brokerproc import BrokerProcess
@@ -89,7 +98,7 @@ class Spec:
     partitions: int = 4
     writers: int = 3
     readers: int = 2
-    inputs: int = 120
+    inputs: int = 400
     run_s: float = 30.0
     faults: int = 3
     abort_p: float = 0.3
@@ -109,6 +118,8 @@ class Run:
     app_stop: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
     errors: list[str] = field(default_factory=list)
+    #: the app's goal: per source partition, the offset after its last input
+    input_ends: dict[TP, int] = field(default_factory=dict)
 
     @property
     def source(self) -> str:
@@ -136,9 +147,12 @@ class Run:
 
 # -- clients -----------------------------------------------------------------------------
 def _conf(run: Run) -> dict[str, str | int]:
-    """What every client is given (librdkafka's logs of refused connections silenced: the
-    nemesis causes them)."""
-    return {"bootstrap.servers": run.nemesis.bootstrap, "log_level": 0}
+    """What every client is given: librdkafka's logs of refused connections silenced (the
+    nemesis causes them), and no re-bootstrap: after a few refused connections librdkafka
+    2.x decommissions its brokers and a pending ``send_offsets_to_transaction`` then hangs
+    past its timeout (librdkafka issues #5456 and #5511)."""
+    return {"bootstrap.servers": run.nemesis.bootstrap, "log_level": 0,
+            "metadata.recovery.strategy": "none"}
 
 
 def _producer(run: Run, tid: str, stop: threading.Event) -> Producer | None:
@@ -156,6 +170,13 @@ def _producer(run: Run, tid: str, stop: threading.Event) -> Producer | None:
             run.note(f"{tid} init_transactions: {e.args[0]}")
             time.sleep(0.2)
     return None
+
+
+def _read(session: str, m: Message, final: bool = False) -> Read:
+    """The checker's record of a consumed message."""
+    topic, partition, offset, value = m.topic(), m.partition(), m.offset(), m.value()
+    assert topic is not None and partition is not None and offset is not None
+    return Read(session, (topic, partition), offset, (value or b"").decode(), final)
 
 
 def _end(run: Run, p: Producer, txn: str, commit: bool) -> Outcome:
@@ -219,8 +240,7 @@ def reader(run: Run, name: str) -> None:
         while not run.stop.is_set():
             m = c.poll(0.2)
             if m is not None and not m.error():
-                run.record(Read(name, (run.topic, m.partition()), m.offset(),
-                                m.value().decode()))
+                run.record(_read(name, m))
     finally:
         c.close()
 
@@ -241,6 +261,9 @@ def seed_inputs(run: Run) -> None:
         p.commit_transaction(CALL_S)
         run.record(End(txn, Outcome.COMMITTED))
     p.flush(0)
+    for i in range(2):  # the last offset of each partition is a commit marker
+        tp = (run.source, i)
+        run.input_ends[tp] = _high_watermark(run, TopicPartition(*tp)) - 1
 
 
 def app(run: Run) -> None:
@@ -258,30 +281,34 @@ def app(run: Run) -> None:
         c = Consumer({**_conf(run), "group.id": run.group,
                       "isolation.level": "read_committed", "enable.auto.commit": False,
                       "auto.offset.reset": "earliest", "session.timeout.ms": 6000})
-        c.subscribe([run.source])
+        assignments = [0]
+
+        def assigned(consumer: Consumer, partitions: list[TopicPartition],
+                     count: list[int] = assignments) -> None:
+            count[0] += 1  # positions restart from the committed offsets: a new session
+
+        c.subscribe([run.source], on_assign=assigned)
         try:
             while not run.app_stop.is_set():
-                batch = []
+                batch: list[Read] = []
                 deadline = time.monotonic() + 1.0
                 while len(batch) < 5 and time.monotonic() < deadline:
                     m = c.poll(0.1)
                     if m is not None and not m.error():
-                        batch.append(m)
-                        run.record(Read(session, (run.source, m.partition()), m.offset(),
-                                        m.value().decode()))
+                        batch.append(_read(f"{session}.{assignments[0]}", m))
                 if not batch:
                     continue
+                run.record(*batch)
                 txn = f"app.{txns}"
                 txns += 1
                 p.begin_transaction()
                 run.record(Begin(txn, "app"))
                 offsets: dict[TP, int] = {}
-                for i, m in enumerate(batch):
+                for i, r in enumerate(batch):
                     value = f"{txn}.{i}"
                     p.produce(run.sink, value=value, partition=0)
-                    run.record(Send(txn, (run.sink, 0), value,
-                                    source=(run.source, m.partition(), m.offset())))
-                    offsets[(run.source, m.partition())] = m.offset() + 1
+                    run.record(Send(txn, (run.sink, 0), value, source=(*r.tp, r.offset)))
+                    offsets[r.tp] = r.offset + 1
                 tps = [TopicPartition(t, p_, o) for (t, p_), o in offsets.items()]
                 p.send_offsets_to_transaction(tps, c.consumer_group_metadata(), CALL_S)
                 run.record(SendOffsets(txn, run.group, tuple(sorted(offsets.items()))))
@@ -290,6 +317,8 @@ def app(run: Run) -> None:
                 run.record(End(txn, outcome))
                 if outcome is not Outcome.COMMITTED:
                     break  # restart: resume from the committed offsets
+                if not run.stop.is_set():  # spread the inputs over the faults
+                    time.sleep(rng.uniform(0.0, 0.2))
         except KafkaException as e:
             run.note(f"{session}: {e.args[0]}")
             # a transaction begun and not ended: its outcome is unknown to the app
@@ -353,8 +382,13 @@ def execute(run: Run) -> list[Op]:
     _wait_for_inputs(run)
     run.app_stop.set()
     app_thread.join(3 * CALL_S)
-    stuck = [t.name for t in [*threads, app_thread, nemesis] if t.is_alive()]
-    assert not stuck, f"threads did not stop: {stuck}"
+    frames = sys._current_frames()
+    for t in [*threads, app_thread, nemesis]:
+        if t.is_alive() and t.ident in frames:
+            stack = "".join(traceback.format_stack(frames[t.ident], limit=4))
+            run.errors.append(f"thread {t.name} did not stop:\n{stack}")
+    if run.errors:
+        return run.history
     final_read(run)
     return run.history
 
@@ -365,13 +399,12 @@ def _wait_for_inputs(run: Run, timeout_s: float = 30.0) -> None:
                   "isolation.level": "read_committed"})
     try:
         deadline = time.monotonic() + timeout_s
-        per_partition = run.spec.inputs // 2
         while time.monotonic() < deadline:
             try:
-                got = c.committed([TopicPartition(run.source, i) for i in range(2)], CALL_S)
+                got = c.committed([TopicPartition(*tp) for tp in run.input_ends], CALL_S)
             except KafkaException:
                 continue
-            if all(tp.offset >= per_partition for tp in got):
+            if all(tp.offset >= run.input_ends[(run.source, tp.partition)] for tp in got):
                 return
             time.sleep(0.3)
     finally:
@@ -406,10 +439,10 @@ def final_read(run: Run, timeout_s: float = 40.0) -> None:
             if m is None or m.error():
                 continue
             quiet_until = time.monotonic() + 5.0
-            tp = (m.topic(), m.partition())
-            run.record(Read("final", tp, m.offset(), m.value().decode(), final=True))
-            if m.offset() + 1 >= ends[tp]:
-                pending.discard(tp)
+            r = _read("final", m, final=True)
+            run.record(r)
+            if r.offset + 1 >= ends[r.tp]:
+                pending.discard(r.tp)
         _observe_offsets(run, c, "final", final=True)
     finally:
         c.close()
