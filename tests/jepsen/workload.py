@@ -179,6 +179,12 @@ def _read(session: str, m: Message, final: bool = False) -> Read:
     return Read(session, (topic, partition), offset, (value or b"").decode(), final)
 
 
+def _delivery(run: Run, txn: str, err: KafkaError | None) -> None:
+    """A failed delivery says why a commit failed (a purged one, by an abort, does not)."""
+    if err is not None and err.code() != KafkaError._PURGE_QUEUE:
+        run.note(f"{txn} delivery: {err}")
+
+
 def _end(run: Run, p: Producer, txn: str, commit: bool) -> Outcome:
     """Commit or abort; the outcome the client learnt (retriable errors are retried)."""
     for _ in range(3):
@@ -219,7 +225,8 @@ def writer(run: Run, name: str) -> None:
             partition = rng.randrange(run.spec.partitions)
             value = f"{txn}.{i}"
             try:
-                p.produce(run.topic, value=value, partition=partition)
+                p.produce(run.topic, value=value, partition=partition,
+                          on_delivery=lambda err, m, txn=txn: _delivery(run, txn, err))
             except (KafkaException, BufferError) as e:
                 run.note(f"{txn} produce: {e}")
                 commit = False
