@@ -4,7 +4,8 @@ Produces the same records (100 B values, acks=all) three ways: idempotent, in tr
 of 10,000 records and in transactions of 100, and prints records/s and each transactional
 rate as a ratio of the idempotent one (the aim: >= 0.7x for large transactions). Then
 fetches the topic written transactionally with read_committed and with read_uncommitted
-and prints both rates and their ratio. Each producer is warmed up (connections, producer id,
+and prints both rates and their ratio, and where a 100-record transaction spends its time
+(:func:`phases`: median and p90 per phase). Each producer is warmed up (connections, producer id,
 one record) before it is timed. Cases alternate over ``--repeat`` rounds (the VM's
 speed drifts); the best round of each is reported.
 
@@ -14,6 +15,7 @@ speed drifts); the best round of each is reported.
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
 import time
@@ -64,6 +66,33 @@ def produce(bootstrap: str, topic: str, records: int, txn_size: int | None) -> f
     return records / (time.perf_counter() - start)
 
 
+def phases(bootstrap: str, topic: str, transactions: int = 300) -> dict[str, list[float]]:
+    """Where a transaction of 100 records spends its time, in seconds per transaction:
+    begin + AddPartitionsToTxn + the first record durable, the other 99 records, and the
+    commit (EndTxn: PrepareCommit durable; the markers follow in the background, and the
+    next transaction's AddPartitionsToTxn waits for them)."""
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                  "transactional.id": f"phases-{uuid.uuid4().hex[:8]}"})
+    p.init_transactions(30)
+    out: dict[str, list[float]] = {"begin, add, 1st record": [], "99 records": [],
+                                   "commit": []}
+    for _ in range(transactions):
+        t0 = time.perf_counter()
+        p.begin_transaction()
+        p.produce(topic, VALUE, partition=0)
+        p.flush(30)
+        t1 = time.perf_counter()
+        for _ in range(99):
+            p.produce(topic, VALUE, partition=0)
+        p.flush(30)
+        t2 = time.perf_counter()
+        p.commit_transaction(30)
+        t3 = time.perf_counter()
+        for name, took in zip(out, (t1 - t0, t2 - t1, t3 - t2), strict=True):
+            out[name].append(took)
+    return out
+
+
 def fetch(bootstrap: str, topic: str, records: int, isolation: str) -> float:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
                   "isolation.level": isolation, "enable.auto.commit": False,
@@ -110,6 +139,9 @@ def main() -> None:
                             reads[isolation] = max(reads[isolation], fetch(
                                 broker.bootstrap, topic, args.records + 1, isolation))
                     admin.delete_topics([topic])[topic].result(30)
+            topic = f"bench-{uuid.uuid4().hex[:8]}"
+            admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+            split = phases(broker.bootstrap, topic)
         finally:
             broker.stop()
     base = best["idempotent"]
@@ -119,6 +151,11 @@ def main() -> None:
     plain = reads["read_uncommitted"]
     for name, rate in reads.items():
         print(f"{'fetch ' + name:<22}{rate:>12,.0f}{rate / plain:>8.2f}")
+    print(f"\n{'100-record txn phase':<24}{'median ms':>10}{'p90 ms':>10}")
+    for name, took in split.items():
+        ordered = sorted(took)
+        print(f"{name:<24}{statistics.median(ordered) * 1000:>10.2f}"
+              f"{ordered[int(len(ordered) * 0.9)] * 1000:>10.2f}")
 
 
 if __name__ == "__main__":

@@ -459,3 +459,64 @@ def test_samsa_consumer_read_committed(txn_broker: BrokerProcess) -> None:
     with samsa.Consumer(bootstrap_servers=bootstrap, enable_auto_commit=False) as c:
         assert c.end_offsets([tp])[tp] > lso_now  # read_uncommitted: the high watermark
     p.abort_transaction(TIMEOUT_S)
+
+
+def _offset_for_time(bootstrap: str, topic: str, ts: int, isolation: str) -> int:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "times",
+                  "isolation.level": isolation})
+    try:
+        return int(c.offsets_for_times([TopicPartition(topic, 0, ts)], TIMEOUT_S)[0].offset)
+    finally:
+        c.close()
+
+
+def test_read_committed_offsets_for_times_stop_at_the_last_stable_offset(
+        txn_broker: BrokerProcess) -> None:
+    """ListOffsets by timestamp, read_committed: an offset of an open transaction is not
+    found (Kafka caps the lookup at the last stable offset); read_uncommitted finds it."""
+    bootstrap = txn_broker.bootstrap
+    topic = make_topic(bootstrap, 1)
+    p = producer(bootstrap, f"lo-{uuid.uuid4().hex[:6]}")
+    ts = int(time.time() * 1000)
+    p.begin_transaction()
+    p.produce(topic, value="open", partition=0, timestamp=ts)
+    p.flush(TIMEOUT_S)
+    assert _offset_for_time(bootstrap, topic, ts, "read_uncommitted") == 0
+    assert _offset_for_time(bootstrap, topic, ts, "read_committed") == -1
+    p.commit_transaction(TIMEOUT_S)
+    assert _offset_for_time(bootstrap, topic, ts, "read_committed") == 0
+
+
+def test_next_transaction_waits_for_the_markers_instead_of_a_retry(
+        txn_broker: BrokerProcess) -> None:
+    """AddPartitionsToTxn sent right after EndTxn was answered (its markers still being
+    written) is answered NONE once they are, not CONCURRENT_TRANSACTIONS (which would send
+    the client into its retry backoff after every small transaction)."""
+    bootstrap = txn_broker.bootstrap
+    topic = make_topic(bootstrap, 2)
+    tid = f"next-{uuid.uuid4().hex[:6]}"
+    client = WireClient(bootstrap)
+    try:
+        init = None
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline:  # the first request creates __transaction_state
+            init = call(client, ApiKey.INIT_PRODUCER_ID, 1, transactional_id=tid,
+                        transaction_timeout=10_000)
+            if init.error_code == ErrorCode.none:
+                break
+            time.sleep(0.1)
+        assert init is not None and init.error_code == ErrorCode.none
+        pid, epoch = int(init.producer_id), int(init.producer_epoch)
+        topics = [{"name": topic, "partitions": [0, 1]}]
+        for _ in range(5):
+            added = call(client, ApiKey.ADD_PARTITIONS_TO_TXN, 1,
+                         v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
+                         v3_and_below_producer_epoch=epoch, v3_and_below_topics=topics)
+            codes = {p.partition_error_code for t in added.results_by_topic_v3_and_below
+                     for p in t.results_by_partition}
+            assert codes == {ErrorCode.none}
+            ended = call(client, ApiKey.END_TXN, 1, transactional_id=tid, producer_id=pid,
+                         producer_epoch=epoch, committed=True)
+            assert ended.error_code == ErrorCode.none
+    finally:
+        client.close()

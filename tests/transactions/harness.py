@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from samsa.coordinator.history.model import LoadInfo
 from samsa.transactions import TxnAnswer, TxnConfig, TxnCoordinator, TxnResult
 from samsa.transactions.coordinator import Markers, TxnEvent
 from samsa.transactions.records import TxnKey, TxnValue, deserialize, serialize
@@ -28,19 +29,20 @@ class TxnHarness:
         self.timer.on_fire = lambda key, now: self._take(self.coord.fire(key, now))
         self.load()
 
-    def load(self) -> None:
-        """(Re)start: a new coordinator replays the log of every partition."""
+    def load(self, lease_epoch: int | None = None) -> None:
+        """(Re)start: a new coordinator replays the log of every partition (its shards
+        taken under ``lease_epoch`` on a cluster)."""
         self.coord = TxnCoordinator(TxnConfig(self.partitions, self.max_timeout_ms,
                                               self.id_expiration_ms), self.timer)
         self.markers = []
         for p in range(self.partitions):
-            self.coord.begin_load(p)
             records = []
             for k, v in self.log.get(p, []):
                 found = deserialize(k, v)
                 assert found is not None
                 records.append(found)
-            self._take(self.coord.finish_load(p, records))
+            info = LoadInfo(self.timer.now_ms, lease_epoch=lease_epoch)
+            self._take(self.coord.load(p, records, self.timer.now_ms, info))
 
     def _take(self, result: TxnResult) -> list[TxnAnswer]:
         for r in result.records:

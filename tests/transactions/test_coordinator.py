@@ -187,3 +187,15 @@ def test_idle_ids_expire_and_open_ones_do_not() -> None:
     assert busy is not None and busy.state is S.ONGOING  # open: not expired
     code, new_pid, new_epoch = init(h)
     assert (code, new_epoch) == (E.none, 0) and new_pid != pid
+
+
+def test_markers_carry_the_lease_epoch_the_shard_was_loaded_under() -> None:
+    h = TxnHarness()
+    _, pid, epoch = init(h)
+    h.call(AddPartitions(T, pid, epoch, (("t", 0),)))
+    h.call(EndTxn(T, pid, epoch, True))
+    (m,) = h.markers
+    assert m.coordinator_epoch == 0  # a single node
+    h.load(lease_epoch=7)  # another cluster node took the shard before the markers
+    (m,) = h.markers
+    assert m.commit and m.coordinator_epoch == 7

@@ -68,7 +68,17 @@ def supported(api_version: int) -> list[tuple[str, int, int]]:
             if api_version >= 4 or f.min_level > 0]
 
 
-def finalized(config: BrokerConfig) -> dict[str, int]:
-    """Name -> level of every feature that is on (level 1+) under ``config``."""
+CLUSTER_TRANSACTION_VERSION = 1
+"""The highest ``transaction.version`` a cluster node finalizes: KIP-890's implicit adds
+(Produce v12, TxnOffsetCommit v5) reach the partition leader's own coordinator, not the
+node holding the transactional id's shard (docs/transactions-cluster.md)."""
+
+
+def finalized(config: BrokerConfig, *, clustered: bool = False) -> dict[str, int]:
+    """Name -> level of every feature that is on (level 1+) under ``config`` (on a node of
+    a cluster when ``clustered``)."""
     levels = {f.name: f.level(config) for f in FEATURES}
+    if clustered:
+        levels["transaction.version"] = min(levels["transaction.version"],
+                                            CLUSTER_TRANSACTION_VERSION)
     return {name: level for name, level in levels.items() if level > 0}

@@ -75,6 +75,7 @@ from samsa.coordinator.records import RecordKey, RecordValue, deserialize, seria
 from samsa.coordinator.responses import Response
 from samsa.coordinator.result import Reply
 from samsa.coordinator.runtime import Load, ShardRuntime, must_confirm, partitions_of
+from samsa.coordinator.shard import CoordinatorShard
 from samsa.coordinator.share.records import ShareGroupMemberMetadataKey
 from samsa.coordinator.txn_offsets import Replayer
 from samsa.protocol.records import (
@@ -189,7 +190,7 @@ class GroupRuntime:
         self.timer: LoopTimer[TimerKey] = LoopTimer(self.fire)
         self.coordinator: Coordinator | None = None
         self.topic: Topic | None = None
-        self.shards: ShardRuntime | None = None
+        self.shards: ShardRuntime[CoordinatorShard, Result] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._loads: set[asyncio.Task[None]] = set()
         self._topics_seen: tuple[tuple[object, int], ...] | None = None
@@ -257,7 +258,7 @@ class GroupRuntime:
         assert self.coordinator is not None, "group runtime not started"
         return self.coordinator
 
-    def _shards(self) -> ShardRuntime:
+    def _shards(self) -> ShardRuntime[CoordinatorShard, Result]:
         assert self.shards is not None, "group runtime not started"
         return self.shards
 
@@ -343,7 +344,7 @@ class GroupRuntime:
         for load in self._shards().failed(partitions_of(result), result, now_ms()):
             self._spawn_load(load)
 
-    def _spawn_load(self, load: Load) -> None:
+    def _spawn_load(self, load: Load[CoordinatorShard]) -> None:
         task = asyncio.create_task(self._load(load))
         self._loads.add(task)
         task.add_done_callback(self._loads.discard)
@@ -372,7 +373,7 @@ class GroupRuntime:
         ``lease_epoch``): load it; its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
         await self._load(self._shards().gain(index, now_ms(), previous_node, lease_epoch))
 
-    async def _load(self, load: Load) -> None:
+    async def _load(self, load: Load[CoordinatorShard]) -> None:
         """The one shard loader: read the partition (once every append made before is
         durable: an earlier result may still be on its way, and its answers promise its
         records) and replay it, unless the load was superseded meanwhile. A failed read is

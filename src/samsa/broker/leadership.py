@@ -12,7 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from samsa.broker.partition import Partition
 from samsa.broker.storage import NodeInfo
-from samsa.broker.topics import OFFSETS_TOPIC
+from samsa.broker.topics import OFFSETS_TOPIC, TRANSACTION_TOPIC
 
 if TYPE_CHECKING:
     from samsa.broker.context import Services
@@ -52,24 +52,35 @@ def coordinator(broker: Services, group_id: str,
     if not broker.leadership.leases:
         code = ErrorCode(broker.groups.coordinator_error(group_id))
         return code, (nodes[broker.config.node_id] if code == ErrorCode.none else None)
-    topic = broker.topics.get(OFFSETS_TOPIC)
-    index = broker.groups.partition_for(group_id)
+    return _lease_holder(broker, OFFSETS_TOPIC, broker.groups.partition_for(group_id), nodes)
+
+
+def txn_coordinator(broker: Services, transactional_id: str,
+                    listener: str | None = None) -> tuple[ErrorCode, NodeInfo | None]:
+    """FindCoordinator for a transactional id: this node once its shard is loaded; a
+    cluster node names the lease holder of the id's ``__transaction_state`` partition
+    (COORDINATOR_NOT_AVAILABLE until the topic exists: the first request creates it)."""
+    nodes = {n.node_id: n for n in brokers(broker, listener)}
+    if broker.leadership.leases:
+        index = broker.transactions.partition_for(transactional_id)
+        if index is None:
+            return ErrorCode.coordinator_not_available, None
+        return _lease_holder(broker, TRANSACTION_TOPIC, index, nodes)
+    code = ErrorCode(broker.transactions.coordinator_error(transactional_id))
+    if code != ErrorCode.none:
+        return code, None
+    node = nodes.get(broker.config.node_id)
+    return (ErrorCode.none, node) if node is not None else (
+        ErrorCode.coordinator_not_available, None)
+
+
+def _lease_holder(broker: Services, topic_name: str, index: int,
+                  nodes: dict[int, NodeInfo]) -> tuple[ErrorCode, NodeInfo | None]:
+    """The live node holding the lease of coordinator partition ``topic_name``-``index``."""
+    topic = broker.topics.get(topic_name)
     if topic is None or index >= len(topic.partitions):
         return ErrorCode.coordinator_not_available, None
     node, _ = leader(broker, topic.partitions[index])
     if node < 0 or node not in nodes:
         return ErrorCode.coordinator_not_available, None
     return ErrorCode.none, nodes[node]
-
-
-def txn_coordinator(broker: Services, transactional_id: str,
-                    listener: str | None = None) -> tuple[ErrorCode, NodeInfo | None]:
-    """FindCoordinator for a transactional id: this node once its shard is loaded (a
-    cluster node serves no transactions yet: COORDINATOR_NOT_AVAILABLE)."""
-    code = ErrorCode(broker.transactions.coordinator_error(transactional_id))
-    if code != ErrorCode.none:
-        return code, None
-    nodes = {n.node_id: n for n in brokers(broker, listener)}
-    node = nodes.get(broker.config.node_id)
-    return (ErrorCode.none, node) if node is not None else (
-        ErrorCode.coordinator_not_available, None)

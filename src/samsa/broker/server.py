@@ -137,7 +137,8 @@ class Broker:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         await self.engine.open(Node(
             self.config, lambda: self.endpoints, self.groups.gain, self.groups.drop_shard,
-            self.topics.refresh, self._acls_changed))
+            self.topics.refresh, self._acls_changed, self.transactions.gain,
+            self.transactions.lose, self.transactions.write_forwarded))
         if self.authorizer is not None:
             await self.authorizer.load()
         self.topics.load(now_ms())

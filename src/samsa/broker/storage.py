@@ -18,7 +18,9 @@ against these protocols only:
   (:class:`~samsa.security.credentials.CredentialStore`);
 * :class:`Engine`: all of the above and a life cycle; the broker hands it the
   :class:`Node` callbacks through which an engine with leases moves coordinator shards
-  (``on_shard_gained`` / ``on_shard_lost``).
+  (``on_shard_gained`` / ``on_shard_lost``, and ``on_txn_shard_*`` for the transaction
+  coordinator's) and hands this node the transaction markers other nodes forward
+  (``on_marker``).
 
 Engines: local segment files (:mod:`samsa.storage.local`, one node), PostgreSQL shared by
 the nodes of a cluster (:mod:`samsa.storage.pg`, run by the control loop of
@@ -41,6 +43,7 @@ from samsa.log.producer_state import ProducerStateManager
 from samsa.protocol.batch import BatchHeader
 from samsa.security.authorizer import AclStore
 from samsa.security.credentials import CredentialStore
+from samsa.transactions.coordinator import Markers
 
 __all__ = [
     "ClusterStatus",
@@ -260,6 +263,15 @@ class Node:
     on_topics_changed: Callable[[], object] = field(default=lambda: None)
     #: the stored ACLs are at ``version``: the authorizer reloads them if it has another
     on_acls_changed: Callable[[int], Awaitable[None]] | None = None
+    #: this node now holds transaction coordinator shard ``index`` (``__transaction_state``;
+    #: lease ``epoch``, taken from ``previous`` node): load it
+    on_txn_shard_gained: Callable[[int, int | None, int | None], Awaitable[None]] | None = None
+    #: this node no longer holds transaction coordinator shard ``index``: unload it
+    on_txn_shard_lost: Callable[[int], None] = field(default=lambda index: None)
+    #: write a transaction marker another node's coordinator forwarded to partition
+    #: ``topic``-``index``, which this node leads: returns once it is durable (raises if it
+    #: cannot be written)
+    on_marker: Callable[[str, int, Markers], Awaitable[None]] | None = None
 
     def self_info(self) -> NodeInfo:
         """This node as the others see it."""

@@ -13,12 +13,17 @@ What to do about the leases read is decided by the pure step
 :func:`samsa.cluster.reconcile.reconcile`; this module carries its actions out:
 
 * a lost lease: the partition log drops its pending writes, a coordinator shard is
-  unloaded (``on_shard_lost``);
+  unloaded (``on_shard_lost`` / ``on_txn_shard_lost``);
 * a claim: a compare-and-set on the epochs read; the new leader loads the log's offsets and
   producer state, a coordinator shard is loaded by replaying its records
-  (``on_shard_gained``);
+  (``on_shard_gained`` for ``__consumer_offsets``, ``on_txn_shard_gained`` for
+  ``__transaction_state``);
 * a hand-off: the shard is unloaded, appends are refused, pending ones committed, then the
   row names the new owner with a higher epoch.
+
+Each tick also writes the transaction markers other nodes' coordinators forwarded to the
+partitions this node leads (:mod:`samsa.storage.pg.txn_markers`; ``on_marker``), and
+:meth:`ClusterNode.forward_markers` posts this node's.
 
 Clean shutdown hands every lease to its preferred owner among the other live nodes, then
 expires the node's registration. The node is the engine's
@@ -32,7 +37,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +51,7 @@ from samsa.broker.storage import (
     PartitionStore,
     epoch_error,
 )
-from samsa.broker.topics import OFFSETS_TOPIC
+from samsa.broker.topics import OFFSETS_TOPIC, TRANSACTION_TOPIC
 from samsa.cluster.placement import plan
 from samsa.cluster.reconcile import (
     Action,
@@ -63,8 +68,17 @@ from samsa.storage.pg.engine import PgEngine
 from samsa.storage.pg.leases import Claimed
 from samsa.storage.pg.log import LeaseLost, PgPartitionLog
 from samsa.storage.pg.topics import fetch_topics
+from samsa.storage.pg.txn_markers import MarkerMailbox, MarkerRow
+from samsa.transactions.coordinator import Markers
 
 log = logging.getLogger("samsa.cluster")
+
+MARKER_WAIT_S = 10.0
+"""How long a coordinator waits for forwarded markers before it posts them again."""
+
+
+class MarkersNotForwarded(Exception):
+    """This node no longer coordinates the transaction: its successor writes the markers."""
 
 
 @dataclass(slots=True)
@@ -106,6 +120,11 @@ class ClusterNode:
         self._listener: Any = None
         self._stopping = False
         engine.on_lost = self._on_lost
+        self.mailbox = MarkerMailbox(engine.db, self.node_id)
+        self._marking: set[tuple[int, int, int]] = set()
+        self._marker_job: asyncio.Task[None] | None = None
+        self._markers_read = asyncio.Event()
+        """Set after every tick: forwarded markers may have been written meanwhile."""
 
     @property
     def leases(self) -> bool:
@@ -196,6 +215,11 @@ class ClusterNode:
             self._fence_warning()
         self.carry_out(reconcile(holder, self.nodes, read.leases, now, topics=self._topic_of(),
                                  act=read.renewed and not self._stopping))
+        self._markers_read.set()
+        if self.owned and (self._marker_job is None or self._marker_job.done()):
+            self._marker_job = asyncio.create_task(self._write_forwarded())
+            self._jobs.add(self._marker_job)
+            self._marker_job.add_done_callback(self._jobs.discard)
 
     def _holder(self) -> Holder:
         return Holder(self.node_id, self.ttl_ms, dict(self.owned), self._renewed_at,
@@ -256,8 +280,7 @@ class ClusterNode:
             self.stats.takeovers += 1
         log.info("leading %s-%d at epoch %d (offsets %d..%d)", plog.topic, plog.index,
                  epoch, claimed.log_start, claimed.log_end)
-        if plog.topic == OFFSETS_TOPIC:
-            await self._node().on_shard_gained(plog.index, previous, epoch)
+        await self._shard_gained(plog, previous, epoch)
 
     async def _hand_off(self, pid: int, target: int | None) -> None:
         plog = self.topics.by_pid.get(pid)
@@ -266,8 +289,7 @@ class ClusterNode:
             return
         self._busy.add(pid)
         try:
-            if plog.topic == OFFSETS_TOPIC:
-                self._node().on_shard_lost(plog.index)
+            self._shard_lost(plog)
             try:
                 await plog.drain()
             except LeaseLost:
@@ -289,11 +311,85 @@ class ClusterNode:
         if plog is None:
             return
         plog.lose()
-        if plog.topic == OFFSETS_TOPIC:
-            self._node().on_shard_lost(plog.index)
+        self._shard_lost(plog)
         if lost:
             self.stats.lost += 1
             log.warning("lost the lease of %s-%d", plog.topic, plog.index)
+
+    async def _shard_gained(self, plog: PgPartitionLog, previous: int | None,
+                            epoch: int) -> None:
+        """A coordinator shard (group or transaction) came with ``plog``'s lease: load it."""
+        node = self._node()
+        if plog.topic == OFFSETS_TOPIC:
+            await node.on_shard_gained(plog.index, previous, epoch)
+        elif plog.topic == TRANSACTION_TOPIC and node.on_txn_shard_gained is not None:
+            await node.on_txn_shard_gained(plog.index, previous, epoch)
+
+    def _shard_lost(self, plog: PgPartitionLog) -> None:
+        """A coordinator shard (group or transaction) went with ``plog``'s lease."""
+        node = self._node()
+        if plog.topic == OFFSETS_TOPIC:
+            node.on_shard_lost(plog.index)
+        elif plog.topic == TRANSACTION_TOPIC:
+            node.on_txn_shard_lost(plog.index)
+
+    # -- transaction markers forwarded between nodes (samsa.storage.pg.txn_markers) -------
+    async def forward_markers(self, markers: Markers, partitions: Sequence[tuple[str, int]],
+                              shard: int) -> None:
+        """Have the owners of ``partitions`` write ``markers`` (this node coordinates them
+        from ``__transaction_state`` partition ``shard``); returns once every one is
+        durable. Raises :class:`MarkersNotForwarded` when this node no longer holds the
+        shard, TimeoutError when the owners took too long (the caller retries)."""
+        posted = await self.mailbox.forward(
+            shard, markers.coordinator_epoch, markers.producer_id, markers.producer_epoch,
+            markers.commit, list(partitions))
+        if posted is None:
+            raise MarkersNotForwarded(f"node {self.node_id} no longer holds transaction "
+                                      f"shard {shard}")
+        if not posted:
+            return
+        await self.store.notify()
+        deadline = time.monotonic() + MARKER_WAIT_S
+        while await self.mailbox.remaining(posted, markers.producer_id,
+                                           markers.producer_epoch):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"markers of producer {markers.producer_id} not written "
+                                   f"in {MARKER_WAIT_S}s")
+            self._markers_read.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._markers_read.wait(), self.tick_s)
+
+    async def _write_forwarded(self) -> None:
+        """Write the forwarded markers of the partitions this node leads (each once at a
+        time), deleting each row once its marker is durable."""
+        write = self._node().on_marker
+        if write is None:
+            return
+        rows = [r for r in await self.mailbox.pending() if r.pid in self.owned
+                and r.pid in self.topics.by_pid
+                and (r.pid, r.producer_id, r.producer_epoch) not in self._marking]
+        if rows:
+            done = await asyncio.gather(*(self._write_one(write, r) for r in rows))
+            if any(done):
+                await self.store.notify()
+
+    async def _write_one(self, write: Callable[[str, int, Markers], Awaitable[None]],
+                         row: MarkerRow) -> bool:
+        plog = self.topics.by_pid[row.pid]
+        key = (row.pid, row.producer_id, row.producer_epoch)
+        self._marking.add(key)
+        try:
+            await write(plog.topic, plog.index, Markers(
+                "", row.producer_id, row.producer_epoch, row.commit,
+                ((plog.topic, plog.index),), row.coordinator_epoch))
+            await self.mailbox.done(row)
+            return True
+        except Exception:
+            log.warning("writing a forwarded transaction marker to %s-%d failed",
+                        plog.topic, plog.index, exc_info=True)
+            return False
+        finally:
+            self._marking.discard(key)
 
     def _on_lost(self, plog: PgPartitionLog) -> None:
         self._drop(plog.pid)

@@ -3,8 +3,9 @@
 As Kafka's ``CoordinatorRuntime`` reaches storage through a ``PartitionWriter`` and a
 ``CoordinatorLoader`` only, :class:`ShardRuntime` reaches it through a :class:`ShardWriter`
 (append a result's records, the lease epoch it writes under) and the records its driver
-reads for a load. It holds the rules; the driver holds the I/O and the waiting. Two drivers
-run it: the broker's asyncio edge (:mod:`samsa.broker.groups`) and the seeded failover
+reads for a load. It holds the rules; the driver holds the I/O and the waiting. Three drivers
+run it: the broker's asyncio edges of the group coordinator (:mod:`samsa.broker.groups`) and
+of the transaction coordinator (:mod:`samsa.broker.transactions`), and the seeded failover
 simulation (``tests/coordinator/failover_simulation.py``).
 
 * **Ownership.** :meth:`ShardRuntime.gain` begins a load (an older copy of the shard is
@@ -22,31 +23,77 @@ simulation (``tests/coordinator/failover_simulation.py``).
 * **Confirming.** Before a KIP-848 member is told its group is gone (:func:`must_confirm`),
   the driver confirms the lease with the source of truth; a node that lost it gives the
   shard up (:meth:`ShardRuntime.lose`) and answers NOT_COORDINATOR.
+
+The runtime is generic over the coordinator it runs (:class:`Shards`): the group coordinator
+(:class:`~samsa.coordinator.manager.Coordinator` on ``__consumer_offsets``) and the
+transaction coordinator (:class:`~samsa.transactions.coordinator.TxnCoordinator` on
+``__transaction_state``, driven by :mod:`samsa.broker.transactions`) share these rules.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
 from samsa.coordinator.events import ConsumerGroupHeartbeat, Event
 from samsa.coordinator.history.model import LoadInfo
-from samsa.coordinator.manager import Coordinator
-from samsa.coordinator.records import RecordKey, RecordValue
 from samsa.coordinator.responses import ConsumerGroupHeartbeatResponse, Response
-from samsa.coordinator.result import Record, Reply, Result
-from samsa.coordinator.shard import CoordinatorShard
 
-__all__ = ["Load", "Replies", "ShardRuntime", "ShardWriter", "must_confirm"]
+__all__ = ["Load", "Replies", "ShardRuntime", "ShardWriter", "Shards", "must_confirm"]
+
+
+class Loadable(Protocol):
+    """A shard being loaded: it replays its partition's records."""
+
+    def replay(self, key: Any, value: Any) -> None: ...
+
+
+class Placed(Protocol):
+    """A record of a result: the shard (partition) it goes to."""
+
+    @property
+    def partition(self) -> int: ...
+
+
+class ShardResult(Protocol):
+    """What a coordinator call returns: records to append, then replies to deliver."""
+
+    @property
+    def records(self) -> Sequence[Placed]: ...
+
+    @property
+    def replies(self) -> Sequence[Any]: ...
+
+
+S = TypeVar("S", bound=Loadable)
+R = TypeVar("R", bound=ShardResult)
+S_co = TypeVar("S_co", bound=Loadable, covariant=True)
+R_co = TypeVar("R_co", bound=ShardResult, covariant=True)
+
+
+class Shards(Protocol[S_co, R_co]):
+    """A coordinator made of shards, one per partition of its topic."""
+
+    @property
+    def shards(self) -> Mapping[int, S_co]: ...
+
+    def begin_load(self, partition: int) -> S_co:
+        """A new shard for ``partition`` (an older one is dropped), loading."""
+
+    def finish_load(self, partition: int, now_ms: int, info: LoadInfo | None = None) -> R_co:
+        """The shard has replayed its records: activate it."""
+
+    def unload(self, partition: int) -> R_co:
+        """Drop the shard; what its parked requests are answered."""
 
 
 class ShardWriter(Protocol):
-    """Where a node's shards are written (its ``__consumer_offsets`` partitions)."""
+    """Where a node's shards are written (the partitions of the coordinator's topic)."""
 
-    def append(self, partition: int, records: Sequence[Record], now_ms: int) -> int:
+    def append(self, partition: int, records: Sequence[Any], now_ms: int) -> int:
         """Append ``records`` to ``partition`` (raises on failure: nothing may be assumed
         written); the offset below which they are, once durable."""
 
@@ -58,30 +105,30 @@ class ShardWriter(Protocol):
 class Replies(Protocol):
     """Where answers go (futures on the broker, the network in the simulation)."""
 
-    def deliver(self, reply: Reply) -> None:
+    def deliver(self, reply: Any) -> None:
         """Answer ``reply.token``'s request with ``reply.response`` (unless answered)."""
 
-    def fail(self, reply: Reply) -> None:
+    def fail(self, reply: Any) -> None:
         """The records behind ``reply`` were lost: its request gets
         COORDINATOR_NOT_AVAILABLE (unless answered)."""
 
 
 @dataclass(eq=False, slots=True)
-class Load:
+class Load(Generic[S]):
     """One load of a shard in progress."""
 
     partition: int
-    shard: CoordinatorShard
+    shard: S
     epoch: int | None
     """The lease epoch when it began (a load under another epoch is stale)."""
     info: LoadInfo
 
 
 @dataclass(eq=False)
-class ShardRuntime:
+class ShardRuntime(Generic[S, R]):
     """Runs ``coordinator``'s shards on ``writer`` for node ``node_id``."""
 
-    coordinator: Coordinator
+    coordinator: Shards[S, R]
     writer: ShardWriter
     replies: Replies
     node_id: int = -1
@@ -91,7 +138,7 @@ class ShardRuntime:
 
     # -- ownership ----------------------------------------------------------------------------
     def gain(self, partition: int, now_ms: int, previous_node: int | None = None,
-             lease_epoch: int | None = None) -> Load:
+             lease_epoch: int | None = None) -> Load[S]:
         """Begin loading ``partition`` (taken from ``previous_node`` under ``lease_epoch``,
         for the history); the driver reads its records and calls :meth:`finish`."""
         self.lose(partition)
@@ -99,14 +146,14 @@ class ShardRuntime:
         info = LoadInfo(now_ms, self.node_id, previous_node, lease_epoch)
         return Load(partition, shard, self.writer.epoch(partition), info)
 
-    def current(self, load: Load) -> bool:
+    def current(self, load: Load[S]) -> bool:
         """Whether ``load`` still matters: its shard is the one loading here, under the
         same lease epoch."""
         return (self.coordinator.shards.get(load.partition) is load.shard
                 and self.writer.epoch(load.partition) == load.epoch)
 
-    def finish(self, load: Load, records: Iterable[tuple[RecordKey, RecordValue | None]],
-               now_ms: int) -> Result | None:
+    def finish(self, load: Load[S], records: Iterable[tuple[Any, Any]],
+               now_ms: int) -> R | None:
         """Replay ``records`` (the partition's, in log order) into ``load``'s shard and
         activate it; the result to write (like a request's). None if the load was
         superseded: nothing happens."""
@@ -125,21 +172,21 @@ class ShardRuntime:
             self.deliver(self.coordinator.unload(partition))
 
     # -- writing ------------------------------------------------------------------------------
-    def write(self, result: Result, now_ms: int) -> list[tuple[int, int]]:
+    def write(self, result: R, now_ms: int) -> list[tuple[int, int]]:
         """Append ``result``'s records, one batch per shard in the order the shards first
         appear; the (partition, offset) pairs to wait durable for. Raises what the writer
         raised: then call :meth:`failed`."""
-        by_partition: dict[int, list[Record]] = {}
+        by_partition: dict[int, list[Placed]] = {}
         for r in result.records:
             by_partition.setdefault(r.partition, []).append(r)
         return [(p, self.writer.append(p, recs, now_ms)) for p, recs in by_partition.items()]
 
-    def deliver(self, result: Result) -> None:
+    def deliver(self, result: R) -> None:
         """Every reply of ``result`` (its records, if any, are durable)."""
         for reply in result.replies:
             self.replies.deliver(reply)
 
-    def failed(self, partitions: Iterable[int], result: Result, now_ms: int) -> list[Load]:
+    def failed(self, partitions: Iterable[int], result: R, now_ms: int) -> list[Load[S]]:
         """``result``'s records could not be written (or made durable): unload ``partitions``,
         fail its replies, and begin loading again each shard this node still holds (the
         loads the driver must run)."""
@@ -157,7 +204,7 @@ class ShardRuntime:
         return loads
 
 
-def partitions_of(result: Result) -> list[int]:
+def partitions_of(result: ShardResult) -> list[int]:
     """The shards ``result`` writes to, in order."""
     return list(dict.fromkeys(r.partition for r in result.records))
 

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field, replace
 from kio.schema.errors import ErrorCode
 
 from samsa.coordinator.hashing import partition_for
+from samsa.coordinator.history.model import LoadInfo
 from samsa.coordinator.timers import Timer, TimerKey, TimerKind
 from samsa.transactions.records import TxnKey, TxnState, TxnValue
 
@@ -162,6 +163,7 @@ class Markers:
     producer_epoch: int
     commit: bool
     partitions: tuple[tuple[str, int], ...]
+    coordinator_epoch: int = 0
 
 
 @dataclass(frozen=True)
@@ -185,6 +187,8 @@ class TxnShard:
     txns: dict[str, TxnValue] = field(default_factory=dict)
     loaded: bool = False
     id_expiration_ms: int = 604_800_000
+    coordinator_epoch: int = 0
+    """The epoch the shard was loaded under (its lease's): the markers carry it."""
 
     def replay(self, key: TxnKey, value: TxnValue | None) -> None:
         """Apply one record (the only way the state changes)."""
@@ -303,7 +307,7 @@ class TxnShard:
         value = replace(txn, producer_epoch=epoch, last_update_ms=now,
                         state=S.PREPARE_COMMIT if commit else S.PREPARE_ABORT)
         record = self._write(tid, value)
-        return TxnResult((record,), (), (_markers(tid, value),))
+        return TxnResult((record,), (), (_markers(tid, value, self.coordinator_epoch),))
 
     def markers_written(self, tid: str, producer_id: int, producer_epoch: int,
                         now: int) -> TxnResult:
@@ -343,7 +347,7 @@ class TxnShard:
         for tid, txn in self.txns.items():
             self._arm(tid, txn)
             if txn.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-                markers.append(_markers(tid, txn))
+                markers.append(_markers(tid, txn, self.coordinator_epoch))
         return TxnResult((), (), tuple(markers))
 
     def unload(self) -> None:
@@ -353,9 +357,9 @@ class TxnShard:
         self.loaded = False
 
 
-def _markers(tid: str, txn: TxnValue) -> Markers:
+def _markers(tid: str, txn: TxnValue, coordinator_epoch: int) -> Markers:
     return Markers(tid, txn.producer_id, txn.producer_epoch,
-                   txn.state is S.PREPARE_COMMIT, txn.partitions)
+                   txn.state is S.PREPARE_COMMIT, txn.partitions, coordinator_epoch)
 
 
 def _bumped(producer_id: int, epoch: int, new_producer_id: int) -> tuple[int, int]:
@@ -406,17 +410,29 @@ class TxnCoordinator:
                                                   id_expiration_ms=self.config.id_expiration_ms)
         return shard
 
-    def finish_load(self, partition: int,
-                    records: Iterable[tuple[TxnKey, TxnValue | None]]) -> TxnResult:
+    def finish_load(self, partition: int, now_ms: int,
+                    info: LoadInfo | None = None) -> TxnResult:
+        """The shard replayed its records (:meth:`TxnShard.replay`): activate it. Its
+        markers carry the lease epoch it was loaded under (``info``) as coordinator epoch."""
         shard = self.shards[partition]
-        for key, value in records:
-            shard.replay(key, value)
+        if info is not None and info.lease_epoch is not None:
+            shard.coordinator_epoch = info.lease_epoch
         return shard.activate()
 
-    def unload(self, partition: int) -> None:
+    def load(self, partition: int, records: Iterable[tuple[TxnKey, TxnValue | None]],
+             now_ms: int, info: LoadInfo | None = None) -> TxnResult:
+        """Begin, replay and finish a load in one call (tests, the simulation)."""
+        shard = self.begin_load(partition)
+        for key, value in records:
+            shard.replay(key, value)
+        return self.finish_load(partition, now_ms, info)
+
+    def unload(self, partition: int) -> TxnResult:
+        """Drop the shard (its timers stop); no request is ever parked in it."""
         shard = self.shards.pop(partition, None)
         if shard is not None:
             shard.unload()
+        return TxnResult()
 
     def handle(self, event: TxnEvent, now: int, reply_to: object = None) -> TxnResult:
         tid = event.transactional_id

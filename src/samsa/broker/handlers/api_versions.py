@@ -54,7 +54,8 @@ def _answer(broker: Services, code: ErrorCode, version: int = 0) -> ApiVersionsR
         finalized_features=tuple(
             FinalizedFeatureKey(name=name, min_version_level=i16(level),
                                 max_version_level=i16(level))
-            for name, level in features.finalized(broker.config).items()))
+            for name, level in features.finalized(
+                broker.config, clustered=broker.leadership.leases).items()))
 
 
 def unsupported_version_response(broker: Services) -> ApiVersionsResponseV0:

@@ -3,9 +3,10 @@
 Needs DESCRIBE on each topic (else its partitions are TOPIC_AUTHORIZATION_FAILED).
 
 Versions (v1-8 served): v2 isolation_level (read_committed, 1: LATEST is the last stable
-offset) and throttle_time; v4 current_leader_epoch
-(checked as Fetch does: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH against a cluster node's
-lease) and each answer's leader_epoch (the lease's epoch; 0 on a single node); v6 flexible;
+offset, and a timestamp lookup finds only offsets below it, as Kafka's) and throttle_time;
+v4 current_leader_epoch (checked as Fetch does: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH
+against a cluster node's lease) and each answer's leader_epoch (the lease's epoch; 0 on a
+single node); v6 flexible;
 v7 MAX_TIMESTAMP (-3), UNSUPPORTED_VERSION before; v8 EARLIEST_LOCAL (-4, KIP-405) is not
 served: INVALID_REQUEST, as any other negative timestamp. The answer is built as v8, typed.
 """
@@ -66,8 +67,9 @@ def _lookup(ctx: RequestContext, topic: str, partition: i32, ts: int,
         return _answer(partition, ErrorCode.invalid_request)
     else:
         found = log.offset_for_timestamp(ts)
-    if found is None:
-        return _answer(partition)
+    if found is None or (committed and found[0] >= log.producers.last_stable_offset(
+            log.log_end_offset)):
+        return _answer(partition)  # read_committed looks below the last stable offset only
     return _answer(partition, offset=i64(found[0]), timestamp=i64(found[1]), epoch=epoch)
 
 

@@ -23,7 +23,7 @@ import logging
 import struct
 from bisect import bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
@@ -39,9 +39,10 @@ from samsa.log.compaction import (
 )
 from samsa.log.producer_state import ProducerStateManager
 from samsa.log.records import record_at_or_after
-from samsa.protocol.batch import BatchHeader, header_from_bytes, parse_header
+from samsa.protocol.batch import BatchHeader, parse_header
 from samsa.storage.pg import schema
 from samsa.storage.pg.db import Database
+from samsa.storage.pg.producer_state import load_producers
 from samsa.storage.waiters import Waiters
 
 log = logging.getLogger("samsa.storage.pg")
@@ -130,15 +131,11 @@ class PgPartitionLog:
         return self.epoch is not None
 
     async def become_leader(self, epoch: int, log_start: int, log_end: int) -> None:
-        """Start leading at ``epoch``: producer state is rebuilt from the stored batches."""
+        """Start leading at ``epoch``: producer state (idempotence, open and aborted
+        transactions) is rebuilt from the stored batches
+        (:func:`~samsa.storage.pg.producer_state.load_producers`)."""
         self.lose()
-        rows = await self.engine.db.run(
-            lambda pool: pool.fetch(schema.PRODUCER_HEADERS, self.pid, log_start))
-        producers = ProducerStateManager()
-        for row in rows:
-            header = replace(header_from_bytes(row["header"], 0), base_offset=row["base_offset"])
-            producers.replay(header)
-        self.producers = producers
+        self.producers = await load_producers(self.engine.db, self.pid, log_start)
         self._start, self._next, self._committed = log_start, log_end, log_end
         self._clean_end = 0
         self.epoch = epoch

@@ -18,6 +18,8 @@
   (base offset patched), with its base and last offsets, max timestamp and producer fields.
 * ``samsa_acls``: the ACLs (Kafka's codes), one row each; ``acls_version`` in
   ``samsa_meta`` is bumped on every change, so nodes know when to reload them.
+* ``samsa_txn_markers``: transaction markers forwarded to the nodes leading their
+  partitions (:mod:`samsa.storage.pg.txn_markers`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.protocol.batch import BATCH_OVERHEAD
+from samsa.storage.pg import txn_markers
 
 DDL = """
 CREATE TABLE IF NOT EXISTS samsa_meta (
@@ -167,3 +170,4 @@ async def create_schema(pool: Any) -> None:
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(7316001)")
         await conn.execute(DDL)
+        await conn.execute(txn_markers.DDL)
