@@ -10,7 +10,7 @@ faults.
   input and sends the group's offsets in the same transaction; it aborts some transactions
   and restarts (a new consumer and producer) after every abort or error, resuming from
   the group's committed offsets;
-* **the nemesis** (:class:`Nemesis`: ``fault`` and ``heal``) runs on its own thread.
+* **the nemesis** (:class:`~tests.jepsen.nemesis.Nemesis`) runs on its own thread.
 
 After the run the nemesis heals, the app finishes the inputs with no faults, every open
 transaction ends (by its timeout), and a final read takes every partition from its start
@@ -28,7 +28,6 @@ import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from confluent_kafka import (
     Consumer,
@@ -40,7 +39,6 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.brokerproc import BrokerProcess
 from tests.jepsen.checker import (
     TP,
     Begin,
@@ -52,44 +50,10 @@ from tests.jepsen.checker import (
     Send,
     SendOffsets,
 )
+from tests.jepsen.nemesis import Nemesis
 
 CALL_S = 10.0
 """The timeout of every blocking client call."""
-
-
-class Nemesis(Protocol):
-    """A fault and its healing (a cluster variant kills the coordinator's node)."""
-
-    bootstrap: str
-
-    def fault(self, rng: random.Random) -> str:
-        """Inject a fault; returns what it did."""
-        ...
-
-    def heal(self) -> str:
-        """Undo every fault (restart what was killed); returns what it did."""
-        ...
-
-
-@dataclass
-class KillBroker:
-    """kill -9 of one broker process, healed by a restart on the same port."""
-
-    broker: BrokerProcess
-
-    @property
-    def bootstrap(self) -> str:
-        return self.broker.bootstrap
-
-    def fault(self, rng: random.Random) -> str:
-        self.broker.kill()
-        return "kill -9 broker"
-
-    def heal(self) -> str:
-        if self.broker.alive():
-            return "broker up"
-        self.broker.start()
-        return "restart broker"
 
 
 @dataclass
