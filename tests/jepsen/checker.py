@@ -28,6 +28,8 @@ analyses):
   its consecutive reads);
 * ``offsets_aborted``: a group's observed committed offset was carried only by aborted
   transactions;
+* ``offsets_regressed``: a group's committed offset of a partition, observed in history
+  order, went back (a committed transaction's offsets lost, e.g. by a reload);
 * ``offsets_torn``: consume-transform-produce: the final output holds the output of an
   input at or past the group's final committed offset (output visible without its
   offsets), or an input below it has no output (offsets visible without their output);
@@ -146,7 +148,7 @@ class Result:
 
 KINDS = ("aborted_read", "phantom_read", "lost_write", "unseen_committed", "torn_txn",
          "duplicate", "inconsistent_offset", "order", "nonmonotonic_read", "read_skip",
-         "offsets_aborted", "offsets_torn", "output_duplicate")
+         "offsets_aborted", "offsets_regressed", "offsets_torn", "output_duplicate")
 
 
 def fold(history: Iterable[Op]) -> tuple[dict[str, Txn], list[Read], list[OffsetsSeen]]:
@@ -290,7 +292,13 @@ def _check_group_offsets(txns: dict[str, Txn], seen: list[OffsetsSeen],
         for so in txn.offsets:
             for tp, offset in so.offsets:
                 carried[(so.group, tp, offset)].add(txn.outcome)
+    last: dict[tuple[str, TP], int] = {}
     for s in seen:
+        was = last.get((s.group, s.tp), -1)
+        last[(s.group, s.tp)] = max(was, s.offset)
+        if s.offset < was:
+            found["offsets_regressed"].append(
+                f"{s.group} committed {s.tp}@{was}, then @{s.offset}")
         outcomes = carried.get((s.group, s.tp, s.offset))
         if outcomes == {Outcome.ABORTED}:
             found["offsets_aborted"].append(

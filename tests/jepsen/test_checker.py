@@ -151,6 +151,13 @@ def test_offsets_of_an_aborted_transaction_observed() -> None:
     assert found([*ctp(), OffsetsSeen("g", SRC, 3)]) == {"offsets_aborted"}
 
 
+def test_offsets_regressed() -> None:
+    # observed at 2, then (a reload lost app.1's commit) back at the start
+    history = ctp()
+    history.insert(history.index(OffsetsSeen("g", SRC, 2)) + 1, OffsetsSeen("g", SRC, 0))
+    assert found(history) == {"offsets_regressed"}
+
+
 def test_offsets_torn_from_their_output() -> None:
     # the output of i2 is committed but the group's offset stayed at 2
     assert found(ctp(C, 2, (0, 1, 2))) == {"offsets_torn"}
