@@ -62,7 +62,7 @@ class DataPartition:
     batches: list[tuple[BatchHeader, int | None, str]] = field(default_factory=list)
     producers: ProducerStateManager = field(default_factory=ProducerStateManager)
 
-    def append(self, pid: int, epoch: int, value: str, control: int | None = None) -> int:
+    def append(self, pid: int, epoch: int, value: str, control: int | None = None) -> None:
         entry = self.producers.get(pid)
         seq = -1 if control is not None else (
             entry.last_seq + 1 if entry is not None and entry.epoch == epoch else 0)
@@ -74,7 +74,6 @@ class DataPartition:
         self.producers.commit(staged)
         self.producers.track(header, control)
         self.batches.append((header, control, value))
-        return offset
 
     def read_committed(self, start: int) -> list[tuple[int, str]]:
         """(offset, value) from ``start`` up to the last stable offset, aborted transactions
@@ -175,7 +174,7 @@ class Sim:
         for m in self.h.markers:
             for tp in m.partitions:
                 self.data[tp].append(m.producer_id, m.producer_epoch, "", int(m.commit))
-        assert self.h.write_markers() is not None
+        self.h.write_markers()
 
     def tail(self, final: bool = False) -> None:
         """The reader reads what became readable (or, ``final``, every partition again)."""
