@@ -110,7 +110,7 @@ class Run:
 
 
 # -- clients -----------------------------------------------------------------------------
-def _conf(run: Run) -> dict[str, str | int]:
+def _conf(run: Run) -> dict[str, str | int | float | bool]:
     """What every client is given: librdkafka's logs of refused connections silenced (the
     nemesis causes them), and no re-bootstrap: after a few refused connections librdkafka
     2.x decommissions its brokers and a pending ``send_offsets_to_transaction`` then hangs
@@ -217,9 +217,18 @@ def reader(run: Run, name: str) -> None:
 
 
 def seed_inputs(run: Run) -> None:
-    """The app's inputs, written by a transactional producer (so the checker knows them)."""
+    """The app's inputs, written by a transactional producer (so the checker knows them);
+    ``run.input_ends`` from their delivery reports."""
     p = _producer(run, "seed", threading.Event())
     assert p is not None
+
+    def delivered(err: KafkaError | None, m: Message) -> None:
+        assert err is None, err
+        partition, offset = m.partition(), m.offset()
+        assert partition is not None and offset is not None
+        tp = (run.source, partition)
+        run.input_ends[tp] = max(run.input_ends.get(tp, 0), offset + 1)
+
     per_txn = 20
     for n in range(run.spec.inputs // per_txn):
         txn = f"seed.{n}"
@@ -227,14 +236,11 @@ def seed_inputs(run: Run) -> None:
         run.record(Begin(txn, "seed"))
         for i in range(per_txn):
             value = f"{txn}.{i}"
-            p.produce(run.source, value=value, partition=i % 2)
+            p.produce(run.source, value=value, partition=i % 2, on_delivery=delivered)
             run.record(Send(txn, (run.source, i % 2), value))
         p.commit_transaction(CALL_S)
         run.record(End(txn, Outcome.COMMITTED))
-    p.flush(0)
-    for i in range(2):  # the last offset of each partition is a commit marker
-        tp = (run.source, i)
-        run.input_ends[tp] = _high_watermark(run, TopicPartition(*tp)) - 1
+    p.flush(CALL_S)
 
 
 def app(run: Run) -> None:
@@ -336,7 +342,7 @@ def execute(run: Run) -> list[Op]:
     """Create the topics, seed the inputs, run every client and the nemesis for
     ``run_s``, heal, drain and read everything back; returns the history."""
     spec = run.spec
-    admin = AdminClient({"bootstrap.servers": run.nemesis.bootstrap})
+    admin = AdminClient(_conf(run))
     for name, n in ((run.topic, spec.partitions), (run.source, 2), (run.sink, 1)):
         admin.create_topics([NewTopic(name, n, 1)])[name].result(CALL_S)
     seed_inputs(run)
