@@ -13,13 +13,16 @@ from samsa.client.errors import (
     KafkaTimeoutError,
     NoOffsetForPartitionError,
     OffsetOutOfRangeError,
+    ProducerFencedError,
     TopicAuthorizationError,
+    TransactionAbortableError,
     TransactionalIdAuthorizationError,
     WakeupError,
 )
 from samsa.client.group.commits import OffsetAndMetadata
 from samsa.client.producer import Producer
 from samsa.client.records import ConsumerRecord, RecordMetadata
+from samsa.client.transactions import ConsumerGroupMetadata
 
 __all__ = [
     "Admin",
@@ -27,6 +30,7 @@ __all__ = [
     "ClusterAuthorizationError",
     "CommitFailedError",
     "Consumer",
+    "ConsumerGroupMetadata",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "FencedInstanceIdError",
@@ -38,8 +42,10 @@ __all__ = [
     "OffsetAndMetadata",
     "OffsetOutOfRangeError",
     "Producer",
+    "ProducerFencedError",
     "RecordMetadata",
     "TopicAuthorizationError",
+    "TransactionAbortableError",
     "TransactionalIdAuthorizationError",
     "WakeupError",
 ]

@@ -77,6 +77,10 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     ApiKey.OFFSET_DELETE: 0,
     ApiKey.LIST_TRANSACTIONS: 1,
     ApiKey.DESCRIBE_TRANSACTIONS: 0,
+    ApiKey.ADD_PARTITIONS_TO_TXN: 3,  # v4+ are the brokers' (KIP-890)
+    ApiKey.ADD_OFFSETS_TO_TXN: 4,
+    ApiKey.END_TXN: 5,
+    ApiKey.TXN_OFFSET_COMMIT: 5,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: 1,
     ApiKey.SASL_HANDSHAKE: 1,
     ApiKey.SASL_AUTHENTICATE: 2,
@@ -121,6 +125,8 @@ class _Connection:
         self.state = "disconnected"  # connecting, handshaking (TLS), negotiating,
         #                              authenticating (SASL), ready
         self.versions: dict[int, tuple[int, int]] = {}
+        #: the cluster's finalized features (name -> max level), from ApiVersions
+        self.features: dict[str, int] = {}
         self.queued: collections.deque[_Pending] = collections.deque()
         self.in_flight: collections.deque[tuple[int, _Pending]] = collections.deque()
         self.out = bytearray()
@@ -218,6 +224,14 @@ class NetworkClient:
         if conn is None or conn.state != "ready":
             return None
         return self._choose(conn, api_key)
+
+    def finalized_feature(self, dest: Hashable, name: str) -> int | None:
+        """The finalized level of feature ``name`` as ``dest`` announced it (0: not
+        finalized), once connected; None before."""
+        conn = self._conns.get(dest)
+        if conn is None or conn.state != "ready":
+            return None
+        return conn.features.get(name, 0)
 
     @property
     def running(self) -> bool:
@@ -402,6 +416,8 @@ class NetworkClient:
                 return
             conn.versions = {int(k.api_key): (int(k.min_version), int(k.max_version))
                              for k in resp.api_keys}
+            conn.features = {f.name: int(f.max_version_level)
+                             for f in getattr(resp, "finalized_features", ())}
             if self.security.sasl is not None:
                 self._authenticate(conn)
                 return
@@ -496,6 +512,10 @@ class NetworkClient:
             version = pending.body.get("__version__") if pending.body else None
             if version is None:
                 version = self._choose(conn, pending.api_key)
+                cap = pending.body.get("__max_version__") if pending.body else None
+                if version is not None and cap is not None:
+                    low = conn.versions[pending.api_key][0]
+                    version = min(version, cap) if low <= cap else None
             if version is None:
                 pending.future.failure(KafkaError(
                     f"broker does not support API {pending.api_key}", 35))
@@ -512,7 +532,8 @@ class NetworkClient:
 
         def entity() -> Any:
             schema = load_request_schema(pending.api_key, pending.version)
-            return build(schema, {k: v for k, v in pending.body.items() if k != "__version__"})
+            return build(schema, {k: v for k, v in pending.body.items()
+                                  if k not in ("__version__", "__max_version__")})
 
         if pending.payloads is not None:  # spliced (see send)
             for chunk in self._templates.encode(pending.api_key, pending.version,
