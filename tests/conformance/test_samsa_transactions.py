@@ -1,0 +1,151 @@
+"""samsa's own transactional producer (``samsa.Producer(transactional_id=...)``) over TCP,
+with transactions v2 (KIP-890, samsa's default) and v1 (the feature at 0): its commits and
+aborts as librdkafka's and the Java client's read_committed consumers see them, offsets sent
+to a transaction visible to the group only once it commits, and consume-transform-produce
+with ``samsa.Consumer`` exactly once across a second instance that fences the first."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import samsa
+from samsa import TopicPartition
+from samsa.client.errors import IllegalStateError, ProducerFencedError
+from tests.brokerproc import BrokerProcess
+from tests.conformance.javakit import JavaKit
+from tests.conformance.test_transactions import (
+    CONFIG,
+    TIMEOUT_S,
+    batches,
+    committed,
+    make_topic,
+    read_all,
+)
+
+pytestmark = [pytest.mark.conformance, pytest.mark.slow]
+
+
+@pytest.fixture(params=[2, 0], ids=["tv2", "tv1"])
+def txn_broker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[BrokerProcess]:
+    proc = BrokerProcess(tmp_path / "data",
+                         {**CONFIG, "transaction.version": str(request.param)}).start()
+    yield proc
+    proc.kill()
+
+
+def transactional(bootstrap: str, tid: str) -> samsa.Producer:
+    p = samsa.Producer(bootstrap_servers=bootstrap, transactional_id=tid, linger_ms=1)
+    p.init_transactions(TIMEOUT_S)
+    return p
+
+
+def test_commit_abort_and_offsets_as_rdkafka_and_java_read_them(
+        txn_broker: BrokerProcess, java: JavaKit) -> None:
+    bootstrap = txn_broker.bootstrap
+    topic, source = make_topic(bootstrap, 2), make_topic(bootstrap, 1)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    p = transactional(bootstrap, f"vis-{uuid.uuid4().hex[:6]}")
+    with pytest.raises(IllegalStateError):
+        p.send(topic, b"outside", partition=0)  # no transaction open
+    p.begin_transaction()
+    for i in range(6):
+        p.send(topic, f"c1-{i}".encode(), partition=i % 2)
+    p.send_offsets_to_transaction({TopicPartition(source, 0): 7}, group, TIMEOUT_S)
+    p.flush(TIMEOUT_S)
+    # sent, not committed: invisible to read_committed, and the offsets are pending
+    assert read_all(bootstrap, topic, 2, "read_committed", wait_s=1.0) == []
+    with samsa.Admin(bootstrap) as admin:  # OffsetFetch without require_stable
+        assert admin.list_consumer_group_offsets(group) == {}
+    p.commit_transaction(TIMEOUT_S)
+    assert committed(bootstrap, group, source) == 7
+    p.begin_transaction()
+    for i in range(4):
+        p.send(topic, f"aborted-{i}".encode(), partition=i % 2)
+    p.send_offsets_to_transaction({TopicPartition(source, 0): 99}, group, TIMEOUT_S)
+    p.flush(TIMEOUT_S)
+    p.abort_transaction(TIMEOUT_S)
+    p.begin_transaction()
+    p.send(topic, b"c2", partition=0)
+    p.commit_transaction(TIMEOUT_S)
+    p.close()
+    kept = sorted([f"c1-{i}" for i in range(6)] + ["c2"])
+    assert sorted(read_all(bootstrap, topic, 2, "read_committed", expect=7)) == kept
+    assert len(read_all(bootstrap, topic, 2, "read_uncommitted", expect=11)) == 11
+    events = java.run("ReadAll", bootstrap, topic, "isolation.level=read_committed")
+    assert sorted(e["value"] for e in events if e["event"] == "record") == kept
+    assert committed(bootstrap, group, source) == 7  # the aborted offsets were dropped
+    data = [h for h in batches(bootstrap, topic, 0) if not h.is_control]
+    assert all(h.is_transactional for h in data)
+    # three transactions wrote to partition 0: v2 bumps the epoch at each end, v1 does not
+    tv2 = txn_broker.config["transaction.version"] == "2"
+    assert len({h.producer_epoch for h in data}) == (3 if tv2 else 1)
+
+
+def _process(p: samsa.Producer, c: samsa.Consumer, sink: str, count: int,
+             commit: bool = True) -> None:
+    """Consume ``count`` inputs, write one output each and the consumer's next offsets in
+    one transaction."""
+    p.begin_transaction()
+    got = 0
+    deadline = time.monotonic() + TIMEOUT_S
+    while got < count:
+        assert time.monotonic() < deadline, f"only {got} of {count} inputs"
+        for r in c.poll(200, max_records=count - got):
+            p.send(sink, b"out-" + r.value, partition=0)
+            got += 1
+    positions = {tp: c.position(tp) for tp in c.assignment()}
+    p.send_offsets_to_transaction(positions, c.group_metadata(), TIMEOUT_S)
+    if commit:
+        p.commit_transaction(TIMEOUT_S)
+    else:
+        p.flush(TIMEOUT_S)
+
+
+def test_consume_transform_produce_exactly_once_across_a_fencing_instance(
+        txn_broker: BrokerProcess) -> None:
+    """samsa.Consumer + samsa.Producer commit 10 of 20 inputs, then stall inside their
+    third transaction; a second instance (same transactional id, same group) fences the
+    first, resumes from the committed offsets and finishes. Committed output: every input
+    exactly once; the zombie is refused."""
+    bootstrap = txn_broker.bootstrap
+    source, sink = make_topic(bootstrap, 1), make_topic(bootstrap, 1)
+    with samsa.Producer(bootstrap_servers=bootstrap) as plain:
+        for i in range(20):
+            plain.send(source, b"%02d" % i, partition=0)
+    group, tid = f"eos-{uuid.uuid4().hex[:6]}", f"eos-{uuid.uuid4().hex[:6]}"
+
+    def app() -> samsa.Consumer:
+        return samsa.Consumer(source, bootstrap_servers=bootstrap, group_id=group,
+                              isolation_level="read_committed", enable_auto_commit=False,
+                              auto_offset_reset="earliest", session_timeout_ms=6000,
+                              heartbeat_interval_ms=500)
+
+    c1, p1 = app(), transactional(bootstrap, tid)
+    _process(p1, c1, sink, 5)
+    meta = c1.group_metadata()
+    assert meta.group_id == group and meta.generation_id > 0 and meta.member_id
+    _process(p1, c1, sink, 5)
+    _process(p1, c1, sink, 5, commit=False)  # stalls here
+    c1.close(autocommit=False)
+    p2 = transactional(bootstrap, tid)  # fences p1, aborting its transaction
+    with pytest.raises(ProducerFencedError):
+        p1.commit_transaction(TIMEOUT_S)
+    with pytest.raises(ProducerFencedError):
+        p1.send(sink, b"zombie", partition=0)
+    p1.close()
+    c2 = app()
+    _process(p2, c2, sink, 5)
+    _process(p2, c2, sink, 5)
+    c2.close(autocommit=False)
+    p2.close()
+    assert committed(bootstrap, group, source) == 20
+    want = [f"out-{i:02d}" for i in range(20)]
+    assert sorted(read_all(bootstrap, sink, 1, "read_committed", expect=20)) == want
+    assert sorted(read_all(bootstrap, sink, 1, "read_committed", wait_s=1.0)) == want
+    # the zombie's outputs are in the log, aborted
+    assert len(read_all(bootstrap, sink, 1, "read_uncommitted", expect=25)) == 25
