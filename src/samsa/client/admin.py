@@ -333,9 +333,11 @@ class Admin:
 
     # ---- offsets --------------------------------------------------------------------------
 
-    def list_offsets(self, partitions: Mapping[TopicPartition, str | int]
-                     ) -> dict[TopicPartition, tuple[int, int]]:
-        """tp -> "earliest" | "latest" | timestamp ms; returns tp -> (offset, timestamp)."""
+    def list_offsets(self, partitions: Mapping[TopicPartition, str | int], *,
+                     read_committed: bool = False) -> dict[TopicPartition, tuple[int, int]]:
+        """tp -> "earliest" | "latest" | timestamp ms; returns tp -> (offset, timestamp).
+        ``read_committed``: "latest" is the last stable offset (Kafka's
+        ``ListOffsetsOptions(IsolationLevel.READ_COMMITTED)``)."""
         specs = {TopicPartition(*tp): EARLIEST if v == "earliest" else
                  LATEST if v == "latest" else int(v) for tp, v in partitions.items()}
         topics = {tp.topic for tp in specs}
@@ -344,7 +346,7 @@ class Admin:
             if name in cluster.topic_errors or name not in cluster.partitions:
                 raise error_for(cluster.topic_errors.get(name, _UNKNOWN_TOPIC), f"topic {name}")
         return list_offsets(self._metadata, specs, self.timeout_ms / 1000,
-                            allow_auto_create=False)
+                            allow_auto_create=False, read_committed=read_committed)
 
     # ---- groups -------------------------------------------------------------------------
 
