@@ -49,6 +49,7 @@ from samsa.transactions.records import TxnKey, TxnValue, deserialize, serialize
 
 if TYPE_CHECKING:
     from samsa.broker.config import BrokerConfig
+    from samsa.broker.partition import Partition
     from samsa.broker.storage import Leadership
     from samsa.broker.topics import TopicManager
 
@@ -236,15 +237,12 @@ class TxnRuntime:
                 if part is None:  # deleted meanwhile: nothing to mark
                     break
                 try:
-                    now = now_ms()
-                    batch = encode_marker(markers.commit, markers.producer_id,
-                                          markers.producer_epoch, 0, now)
-                    info = part.log.append(batch, now)
-                    part.notify()
+                    end = append_marker(part, markers.commit, markers.producer_id,
+                                        markers.producer_epoch, 0)
                     if topic == OFFSETS_TOPIC and self.groups is not None:
                         self.groups.marker_written(index, markers.producer_id,
                                                    markers.producer_epoch, markers.commit)
-                    waits.append(part.log.wait_durable(info.last_offset + 1))
+                    waits.append(part.log.wait_durable(end))
                     break
                 except Exception:
                     log.exception("writing a transaction marker to %s-%d failed; retrying",
@@ -257,6 +255,17 @@ class TxnRuntime:
             return  # the transaction stays decided: a reload writes its markers again
         if self.coordinator is not None:
             self._apply(self.coordinator.markers_written(markers, now_ms()))
+
+
+def append_marker(part: Partition, commit: bool, producer_id: int, epoch: int,
+                  coordinator_epoch: int) -> int:
+    """Append one transaction marker to ``part`` (woken fetches see it); the offset after
+    it, to wait for its durability. Also WriteTxnMarkers' (KIP-664's abort)."""
+    now = now_ms()
+    info = part.log.append(encode_marker(commit, producer_id, epoch, coordinator_epoch, now),
+                           now)
+    part.notify()
+    return info.last_offset + 1
 
 
 def fenced_code(code: int, version: int, fenced_version: int) -> ErrorCode:

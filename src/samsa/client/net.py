@@ -77,6 +77,8 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     ApiKey.OFFSET_DELETE: 0,
     ApiKey.LIST_TRANSACTIONS: 1,
     ApiKey.DESCRIBE_TRANSACTIONS: 0,
+    ApiKey.DESCRIBE_PRODUCERS: 0,
+    ApiKey.WRITE_TXN_MARKERS: 2,
     ApiKey.ADD_PARTITIONS_TO_TXN: 3,  # v4+ are the brokers' (KIP-890)
     ApiKey.ADD_OFFSETS_TO_TXN: 4,
     ApiKey.END_TXN: 5,
