@@ -149,3 +149,29 @@ def test_consume_transform_produce_exactly_once_across_a_fencing_instance(
     assert sorted(read_all(bootstrap, sink, 1, "read_committed", wait_s=1.0)) == want
     # the zombie's outputs are in the log, aborted
     assert len(read_all(bootstrap, sink, 1, "read_uncommitted", expect=25)) == 25
+
+
+def test_a_transaction_past_its_timeout_is_aborted_and_the_producer_fenced(
+        txn_broker: BrokerProcess) -> None:
+    """``transaction_timeout_ms`` reaches the coordinator (InitProducerId): it aborts the
+    transaction left open past it and bumps the epoch, so the late commit is fenced."""
+    bootstrap = txn_broker.bootstrap
+    topic = make_topic(bootstrap, 1)
+    p = samsa.Producer(bootstrap_servers=bootstrap, transactional_id=f"slow-{topic}",
+                       transaction_timeout_ms=1000)
+    p.init_transactions(TIMEOUT_S)
+    p.begin_transaction()
+    p.send(topic, b"late", partition=0)
+    p.flush(TIMEOUT_S)
+    deadline = time.monotonic() + TIMEOUT_S
+    with samsa.Admin(bootstrap) as admin:
+        while admin.describe_transactions([f"slow-{topic}"])[f"slow-{topic}"].state not in (
+                "CompleteAbort", "Empty"):
+            assert time.monotonic() < deadline, "the coordinator did not time it out"
+            time.sleep(0.2)
+    with pytest.raises(ProducerFencedError):
+        p.commit_transaction(TIMEOUT_S)
+    assert p.transaction_state == "FATAL_ERROR"
+    p.close()
+    assert read_all(bootstrap, topic, 1, "read_committed", wait_s=1.0) == []
+    assert read_all(bootstrap, topic, 1, "read_uncommitted", expect=1) == ["late"]
