@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -17,9 +15,9 @@ import samsa
 from samsa import TopicPartition
 from samsa.client.errors import IllegalStateError, ProducerFencedError
 from tests.brokerproc import BrokerProcess
+from tests.conformance import test_java_transactions
 from tests.conformance.javakit import JavaKit
 from tests.conformance.test_transactions import (
-    CONFIG,
     TIMEOUT_S,
     batches,
     committed,
@@ -29,13 +27,8 @@ from tests.conformance.test_transactions import (
 
 pytestmark = [pytest.mark.conformance, pytest.mark.slow]
 
-
-@pytest.fixture(params=[2, 0], ids=["tv2", "tv1"])
-def txn_broker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path / "data",
-                         {**CONFIG, "transaction.version": str(request.param)}).start()
-    yield proc
-    proc.kill()
+txn_broker = test_java_transactions.txn_broker
+"""A broker per test with transactions v2 and one with v1 (the Java tests' fixture)."""
 
 
 def transactional(bootstrap: str, tid: str) -> samsa.Producer:
