@@ -149,14 +149,15 @@ class TxnRequest:
 
 @dataclass
 class _Pending:
+    """A request to send: ``kind`` (find, init, add_partitions, add_offsets, txn_offsets,
+    end), not before ``not_before``, and what it carries; ``op`` finishes with it."""
+
     kind: str
     not_before: float = 0.0
     offsets: dict[TopicPartition, tuple[int, str]] = field(default_factory=dict)
     group: ConsumerGroupMetadata | None = None
     op: Operation | None = None
     commit: bool = False
-    #: the coordinator of this kind must be found first
-    find: str | None = None
 
 
 _PRIORITY = {"find": 0, "init": 1, "add_partitions": 2, "add_offsets": 2, "txn_offsets": 2,
@@ -459,7 +460,7 @@ class TransactionManager:
             self.started = True
         if not failed:
             retry = sent - self.partitions
-            if retry:  # not attempted: another partition failed... none did; ask again
+            if retry:  # answered without them (or only OPERATION_NOT_ATTEMPTED): again
                 self.pending_partitions |= retry
                 self._retry(p, now)
             return
@@ -614,11 +615,8 @@ class TransactionManager:
             self._queue.remove(p)
         return p
 
-    def _enqueue(self, p: _Pending, front: bool = False) -> None:
-        if front:
-            self._queue.insert(0, p)
-        else:
-            self._queue.append(p)
+    def _enqueue(self, p: _Pending) -> None:
+        self._queue.append(p)
 
     def _require(self, state: TxnState, call: str) -> None:
         if self.state is state:
