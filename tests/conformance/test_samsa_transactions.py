@@ -99,12 +99,14 @@ def _process(p: samsa.Producer, c: samsa.Consumer, sink: str, count: int,
         p.flush(TIMEOUT_S)
 
 
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_consume_transform_produce_exactly_once_across_a_fencing_instance(
-        txn_broker: BrokerProcess) -> None:
+        txn_broker: BrokerProcess, protocol: str) -> None:
     """samsa.Consumer + samsa.Producer commit 10 of 20 inputs, then stall inside their
     third transaction; a second instance (same transactional id, same group) fences the
     first, resumes from the committed offsets and finishes. Committed output: every input
-    exactly once; the zombie is refused."""
+    exactly once; the zombie is refused. With either group protocol (the group metadata
+    carries the generation, or the KIP-848 member epoch)."""
     bootstrap = txn_broker.bootstrap
     source, sink = make_topic(bootstrap, 1), make_topic(bootstrap, 1)
     with samsa.Producer(bootstrap_servers=bootstrap) as plain:
@@ -113,10 +115,12 @@ def test_consume_transform_produce_exactly_once_across_a_fencing_instance(
     group, tid = f"eos-{uuid.uuid4().hex[:6]}", f"eos-{uuid.uuid4().hex[:6]}"
 
     def app() -> samsa.Consumer:
+        timeouts = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 500} \
+            if protocol == "classic" else {}
         return samsa.Consumer(source, bootstrap_servers=bootstrap, group_id=group,
                               isolation_level="read_committed", enable_auto_commit=False,
-                              auto_offset_reset="earliest", session_timeout_ms=6000,
-                              heartbeat_interval_ms=500)
+                              auto_offset_reset="earliest", group_protocol=protocol,
+                              **timeouts)
 
     c1, p1 = app(), transactional(bootstrap, tid)
     _process(p1, c1, sink, 5)
