@@ -1,4 +1,5 @@
-"""Transactions against idempotence, with confluent-kafka (librdkafka) on one samsa broker.
+"""Transactions against idempotence, with confluent-kafka (librdkafka) or samsa's own
+producer (``--client samsa``) on one samsa broker.
 
 Produces the same records (100 B values, acks=all) three ways: idempotent, in transactions
 of 10,000 records and in transactions of 100, and prints records/s and each transactional
@@ -8,7 +9,7 @@ and prints both rates and their ratio. Each producer is warmed up (connections, 
 one record) before it is timed. Cases alternate over ``--repeat`` rounds (the VM's
 speed drifts); the best round of each is reported.
 
-    .venv/bin/python benchmarks/transactions.py [--records N] [--repeat N]
+    .venv/bin/python benchmarks/transactions.py [--records N] [--repeat N] [--client samsa]
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+import samsa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.brokerproc import BrokerProcess
@@ -64,6 +67,32 @@ def produce(bootstrap: str, topic: str, records: int, txn_size: int | None) -> f
     return records / (time.perf_counter() - start)
 
 
+def produce_samsa(bootstrap: str, topic: str, records: int, txn_size: int | None) -> float:
+    """As :func:`produce`, with ``samsa.Producer``."""
+    tid = None if txn_size is None else f"bench-{uuid.uuid4().hex[:8]}"
+    with samsa.Producer(bootstrap_servers=bootstrap, linger_ms=5, transactional_id=tid) as p:
+        if txn_size is not None:
+            p.init_transactions(30)
+            p.begin_transaction()
+        p.send(topic, VALUE, partition=0)
+        if txn_size is not None:
+            p.commit_transaction(60)
+        p.flush(60)
+        start = time.perf_counter()
+        sent = 0
+        while sent < records:
+            n = min(txn_size or records, records - sent)
+            if txn_size is not None:
+                p.begin_transaction()
+            for _ in range(n):
+                p.send(topic, VALUE, partition=0)
+            sent += n
+            if txn_size is not None:
+                p.commit_transaction(60)
+        p.flush(60)
+        return records / (time.perf_counter() - start)
+
+
 def fetch(bootstrap: str, topic: str, records: int, isolation: str) -> float:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
                   "isolation.level": isolation, "enable.auto.commit": False,
@@ -89,7 +118,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--client", choices=("confluent", "samsa"), default="confluent",
+                        help="the producer (the reads use confluent-kafka)")
     args = parser.parse_args()
+    run = produce if args.client == "confluent" else produce_samsa
     with tempfile.TemporaryDirectory() as tmp:
         broker = BrokerProcess(Path(tmp) / "data", {
             "transaction.state.log.num.partitions": "1",
@@ -104,7 +136,7 @@ def main() -> None:
                     topic = f"bench-{uuid.uuid4().hex[:8]}"
                     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
                     best[name] = max(best[name],
-                                     produce(broker.bootstrap, topic, args.records, size))
+                                     run(broker.bootstrap, topic, args.records, size))
                     if name == "txn 100":  # read back the many-transactions topic
                         for isolation in reads:
                             reads[isolation] = max(reads[isolation], fetch(

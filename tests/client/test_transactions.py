@@ -19,6 +19,7 @@ from samsa.client.errors import (
     error_for,
 )
 from samsa.client.transactions import (
+    CONCURRENT_BACKOFF_S,
     ConsumerGroupMetadata,
     TransactionManager,
     TxnRequest,
@@ -107,8 +108,10 @@ def test_tv1_adds_partitions_and_offsets_before_ending() -> None:
     assert add.body["v3_and_below_topics"] == [{"name": "t", "partitions": [0, 1]}]
     m.on_response(partitions((TP0, ErrorCode.concurrent_transactions),
                              (TP1, ErrorCode.operation_not_attempted)), 1.0)
-    assert m.wait_time(1.0) == pytest.approx(0.02)  # the previous one is completing
-    take(m, 1.02)
+    # the previous transaction is completing: asked again soon
+    assert m.wait_time(1.0) == pytest.approx(CONCURRENT_BACKOFF_S)
+    assert m.retry_backoff > CONCURRENT_BACKOFF_S
+    take(m, 1.0 + CONCURRENT_BACKOFF_S)
     m.on_response(partitions((TP0, ErrorCode.none), (TP1, ErrorCode.none)), 1.03)
     assert m.partition_ready(TP0) and m.partition_ready(TP1)
     op = m.send_offsets({TP0: 10, TP1: (20, "meta")}, GROUP)

@@ -53,6 +53,7 @@ from samsa.client.errors import (
 from samsa.protocol.api_keys import ApiKey
 
 __all__ = [
+    "CONCURRENT_BACKOFF_S",
     "COORDINATOR_KEY_TRANSACTION",
     "ConsumerGroupMetadata",
     "Operation",
@@ -69,8 +70,10 @@ TV2_VERSIONS: dict[int, int] = {ApiKey.PRODUCE: 12, ApiKey.END_TXN: 5, ApiKey.TX
 #: the last version of each API a TV1 producer sends (AddPartitionsToTxn v4+ is the brokers')
 TV1_MAX_VERSIONS: dict[int, int] = {ApiKey.END_TXN: 4, ApiKey.TXN_OFFSET_COMMIT: 4,
                     ApiKey.ADD_PARTITIONS_TO_TXN: 3}
-#: a CONCURRENT_TRANSACTIONS answer is retried soon: the previous transaction is completing
-CONCURRENT_BACKOFF_S = 0.02
+CONCURRENT_BACKOFF_S = 0.005
+"""A CONCURRENT_TRANSACTIONS answer is retried this soon (Java waits 20 ms): the previous
+transaction's markers are being written, which takes a few ms; the first AddPartitionsToTxn
+of each TV1 transaction meets it."""
 
 _FATAL = frozenset({
     ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch,
