@@ -5,11 +5,14 @@ read_committed consumers with it. ``samsa transactions find-hanging`` lists it (
 transaction its coordinator knows); Java's ``Admin.abortTransaction`` and ``samsa
 transactions abort --start-offset`` write its abort marker (WriteTxnMarkers); the LSO moves
 on and the librdkafka and Java read_committed consumers read the committed records after
-it."""
+it. And the broker's own retry of CONCURRENT_TRANSACTIONS for a Produce v12 sent right after
+the previous transaction's end (KAFKA-18654), which keeps transactions v2 from waiting out
+the client's retry backoff at every transaction."""
 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -145,3 +148,46 @@ def test_hanging_transactions_found_and_aborted(txn_broker: BrokerProcess, java:
     rc, out, _ = cli(capsys, bootstrap, "transactions", "find-hanging", "--topic", topic,
                      "--max-transaction-timeout", "0", "-o", "json")
     assert rc == 0 and json.loads(out) == []
+
+
+def test_tv2_produce_right_after_a_commit_waits_for_the_markers(
+        txn_broker: BrokerProcess) -> None:
+    """KIP-890 (Kafka 4.0, KAFKA-18654): the first Produce v12 of the next transaction,
+    sent as soon as EndTxn v5 answered, meets the coordinator still writing the previous
+    transaction's markers (CONCURRENT_TRANSACTIONS); the broker retries adding its
+    partition itself (every 20 ms, up to 100 ms) instead of answering NOT_ENOUGH_REPLICAS
+    and leaving the client to retry after its backoff (100 ms)."""
+    bootstrap = txn_broker.bootstrap
+    topic = make_topic(bootstrap, 1)
+    tid = f"quick-{topic}"
+    client = WireClient(bootstrap)
+
+    def produce(pid: int, epoch: int, seq: int) -> int:
+        builder = BatchBuilder()
+        builder.append(None, None, b"v", None)
+        resp = call(client, ApiKey.PRODUCE, 12, transactional_id=tid, acks=-1, timeout=10000,
+                    topic_data=[{"name": topic, "partition_data": [{"index": 0, "records":
+                        builder.build(producer_id=pid, producer_epoch=epoch,
+                                      base_sequence=seq, transactional=True)}]}])
+        return int(resp.responses[0].partition_responses[0].error_code)
+
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:  # the coordinator starts on the first transactional id
+            init = call(client, ApiKey.INIT_PRODUCER_ID, 4, transactional_id=tid,
+                        transaction_timeout=60000, producer_id=-1, producer_epoch=-1)
+            if int(init.error_code) != ErrorCode.coordinator_not_available:
+                break
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        pid, epoch = int(init.producer_id), int(init.producer_epoch)
+        codes = []
+        for _ in range(5):
+            codes.append(produce(pid, epoch, 0))
+            end = call(client, ApiKey.END_TXN, 5, transactional_id=tid, producer_id=pid,
+                       producer_epoch=epoch, committed=True)
+            assert int(end.error_code) == 0
+            epoch = int(end.producer_epoch)
+        assert codes == [0] * 5
+    finally:
+        client.close()

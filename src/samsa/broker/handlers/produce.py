@@ -12,8 +12,11 @@ record_errors and error_message for batches refused because of some records (KIP
 flexible; v10-11 the same here (current_leader and node_endpoints, KIP-951, are never
 filled: a single node leads everything); v12 transactions v2 (KIP-890): a transactional
 producer's partitions are added to its transaction here, before the append (the
-coordinator's CONCURRENT_TRANSACTIONS and coordinator errors become the retriable
-NOT_ENOUGH_REPLICAS, PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH).
+coordinator's CONCURRENT_TRANSACTIONS, met by the first batch after the previous
+transaction's end while its markers are written, is retried here every 20 ms for up to
+100 ms, as Kafka's ``add.partitions.to.txn.retry.backoff.ms`` / ``...max.ms``; then it and
+the coordinator errors become the retriable NOT_ENOUGH_REPLICAS, PRODUCER_FENCED becomes
+INVALID_PRODUCER_EPOCH).
 Untyped on purpose: Produce is the hot path (no typed build plus conversion per request).
 """
 
@@ -41,6 +44,8 @@ TV2_VERSION = 12
 """From this version a transactional producer's partitions join its transaction implicitly
 (KIP-890, transactions v2)."""
 #: coordinator answers a producer retries, as Produce knows them (Kafka's mapping)
+#: Kafka's add.partitions.to.txn.retry.backoff.ms and add.partitions.to.txn.retry.backoff.max.ms
+ADD_RETRY_BACKOFF_S, ADD_RETRY_MAX_S = 0.02, 0.1
 _RETRIABLE = {ErrorCode.concurrent_transactions, ErrorCode.coordinator_not_available,
               ErrorCode.coordinator_load_in_progress, ErrorCode.not_coordinator}
 
@@ -104,9 +109,14 @@ async def _add_to_transaction(ctx: RequestContext, transactional_id: str,
         header = parse_header(wanted[0][2])
     except InvalidRecords:
         return {}  # the append refuses it
-    answer = await ctx.broker.transactions.call(AddPartitions(
-        transactional_id, header.producer_id, header.producer_epoch,
-        tuple((name, index) for name, index, _ in wanted)))
+    add = AddPartitions(transactional_id, header.producer_id, header.producer_epoch,
+                        tuple((name, index) for name, index, _ in wanted))
+    answer = await ctx.broker.transactions.call(add)
+    waited = 0.0
+    while answer.error_code == ErrorCode.concurrent_transactions and waited < ADD_RETRY_MAX_S:
+        await asyncio.sleep(ADD_RETRY_BACKOFF_S)
+        waited += ADD_RETRY_BACKOFF_S
+        answer = await ctx.broker.transactions.call(add)
     if answer.error_code == ErrorCode.none:
         return {}
     code = ErrorCode(answer.error_code)
