@@ -20,6 +20,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -32,13 +33,33 @@ from tests.brokerproc import BrokerProcess
 VALUE = b"x" * 100
 
 
-def produce(bootstrap: str, topic: str, records: int, txn_size: int | None) -> float:
+class _SamsaProducer:
+    """``samsa.Producer`` behind the few confluent-kafka calls :func:`produce` makes."""
+
+    def __init__(self, conf: dict[str, object]) -> None:
+        self.p = samsa.Producer(bootstrap_servers=conf["bootstrap.servers"],
+                                linger_ms=conf["linger.ms"],
+                                transactional_id=conf.get("transactional.id"))
+        self.init_transactions = self.p.init_transactions
+        self.begin_transaction = self.p.begin_transaction
+        self.commit_transaction = self.p.commit_transaction
+        self.flush = self.p.flush
+
+    def produce(self, topic: str, value: bytes, partition: int) -> None:
+        self.p.send(topic, value, partition=partition)
+
+    def poll(self, timeout: float) -> None:
+        pass
+
+
+def produce(bootstrap: str, topic: str, records: int, txn_size: int | None,
+            client: str = "confluent") -> float:
     """Records/s of one producer; ``txn_size`` records per transaction, None: idempotent."""
     conf: dict[str, object] = {"bootstrap.servers": bootstrap, "acks": "all",
                                "enable.idempotence": True, "linger.ms": 5}
     if txn_size is not None:
         conf["transactional.id"] = f"bench-{uuid.uuid4().hex[:8]}"
-    p = Producer(conf)
+    p: Any = Producer(conf) if client == "confluent" else _SamsaProducer(conf)
     # warm up (connections, metadata, the producer id) outside the timing
     if txn_size is not None:
         p.init_transactions(30)
@@ -64,33 +85,10 @@ def produce(bootstrap: str, topic: str, records: int, txn_size: int | None) -> f
         if txn_size is not None:
             p.commit_transaction(60)
     p.flush(60)
-    return records / (time.perf_counter() - start)
-
-
-def produce_samsa(bootstrap: str, topic: str, records: int, txn_size: int | None) -> float:
-    """As :func:`produce`, with ``samsa.Producer``."""
-    tid = None if txn_size is None else f"bench-{uuid.uuid4().hex[:8]}"
-    with samsa.Producer(bootstrap_servers=bootstrap, linger_ms=5, transactional_id=tid) as p:
-        if txn_size is not None:
-            p.init_transactions(30)
-            p.begin_transaction()
-        p.send(topic, VALUE, partition=0)
-        if txn_size is not None:
-            p.commit_transaction(60)
-        p.flush(60)
-        start = time.perf_counter()
-        sent = 0
-        while sent < records:
-            n = min(txn_size or records, records - sent)
-            if txn_size is not None:
-                p.begin_transaction()
-            for _ in range(n):
-                p.send(topic, VALUE, partition=0)
-            sent += n
-            if txn_size is not None:
-                p.commit_transaction(60)
-        p.flush(60)
-        return records / (time.perf_counter() - start)
+    rate = records / (time.perf_counter() - start)
+    if isinstance(p, _SamsaProducer):
+        p.p.close()
+    return rate
 
 
 def fetch(bootstrap: str, topic: str, records: int, isolation: str) -> float:
@@ -121,7 +119,6 @@ def main() -> None:
     parser.add_argument("--client", choices=("confluent", "samsa"), default="confluent",
                         help="the producer (the reads use confluent-kafka)")
     args = parser.parse_args()
-    run = produce if args.client == "confluent" else produce_samsa
     with tempfile.TemporaryDirectory() as tmp:
         broker = BrokerProcess(Path(tmp) / "data", {
             "transaction.state.log.num.partitions": "1",
@@ -136,7 +133,8 @@ def main() -> None:
                     topic = f"bench-{uuid.uuid4().hex[:8]}"
                     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
                     best[name] = max(best[name],
-                                     run(broker.bootstrap, topic, args.records, size))
+                                     produce(broker.bootstrap, topic, args.records, size,
+                                             args.client))
                     if name == "txn 100":  # read back the many-transactions topic
                         for isolation in reads:
                             reads[isolation] = max(reads[isolation], fetch(
