@@ -172,3 +172,23 @@ def test_a_transaction_past_its_timeout_is_aborted_and_the_producer_fenced(
     p.close()
     assert read_all(bootstrap, topic, 1, "read_committed", wait_s=1.0) == []
     assert read_all(bootstrap, topic, 1, "read_uncommitted", expect=1) == ["late"]
+
+
+def test_large_transactions_with_pipelined_requests(txn_broker: BrokerProcess) -> None:
+    """Transactions of 5,000 records: the producer keeps up to 5 Produce requests in
+    flight, and each transaction's first ones reach the broker together (under v2 the first
+    one waits for its partition's addition to be durable, and the others must not append
+    before it)."""
+    bootstrap = txn_broker.bootstrap
+    topic = make_topic(bootstrap, 1)
+    p = transactional(bootstrap, f"big-{topic}")
+    value = b"x" * 100
+    for _ in range(3):
+        p.begin_transaction()
+        futures = [p.send(topic, value, partition=0) for _ in range(5000)]
+        p.commit_transaction(TIMEOUT_S)
+        assert all(f.succeeded() for f in futures)
+    p.close()
+    data = [h for h in batches(bootstrap, topic, 0) if not h.is_control]
+    assert sum(h.record_count for h in data) == 15000
+    assert all(h.is_transactional for h in data)

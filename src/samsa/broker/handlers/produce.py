@@ -16,13 +16,17 @@ coordinator's CONCURRENT_TRANSACTIONS, met by the first batch after the previous
 transaction's end while its markers are written, is retried here every 20 ms for up to
 100 ms, as Kafka's ``add.partitions.to.txn.retry.backoff.ms`` / ``...max.ms``; then it and
 the coordinator errors become the retriable NOT_ENOUGH_REPLICAS, PRODUCER_FENCED becomes
-INVALID_PRODUCER_EPOCH).
+INVALID_PRODUCER_EPOCH); a transactional id's v12 requests take turns, so that they append
+in arrival order across that wait.
 Untyped on purpose: Produce is the hot path (no typed build plus conversion per request).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import weakref
+from collections.abc import AsyncIterator
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -95,6 +99,41 @@ def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None,
     return _result(index, ErrorCode.none, None, info), part, info.last_offset + 1
 
 
+class _Turns:
+    """One broker's TV2 Produce requests of each transactional id, appended in arrival
+    order. Each awaits the coordinator before its append; without turns a later request
+    (its partition already added) would append before an earlier one still waiting for
+    that addition to be durable, and the earlier batch's sequence would then be out of
+    order (a pipelining producer's first batches of every transaction)."""
+
+    def __init__(self) -> None:
+        self.locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
+
+    @contextlib.asynccontextmanager
+    async def turn(self, transactional_id: str) -> AsyncIterator[None]:
+        lock, users = self.locks.setdefault(transactional_id, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self.locks[transactional_id]
+
+
+_TURNS: weakref.WeakKeyDictionary[Any, _Turns] = weakref.WeakKeyDictionary()
+
+
+def _turn(ctx: RequestContext, transactional_id: str
+          ) -> contextlib.AbstractAsyncContextManager[None]:
+    """The turn of a TV2 Produce request among its transactional id's on this broker."""
+    turns = _TURNS.get(ctx.broker)
+    if turns is None:
+        turns = _TURNS[ctx.broker] = _Turns()
+    return turns.turn(transactional_id)
+
+
 async def _add_to_transaction(ctx: RequestContext, transactional_id: str,
                               writable: set[str]) -> dict[tuple[str, int], ErrorCode]:
     """TV2: the partitions of the request join the producer's transaction (its id and epoch
@@ -127,26 +166,12 @@ async def _add_to_transaction(ctx: RequestContext, transactional_id: str,
     return {(name, index): code for name, index, _ in wanted}
 
 
-async def handle(ctx: RequestContext) -> Any:
-    body = ctx.body
-    acks = body.acks
-    now = now_ms()
-    topics: list[dict[str, Any]] = []
-    to_sync: list[tuple[Partition, int]] = []
-    if body.transactional_id is not None and not access.allowed(
-            ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
-        code = ErrorCode.transactional_id_authorization_failed
-    elif acks not in (0, 1, -1):
-        code = ErrorCode.invalid_required_acks
-    else:
-        code = ErrorCode.none
-    writable = access.allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC,
-                                    [t.name for t in body.topic_data])
-    not_added: dict[tuple[str, int], ErrorCode] = {}
-    if code == ErrorCode.none and body.transactional_id is not None \
-            and ctx.version >= TV2_VERSION:
-        not_added = await _add_to_transaction(ctx, body.transactional_id, writable)
-    for t in body.topic_data:
+def _append_all(ctx: RequestContext, code: ErrorCode, writable: set[str],
+                not_added: dict[tuple[str, int], ErrorCode], now: int,
+                topics: list[dict[str, Any]], to_sync: list[tuple[Partition, int]]) -> None:
+    """Append every partition's records (or answer its error) into ``topics``; the
+    partitions to wait for into ``to_sync``."""
+    for t in ctx.body.topic_data:
         results = []
         refused = code if code != ErrorCode.none or t.name in writable \
             else ErrorCode.topic_authorization_failed
@@ -162,6 +187,30 @@ async def handle(ctx: RequestContext) -> Any:
             if part is not None:
                 to_sync.append((part, end))
         topics.append({"name": t.name, "partition_responses": results})
+
+
+async def handle(ctx: RequestContext) -> Any:
+    body = ctx.body
+    acks = body.acks
+    now = now_ms()
+    topics: list[dict[str, Any]] = []
+    to_sync: list[tuple[Partition, int]] = []
+    if body.transactional_id is not None and not access.allowed(
+            ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+        code = ErrorCode.transactional_id_authorization_failed
+    elif acks not in (0, 1, -1):
+        code = ErrorCode.invalid_required_acks
+    else:
+        code = ErrorCode.none
+    writable = access.allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC,
+                                    [t.name for t in body.topic_data])
+    if code == ErrorCode.none and body.transactional_id is not None \
+            and ctx.version >= TV2_VERSION:
+        async with _turn(ctx, body.transactional_id):
+            not_added = await _add_to_transaction(ctx, body.transactional_id, writable)
+            _append_all(ctx, code, writable, not_added, now, topics, to_sync)
+    else:
+        _append_all(ctx, code, writable, {}, now, topics, to_sync)
     if acks == 0:
         return None
     if acks == 1:  # an engine whose writes outrun durability bounds its backlog
