@@ -256,3 +256,11 @@ def test_tv1_commit_right_after_send_adds_the_partition_then_ends() -> None:
     assert take(m).api_key == ApiKey.END_TXN
     m.on_response(code(), 0.0)
     assert op.done and op.error is None
+
+
+@pytest.mark.parametrize("config", [{"acks": 1}, {"enable_idempotence": False}])
+def test_a_transactional_producer_must_be_idempotent(config: dict[str, Any]) -> None:
+    from samsa.client.producer import Producer
+
+    with pytest.raises(ValueError, match="idempotent"):
+        Producer(bootstrap_servers="127.0.0.1:9", transactional_id="t", **config)
