@@ -10,10 +10,16 @@ import time
 import uuid
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 import samsa
 from samsa import TopicPartition
-from samsa.client.errors import IllegalStateError, ProducerFencedError
+from samsa.client.errors import (
+    IllegalStateError,
+    KafkaError,
+    ProducerFencedError,
+    TransactionAbortableError,
+)
 from tests.brokerproc import BrokerProcess
 from tests.conformance import test_java_transactions
 from tests.conformance.javakit import JavaKit
@@ -192,3 +198,34 @@ def test_large_transactions_with_pipelined_requests(txn_broker: BrokerProcess) -
     data = [h for h in batches(bootstrap, topic, 0) if not h.is_control]
     assert sum(h.record_count for h in data) == 15000
     assert all(h.is_transactional for h in data)
+
+
+def test_a_failed_batch_makes_the_transaction_abortable(txn_broker: BrokerProcess) -> None:
+    """A batch the broker refuses (MESSAGE_TOO_LARGE) fails its records and the
+    transaction: commit raises TransactionAbortableError; after abort_transaction (under
+    v1 with an epoch bump, the refused batch having taken sequence numbers) the next
+    transaction commits, and read_committed sees only it."""
+    bootstrap = txn_broker.bootstrap
+    topic = f"small-{uuid.uuid4().hex[:8]}"
+    with samsa.Admin(bootstrap) as admin:
+        admin.create_topics({topic: 1}, configs={topic: {"max.message.bytes": "1000"}})
+    p = transactional(bootstrap, f"fail-{topic}")
+    p.begin_transaction()
+    ok = p.send(topic, b"small-1", partition=0)
+    ok.result(TIMEOUT_S)
+    too_big = p.send(topic, b"x" * 2000, partition=0)
+    with pytest.raises(KafkaError) as refused:
+        too_big.result(TIMEOUT_S)
+    assert refused.value.code == ErrorCode.message_too_large
+    with pytest.raises(TransactionAbortableError):
+        p.send(topic, b"more", partition=0)
+    with pytest.raises(TransactionAbortableError):
+        p.commit_transaction(TIMEOUT_S)
+    epoch = p._producer_epoch
+    p.abort_transaction(TIMEOUT_S)
+    assert p._producer_epoch == epoch + 1  # v1: InitProducerId; v2: EndTxn
+    p.begin_transaction()
+    p.send(topic, b"small-2", partition=0)
+    p.commit_transaction(TIMEOUT_S)
+    p.close()
+    assert read_all(bootstrap, topic, 1, "read_committed", expect=1) == ["small-2"]
