@@ -186,7 +186,8 @@ class NetworkClient:
         With ``payloads``, ``body`` holds :func:`~samsa.protocol.codec.placeholder` ``i``
         where ``payloads[i]`` belongs (record batches): they are spliced into the frame
         uncopied, and the rest of the frame is encoded once per ``template`` key (see
-        :class:`~samsa.protocol.codec.RequestTemplates`).
+        :class:`~samsa.protocol.codec.RequestTemplates`). A ``"__version__"`` key in
+        ``body`` pins the version; ``"__max_version__"`` caps the negotiated one.
         """
         future: Future[Any] = Future()
         if self._closed:
