@@ -7,7 +7,9 @@ transactions abort --start-offset`` write its abort marker (WriteTxnMarkers); th
 on and the librdkafka and Java read_committed consumers read the committed records after
 it. And the broker's own retry of CONCURRENT_TRANSACTIONS for a Produce v12 sent right after
 the previous transaction's end (KAFKA-18654), which keeps transactions v2 from waiting out
-the client's retry backoff at every transaction."""
+the client's retry backoff at every transaction. And offsets staged by a transaction no
+coordinator knows, dropped by an abort marker on the group's ``__consumer_offsets``
+partition."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import samsa
 from samsa import TopicPartition
 from samsa.cli.main import main
 from samsa.client.errors import KafkaError
+from samsa.coordinator.hashing import partition_for
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.records import BatchBuilder
 from tests.broker.test_group_api_versions import call
@@ -189,5 +192,44 @@ def test_tv2_produce_right_after_a_commit_waits_for_the_markers(
             assert int(end.error_code) == 0
             epoch = int(end.producer_epoch)
         assert codes == [0] * 5
+    finally:
+        client.close()
+
+
+def test_hanging_offsets_aborted_on_the_group_partition(txn_broker: BrokerProcess) -> None:
+    """Offsets sent to a transaction its coordinator never knew (TxnOffsetCommit v3 alone)
+    stay pending: OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT. An abort
+    marker written to the group's ``__consumer_offsets`` partition drops them, and the
+    group's committed offset shows again."""
+    bootstrap = txn_broker.bootstrap
+    topic = make_topic(bootstrap, 1)
+    group = f"g-{topic}"
+    client = WireClient(bootstrap)
+    try:
+        pid = int(call(client, ApiKey.INIT_PRODUCER_ID, 4, transactional_id=None,
+                       transaction_timeout=60000, producer_id=-1,
+                       producer_epoch=-1).producer_id)
+        with samsa.Admin(bootstrap) as admin:
+            admin.alter_consumer_group_offsets(group, {TopicPartition(topic, 0): 3})
+        staged = call(client, ApiKey.TXN_OFFSET_COMMIT, 3, transactional_id=f"lost-{topic}",
+                      group_id=group, producer_id=pid, producer_epoch=0, generation_id=-1,
+                      member_id="", group_instance_id=None, topics=[{
+                          "name": topic, "partitions": [{
+                              "partition_index": 0, "committed_offset": 9,
+                              "committed_leader_epoch": -1, "committed_metadata": ""}]}])
+        assert int(staged.topics[0].partitions[0].error_code) == 0
+
+        def fetch() -> tuple[int, int]:
+            resp = call(client, ApiKey.OFFSET_FETCH, 7, group_id=group, require_stable=True,
+                        topics=[{"name": topic, "partition_indexes": [0]}])
+            part = resp.topics[0].partitions[0]
+            return int(part.error_code), int(part.committed_offset)
+
+        assert fetch()[0] == ErrorCode.unstable_offset_commit
+        shard = partition_for(group, int(txn_broker.config.get(
+            "offsets.topic.num.partitions", "50")))
+        with samsa.Admin(bootstrap) as admin:
+            admin.abort_transaction(TopicPartition("__consumer_offsets", shard), pid, 0)
+        assert fetch() == (ErrorCode.none, 3)
     finally:
         client.close()
