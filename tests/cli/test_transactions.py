@@ -70,3 +70,6 @@ def test_find_hanging_and_abort_refuse_incomplete_arguments(cli: CLI, admin: Adm
     r = cli("transactions", "find-hanging", "--broker-id", "0", "--max-transaction-timeout",
             "0", "-o", "json")
     assert r.rc == 0 and r.json() == [], r.err
+    r = cli("transactions", "find-hanging", "--topic", "__consumer_offsets", "--partition",
+            "0", "-o", "json")  # an internal topic may hold a hanging transaction too
+    assert r.rc == 0 and r.json() == [], r.err

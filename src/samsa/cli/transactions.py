@@ -93,9 +93,10 @@ def _partitions(admin: Admin, args: argparse.Namespace) -> list[TopicPartition]:
     if args.partition is not None and args.topic is None:
         raise CliError("--partition needs --topic")
     if args.topic is not None:
-        count = admin.list_topics().get(args.topic)
-        if count is None:
-            raise CliError(f"topic {args.topic} does not exist")
+        try:  # internal topics too: __consumer_offsets holds transactional offsets
+            count = len(admin.describe_topics([args.topic])[args.topic])
+        except KafkaError:
+            raise CliError(f"topic {args.topic} does not exist") from None
         if args.partition is not None:
             if not 0 <= args.partition < count:
                 raise CliError(f"topic {args.topic} has no partition {args.partition}")
