@@ -1,4 +1,5 @@
-"""Transactions against idempotence, with confluent-kafka (librdkafka) on one samsa broker.
+"""Transactions against idempotence, with confluent-kafka (librdkafka) or samsa's own
+producer (``--client samsa``) on one samsa broker.
 
 Produces the same records (100 B values, acks=all) three ways: idempotent, in transactions
 of 10,000 records and in transactions of 100, and prints records/s and each transactional
@@ -9,7 +10,7 @@ and prints both rates and their ratio, and where a 100-record transaction spends
 one record) before it is timed. Cases alternate over ``--repeat`` rounds (the VM's
 speed drifts); the best round of each is reported.
 
-    .venv/bin/python benchmarks/transactions.py [--records N] [--repeat N]
+    .venv/bin/python benchmarks/transactions.py [--records N] [--repeat N] [--client samsa]
 """
 
 from __future__ import annotations
@@ -21,9 +22,12 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+import samsa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.brokerproc import BrokerProcess
@@ -31,13 +35,33 @@ from tests.brokerproc import BrokerProcess
 VALUE = b"x" * 100
 
 
-def produce(bootstrap: str, topic: str, records: int, txn_size: int | None) -> float:
+class _SamsaProducer:
+    """``samsa.Producer`` behind the few confluent-kafka calls :func:`produce` makes."""
+
+    def __init__(self, conf: dict[str, object]) -> None:
+        self.p = samsa.Producer(bootstrap_servers=conf["bootstrap.servers"],
+                                linger_ms=conf["linger.ms"],
+                                transactional_id=conf.get("transactional.id"))
+        self.init_transactions = self.p.init_transactions
+        self.begin_transaction = self.p.begin_transaction
+        self.commit_transaction = self.p.commit_transaction
+        self.flush = self.p.flush
+
+    def produce(self, topic: str, value: bytes, partition: int) -> None:
+        self.p.send(topic, value, partition=partition)
+
+    def poll(self, timeout: float) -> None:
+        pass
+
+
+def produce(bootstrap: str, topic: str, records: int, txn_size: int | None,
+            client: str = "confluent") -> float:
     """Records/s of one producer; ``txn_size`` records per transaction, None: idempotent."""
     conf: dict[str, object] = {"bootstrap.servers": bootstrap, "acks": "all",
                                "enable.idempotence": True, "linger.ms": 5}
     if txn_size is not None:
         conf["transactional.id"] = f"bench-{uuid.uuid4().hex[:8]}"
-    p = Producer(conf)
+    p: Any = Producer(conf) if client == "confluent" else _SamsaProducer(conf)
     # warm up (connections, metadata, the producer id) outside the timing
     if txn_size is not None:
         p.init_transactions(30)
@@ -63,7 +87,10 @@ def produce(bootstrap: str, topic: str, records: int, txn_size: int | None) -> f
         if txn_size is not None:
             p.commit_transaction(60)
     p.flush(60)
-    return records / (time.perf_counter() - start)
+    rate = records / (time.perf_counter() - start)
+    if isinstance(p, _SamsaProducer):
+        p.p.close()
+    return rate
 
 
 def phases(bootstrap: str, topic: str, transactions: int = 300) -> dict[str, list[float]]:
@@ -118,6 +145,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--client", choices=("confluent", "samsa"), default="confluent",
+                        help="the producer (the reads use confluent-kafka)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         broker = BrokerProcess(Path(tmp) / "data", {
@@ -133,7 +162,8 @@ def main() -> None:
                     topic = f"bench-{uuid.uuid4().hex[:8]}"
                     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
                     best[name] = max(best[name],
-                                     produce(broker.bootstrap, topic, args.records, size))
+                                     produce(broker.bootstrap, topic, args.records, size,
+                                             args.client))
                     if name == "txn 100":  # read back the many-transactions topic
                         for isolation in reads:
                             reads[isolation] = max(reads[isolation], fetch(

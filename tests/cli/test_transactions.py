@@ -48,3 +48,28 @@ def test_list_and_describe(cli: CLI, admin: Admin, broker: BrokerProcess) -> Non
         raise AssertionError("an unknown id was described")
     except KafkaError as exc:
         assert exc.code == 105
+
+
+def test_find_hanging_and_abort_refuse_incomplete_arguments(cli: CLI, admin: Admin) -> None:
+    topic = make_topic(admin, 1)
+    for argv, message in [
+            (("find-hanging",), "needs --topic or --broker-id"),
+            (("find-hanging", "--topic", topic, "--broker-id", "0"), "one of them"),
+            (("find-hanging", "--broker-id", "0", "--partition", "0"), "--partition needs"),
+            (("find-hanging", "--topic", topic, "--partition", "3"), "has no partition 3"),
+            (("find-hanging", "--topic", unique("none")), "does not exist"),
+            (("abort", "--topic", topic, "--partition", "0"), "needs --start-offset"),
+            (("abort", "--topic", topic, "--partition", "0", "--producer-id", "1"),
+             "all of --producer-id"),
+            (("abort", "--topic", topic, "--partition", "0", "--start-offset", "0",
+              "--producer-id", "1"), "not both"),
+            (("abort", "--topic", topic, "--partition", "0", "--start-offset", "0"),
+             "no open transaction starts at offset 0")]:
+        r = cli("transactions", *argv)
+        assert r.rc == 1 and message in r.err, (argv, r.err)
+    r = cli("transactions", "find-hanging", "--broker-id", "0", "--max-transaction-timeout",
+            "0", "-o", "json")
+    assert r.rc == 0 and r.json() == [], r.err
+    r = cli("transactions", "find-hanging", "--topic", "__consumer_offsets", "--partition",
+            "0", "-o", "json")  # an internal topic may hold a hanging transaction too
+    assert r.rc == 0 and r.json() == [], r.err

@@ -357,6 +357,11 @@ ROWS = [
         c.subject, ApiKey.DESCRIBE_PRODUCERS, 0, topics=[
             {"name": c.topic, "partition_indexes": [0]}]).topics[0].partitions[0].error_code),
         setup=_topic),
+    Row("WriteTxnMarkers (KIP-664 abort)", ((C, Op.CLUSTER_ACTION),), lambda c: int(call(
+        c.subject, ApiKey.WRITE_TXN_MARKERS, 1, markers=[{
+            "producer_id": 1, "producer_epoch": 0, "transaction_result": False,
+            "coordinator_epoch": 0, "topics": [{"name": c.topic, "partition_indexes": [0]}]}]
+        ).markers[0].topics[0].partitions[0].error_code), setup=_topic),
     Row("AddPartitionsToTxn", ((X, Op.WRITE), (T, Op.WRITE)), _add_partitions_to_txn,
         granted=E.invalid_producer_id_mapping, setup=_topic),
     Row("AddOffsetsToTxn", ((X, Op.WRITE), (G, Op.READ)), _add_offsets_to_txn,

@@ -62,6 +62,7 @@ from samsa.transactions.records import TxnKey, TxnValue, deserialize, serialize
 
 if TYPE_CHECKING:
     from samsa.broker.config import BrokerConfig
+    from samsa.broker.partition import Partition
     from samsa.broker.storage import Leadership
     from samsa.broker.topics import TopicManager
 
@@ -118,15 +119,12 @@ def write_marker(topics: TopicManager, groups: GroupTxnOffsets | None, topic: st
     part = topics.partition(topic, index)
     if part is None:
         return None
-    now = now_ms()
-    batch = encode_marker(markers.commit, markers.producer_id, markers.producer_epoch,
-                          markers.coordinator_epoch, now)
-    info = part.log.append(batch, now)
-    part.notify()
+    end = append_marker(part, markers.commit, markers.producer_id, markers.producer_epoch,
+                        markers.coordinator_epoch)
     if topic == OFFSETS_TOPIC and groups is not None:
         groups.marker_written(index, markers.producer_id, markers.producer_epoch,
                               markers.commit)
-    return part.log.wait_durable(info.last_offset + 1)
+    return part.log.wait_durable(end)
 
 
 class TxnRuntime:
@@ -465,6 +463,17 @@ class TxnRuntime:
             log.warning("forwarding transaction markers failed: %s", outcomes[-1])
             failed.extend(remote)
         return failed
+
+
+def append_marker(part: Partition, commit: bool, producer_id: int, epoch: int,
+                  coordinator_epoch: int) -> int:
+    """Append one transaction marker to ``part`` (woken fetches see it); the offset after
+    it, to wait for its durability. Also WriteTxnMarkers' (KIP-664's abort)."""
+    now = now_ms()
+    info = part.log.append(encode_marker(commit, producer_id, epoch, coordinator_epoch, now),
+                           now)
+    part.notify()
+    return info.last_offset + 1
 
 
 def fenced_code(code: int, version: int, fenced_version: int) -> ErrorCode:

@@ -14,7 +14,9 @@ from samsa.client.errors import (
     KafkaTimeoutError,
     NoOffsetForPartitionError,
     OffsetOutOfRangeError,
+    ProducerFencedError,
     TopicAuthorizationError,
+    TransactionAbortableError,
     TransactionalIdAuthorizationError,
     WakeupError,
 )
@@ -22,6 +24,7 @@ from samsa.client.group.commits import OffsetAndMetadata
 from samsa.client.producer import Producer
 from samsa.client.records import ConsumerRecord, RecordMetadata
 from samsa.client.share import AcknowledgeType, ShareConsumer
+from samsa.client.transactions import ConsumerGroupMetadata
 
 __all__ = [
     "AcknowledgeType",
@@ -30,6 +33,7 @@ __all__ = [
     "ClusterAuthorizationError",
     "CommitFailedError",
     "Consumer",
+    "ConsumerGroupMetadata",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "FencedInstanceIdError",
@@ -41,9 +45,11 @@ __all__ = [
     "OffsetAndMetadata",
     "OffsetOutOfRangeError",
     "Producer",
+    "ProducerFencedError",
     "RecordMetadata",
     "ShareConsumer",
     "TopicAuthorizationError",
+    "TransactionAbortableError",
     "TransactionalIdAuthorizationError",
     "WakeupError",
 ]

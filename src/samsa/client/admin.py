@@ -30,7 +30,7 @@ from samsa.security.acl import (
 )
 
 __all__ = ["Admin", "ConfigEntry", "FeatureMetadata", "GroupDescription", "GroupListing",
-           "MemberDescription", "SharePartitionOffset"]
+           "MemberDescription", "ProducerState", "SharePartitionOffset"]
 
 _ids = itertools.count(1)
 _COORDINATOR_RETRY = frozenset({ErrorCode.coordinator_load_in_progress,
@@ -131,6 +131,19 @@ class TransactionDescription:
     start_ms: int | None
     """When the open transaction started; None without one."""
     partitions: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True)
+class ProducerState:
+    """An active producer of a partition as DescribeProducers describes it (KIP-664)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_transaction_start_offset: int | None
+    """The first offset of its open transaction there; None without one."""
 
 
 @dataclass(frozen=True)
@@ -346,9 +359,11 @@ class Admin:
 
     # ---- offsets --------------------------------------------------------------------------
 
-    def list_offsets(self, partitions: Mapping[TopicPartition, str | int]
-                     ) -> dict[TopicPartition, tuple[int, int]]:
-        """tp -> "earliest" | "latest" | timestamp ms; returns tp -> (offset, timestamp)."""
+    def list_offsets(self, partitions: Mapping[TopicPartition, str | int], *,
+                     read_committed: bool = False) -> dict[TopicPartition, tuple[int, int]]:
+        """tp -> "earliest" | "latest" | timestamp ms; returns tp -> (offset, timestamp).
+        ``read_committed``: "latest" is the last stable offset (Kafka's
+        ``ListOffsetsOptions(IsolationLevel.READ_COMMITTED)``)."""
         specs = {TopicPartition(*tp): EARLIEST if v == "earliest" else
                  LATEST if v == "latest" else int(v) for tp, v in partitions.items()}
         topics = {tp.topic for tp in specs}
@@ -357,7 +372,7 @@ class Admin:
             if name in cluster.topic_errors or name not in cluster.partitions:
                 raise error_for(cluster.topic_errors.get(name, _UNKNOWN_TOPIC), f"topic {name}")
         return list_offsets(self._metadata, specs, self.timeout_ms / 1000,
-                            allow_auto_create=False)
+                            allow_auto_create=False, read_committed=read_committed)
 
     # ---- groups -------------------------------------------------------------------------
 
@@ -444,6 +459,50 @@ class Admin:
                 tuple(TopicPartition(tp.topic, int(p)) for tp in t.topics
                       for p in tp.partitions))
         return out
+
+    def _leader(self, tp: TopicPartition) -> int:
+        """The partition's leader, from fresh metadata; raises the topic's error."""
+        cluster = self._metadata.refresh({tp.topic}, allow_auto_create=False)
+        leader = cluster.leader(tp)
+        if leader is None:
+            raise error_for(cluster.topic_errors.get(tp.topic, _UNKNOWN_TOPIC),
+                            f"{tp.topic}-{tp.partition}")
+        return leader
+
+    def describe_producers(self, partitions: Iterable[TopicPartition]
+                           ) -> dict[TopicPartition, list[ProducerState]]:
+        """The active producers of each partition, from its leader (Kafka's
+        ``describeProducers``): how a hanging transaction is found."""
+        out: dict[TopicPartition, list[ProducerState]] = {}
+        for tp in partitions:
+            tp = TopicPartition(*tp)
+            resp = self._net.call(self._leader(tp), ApiKey.DESCRIBE_PRODUCERS, {"topics": [
+                {"name": tp.topic, "partition_indexes": [tp.partition]}]},
+                timeout_ms=self.timeout_ms)
+            p = resp.topics[0].partitions[0]
+            if int(p.error_code):
+                raise error_for(int(p.error_code), f"DescribeProducers {tp.topic}-{tp.partition}")
+            out[tp] = [ProducerState(
+                int(s.producer_id), int(s.producer_epoch), int(s.last_sequence),
+                int(s.last_timestamp), int(s.coordinator_epoch),
+                None if int(s.current_txn_start_offset) < 0 else int(s.current_txn_start_offset))
+                for s in p.active_producers]
+        return out
+
+    def abort_transaction(self, partition: TopicPartition, producer_id: int,
+                          producer_epoch: int, coordinator_epoch: int = 0) -> None:
+        """Write an abort marker for the producer's open transaction on ``partition``
+        (WriteTxnMarkers to its leader; Kafka's ``abortTransaction``, KIP-664): closes a
+        hanging transaction its coordinator does not know. Needs CLUSTER_ACTION."""
+        tp = TopicPartition(*partition)
+        resp = self._net.call(self._leader(tp), ApiKey.WRITE_TXN_MARKERS, {"markers": [{
+            "producer_id": producer_id, "producer_epoch": producer_epoch,
+            "transaction_result": False, "coordinator_epoch": coordinator_epoch,
+            "topics": [{"name": tp.topic, "partition_indexes": [tp.partition]}]}]},
+            timeout_ms=self.timeout_ms)
+        code = int(resp.markers[0].topics[0].partitions[0].error_code)
+        if code:
+            raise error_for(code, f"WriteTxnMarkers {tp.topic}-{tp.partition}")
 
     def _brokers(self) -> list[object]:
         """Every broker, from fresh metadata (the bootstrap server if none is known)."""

@@ -36,6 +36,7 @@ from samsa.client.records import ConsumerRecord
 from samsa.client.security import DEFAULTS as SECURITY_DEFAULTS
 from samsa.client.security import client_security
 from samsa.client.subscription import SubscriptionState, SubscriptionType
+from samsa.client.transactions import ConsumerGroupMetadata
 
 __all__ = ["Consumer", "ConsumerRebalanceListener"]
 
@@ -507,6 +508,16 @@ class Consumer:
     @property
     def generation(self) -> int:
         return NO_GENERATION if self._coordinator is None else self._coordinator.generation
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group, generation (or member epoch), member id and instance id, for
+        ``Producer.send_offsets_to_transaction`` (Kafka's ``groupMetadata()``); raises
+        without a ``group_id``."""
+        group_id = self.config["group_id"]
+        if group_id is None:
+            raise IllegalStateError("group_metadata needs a consumer with a group_id")
+        return ConsumerGroupMetadata(group_id, self.generation, self.member_id,
+                                     self.config["group_instance_id"])
 
     @property
     def rejoin_pending(self) -> bool:

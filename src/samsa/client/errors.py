@@ -20,7 +20,9 @@ __all__ = [
     "KafkaTimeoutError",
     "NoOffsetForPartitionError",
     "OffsetOutOfRangeError",
+    "ProducerFencedError",
     "TopicAuthorizationError",
+    "TransactionAbortableError",
     "TransactionalIdAuthorizationError",
     "WakeupError",
     "error_for",
@@ -147,17 +149,33 @@ class OffsetOutOfRangeError(KafkaError):
     code = int(ErrorCode.offset_out_of_range)
 
 
+class ProducerFencedError(KafkaError):
+    """PRODUCER_FENCED or INVALID_PRODUCER_EPOCH: a newer producer with the same
+    transactional id took over (or the transaction timed out and the coordinator bumped the
+    epoch). Fatal for a transactional producer: close it."""
+
+    code = int(ErrorCode.producer_fenced)
+
+
+class TransactionAbortableError(KafkaError):
+    """The open transaction cannot commit (a batch failed, the group refused the offsets,
+    a topic or group was unauthorized): ``abort_transaction()``, then go on."""
+
+
 _AUTHORIZATION: dict[int, type[KafkaError]] = {
     cls.code: cls for cls in (TopicAuthorizationError, GroupAuthorizationError,
                               ClusterAuthorizationError, TransactionalIdAuthorizationError)}
 
 
 def error_for(code: int | ErrorCode, message: str = "") -> KafkaError:
-    """The exception for a non-zero Kafka error code (the authorization errors, fencing and
-    out-of-range offsets as their own types)."""
+    """The exception for a non-zero Kafka error code (the authorization errors, fencing of
+    an instance or a producer and out-of-range offsets as their own types)."""
     code = int(code)
     if code == ErrorCode.fenced_instance_id:
         return FencedInstanceIdError(message or "fenced_instance_id")
+    if code in (ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch):
+        return ProducerFencedError(f"{ErrorCode(code).name}: {message}" if message
+                                   else ErrorCode(code).name, code)
     if code == ErrorCode.offset_out_of_range:
         return OffsetOutOfRangeError(message or "offset_out_of_range")
     try:

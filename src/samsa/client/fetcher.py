@@ -20,7 +20,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -31,9 +31,9 @@ from samsa.client.metadata import Metadata
 from samsa.client.net import ApiKey
 from samsa.client.records import ConsumerRecord
 from samsa.client.subscription import SubscriptionState
-from samsa.protocol.records import DecodedBatch, decode_batches
+from samsa.protocol.records import decode_batches
 
-__all__ = ["FetchConfig", "Fetcher"]
+__all__ = ["AbortedFilter", "FetchConfig", "Fetcher"]
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +63,24 @@ class _Completed:
     aborted: tuple[tuple[int, int], ...] = ()
 
 
-class _AbortedFilter:
+class BatchView(Protocol):
+    """The header fields :class:`AbortedFilter` reads (a decoded batch or a bare header)."""
+
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def is_transactional(self) -> bool: ...
+    @property
+    def is_control(self) -> bool: ...
+
+
+class AbortedFilter:
     """Kafka's read_committed consumer: a data batch of a producer whose aborted
     transaction (from the answer's list, by first offset) is open at that point is left
-    out; the producer's abort marker closes it."""
+    out; the producer's abort marker closes it. One per fetch answer, called on its
+    batches in order (the consumer's fetcher and the Spark source's range reader)."""
 
     __slots__ = ("_open", "_pending")
 
@@ -74,7 +88,7 @@ class _AbortedFilter:
         self._pending = sorted(aborted, key=lambda a: a[1])
         self._open: set[int] = set()
 
-    def __call__(self, batch: DecodedBatch) -> bool:
+    def __call__(self, batch: BatchView) -> bool:
         while self._pending and self._pending[0][1] <= batch.base_offset:
             self._open.add(self._pending.pop(0)[0])
         if not batch.is_transactional or batch.producer_id not in self._open:
@@ -245,7 +259,7 @@ class Fetcher:
             next_offset = c.fetch_offset
             topic, partition, fetch_offset = tp.topic, tp.partition, c.fetch_offset
             make = ConsumerRecord
-            skip = _AbortedFilter(c.aborted)
+            skip = AbortedFilter(c.aborted)
             for batch in decode_batches(c.data, check_crc=self.config.check_crcs):
                 if batch.next_offset > next_offset:
                     next_offset = batch.next_offset

@@ -77,6 +77,12 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     ApiKey.OFFSET_DELETE: 0,
     ApiKey.LIST_TRANSACTIONS: 1,
     ApiKey.DESCRIBE_TRANSACTIONS: 0,
+    ApiKey.DESCRIBE_PRODUCERS: 0,
+    ApiKey.WRITE_TXN_MARKERS: 2,
+    ApiKey.ADD_PARTITIONS_TO_TXN: 3,  # v4+ are the brokers' (KIP-890)
+    ApiKey.ADD_OFFSETS_TO_TXN: 4,
+    ApiKey.END_TXN: 5,
+    ApiKey.TXN_OFFSET_COMMIT: 5,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: 1,
     ApiKey.SHARE_GROUP_HEARTBEAT: 1,
     ApiKey.SHARE_FETCH: 2,
@@ -124,6 +130,8 @@ class _Connection:
         self.state = "disconnected"  # connecting, handshaking (TLS), negotiating,
         #                              authenticating (SASL), ready
         self.versions: dict[int, tuple[int, int]] = {}
+        #: the cluster's finalized features (name -> max level), from ApiVersions
+        self.features: dict[str, int] = {}
         self.queued: collections.deque[_Pending] = collections.deque()
         self.in_flight: collections.deque[tuple[int, _Pending]] = collections.deque()
         self.out = bytearray()
@@ -181,7 +189,8 @@ class NetworkClient:
         With ``payloads``, ``body`` holds :func:`~samsa.protocol.codec.placeholder` ``i``
         where ``payloads[i]`` belongs (record batches): they are spliced into the frame
         uncopied, and the rest of the frame is encoded once per ``template`` key (see
-        :class:`~samsa.protocol.codec.RequestTemplates`).
+        :class:`~samsa.protocol.codec.RequestTemplates`). A ``"__version__"`` key in
+        ``body`` pins the version; ``"__max_version__"`` caps the negotiated one.
         """
         future: Future[Any] = Future()
         if self._closed:
@@ -221,6 +230,14 @@ class NetworkClient:
         if conn is None or conn.state != "ready":
             return None
         return self._choose(conn, api_key)
+
+    def finalized_feature(self, dest: Hashable, name: str) -> int | None:
+        """The finalized level of feature ``name`` as ``dest`` announced it (0: not
+        finalized), once connected; None before."""
+        conn = self._conns.get(dest)
+        if conn is None or conn.state != "ready":
+            return None
+        return conn.features.get(name, 0)
 
     @property
     def running(self) -> bool:
@@ -405,6 +422,8 @@ class NetworkClient:
                 return
             conn.versions = {int(k.api_key): (int(k.min_version), int(k.max_version))
                              for k in resp.api_keys}
+            conn.features = {f.name: int(f.max_version_level)
+                             for f in getattr(resp, "finalized_features", ())}
             if self.security.sasl is not None:
                 self._authenticate(conn)
                 return
@@ -499,6 +518,10 @@ class NetworkClient:
             version = pending.body.get("__version__") if pending.body else None
             if version is None:
                 version = self._choose(conn, pending.api_key)
+                cap = pending.body.get("__max_version__") if pending.body else None
+                if version is not None and cap is not None:
+                    low = conn.versions[pending.api_key][0]
+                    version = min(version, cap) if low <= cap else None
             if version is None:
                 pending.future.failure(KafkaError(
                     f"broker does not support API {pending.api_key}", 35))
@@ -515,7 +538,8 @@ class NetworkClient:
 
         def entity() -> Any:
             schema = load_request_schema(pending.api_key, pending.version)
-            return build(schema, {k: v for k, v in pending.body.items() if k != "__version__"})
+            return build(schema, {k: v for k, v in pending.body.items()
+                                  if k not in ("__version__", "__max_version__")})
 
         if pending.payloads is not None:  # spliced (see send)
             for chunk in self._templates.encode(pending.api_key, pending.version,

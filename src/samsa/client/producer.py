@@ -16,6 +16,16 @@ principal may not DESCRIBE raises :class:`~samsa.client.errors.TopicAuthorizatio
 with it, and an idempotent producer refused its producer id (CLUSTER_AUTHORIZATION_FAILED)
 is fatal: every queued record and every later ``send`` fails with
 :class:`~samsa.client.errors.ClusterAuthorizationError`.
+
+With ``transactional_id`` the producer is transactional (idempotence implied, acks=all):
+``init_transactions``, ``begin_transaction``, ``send_offsets_to_transaction``,
+``commit_transaction`` and ``abort_transaction`` as in Kafka's producer. The state and the
+coordinator requests live in the pure :class:`~samsa.client.transactions.TransactionManager`;
+the sender thread sends its requests one at a time (EndTxn once every batch is done; under
+transactions v1 a partition's batches wait until AddPartitionsToTxn added it), the network
+thread feeds it the answers, and the user's calls wait for their operation. A fenced producer
+fails every queued record and every later call with
+:class:`~samsa.client.errors.ProducerFencedError`.
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ import itertools
 import logging
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -37,6 +47,7 @@ from samsa.client.errors import (
     KafkaError,
     KafkaTimeoutError,
     TopicAuthorizationError,
+    TransactionAbortableError,
     error_for,
 )
 from samsa.client.future import Future
@@ -46,6 +57,13 @@ from samsa.client.partitioner import StickyPartitioner, partition_for_key
 from samsa.client.records import RecordMetadata
 from samsa.client.security import DEFAULTS as SECURITY_DEFAULTS
 from samsa.client.security import client_security
+from samsa.client.transactions import (
+    ConsumerGroupMetadata,
+    Operation,
+    TransactionManager,
+    TxnRequest,
+    TxnState,
+)
 from samsa.protocol.batch import BATCH_OVERHEAD
 from samsa.protocol.codec import placeholder
 from samsa.protocol.records import COMPRESSION_CODES, BatchBuilder
@@ -77,6 +95,8 @@ DEFAULTS: dict[str, Any] = {
     "key_serializer": None,
     "value_serializer": None,
     "partitioner": None,
+    "transactional_id": None,
+    "transaction_timeout_ms": 60000,
 }
 
 # plain ints: compared per batch on the I/O thread
@@ -88,6 +108,8 @@ _NETWORK_EXCEPTION = int(ErrorCode.network_exception)
 _REFRESH_METADATA = frozenset({int(ErrorCode.unknown_topic_or_partition),
                                int(ErrorCode.leader_not_available),
                                int(ErrorCode.not_leader_or_follower)})
+TV2_PRODUCE_VERSION = 12
+"""Produce from this version adds a transactional producer's partitions (KIP-890)."""
 #: bytes counted per record beside its key and value (buffer and batch accounting)
 RECORD_OVERHEAD = 16
 
@@ -278,6 +300,16 @@ class Producer:
         self.acks = -1 if acks in ("all", -1, "-1") else int(acks)
         self.compression = COMPRESSION_CODES[c["compression_type"] or "none"]
         self.idempotent = bool(c["enable_idempotence"]) and self.acks == -1
+        self._txn: TransactionManager | None = None
+        if c["transactional_id"] is not None:  # as Kafka's ProducerConfig: refused, not fixed
+            if configs.get("enable_idempotence") is False or self.acks != -1:
+                raise ValueError("a transactional producer is idempotent: it needs "
+                                 "enable_idempotence and acks=all")
+            self._txn = TransactionManager(str(c["transactional_id"]),
+                                           int(c["transaction_timeout_ms"]),
+                                           int(c["retry_backoff_ms"]))
+        #: the coordinator request the sender is to send next (taken off the manager)
+        self._txn_request: TxnRequest | None = None
         self.client_id = c["client_id"] or f"samsa-producer-{next(_ids)}"
         self._net = NetworkClient(self.client_id, c["request_timeout_ms"],
                                   c["reconnect_backoff_ms"], client_security(c))
@@ -350,6 +382,9 @@ class Producer:
         try:
             if self._buffered + size > self._buffer_memory and self._buffered:
                 self._wait_for_memory(size)
+            if self._txn is not None:
+                self._txn.add_partition(TopicPartition(topic, partition))
+                self._cond.notify()
             batch = state.batches[partition]
             if batch is None or batch.closed or \
                     (batch.size + size > self._batch_size and batch.count):
@@ -369,6 +404,151 @@ class Producer:
         if on_delivery is not None:
             fut.add_done_callback(lambda f: on_delivery(f.exception(), f.value))
         return fut
+
+    # ---- transactions -------------------------------------------------------------------
+
+    def _manager(self, call: str) -> TransactionManager:
+        if self._txn is None:
+            raise KafkaError(f"{call} needs a transactional producer (transactional_id)")
+        if self._closed:
+            raise KafkaError("producer is closed")
+        return self._txn
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Register the transactional id with its coordinator: get the producer id and a
+        new epoch, fencing any earlier producer with the id (its open transaction is
+        completed or aborted first). Called once, before the first transaction; after a
+        timeout it may be called again to keep waiting."""
+        txn = self._manager("init_transactions")
+        with self._cond:
+            op = txn.init()
+            self._cond.notify_all()
+        self._await(op, timeout)
+
+    def begin_transaction(self) -> None:
+        """Open a transaction: every record sent until its end belongs to it."""
+        txn = self._manager("begin_transaction")
+        with self._cond:
+            txn.begin()
+
+    def send_offsets_to_transaction(
+            self, offsets: Mapping[TopicPartition, Any],
+            group_metadata: ConsumerGroupMetadata | str, timeout: float | None = None) -> None:
+        """Commit a consumer group's ``offsets`` (offset or ``OffsetAndMetadata``: the next
+        record to read) with the transaction: visible to the group once it commits, dropped
+        if it aborts. ``group_metadata`` is ``consumer.group_metadata()``, so that the group
+        fences offsets of a consumer that lost its partitions (KIP-447); a bare group id
+        skips that check."""
+        txn = self._manager("send_offsets_to_transaction")
+        group = ConsumerGroupMetadata(group_metadata) if isinstance(group_metadata, str) \
+            else group_metadata
+        with self._cond:
+            op = txn.send_offsets(offsets, group)
+            self._cond.notify_all()
+        self._await(op, timeout)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Send every queued record, then commit: the records and offsets of the
+        transaction become visible to read_committed consumers together. Raises
+        :class:`TransactionAbortableError` if some of it failed (abort then), and
+        :class:`KafkaTimeoutError` if it did not finish in time (call it again)."""
+        txn = self._manager("commit_transaction")
+        with self._cond:
+            op = txn.commit()
+            self._flushing += 1
+            self._cond.notify_all()
+        try:
+            self._await(op, timeout)
+        finally:
+            with self._cond:
+                self._flushing -= 1
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the transaction: records not sent yet fail with
+        :class:`TransactionAbortableError`, those sent are marked aborted and read_committed
+        consumers skip them; the staged offsets are dropped."""
+        txn = self._manager("abort_transaction")
+        with self._cond:
+            op = txn.abort()
+            failed: list[tuple[_Batch, BaseException | None, int, int]] = []
+            error = TransactionAbortableError("the transaction was aborted")
+            for queue in self._batches.values():
+                for batch in queue:
+                    batch.closed = True
+                    if batch.encoded is not None:  # it took sequence numbers
+                        txn.bump_required = True
+                    failed.append((batch, error, -1, -1))
+                queue.clear()
+            self._flushing += 1
+            self._cond.notify_all()
+        self._finish(failed)
+        try:
+            self._await(op, timeout)
+        finally:
+            with self._cond:
+                self._flushing -= 1
+
+    @property
+    def transaction_state(self) -> str | None:
+        """Kafka's name of the transactional state (None without ``transactional_id``)."""
+        return None if self._txn is None else self._txn.state.value
+
+    def _await(self, op: Operation, timeout: float | None) -> None:
+        """Wait for a transactional operation; raise its error or a timeout."""
+        wait = self.config["max_block_ms"] / 1000 if timeout is None else timeout
+        deadline = self._clock.now() + wait
+        with self._cond:
+            while not op.done:
+                remaining = deadline - self._clock.now()
+                if remaining <= 0:
+                    raise KafkaTimeoutError(f"{op.name} did not complete within {wait}s")
+                self._clock.wait(self._cond, min(remaining, 0.05))
+        if op.error is not None:
+            raise op.error
+
+    def _send_txn(self, request: TxnRequest) -> None:
+        """Sender thread: one coordinator request of the transaction manager."""
+        txn = self._txn
+        assert txn is not None
+        dest: Hashable
+        if request.dest == "any":
+            dest = self._metadata.any_node()
+        else:
+            found = txn.coordinator if request.dest == "transaction" \
+                else txn.group_coordinators.get(request.group or "")
+            assert found is not None
+            dest = (f"{request.dest}-coordinator", found.node_id)
+            self._net.set_address(dest, found.host, found.port)
+        body = dict(request.body)
+        if request.version is not None:
+            body["__version__"] = request.version
+        if request.max_version is not None:
+            body["__max_version__"] = request.max_version
+        fut = self._net.send(dest, request.api_key, body)
+        fut.add_done_callback(lambda f: self._on_txn_answer(f, request, dest))
+
+    def _on_txn_answer(self, fut: Future[Any], request: TxnRequest, dest: Hashable) -> None:
+        """Network thread: feed the manager its answer; adopt a new producer id or epoch."""
+        txn = self._txn
+        assert txn is not None
+        with self._cond:
+            now = self._clock.now()
+            if fut.failed():
+                log.debug("%s failed: %s", request.kind, fut.exception())
+                txn.on_failure(fut.exception() or KafkaError(), now)
+            else:
+                initializing = txn.state is TxnState.INITIALIZING
+                txn.on_response(fut.value, now)
+                if initializing and txn.state is TxnState.READY:
+                    level = self._net.finalized_feature(dest, "transaction.version")
+                    txn.tv2 = (level or 0) >= 2
+            if (txn.producer_id, txn.producer_epoch) != \
+                    (self._producer_id, self._producer_epoch):
+                self._producer_id, self._producer_epoch = txn.producer_id, txn.producer_epoch
+                self._sequences = Sequences()  # a new epoch starts its sequences at 0
+            if txn.state is TxnState.FATAL_ERROR and txn.error is not None:
+                self._fatal = txn.error
+            self._cond.notify_all()
 
     def _prepare(self, key: Any, value: Any, headers: Any
                  ) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]] | None]:
@@ -510,7 +690,7 @@ class Producer:
                     with self._cond:
                         self._clock.wait(self._cond, 0.1)
                     continue
-                if self.idempotent and self._producer_id < 0:
+                if self.idempotent and self._producer_id < 0 and self._txn is None:
                     self._init_producer_id()
                     continue
                 if self._metadata_stale:
@@ -521,6 +701,9 @@ class Producer:
                 requests = self._drain()
                 for node, batches in requests.items():
                     self._send_produce(node, batches)
+                request, self._txn_request = self._txn_request, None
+                if request is not None:
+                    self._send_txn(request)
             except Exception as exc:  # keep the sender alive; fail nothing silently
                 log.warning("producer sender error: %s", exc)
                 self._clock.sleep(self.config["retry_backoff_ms"] / 1000)
@@ -545,9 +728,14 @@ class Producer:
     def _drain(self) -> dict[int, list[_Batch]]:
         """Wait for ready batches; take at most one per partition, grouped by leader."""
         max_in_flight = self.config["max_in_flight_requests_per_connection"]
+        txn = self._txn
         with self._cond:
             while True:
                 now = self._clock.now()
+                if txn is not None and self._txn_request is None:
+                    self._txn_request = txn.next_request(now, not self._unfinished)
+                    if self._txn_request is not None:
+                        return {}
                 flushing = self._flushing > 0 or self._closed
                 cluster = self._metadata.cluster
                 out: dict[int, list[_Batch]] = defaultdict(list)
@@ -557,6 +745,8 @@ class Producer:
                     if not queue:
                         continue
                     batch = queue[0]
+                    if txn is not None and not txn.partition_ready(tp):
+                        continue  # TV1: AddPartitionsToTxn first
                     if batch.retry_at > now:
                         wait = min(wait, batch.retry_at - now)
                         continue
@@ -588,6 +778,10 @@ class Producer:
                     return out
                 if self._metadata_stale or (self._closed and not self._incomplete):
                     return {}
+                if txn is not None:
+                    txn_wait = txn.wait_time(now)
+                    if txn_wait is not None:
+                        wait = min(wait, txn_wait)
                 self._clock.wait(self._cond, max(0.001, wait))
 
     def _encode(self, batch: _Batch) -> bytes:
@@ -598,7 +792,7 @@ class Producer:
                 compression=self.compression,
                 producer_id=self._producer_id if self.idempotent else -1,
                 producer_epoch=self._producer_epoch if self.idempotent else -1,
-                base_sequence=batch.base_sequence)
+                base_sequence=batch.base_sequence, transactional=self._txn is not None)
         return batch.encoded
 
     def _send_produce(self, node: int, batches: list[_Batch]) -> None:
@@ -612,8 +806,12 @@ class Producer:
                                            "records": placeholder(len(payloads))})
             payloads.append(self._encode(batch))
         timeout = self.config["request_timeout_ms"]
-        body = {"transactional_id": None, "acks": self.acks, "timeout": timeout,
+        txn = self._txn
+        body = {"transactional_id": None if txn is None else txn.transactional_id,
+                "acks": self.acks, "timeout": timeout,
                 "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()]}
+        if txn is not None and txn.tv2:  # the broker adds the partitions (KIP-890)
+            body["__version__"] = TV2_PRODUCE_VERSION
         shape = (self.acks, timeout, tuple((t, tuple(p["index"] for p in ps))
                                            for t, ps in topics.items()))
         fut = self._net.send(node, ApiKey.PRODUCE, body, expect_response=self.acks != 0,
@@ -660,6 +858,10 @@ class Producer:
                     self._requeue(batch)
                 else:
                     finished.append((batch, exc, -1, -1))
+                    if self._txn is not None:
+                        self._txn.batch_failed(batch.tp, exc, batch.base_sequence >= 0)
+                        if self._txn.state is TxnState.FATAL_ERROR:
+                            self._fatal = self._txn.error
             self._cond.notify_all()
         self._finish(finished)
 

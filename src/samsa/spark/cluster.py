@@ -48,7 +48,8 @@ class Cluster:
                 for p in range(n)}
 
     def offsets(self, tps: Iterable[TopicPartition], what: int) -> dict[TopicPartition, int]:
-        """``what`` -2 earliest, -1 latest, else the first offset at or after that time (ms).
+        """``what`` -2 earliest, -1 latest (read_committed: the last stable offset), else
+        the first offset at or after that time (ms).
 
         A timestamp later than every record resolves to the latest offset.
         """
@@ -56,7 +57,8 @@ class Cluster:
         if not tps:
             return {}
         try:
-            found = self.admin.list_offsets(dict.fromkeys(tps, what))
+            found = self.admin.list_offsets(dict.fromkeys(tps, what),
+                                            read_committed=self.opts.read_committed)
         except KafkaError:
             # A topic deleted since the partitions were listed: look up the others.
             gone = tps - self.partitions()

@@ -4,7 +4,9 @@ Fetch requests go to the partition leader through the samsa client's network thr
 next fetch is sent as soon as a response's last batch is known (before its records are
 decoded), so the broker works while Python decodes. Offsets below the log start (deleted by
 retention) are data loss: with ``failOnDataLoss`` the task fails with a clear message,
-otherwise the lost offsets are skipped and logged.
+otherwise the lost offsets are skipped and logged. ``read_committed`` fetches with that
+isolation level and drops the batches of aborted transactions from each answer before it
+is decoded (the gaps they leave, like control batches', are no data loss).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -21,14 +23,16 @@ from kio.schema.errors import ErrorCode
 
 from samsa import TopicPartition
 from samsa.client.errors import METADATA_ERRORS, KafkaError, error_for
+from samsa.client.fetcher import AbortedFilter
 from samsa.client.metadata import Metadata
 from samsa.client.net import ApiKey, NetworkClient
 from samsa.client.offsets import EARLIEST, list_offsets
 from samsa.client.security import DEFAULTS, client_security
+from samsa.protocol.batch import BATCH_OVERHEAD, parse_header
 from samsa.spark.arrow import Columns, decode_into, scan_next_offset
 from samsa.spark.columnar import decode_chunk
 
-__all__ = ["DataLossError", "RangeReader", "data_loss"]
+__all__ = ["DataLossError", "RangeReader", "data_loss", "drop_aborted"]
 
 log = logging.getLogger(__name__)
 
@@ -49,13 +53,33 @@ def data_loss(message: str, fail: bool) -> None:
     log.warning("%s. %s Continuing because failOnDataLoss is false.", message, hint)
 
 
+def drop_aborted(data: bytes | memoryview, aborted: Iterable[Any]) -> bytes:
+    """``data`` without the batches of the aborted transactions a read_committed Fetch
+    answer lists (``producer_id``, ``first_offset``); a trailing partial batch stays."""
+    skip = AbortedFilter(tuple((int(a.producer_id), int(a.first_offset)) for a in aborted))
+    mv = memoryview(data)
+    kept: list[memoryview] = []
+    pos = 0
+    while len(mv) - pos >= BATCH_OVERHEAD:
+        header = parse_header(mv, pos)
+        if header.end > len(mv):
+            break
+        if not skip(header):
+            kept.append(mv[pos:header.end])
+        pos = header.end
+    kept.append(mv[pos:])
+    return b"".join(kept)
+
+
 class RangeReader:
     """Fetches ranges of partitions from one cluster (one per task; close it after use)."""
 
     def __init__(self, bootstrap: str, *, fetch_max_bytes: int = 8 << 20,
                  request_timeout_ms: int = 30000,
-                 security: Mapping[str, Any] | None = None) -> None:
+                 security: Mapping[str, Any] | None = None,
+                 read_committed: bool = False) -> None:
         """``security``: TLS and SASL settings (:data:`samsa.client.security.DEFAULTS`)."""
+        self.read_committed = read_committed
         self.net = NetworkClient(f"samsa-spark-{os.getpid()}-{next(_ids)}", request_timeout_ms,
                                  security=client_security({**DEFAULTS, **(security or {})}))
         self.metadata = Metadata(self.net, bootstrap)
@@ -89,7 +113,8 @@ class RangeReader:
     def _send(self, tp: TopicPartition, offset: int, node: int) -> Any:
         body = {
             "cluster_id": None, "replica_id": -1, "max_wait": 0, "min_bytes": 0,
-            "max_bytes": self.fetch_max_bytes, "isolation_level": 0, "session_id": 0,
+            "max_bytes": self.fetch_max_bytes,
+            "isolation_level": 1 if self.read_committed else 0, "session_id": 0,
             "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
             "topics": [{"topic": tp.topic, "partitions": [{
                 "partition": tp.partition, "fetch_offset": offset,
@@ -129,6 +154,8 @@ class RangeReader:
                 if nxt is not None and nxt > pos:
                     if nxt < until:
                         fut = self._send(tp, nxt, node)  # pipelined: decode meanwhile
+                    if p.aborted_transactions:
+                        data = drop_aborted(data, p.aborted_transactions)
                     yield data, pos, nxt
                     pos = nxt
                     deadline = None

@@ -187,6 +187,18 @@ def client_settings(security: tuple[tuple[str, str], ...]) -> dict[str, Any]:
     return from_properties(dict(security))
 
 
+def _isolation(options: Mapping[str, str]) -> str:
+    """``isolation.level`` / ``kafka.isolation.level`` (the consumer property Spark's Kafka
+    source passes through); read_uncommitted when unset."""
+    level = _get(options, "isolation.level") or _get(options, "kafka.isolation.level")
+    if level is None:
+        return "read_uncommitted"
+    if level.strip().lower() not in ("read_uncommitted", "read_committed"):
+        raise OptionError(f"option kafka.isolation.level must be read_uncommitted or "
+                          f"read_committed, not {level!r}")
+    return level.strip().lower()
+
+
 def _bootstrap(options: Mapping[str, str]) -> str:
     servers = _get(options, "bootstrap.servers") or _get(options, "kafka.bootstrap.servers")
     if not servers:
@@ -222,6 +234,10 @@ class SourceOptions:
     """Hand Spark Arrow batches (``False``: row tuples, slower; for comparison)."""
     security: tuple[tuple[str, str], ...] = ()
     """Kafka client properties for TLS and SASL (``kafka.security.protocol`` ...)."""
+    read_committed: bool = False
+    """``kafka.isolation.level=read_committed`` (or ``isolation.level``): offsets end at the
+    last stable offset and records of aborted transactions are left out. The default is
+    read_uncommitted, as the Kafka consumer's and so Spark's Kafka source's."""
 
     def matches(self, topic: str) -> bool:
         """Does ``topic`` belong to this source's topic selection?"""
@@ -280,6 +296,7 @@ class SourceOptions:
         kw["include_headers"] = _bool(opts, "includeHeaders", False)
         kw["group_id"] = _get(opts, "groupId") or None
         kw["arrow"] = _bool(opts, "arrowBatches", True)
+        kw["read_committed"] = _isolation(opts) == "read_committed"
         for key, name in (("fetch_max_bytes", "fetch.max.bytes"),
                           ("request_timeout_ms", "request.timeout.ms"),
                           ("batch_records", "arrowBatchRecords")):

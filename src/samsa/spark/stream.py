@@ -48,7 +48,8 @@ def read_range(opts: SourceOptions, r: OffsetRange) -> Iterator[Any]:
     freeze_imports()
     with RangeReader(opts.bootstrap, fetch_max_bytes=opts.fetch_max_bytes,
                      request_timeout_ms=opts.request_timeout_ms,
-                     security=client_settings(opts.security)) as reader:
+                     security=client_settings(opts.security),
+                     read_committed=opts.read_committed) as reader:
         yield from reader.batches(r.tp, r.start, r.until,
                                   fail_on_data_loss=opts.fail_on_data_loss,
                                   include_headers=opts.include_headers,

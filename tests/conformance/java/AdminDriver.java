@@ -11,6 +11,7 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
+import org.apache.kafka.clients.admin.AbortTransactionSpec;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
@@ -58,6 +59,7 @@ import org.apache.kafka.common.resource.ResourceType;
  *   list-transactions           listTransactions (id, producer id, state of each)
  *   describe-transactions ID... describeTransactions (state, producer, timeout, partitions)
  *   describe-producers TP       describeProducers (id, epoch, open transaction's start)
+ *   abort-transaction TP PID EPOCH COORDINATOR_EPOCH   abortTransaction (KIP-664)
  *   list-share-groups           listGroups(ListGroupsOptions.forShareGroups())
  *   describe-share-groups GROUP...   describeShareGroups
  *   list-share-offsets GROUP    listShareGroupOffsets (every partition with share state)
@@ -91,6 +93,7 @@ public final class AdminDriver {
         COMMANDS.put("list-transactions", AdminDriver::listTransactions);
         COMMANDS.put("describe-transactions", AdminDriver::describeTransactions);
         COMMANDS.put("describe-producers", AdminDriver::describeProducers);
+        COMMANDS.put("abort-transaction", AdminDriver::abortTransaction);
         COMMANDS.put("list-share-groups", AdminDriver::listShareGroups);
         COMMANDS.put("describe-share-groups", AdminDriver::describeShareGroups);
         COMMANDS.put("list-share-offsets", AdminDriver::listShareOffsets);
@@ -363,6 +366,14 @@ public final class AdminDriver {
                             ? s.currentTransactionStartOffset().getAsLong() : null));
         }
         return Json.obj("producers", out);
+    }
+
+    static Map<String, Object> abortTransaction(Admin admin, List<String> words)
+            throws Exception {
+        get(admin.abortTransaction(new AbortTransactionSpec(tp(words.get(0)),
+                Long.parseLong(words.get(1)), Short.parseShort(words.get(2)),
+                Integer.parseInt(words.get(3)))).all());
+        return Json.obj();
     }
 
     static String nullable(String s) {

@@ -69,6 +69,7 @@ API_MODULES = (
     "share_group_heartbeat",
     "sync_group",
     "txn_offset_commit",
+    "write_txn_markers",
 )
 """The handler modules of this package, one per API."""
 

@@ -14,14 +14,21 @@ filled: a single node leads everything); v12 transactions v2 (KIP-890): a transa
 producer's partitions are added to its transaction here, before the append (through the
 coordinator's node on a cluster: :meth:`TxnRuntime.add_implicitly
 <samsa.broker.transactions.TxnRuntime.add_implicitly>`; the coordinator's
-CONCURRENT_TRANSACTIONS and coordinator errors become the retriable NOT_ENOUGH_REPLICAS,
-PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH).
+CONCURRENT_TRANSACTIONS, met by the first batch after the previous transaction's end while
+its markers are written, is retried here every 20 ms for up to 100 ms, as Kafka's
+``add.partitions.to.txn.retry.backoff.ms`` / ``...max.ms``; then it and the coordinator
+errors become the retriable NOT_ENOUGH_REPLICAS, PRODUCER_FENCED becomes
+INVALID_PRODUCER_EPOCH); a transactional id's v12 requests take turns, so that they append
+in arrival order across that wait.
 Untyped on purpose: Produce is the hot path (no typed build plus conversion per request).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import weakref
+from collections.abc import AsyncIterator
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -43,6 +50,8 @@ TV2_VERSION = 12
 """From this version a transactional producer's partitions join its transaction implicitly
 (KIP-890, transactions v2)."""
 #: coordinator answers a producer retries, as Produce knows them (Kafka's mapping)
+#: Kafka's add.partitions.to.txn.retry.backoff.ms and add.partitions.to.txn.retry.backoff.max.ms
+ADD_RETRY_BACKOFF_S, ADD_RETRY_MAX_S = 0.02, 0.1
 _RETRIABLE = {ErrorCode.concurrent_transactions, ErrorCode.coordinator_not_available,
               ErrorCode.coordinator_load_in_progress, ErrorCode.not_coordinator}
 
@@ -92,6 +101,41 @@ def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None,
     return _result(index, ErrorCode.none, None, info), part, info.last_offset + 1
 
 
+class _Turns:
+    """One broker's TV2 Produce requests of each transactional id, appended in arrival
+    order. Each awaits the coordinator before its append; without turns a later request
+    (its partition already added) would append before an earlier one still waiting for
+    that addition to be durable, and the earlier batch's sequence would then be out of
+    order (a pipelining producer's first batches of every transaction)."""
+
+    def __init__(self) -> None:
+        self.locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
+
+    @contextlib.asynccontextmanager
+    async def turn(self, transactional_id: str) -> AsyncIterator[None]:
+        lock, users = self.locks.setdefault(transactional_id, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self.locks[transactional_id]
+
+
+_TURNS: weakref.WeakKeyDictionary[Any, _Turns] = weakref.WeakKeyDictionary()
+
+
+def _turn(ctx: RequestContext, transactional_id: str
+          ) -> contextlib.AbstractAsyncContextManager[None]:
+    """The turn of a TV2 Produce request among its transactional id's on this broker."""
+    turns = _TURNS.get(ctx.broker)
+    if turns is None:
+        turns = _TURNS[ctx.broker] = _Turns()
+    return turns.turn(transactional_id)
+
+
 async def _add_to_transaction(ctx: RequestContext, transactional_id: str,
                               writable: set[str]) -> dict[tuple[str, int], ErrorCode]:
     """TV2: the partitions of the request join the producer's transaction (its id and epoch
@@ -106,9 +150,14 @@ async def _add_to_transaction(ctx: RequestContext, transactional_id: str,
         header = parse_header(wanted[0][2])
     except InvalidRecords:
         return {}  # the append refuses it
-    answer = await ctx.broker.transactions.add_implicitly(AddPartitions(
-        transactional_id, header.producer_id, header.producer_epoch,
-        tuple((name, index) for name, index, _ in wanted)))
+    add = AddPartitions(transactional_id, header.producer_id, header.producer_epoch,
+                        tuple((name, index) for name, index, _ in wanted))
+    answer = await ctx.broker.transactions.add_implicitly(add)
+    waited = 0.0
+    while answer.error_code == ErrorCode.concurrent_transactions and waited < ADD_RETRY_MAX_S:
+        await asyncio.sleep(ADD_RETRY_BACKOFF_S)
+        waited += ADD_RETRY_BACKOFF_S
+        answer = await ctx.broker.transactions.add_implicitly(add)
     if answer.error_code == ErrorCode.none:
         return {}
     code = ErrorCode(answer.error_code)
@@ -117,6 +166,29 @@ async def _add_to_transaction(ctx: RequestContext, transactional_id: str,
     elif code == ErrorCode.producer_fenced:
         code = ErrorCode.invalid_producer_epoch
     return {(name, index): code for name, index, _ in wanted}
+
+
+def _append_all(ctx: RequestContext, code: ErrorCode, writable: set[str],
+                not_added: dict[tuple[str, int], ErrorCode], now: int,
+                topics: list[dict[str, Any]], to_sync: list[tuple[Partition, int]]) -> None:
+    """Append every partition's records (or answer its error) into ``topics``; the
+    partitions to wait for into ``to_sync``."""
+    for t in ctx.body.topic_data:
+        results = []
+        refused = code if code != ErrorCode.none or t.name in writable \
+            else ErrorCode.topic_authorization_failed
+        for p in t.partition_data:
+            if refused != ErrorCode.none:
+                results.append(_result(p.index, refused))
+                continue
+            if (t.name, p.index) in not_added:
+                results.append(_result(p.index, not_added[(t.name, p.index)]))
+                continue
+            result, part, end = _append(ctx, t.name, p.index, p.records, now)
+            results.append(result)
+            if part is not None:
+                to_sync.append((part, end))
+        topics.append({"name": t.name, "partition_responses": results})
 
 
 async def handle(ctx: RequestContext) -> Any:
@@ -134,26 +206,13 @@ async def handle(ctx: RequestContext) -> Any:
         code = ErrorCode.none
     writable = access.allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC,
                                     [t.name for t in body.topic_data])
-    not_added: dict[tuple[str, int], ErrorCode] = {}
     if code == ErrorCode.none and body.transactional_id is not None \
             and ctx.version >= TV2_VERSION:
-        not_added = await _add_to_transaction(ctx, body.transactional_id, writable)
-    for t in body.topic_data:
-        results = []
-        refused = code if code != ErrorCode.none or t.name in writable \
-            else ErrorCode.topic_authorization_failed
-        for p in t.partition_data:
-            if refused != ErrorCode.none:
-                results.append(_result(p.index, refused))
-                continue
-            if (t.name, p.index) in not_added:
-                results.append(_result(p.index, not_added[(t.name, p.index)]))
-                continue
-            result, part, end = _append(ctx, t.name, p.index, p.records, now)
-            results.append(result)
-            if part is not None:
-                to_sync.append((part, end))
-        topics.append({"name": t.name, "partition_responses": results})
+        async with _turn(ctx, body.transactional_id):
+            not_added = await _add_to_transaction(ctx, body.transactional_id, writable)
+            _append_all(ctx, code, writable, not_added, now, topics, to_sync)
+    else:
+        _append_all(ctx, code, writable, {}, now, topics, to_sync)
     if acks == 0:
         return None
     if acks == 1:  # an engine whose writes outrun durability bounds its backlog
