@@ -22,6 +22,9 @@
   snapshot (NULL: forgotten), saved by the partition's lease owner, and ``reset``, the
   ``share_resets`` count of ``samsa_meta`` at the last admin change of it (any node), which
   fences the owner's older saves (:mod:`samsa.storage.pg.shares`).
+* ``samsa_configs``: the dynamic configs (``kind`` broker or group, the resource's name,
+  its configs); ``configs_version`` in ``samsa_meta`` is bumped on every change, so nodes
+  re-read them (:mod:`samsa.storage.pg.configs`).
 """
 
 from __future__ import annotations
@@ -108,6 +111,13 @@ CREATE TABLE IF NOT EXISTS samsa_share_states (
 );
 INSERT INTO samsa_meta VALUES ('share_resets', 0) ON CONFLICT DO NOTHING;
 CREATE INDEX IF NOT EXISTS samsa_share_states_groups ON samsa_share_states (group_id);
+CREATE TABLE IF NOT EXISTS samsa_configs (
+    kind text NOT NULL,
+    name text NOT NULL,
+    configs jsonb NOT NULL,
+    PRIMARY KEY (kind, name)
+);
+INSERT INTO samsa_meta VALUES ('configs_version', 0) ON CONFLICT DO NOTHING;
 """
 
 NODE_LOCK = 7316
