@@ -53,7 +53,7 @@ def configs_cluster(tmp_path_factory: pytest.TempPathFactory,
         yield cluster
 
 
-def _described(bootstrap: str, rtype: int, name: str) -> dict[str, tuple[str | None, int]]:
+def described(bootstrap: str, rtype: int, name: str) -> dict[str, tuple[str | None, int]]:
     """name -> (value, source) of a resource's configs, as DescribeConfigs v4 on one node
     answers them."""
     c = WireClient(bootstrap)
@@ -91,7 +91,7 @@ def _set_group(bootstrap: str, group: str, configs: dict[str, str]) -> None:
     admin.incremental_alter_configs([res])[res].result(15)
 
 
-def _everywhere(cluster: Cluster, check: Callable[[str], bool], what: str,
+def everywhere(cluster: Cluster, check: Callable[[str], bool], what: str,
                 limit: float = 5.0) -> None:
     """Until ``check(bootstrap)`` holds on every node (a node applies a change on its next
     cluster tick, woken at once by the change's NOTIFY)."""
@@ -111,11 +111,11 @@ def test_group_configs_are_the_same_on_every_node(configs_cluster: Cluster) -> N
                             "consumer.session.timeout.ms": "50000"})
 
     def group_set(bootstrap: str) -> bool:
-        got = _described(bootstrap, GROUP, group)
+        got = described(bootstrap, GROUP, group)
         return (got["share.auto.offset.reset"] == ("earliest", GROUP_CONFIG)
                 and got["consumer.session.timeout.ms"] == ("50000", GROUP_CONFIG))
 
-    _everywhere(cluster, group_set, "the group configs set through node 1")
+    everywhere(cluster, group_set, "the group configs set through node 1")
 
     # validation is each node's, as before: a bad value is refused and changes nothing
     admin = AdminClient({"bootstrap.servers": cluster.nodes[2].bootstrap})
@@ -131,7 +131,7 @@ def test_group_configs_are_the_same_on_every_node(configs_cluster: Cluster) -> N
     # DELETE through node 3 reaches node 1
     assert _alter_on(three, GROUP, group, "consumer.session.timeout.ms", None, 1) == \
         ErrorCode.none
-    _everywhere(cluster, lambda b: _described(b, GROUP, group)[
+    everywhere(cluster, lambda b: described(b, GROUP, group)[
         "consumer.session.timeout.ms"] == ("45000", DEFAULT_CONFIG), "the DELETE")
 
     # a restart of every node keeps them (nothing in a node's data directory)
@@ -141,7 +141,7 @@ def test_group_configs_are_the_same_on_every_node(configs_cluster: Cluster) -> N
         node.start()
     cluster.settled()
     for node in cluster.nodes.values():
-        got = _described(node.bootstrap, GROUP, group)
+        got = described(node.bootstrap, GROUP, group)
         assert got["share.auto.offset.reset"] == ("earliest", GROUP_CONFIG)
         assert got["consumer.session.timeout.ms"] == ("45000", DEFAULT_CONFIG)
         assert not (node.data_dir / "dynamic-configs.json").exists()
@@ -159,7 +159,7 @@ def test_share_group_starts_where_its_config_set_through_another_node_says(
     values = produce(cluster.bootstrap, topic, PARTITIONS, 5)  # before the group exists
     through = cluster.nodes[min(leaders)].bootstrap
     _set_group(through, group, {"share.auto.offset.reset": "earliest"})
-    _everywhere(cluster, lambda b: _described(b, GROUP, group)[
+    everywhere(cluster, lambda b: described(b, GROUP, group)[
         "share.auto.offset.reset"] == ("earliest", GROUP_CONFIG), "the group config")
     consumer = share_consumer(cluster.bootstrap, group, [topic], "cfg")
     try:
@@ -195,10 +195,10 @@ def test_cluster_wide_broker_default_applies_on_every_node(configs_cluster: Clus
     assert _alter_on(cluster.nodes[1].bootstrap, BROKER, "", key, "LogAppendTime") == \
         ErrorCode.none
     try:
-        _everywhere(cluster, lambda b: _described(b, BROKER, "").get(key) == (
+        everywhere(cluster, lambda b: described(b, BROKER, "").get(key) == (
             "LogAppendTime", DYNAMIC_DEFAULT_BROKER_CONFIG), "the broker default")
         for node_id, node in cluster.nodes.items():
-            assert _described(node.bootstrap, BROKER, str(node_id))[key] == (
+            assert described(node.bootstrap, BROKER, str(node_id))[key] == (
                 "LogAppendTime", DYNAMIC_DEFAULT_BROKER_CONFIG)
         before = int(time.time() * 1000)
         kind, stamp = _produced(cluster.bootstrap, topic, other).timestamp()
@@ -209,5 +209,5 @@ def test_cluster_wide_broker_default_applies_on_every_node(configs_cluster: Clus
     finally:
         assert _alter_on(cluster.nodes[3].bootstrap, BROKER, "", key, None, 1) == \
             ErrorCode.none
-    _everywhere(cluster, lambda b: key not in _described(b, BROKER, ""), "the DELETE")
+    everywhere(cluster, lambda b: key not in described(b, BROKER, ""), "the DELETE")
     assert _produced(cluster.bootstrap, topic, other).timestamp() == (1, 1_000_000)
