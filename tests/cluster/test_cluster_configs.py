@@ -10,6 +10,10 @@ them.
   records produced before it joined from every partition, those led by the other nodes too;
 * a dynamic cluster-wide default (``log.message.timestamp.type=LogAppendTime``) set through
   node 1 stamps the records a partition led by another node appends.
+
+And the store itself (:mod:`samsa.storage.pg.configs`) with two nodes' engines: a save
+answers every stored config, the other node's changes too; a snapshot older than the view
+a node took is dropped.
 """
 
 from __future__ import annotations
@@ -30,8 +34,12 @@ from confluent_kafka.admin import (
 )
 from kio.schema.errors import ErrorCode
 
+from samsa.broker.storage import StoredConfigs
 from samsa.protocol.api_keys import ApiKey
+from samsa.storage.pg.configs import fetch_configs
+from samsa.storage.pg.engine import PgEngine
 from tests.cluster.test_cluster_clients import PARTITIONS, Cluster, three_nodes
+from tests.cluster.test_pg_log import run
 from tests.conformance.groupkit import produce
 from tests.conformance.sharekit import SHARE_BROKER_CONFIG, poll_until, share_consumer
 from tests.pg import PostgresServer
@@ -211,3 +219,28 @@ def test_cluster_wide_broker_default_applies_on_every_node(configs_cluster: Clus
             ErrorCode.none
     everywhere(cluster, lambda b: key not in described(b, BROKER, ""), "the DELETE")
     assert _produced(cluster.bootstrap, topic, other).timestamp() == (1, 1_000_000)
+
+
+def test_the_store_answers_every_nodes_changes(pg_dsn: str) -> None:
+    async def scenario(e1: PgEngine, e2: PgEngine, pid: int) -> None:
+        one, two = e1.configs, e2.configs
+        assert one.snapshot() == two.snapshot() == StoredConfigs({}, {})
+        assert one.snapshot() is None  # nothing new
+        stale = await e1.db.run(fetch_configs)
+        assert one.save_group("g", {"share.auto.offset.reset": "earliest"}) == StoredConfigs(
+            {}, {"g": {"share.auto.offset.reset": "earliest"}})
+        assert two.save_broker("", {"log.retention.ms": "1000"}) == StoredConfigs(
+            {"": {"log.retention.ms": "1000"}}, {"g": {"share.auto.offset.reset": "earliest"}})
+        assert two.save_broker("2", {"log.roll.ms": "5000"}).brokers == {
+            "": {"log.retention.ms": "1000"}, "2": {"log.roll.ms": "5000"}}
+        one.offer(stale)  # read before the node's own save: dropped
+        assert one.snapshot() is None
+        one.offer(await e1.db.run(fetch_configs))  # what the tick reads: node 2's changes
+        assert one.snapshot() == StoredConfigs(
+            {"": {"log.retention.ms": "1000"}, "2": {"log.roll.ms": "5000"}},
+            {"g": {"share.auto.offset.reset": "earliest"}})
+        assert one.save_group("g", {}).groups == {}  # forgotten
+        assert two.snapshot() == StoredConfigs(
+            {"": {"log.retention.ms": "1000"}, "2": {"log.roll.ms": "5000"}}, {})
+
+    run(pg_dsn, scenario)

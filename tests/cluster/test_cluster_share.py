@@ -3,18 +3,18 @@
 
 A consumer in explicit mode acquires every record of a topic whose partition leaders are
 spread over the nodes, produced before it joined (the group's
-``share.auto.offset.reset=earliest``, set through one node), and accepts them, then acquires more records of a partition led by
-the node that coordinates the group and leaves them acquired; that node is SIGKILLed. Its
-leases move: the new coordinator replays the share group and DescribeShareGroupOffsets
-reads the states back; the new leader of the partition loads its share partition's state,
-so a second consumer gets exactly the records left acquired, with a delivery count of 2
-(the acquisition was saved before the fetch was answered), and no accepted record again;
-afterwards every partition's start offset is at the log end, with no lag. Then
-AlterShareGroupOffsets on the coordinator moves every share partition back to the log
-start, those other nodes lead too (they reload the state on their next tick), and a third
-consumer gets every record again. Last, the killed node is restarted and handed its
-partitions back (their share states move with them): a fourth consumer gets only the
-records produced since.
+``share.auto.offset.reset=earliest``, set through one node), and accepts them, then
+acquires more records of a partition led by the node that coordinates the group and leaves
+them acquired; that node is SIGKILLed. Its leases move: the new coordinator replays the
+share group and DescribeShareGroupOffsets reads the states back; the new leader of the
+partition loads its share partition's state, so a second consumer gets exactly the records
+left acquired, with a delivery count of 2 (the acquisition was saved before the fetch was
+answered), and no accepted record again; afterwards every partition's start offset is at
+the log end, with no lag. Then AlterShareGroupOffsets on the coordinator moves every share
+partition back to the log start, those other nodes lead too (they reload the state on
+their next tick), and a third consumer gets every record again. Last, the killed node is
+restarted and handed its partitions back (their share states move with them): a fourth
+consumer gets only the records produced since.
 """
 
 from __future__ import annotations
