@@ -247,14 +247,15 @@ def test_java_share_consumer_follows_a_killed_leader(share_cluster: Cluster,
     victim = next(cluster.owner(topic, p) for p in range(PARTITIONS)
                   if cluster.owner(topic, p) != coordinator)
     lost = {p for p in range(PARTITIONS) if cluster.owner(topic, p) == victim}
+    set_group_configs(cluster.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    everywhere(cluster, lambda b: described(b, GROUP, group)["share.auto.offset.reset"] == (
+        "earliest", GROUP_CONFIG), "share.auto.offset.reset=earliest")
+    values = {v.decode() for v in produce(cluster.bootstrap, topic, PARTITIONS, 40)}
     member = java.start("ShareMember", cluster.bootstrap, group, topic,
                         "reconnect.backoff.max.ms=200", "retry.backoff.max.ms=300",
                         "max.poll.records=5", "share.acknowledgement.mode=explicit",
                         name="java-share")
     try:
-        wait_until(lambda: len(_offsets(cluster, group, topic)) == PARTITIONS, 60,
-                   "the member's share partitions")
-        values = {v.decode() for v in produce(cluster.bootstrap, topic, PARTITIONS, 40)}
 
         def seen() -> list[list[Any]]:
             return [r for e in member.of("records") for r in e["records"]]
