@@ -2,18 +2,19 @@
 ``ShareConsumer``: share partitions follow their partition's lease.
 
 A consumer in explicit mode acquires every record of a topic whose partition leaders are
-spread over the nodes and accepts them, then acquires more records of a partition led by
-the node that coordinates the group and leaves them acquired; that node is SIGKILLed. Its
-leases move: the new coordinator replays the share group and DescribeShareGroupOffsets
-reads the states back; the new leader of the partition loads its share partition's state,
-so a second consumer gets exactly the records left acquired, with a delivery count of 2
-(the acquisition was saved before the fetch was answered), and no accepted record again;
-afterwards every partition's start offset is at the log end, with no lag. Then
-AlterShareGroupOffsets on the coordinator moves every share partition back to the log
-start, those other nodes lead too (they reload the state on their next tick), and a third
-consumer gets every record again. Last, the killed node is restarted and handed its
-partitions back (their share states move with them): a fourth consumer gets only the
-records produced since.
+spread over the nodes, produced before it joined (the group's
+``share.auto.offset.reset=earliest``, set through one node), and accepts them, then
+acquires more records of a partition led by the node that coordinates the group and leaves
+them acquired; that node is SIGKILLed. Its leases move: the new coordinator replays the
+share group and DescribeShareGroupOffsets reads the states back; the new leader of the
+partition loads its share partition's state, so a second consumer gets exactly the records
+left acquired, with a delivery count of 2 (the acquisition was saved before the fetch was
+answered), and no accepted record again; afterwards every partition's start offset is at
+the log end, with no lag. Then AlterShareGroupOffsets on the coordinator moves every share
+partition back to the log start, those other nodes lead too (they reload the state on
+their next tick), and a third consumer gets every record again. Last, the killed node is
+restarted and handed its partitions back (their share states move with them): a fourth
+consumer gets only the records produced since.
 """
 
 from __future__ import annotations
@@ -45,11 +46,13 @@ from samsa.coordinator.hashing import partition_for
 from samsa.protocol.api_keys import ApiKey
 from tests.cluster.nodes import FAST, leases, wait_until
 from tests.cluster.test_cluster_clients import PARTITIONS, TOPIC, Cluster, three_nodes
+from tests.cluster.test_cluster_configs import GROUP, GROUP_CONFIG, described, everywhere
 from tests.conformance.groupkit import produce
 from tests.conformance.javakit import JavaKit
 from tests.conformance.sharekit import (
     SHARE_BROKER_CONFIG,
     poll_until,
+    set_group_configs,
     share_consumer,
 )
 from tests.pg import PostgresServer
@@ -134,14 +137,15 @@ def test_share_partitions_follow_the_lease_of_a_killed_leader(share_cluster: Clu
     cluster = share_cluster
     group, victim = _group_on_a_leader(cluster.dsn)
     lost = {p for p in range(PARTITIONS) if cluster.owner(TOPIC, p) == victim}
+    # the share partitions start at the log start: the group config, set through one
+    # node, is every node's
+    set_group_configs(cluster.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    everywhere(cluster, lambda b: described(b, GROUP, group)["share.auto.offset.reset"] == (
+        "earliest", GROUP_CONFIG), "share.auto.offset.reset=earliest")
+    values = produce(cluster.bootstrap, TOPIC, PARTITIONS, PER_PARTITION)
     a = share_consumer(cluster.bootstrap, group, [TOPIC], "a",
                        **{"share.acknowledgement.mode": "explicit"})
     try:
-        # group configs are kept per node: the share partitions start at the log end
-        # ("latest"), so produce once every one of them exists
-        poll_until([a], lambda: len(_offsets(cluster, group)) == PARTITIONS,
-                   timeout=60)
-        values = produce(cluster.bootstrap, TOPIC, PARTITIONS, PER_PARTITION)
         poll_until([a], lambda: len(a.got) == len(values), timeout=60,
                    on_message=lambda s, m: s.consumer.acknowledge(m, AcknowledgeType.ACCEPT))
         assert all(n == 1 for *_, n in a.got)
@@ -243,14 +247,15 @@ def test_java_share_consumer_follows_a_killed_leader(share_cluster: Cluster,
     victim = next(cluster.owner(topic, p) for p in range(PARTITIONS)
                   if cluster.owner(topic, p) != coordinator)
     lost = {p for p in range(PARTITIONS) if cluster.owner(topic, p) == victim}
+    set_group_configs(cluster.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    everywhere(cluster, lambda b: described(b, GROUP, group)["share.auto.offset.reset"] == (
+        "earliest", GROUP_CONFIG), "share.auto.offset.reset=earliest")
+    values = {v.decode() for v in produce(cluster.bootstrap, topic, PARTITIONS, 40)}
     member = java.start("ShareMember", cluster.bootstrap, group, topic,
                         "reconnect.backoff.max.ms=200", "retry.backoff.max.ms=300",
                         "max.poll.records=5", "share.acknowledgement.mode=explicit",
                         name="java-share")
     try:
-        wait_until(lambda: len(_offsets(cluster, group, topic)) == PARTITIONS, 60,
-                   "the member's share partitions")
-        values = {v.decode() for v in produce(cluster.bootstrap, topic, PARTITIONS, 40)}
 
         def seen() -> list[list[Any]]:
             return [r for e in member.of("records") for r in e["records"]]

@@ -43,6 +43,7 @@ from samsa.log.records import record_at_or_after
 from samsa.protocol.batch import BatchHeader, parse_header, patch_base_offset
 from samsa.security.acl import AclBinding
 from samsa.security.credentials import CredentialStore
+from samsa.storage.local.configs import LocalConfigStore
 from samsa.storage.waiters import Waiters
 
 
@@ -381,6 +382,7 @@ class MemoryEngine:
         self.producer_ids = MemoryProducerIds(self.db)
         self.acls = MemoryAcls(self.db)
         self.credentials = CredentialStore()
+        self.configs = LocalConfigStore(config.data_dir)
         self.leadership = self
         self.share_states = None
         self.node: Node | None = None

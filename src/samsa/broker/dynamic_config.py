@@ -4,21 +4,20 @@ Kafka keeps three layers under a static ``server.properties``: per-broker dynami
 (resource ``BROKER`` named by the node id), cluster-wide dynamic defaults (``BROKER`` with an
 empty name) and per-group configs (resource ``GROUP``, Kafka 4.x). A setting resolves as
 per-broker dynamic, then dynamic default, then static, then Kafka's default. Topic overrides
-live with the topics (``topics.json``); the rest is kept in ``dynamic-configs.json`` in the
-data directory, replaced atomically on every change.
+live with the topics; the rest is kept by the engine's
+:class:`~samsa.broker.storage.ConfigStore` (``dynamic-configs.json`` on a single node, the
+cluster's database on a cluster, where a change made through one node reaches the others on
+their next cluster tick: :meth:`DynamicConfigs.refresh`).
 """
-
 from __future__ import annotations
 
-import json
 import logging
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from samsa.broker.config import SETTINGS, BrokerConfig, ConfigError
+from samsa.broker.storage import ConfigStore, StoredConfigs
 from samsa.share.reset import OffsetReset
 
 log = logging.getLogger("samsa.broker")
@@ -94,17 +93,15 @@ def text(value: Any) -> str | None:
 
 
 class DynamicConfigs:
-    """The dynamic layers, their file, and the broker config they resolve to."""
+    """The dynamic layers, their store (None: kept in memory only), and the broker config
+    they resolve to."""
 
-    def __init__(self, static: BrokerConfig) -> None:
+    def __init__(self, static: BrokerConfig, store: ConfigStore | None = None) -> None:
         self.static = static
+        self.store = store
         self._brokers: dict[str, dict[str, str]] = {}
         self._groups: dict[str, dict[str, str]] = {}
         self.effective = static
-
-    @property
-    def path(self) -> Path:
-        return self.static.data_dir / "dynamic-configs.json"
 
     # -- reading ------------------------------------------------------------------------
     def broker(self, name: str) -> dict[str, str]:
@@ -225,36 +222,31 @@ class DynamicConfigs:
     def set_broker(self, name: str, props: Mapping[str, str]) -> None:
         """Replace the dynamic settings of ``BROKER`` resource ``name`` (validated by
         :meth:`check_broker`) and persist them."""
-        layers = dict(self._brokers)
-        layers[name] = dict(props)
-        self.effective = self._resolve(layers)
-        self._brokers = {k: v for k, v in layers.items() if v}
-        self._save()
+        if self.store is None:
+            self._apply(StoredConfigs(_put(self._brokers, name, props), self._groups))
+        else:
+            self._apply(self.store.save_broker(name, props))
 
     def set_group(self, group_id: str, props: Mapping[str, str]) -> None:
-        groups = dict(self._groups)
-        groups[group_id] = dict(props)
-        self._groups = {k: v for k, v in groups.items() if v}
-        self._save()
+        if self.store is None:
+            self._groups = _put(self._groups, group_id, props)
+        else:
+            self._apply(self.store.save_group(group_id, props))
 
     def load(self) -> None:
-        """Read ``dynamic-configs.json``; a layer that no longer validates is skipped (and
+        """Read the stored configs; a layer that no longer validates is skipped (and
         logged) so the broker still starts."""
-        if not self.path.exists():
-            return
-        data = json.loads(self.path.read_text())
-        self._groups = {str(g): {str(k): str(v) for k, v in props.items()}
-                        for g, props in data.get("groups", {}).items()}
-        brokers = {str(b): {str(k): str(v) for k, v in props.items()}
-                   for b, props in data.get("brokers", {}).items()}
-        for name in sorted(brokers):
-            try:
-                self.check_broker(name, brokers[name])
-            except ConfigError as exc:
-                log.warning("ignoring dynamic configs of broker %r: %s", name, exc)
-                continue
-            self._brokers[name] = brokers[name]
-        self.effective = self._resolve(self._brokers)
+        self.refresh()
+
+    def refresh(self) -> bool:
+        """Take the store's configs if they changed (another node of a cluster changed
+        them); True if the broker settings did (the topics' log configs follow them)."""
+        stored = None if self.store is None else self.store.snapshot()
+        if stored is None:
+            return False
+        before = self._brokers
+        self._apply(stored)
+        return self._brokers != before
 
     # -- internals ----------------------------------------------------------------------
     def _resolve(self, layers: Mapping[str, Mapping[str, str]]) -> BrokerConfig:
@@ -264,19 +256,30 @@ class DynamicConfigs:
         values = BrokerConfig.create(data_dir=self.static.data_dir, overrides=merged).values
         return replace(self.static, values=values)
 
-    def _save(self) -> None:
-        data = {"brokers": self._brokers, "groups": self._groups}
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        dir_fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+    def _apply(self, stored: StoredConfigs) -> None:
+        self._groups = {str(g): {str(k): str(v) for k, v in props.items()}
+                        for g, props in stored.groups.items() if props}
+        self._brokers = {}
+        for name in sorted(stored.brokers):  # the defaults ("") first
+            props = {str(k): str(v) for k, v in stored.brokers[name].items()}
+            if not props:
+                continue
+            try:
+                self.check_broker(name, props)
+            except ConfigError as exc:
+                log.warning("ignoring dynamic configs of broker %r: %s", name, exc)
+                continue
+            self._brokers[name] = props
+        self.effective = self._resolve(self._brokers)
+
+
+def _put(layers: Mapping[str, Mapping[str, str]], name: str,
+         props: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """``layers`` with ``name``'s replaced by ``props`` (dropped when empty)."""
+    out = {k: dict(v) for k, v in layers.items() if k != name}
+    if props:
+        out[name] = dict(props)
+    return out
 
 
 def _default(name: str) -> Any:

@@ -34,6 +34,7 @@ from samsa.broker import access
 from samsa.broker.clock import now_ms
 from samsa.broker.config import BrokerConfig
 from samsa.broker.context import RequestContext
+from samsa.broker.dynamic_config import DynamicConfigs
 from samsa.broker.groups import GroupRuntime
 from samsa.broker.handlers import Handler, registry
 from samsa.broker.handlers.api_versions import unsupported_version_response
@@ -80,7 +81,8 @@ class Broker:
     def __init__(self, config: BrokerConfig, engine: Engine) -> None:
         self.config = config
         self.engine = engine
-        self.topics = TopicManager(config, engine.topics)
+        self.topics = TopicManager(config, engine.topics,
+                                   DynamicConfigs(config, engine.configs))
         self.producer_ids = engine.producer_ids
         self.leadership = engine.leadership
         self.metrics = BrokerMetrics()
@@ -142,7 +144,8 @@ class Broker:
             self.transactions.lose, self.transactions.write_forwarded,
             self.transactions.add_for_peer,
             on_partition_gained=self.shares.lead, on_partition_lost=self.shares.unlead,
-            on_share_resets=self.shares.apply_resets))
+            on_share_resets=self.shares.apply_resets,
+            on_configs_changed=self._configs_changed))
         if self.authorizer is not None:
             await self.authorizer.load()
         self.topics.load(now_ms())
@@ -177,6 +180,12 @@ class Broker:
         """The engine's ACLs are at ``version`` (another node changed them): reload."""
         if self.authorizer is not None:
             await self.authorizer.sync(version)
+
+    def _configs_changed(self) -> None:
+        """Another node changed the stored dynamic configs: take them (the topics' log
+        configs follow a change of the broker settings)."""
+        if self.topics.dynamic.refresh():
+            self.topics.reconfigure_all()
 
     def _advertised(self) -> dict[str, tuple[str, int]]:
         """Each listener's advertised address: ``advertised.listeners``, else the bound

@@ -16,6 +16,9 @@ against these protocols only:
   and whether this node still holds a lease;
 * the ACL store (:class:`~samsa.security.authorizer.AclStore`) and the SCRAM credentials
   (:class:`~samsa.security.credentials.CredentialStore`);
+* :class:`ConfigStore`: the dynamic configs of ``BROKER`` and ``GROUP`` resources
+  (:class:`~samsa.broker.dynamic_config.DynamicConfigs` validates and resolves them): a
+  node's file on a single node, shared by every node of a cluster;
 * :class:`ShareStates`: share-partition states kept beside the partitions' leases (a
   cluster); an engine without it leaves them to the broker's ``__share_group_state`` topic;
 * :class:`Engine`: all of the above and a life cycle; the broker hands it the
@@ -50,6 +53,7 @@ from samsa.transactions.coordinator import AddPartitions, Markers
 
 __all__ = [
     "ClusterStatus",
+    "ConfigStore",
     "Engine",
     "Leadership",
     "Node",
@@ -57,6 +61,7 @@ __all__ = [
     "PartitionStore",
     "ProducerIds",
     "ShareStates",
+    "StoredConfigs",
     "TopicRecord",
     "TopicStore",
 ]
@@ -169,6 +174,33 @@ class TopicStore(Protocol):
 
     def delete(self, name: str) -> None:
         """Forget a topic and its data (its partition stores are closed first)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredConfigs:
+    """The dynamic configs an engine keeps (Kafka keeps them in the cluster metadata)."""
+
+    #: ``BROKER`` resource name ("" the cluster-wide defaults, else a node id) -> settings
+    brokers: Mapping[str, Mapping[str, str]]
+    #: group id -> its group configs
+    groups: Mapping[str, Mapping[str, str]]
+
+
+class ConfigStore(Protocol):
+    """Where an engine keeps the dynamic configs. The broker validates every change first,
+    then asks the store to persist it and takes the store's answer as its view."""
+
+    def snapshot(self) -> StoredConfigs | None:
+        """The stored configs if they changed since the last snapshot or save, else None
+        (a shared store is read again; may block on I/O)."""
+
+    def save_broker(self, name: str, props: Mapping[str, str]) -> StoredConfigs:
+        """Replace the settings of ``BROKER`` resource ``name`` (empty: forget them);
+        returns every stored config afterwards (other nodes' changes too)."""
+
+    def save_group(self, group_id: str, props: Mapping[str, str]) -> StoredConfigs:
+        """Replace the configs of group ``group_id`` (empty: forget them); as
+        :meth:`save_broker`."""
 
 
 class ProducerIds(Protocol):
@@ -319,6 +351,8 @@ class Node:
     #: another node changed share-partition states (:meth:`ShareStates.reset`): the
     #: partitions this node leads reload them
     on_share_resets: Callable[[], Awaitable[None]] | None = None
+    #: another node changed the stored dynamic configs: the broker re-reads them
+    on_configs_changed: Callable[[], object] = field(default=lambda: None)
 
     def self_info(self) -> NodeInfo:
         """This node as the others see it."""
@@ -336,6 +370,7 @@ class Engine(Protocol):
     leadership: Leadership
     acls: AclStore
     credentials: CredentialStore
+    configs: ConfigStore
     share_states: ShareStates | None
     """None: share-partition states go to ``__share_group_state`` through the partition
     stores (a single node)."""

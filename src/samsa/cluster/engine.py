@@ -8,7 +8,14 @@ from __future__ import annotations
 import asyncio
 
 from samsa.broker.config import BrokerConfig
-from samsa.broker.storage import Leadership, Node, ProducerIds, ShareStates, TopicStore
+from samsa.broker.storage import (
+    ConfigStore,
+    Leadership,
+    Node,
+    ProducerIds,
+    ShareStates,
+    TopicStore,
+)
 from samsa.cluster.node import ClusterNode
 from samsa.security.authorizer import AclStore
 from samsa.security.credentials import CredentialStore
@@ -25,6 +32,7 @@ class ClusterEngine:
         self.producer_ids: ProducerIds = self.pg.producer_ids
         self.acls: AclStore = self.pg.acls
         self.credentials: CredentialStore = self.pg.credentials
+        self.configs: ConfigStore = self.pg.configs
         self.leadership: Leadership = self.node
         self.share_states: ShareStates | None = self.pg.share_states
 

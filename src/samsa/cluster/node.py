@@ -2,8 +2,9 @@
 
 Every tick (``cluster.lease.ttl.ms`` / 4, at most a second, and at once on a ``NOTIFY
 samsa_cluster``) the node renews its registration and reads the live nodes, every
-partition's lease, the topics version, the ACLs version and the count of admin changes of
-share-partition states (``on_share_resets``) in one round trip (the lease
+partition's lease, the topics version, the ACLs version, the count of admin changes of
+share-partition states (``on_share_resets``) and the dynamic configs version
+(``on_configs_changed``) in one round trip (the lease
 SQL is :class:`samsa.storage.pg.leases.LeaseStore`'s). A node is live while its
 registration has not expired and, in addition, while its listening connection holds the
 node's session advisory lock: a node that dies (SIGKILL, crash) loses its connections at
@@ -70,8 +71,9 @@ from samsa.cluster.reconcile import (
     expired,
     reconcile,
 )
+from samsa.storage.pg.configs import fetch_configs
 from samsa.storage.pg.engine import PgEngine
-from samsa.storage.pg.leases import Claimed
+from samsa.storage.pg.leases import Claimed, TickRead
 from samsa.storage.pg.log import LeaseLost, PgPartitionLog
 from samsa.storage.pg.topics import fetch_topics
 from samsa.storage.pg.txn_markers import AddMailbox, AddRow, MarkerMailbox, MarkerRow
@@ -220,6 +222,7 @@ class ClusterNode:
             node.on_topics_changed()
         if node.on_acls_changed is not None:  # ACLs changed on another node: reload
             await node.on_acls_changed(read.acls_version)
+        await self._configs_tick(read)
         if read.share_resets != self._share_resets:  # admin changes of share states
             if node.on_share_resets is not None:
                 await node.on_share_resets()
@@ -235,6 +238,13 @@ class ClusterNode:
             self._marker_job = asyncio.create_task(self._mail())
             self._jobs.add(self._marker_job)
             self._marker_job.add_done_callback(self._jobs.discard)
+
+    async def _configs_tick(self, read: TickRead) -> None:
+        """Dynamic configs changed (on another node): hand the broker the new ones."""
+        configs = self.engine.configs
+        if read.configs_version > configs.version:
+            configs.offer(await self.engine.db.run(fetch_configs))
+            self._node().on_configs_changed()
 
     def _holder(self) -> Holder:
         return Holder(self.node_id, self.ttl_ms, dict(self.owned), self._renewed_at,

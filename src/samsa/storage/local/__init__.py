@@ -5,6 +5,7 @@
 * topics: ``topics.json`` and a directory per partition (:mod:`.topics`);
 * producer ids: blocks reserved in ``producer-ids`` (:mod:`.producer_ids`);
 * ACLs and SCRAM credentials: files of :mod:`samsa.security`;
+* dynamic configs: ``dynamic-configs.json`` (:mod:`.configs`);
 * leadership: this node leads every partition at epoch 0 and coordinates every group
   (:class:`SingleNode`).
 """
@@ -16,6 +17,7 @@ from kio.schema.errors import ErrorCode
 from samsa.broker.config import BrokerConfig
 from samsa.broker.storage import (
     ClusterStatus,
+    ConfigStore,
     Leadership,
     Node,
     NodeInfo,
@@ -26,12 +28,13 @@ from samsa.broker.storage import (
 )
 from samsa.security.authorizer import AclStore, FileAclStore
 from samsa.security.credentials import CredentialStore, FileStore
+from samsa.storage.local.configs import LocalConfigStore
 from samsa.storage.local.flusher import Flusher
 from samsa.storage.local.partition import LocalPartition
 from samsa.storage.local.producer_ids import ProducerIdAllocator
 from samsa.storage.local.topics import LocalTopicStore
 
-__all__ = ["LocalEngine", "LocalPartition", "LocalTopicStore", "SingleNode"]
+__all__ = ["LocalConfigStore", "LocalEngine", "LocalPartition", "LocalTopicStore", "SingleNode"]
 
 
 class SingleNode:
@@ -75,6 +78,7 @@ class LocalEngine:
         self.leadership: Leadership = self.single
         self.acls: AclStore = FileAclStore(data_dir)
         self.credentials: CredentialStore = FileStore(data_dir)
+        self.configs: ConfigStore = LocalConfigStore(data_dir)
         self.share_states: ShareStates | None = None
 
     async def open(self, node: Node) -> None:

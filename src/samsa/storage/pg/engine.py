@@ -1,6 +1,6 @@
 """The PostgreSQL stores of one node: its database, its node id, the group-commit writer,
 and the stores the broker's port asks for (topics, producer ids, ACLs, SCRAM credentials,
-share-partition states).
+dynamic configs, share-partition states).
 Which node leads what is the cluster's control loop (:mod:`samsa.cluster`), over the lease
 SQL of :mod:`samsa.storage.pg.leases`."""
 
@@ -17,6 +17,7 @@ import asyncpg
 
 from samsa.storage.pg import schema
 from samsa.storage.pg.acls import PgAclStore
+from samsa.storage.pg.configs import PgConfigStore
 from samsa.storage.pg.credentials import PgCredentialStore
 from samsa.storage.pg.db import Database
 from samsa.storage.pg.leases import LeaseStore
@@ -40,6 +41,7 @@ class PgEngine:
         self.producer_ids = PgProducerIds(self)
         self.acls = PgAclStore(self.db)
         self.credentials = PgCredentialStore(self.db)
+        self.configs = PgConfigStore(self.db)
         self.leases = LeaseStore(self.db, node_id)
         self.share_states = PgShareStates(self.db, node_id)
 

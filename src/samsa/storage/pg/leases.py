@@ -5,8 +5,9 @@ are :func:`samsa.cluster.reconcile.reconcile`'s).
   the database's clock), and a connection of its own that listens on :data:`CHANNEL` and
   holds the node's session advisory lock (a killed node loses it at once: see
   :data:`~samsa.storage.pg.schema.LIVE`);
-* a tick reads, in one round trip, whether the renewal took, the topics and ACL versions,
-  the count of share-state admin changes, the live nodes and every partition's lease;
+* a tick reads, in one round trip, whether the renewal took, the topics, ACL and dynamic
+  configs versions, the count of share-state admin changes, the live nodes and every
+  partition's lease;
 * a claim is a compare-and-set on the epochs read (it bumps them: the new leader epochs);
   a hand-off names the new owner with a higher epoch, only while this node holds the lease
   at the epoch it writes with.
@@ -34,7 +35,8 @@ WITH me AS (
 SELECT (SELECT count(*) FROM me) AS renewed,
        (SELECT v FROM samsa_meta WHERE k = 'topics_version') AS topics_version,
        (SELECT v FROM samsa_meta WHERE k = 'acls_version') AS acls_version,
-       (SELECT v FROM samsa_meta WHERE k = 'share_resets') AS share_resets
+       (SELECT v FROM samsa_meta WHERE k = 'share_resets') AS share_resets,
+       (SELECT v FROM samsa_meta WHERE k = 'configs_version') AS configs_version
 """
 
 _NODES = f"""SELECT id, host, port, rack, listeners::text FROM samsa_nodes n WHERE {LIVE}
@@ -87,6 +89,8 @@ class TickRead:
     """Partition id -> lease."""
     share_resets: int = 0
     """Admin changes of share-partition states so far (:mod:`samsa.storage.pg.shares`)."""
+    configs_version: int = 0
+    """Changes of the dynamic configs so far (:mod:`samsa.storage.pg.configs`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +148,7 @@ class LeaseStore:
             {r["id"]: NodeInfo(r["id"], r["host"], r["port"], r["rack"],
                                _listeners(r["listeners"])) for r in nodes},
             {r["pid"]: (r["owner"], r["epoch"]) for r in leases},
-            int(head["share_resets"] or 0))
+            int(head["share_resets"] or 0), int(head["configs_version"] or 0))
 
     async def claim(self, claims: list[tuple[int, int]]) -> list[Claimed]:
         """Take the leases ``(pid, epoch read)`` that are free, this node's, or held by a

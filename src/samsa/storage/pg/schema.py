@@ -24,6 +24,9 @@
   fences the owner's older saves (:mod:`samsa.storage.pg.shares`).
 * ``samsa_txn_markers``: transaction markers forwarded to the nodes leading their
   partitions (:mod:`samsa.storage.pg.txn_markers`).
+* ``samsa_configs``: the dynamic configs (``kind`` broker or group, the resource's name,
+  its configs); ``configs_version`` in ``samsa_meta`` is bumped on every change, so nodes
+  re-read them (:mod:`samsa.storage.pg.configs`).
 """
 
 from __future__ import annotations
@@ -111,6 +114,13 @@ CREATE TABLE IF NOT EXISTS samsa_share_states (
 );
 INSERT INTO samsa_meta VALUES ('share_resets', 0) ON CONFLICT DO NOTHING;
 CREATE INDEX IF NOT EXISTS samsa_share_states_groups ON samsa_share_states (group_id);
+CREATE TABLE IF NOT EXISTS samsa_configs (
+    kind text NOT NULL,
+    name text NOT NULL,
+    configs jsonb NOT NULL,
+    PRIMARY KEY (kind, name)
+);
+INSERT INTO samsa_meta VALUES ('configs_version', 0) ON CONFLICT DO NOTHING;
 """
 
 NODE_LOCK = 7316
