@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import pytest
 from kio.schema.errors import ErrorCode
 
-from samsa.client.fetcher import _AbortedFilter
+from samsa.client.fetcher import AbortedFilter
 from samsa.log.producer_state import ProducerStateManager
 from samsa.protocol.batch import BatchHeader
 from samsa.protocol.records import DecodedBatch
@@ -81,7 +81,7 @@ class DataPartition:
         lso = self.producers.last_stable_offset(len(self.batches))
         aborted = tuple((a.producer_id, a.first_offset)
                         for a in self.producers.aborted_between(start, lso))
-        skip = _AbortedFilter(aborted)
+        skip = AbortedFilter(aborted)
         out = []
         for header, _, value in self.batches[start:lso]:
             batch = DecodedBatch(header.base_offset, header.next_offset, 0, header.is_control,
