@@ -191,3 +191,20 @@ def test_batch_optimized_acquires_whole_batches_record_limit_does_not(
                           share_acquire_mode=1)) == [(0, 2, 1)]
     assert acquired(fetch(wire, 2, strict, "c", 0, topic_id, max_records=3,
                           share_acquire_mode=0)) == [(3, 9, 1)]
+
+
+def test_opening_a_session_again_keeps_the_members_records(share_broker: BrokerProcess,
+                                                           wire: WireClient) -> None:
+    """As Kafka 4.3's SharePartitionManager.newContext: a ShareFetch at epoch 0 replaces the
+    member's share session without releasing what the member holds (its records stay
+    acquired by the member id, which acknowledges them from the new session), and may carry
+    no acknowledgements (INVALID_REQUEST, the session untouched)."""
+    _, topic_id, group = _topic(share_broker, wire, 2)
+    assert acquired(fetch(wire, 2, group, "a", 0, topic_id)) == [(0, 1, 1)]
+    refused = fetch(wire, 2, group, "a", 0, topic_id, acks=[(0, 1, [1])])
+    assert refused.error_code == E.invalid_request
+    assert fetch(wire, 2, group, "a", 1).error_code == E.none  # the old session lives on
+    assert fetch(wire, 2, group, "a", 0, topic_id).error_code == E.none  # replaced
+    assert acquired(fetch(wire, 2, group, "b", 0, topic_id)) == []  # still a's
+    done = ack(wire, 2, group, "a", 1, topic_id, [(0, 1, [1])])
+    assert (done.error_code, part_errors(done)) == (E.none, [(E.none, 0)])

@@ -8,7 +8,8 @@ of :mod:`samsa.share`.
   (early fires re-arm, stale ones are ignored: no expiry is lost);
 * share sessions, one per (group, member), at most ``group.share.max.share.sessions``
   (SHARE_SESSION_LIMIT_REACHED beyond): ShareFetch epoch 0 opens one (replacing an old
-  one), each later ShareFetch/ShareAcknowledge must carry the next epoch (else
+  one without releasing the member's records, as Kafka 4.3: they stay the member's),
+  each later ShareFetch/ShareAcknowledge must carry the next epoch (else
   INVALID_SHARE_SESSION_EPOCH; SHARE_SESSION_NOT_FOUND without a session), epoch -1 closes
   it. A closed session, the connection it was last used on closing, and the member leaving
   the group (or missing its session timeout: the group runtime tells,
