@@ -179,6 +179,14 @@ def test_share_groups_commands(cli: CLI, share_metrics: tuple[BrokerProcess, str
     described = run("describe", fresh, "-o", "json")
     assert described.rc == 0, described.err
     assert [(r["topic"], r["start_offset"]) for r in described.json()] == [(topic, 7)]
+    # --all-groups: every share group's rows, as kafka-share-groups.sh --describe --all-groups
+    every = run("describe", "--all-groups", "-o", "json")
+    assert every.rc == 0, every.err
+    assert [(r["topic"], r["start_offset"]) for r in every.json()
+            if r["group"] == fresh] == [(topic, 7)]
+    states = run("describe", "--all-groups", "--state", "-o", "json").json()
+    assert {"group": fresh, "state": "Empty", "members": 0} in [
+        {k: g[k] for k in ("group", "state", "members")} for g in states]
 
 
 def test_share_metrics_count_lock_expiries(share_metrics: tuple[BrokerProcess, str]) -> None:
@@ -246,7 +254,9 @@ def test_share_groups_bad_input(cli: CLI, broker: BrokerProcess, admin: Admin) -
             (("reset-offsets", "--group", group, "--topic", topic, "--to-datetime",
               "yesterday"), 2, "ISO-8601"),
             (("list", "--state", "Rebalancing"), 2, "unknown share group state"),
-            (("describe", group, "--members", "--state"), 2, "not allowed")]:
+            (("describe", group, "--members", "--state"), 2, "not allowed"),
+            (("describe", group, "--all-groups"), 2, "not allowed"),
+            (("describe", "--members"), 2, "required")]:
         r = cli("share-groups", *argv)
         assert r.rc == code and text in r.err and r.err.count("\n") == 1, (argv, r)
     assert group not in {g["group"] for g in cli("share-groups", "list", "-o", "json").json()}
