@@ -41,6 +41,7 @@ from samsa.broker.handlers.share_acknowledge import (
     refused,
     settle,
 )
+from samsa.broker.parking import park
 from samsa.broker.shares import Mark, SessionError, ShareSession
 from samsa.log.producer_state import AbortedTxn
 from samsa.protocol.api_keys import ApiKey
@@ -149,15 +150,13 @@ async def _fetch_waiting(ctx: RequestContext, session: ShareSession, max_records
         for part in parts:
             part.waiters.add(fut)
         try:
-            await asyncio.wait_for(fut, remaining)
-        except TimeoutError:
-            pass
+            await park(fut, remaining)
         finally:
             shares.forget(fut)
             for part in parts:
                 part.waiters.discard(fut)
         if shares.sessions.get((session.group_id, session.member_id)) is not session:
-            return {}  # closed meanwhile (its connection too: wait_for may hide the cancel)
+            return {}  # closed meanwhile (epoch -1, or replaced at epoch 0)
         got = _fetch(ctx, session, max_records, whole, max_bytes)
         if any(p.acquired or p.error for p in got.values()):
             return got
