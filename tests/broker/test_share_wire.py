@@ -191,3 +191,51 @@ def test_batch_optimized_acquires_whole_batches_record_limit_does_not(
                           share_acquire_mode=1)) == [(0, 2, 1)]
     assert acquired(fetch(wire, 2, strict, "c", 0, topic_id, max_records=3,
                           share_acquire_mode=0)) == [(3, 9, 1)]
+
+
+def test_opening_a_session_again_keeps_the_members_records(share_broker: BrokerProcess,
+                                                           wire: WireClient) -> None:
+    """As Kafka 4.3's SharePartitionManager.newContext: a ShareFetch at epoch 0 replaces the
+    member's share session without releasing what the member holds (its records stay
+    acquired by the member id, which acknowledges them from the new session), and may carry
+    no acknowledgements (INVALID_REQUEST, the session untouched)."""
+    _, topic_id, group = _topic(share_broker, wire, 2)
+    assert acquired(fetch(wire, 2, group, "a", 0, topic_id)) == [(0, 1, 1)]
+    refused = fetch(wire, 2, group, "a", 0, topic_id, acks=[(0, 1, [1])])
+    assert refused.error_code == E.invalid_request
+    assert fetch(wire, 2, group, "a", 1).error_code == E.none  # the old session lives on
+    assert fetch(wire, 2, group, "a", 0, topic_id).error_code == E.none  # replaced
+    assert acquired(fetch(wire, 2, group, "b", 0, topic_id)) == []  # still a's
+    done = ack(wire, 2, group, "a", 1, topic_id, [(0, 1, [1])])
+    assert (done.error_code, part_errors(done)) == (E.none, [(E.none, 0)])
+
+
+def test_group_configs_bound_record_locks_and_turn_renew_off(share_broker: BrokerProcess,
+                                                             wire: WireClient) -> None:
+    """Kafka's group configs ``share.partition.max.record.locks`` (the group's in-flight
+    window: here 100 of 150 records) and ``share.renew.acknowledge.enable=false`` (a RENEW
+    is INVALID_RECORD_STATE for its partition, nothing changed: the record is still the
+    member's to accept)."""
+    _, topic_id, group = _topic(share_broker, wire, 150)
+    set_group_configs(share_broker.bootstrap, group, {
+        "share.partition.max.record.locks": "100", "share.renew.acknowledge.enable": "false"})
+    got = fetch(wire, 2, group, "a", 0, topic_id, max_records=500, share_acquire_mode=1)
+    assert acquired(got) == [(0, 99, 1)]
+    renew = ack(wire, 2, group, "a", 1, topic_id, [(0, 0, [4])])
+    assert part_errors(renew) == [(E.invalid_record_state, 0)]
+    done = ack(wire, 2, group, "a", 2, topic_id, [(0, 99, [1])])
+    assert part_errors(done) == [(E.none, 0)]
+    assert acquired(fetch(wire, 2, group, "a", 3, max_records=500,
+                          share_acquire_mode=1)) == [(100, 149, 1)]
+
+
+def test_a_group_config_change_applies_to_a_share_partition_in_use(
+        share_broker: BrokerProcess, wire: WireClient) -> None:
+    """``share.partition.max.record.locks`` lowered while the share partition is in use:
+    its next fetch acquires within the new window (as Kafka reads group configs at use)."""
+    _, topic_id, group = _topic(share_broker, wire, 300)
+    got = fetch(wire, 2, group, "a", 0, topic_id, max_records=100, share_acquire_mode=1)
+    assert acquired(got) == [(0, 99, 1)]
+    set_group_configs(share_broker.bootstrap, group, {"share.partition.max.record.locks": "150"})
+    assert acquired(fetch(wire, 2, group, "a", 1, max_records=500,
+                          share_acquire_mode=1)) == [(100, 149, 1)]

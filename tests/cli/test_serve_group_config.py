@@ -32,6 +32,10 @@ SAMSA = Path(sys.executable).with_name("samsa")
     ("group.share.heartbeat.interval.ms=1000", "group.share.heartbeat.interval.ms (1000) must "
      "be greater than or equal to group.share.min.heartbeat.interval.ms (5000)"),
     ("group.share.max.size=1001", "group.share.max.size must be between 1 and 1000, got 1001"),
+    ("group.share.partition.max.record.locks=5000", "group.share.partition.max.record.locks "
+     "(5000) must be less than or equal to group.share.max.partition.max.record.locks (4000)"),
+    ("group.share.min.partition.max.record.locks=99", "group.share.min.partition.max.record."
+     "locks: must be between 100 and 10000, got 99"),
 ])
 def test_serve_refuses_bad_group_settings(tmp_path: Path, setting: str, message: str) -> None:
     cmd = [str(SAMSA)] if SAMSA.exists() else [sys.executable, "-m", "samsa.cli.main"]

@@ -172,12 +172,28 @@ def test_share_groups_commands(cli: CLI, share_metrics: tuple[BrokerProcess, str
                "--execute").rc == 0
     labels = frozenset({"group": fresh, "topic": topic, "partition": "0"}.items())
     assert _scrape(metrics_url)[("samsa_share_partition_start_offset", labels)] == 7
+    # ... and exists from then on, empty, as Kafka creates it (listed, described, offsets)
+    assert [g["state"] for g in run("list", "-o", "json").json()
+            if g["group"] == fresh] == ["Empty"]
+    assert run("describe", fresh, "--state", "-o", "json").json()["state"] == "Empty"
+    described = run("describe", fresh, "-o", "json")
+    assert described.rc == 0, described.err
+    assert [(r["topic"], r["start_offset"]) for r in described.json()] == [(topic, 7)]
+    # --all-groups: every share group's rows, as kafka-share-groups.sh --describe --all-groups
+    every = run("describe", "--all-groups", "-o", "json")
+    assert every.rc == 0, every.err
+    assert [(r["topic"], r["start_offset"]) for r in every.json()
+            if r["group"] == fresh] == [(topic, 7)]
+    states = run("describe", "--all-groups", "--state", "-o", "json").json()
+    assert {"group": fresh, "state": "Empty", "members": 0} in [
+        {k: g[k] for k in ("group", "state", "members")} for g in states]
 
 
 def test_share_metrics_count_lock_expiries(share_metrics: tuple[BrokerProcess, str]) -> None:
     """Records a member acquires and never acknowledges come back when their lock (2 s)
     expires: one lock expiry, three records released, the share partition's records
-    available again; an open share session is counted."""
+    available again; an open share session is counted; another member's acquisition of
+    them counts three redeliveries."""
     broker, metrics_url = share_metrics
     topic, group = unique("sq"), unique("sg")
     create_topic(broker.bootstrap, topic, 1)
@@ -205,8 +221,18 @@ def test_share_metrics_count_lock_expiries(share_metrics: tuple[BrokerProcess, s
             return after[key] - before.get(key, 0)
 
         assert (delta("samsa_share_lock_expiries_total"),
-                delta("samsa_share_records_released_total")) == (1, 3)
+                delta("samsa_share_records_released_total"),
+                delta("samsa_share_records_redelivered_total")) == (1, 3, 0)
         assert count("samsa_share_partition_records", "acquired") == 0
+        # another member acquires them again: three redeliveries (delivery count 2)
+        again = share_consumer(broker.bootstrap, group, [topic], "again")
+        try:
+            poll_until([again], lambda: len(again.got) == 3)
+            assert {n for *_, n in again.got} == {2}
+            key = ("samsa_share_records_redelivered_total", frozenset())
+            assert _scrape(metrics_url)[key] - before.get(key, 0) == 3
+        finally:
+            again.close()
     finally:
         holder.close()
 
@@ -228,7 +254,9 @@ def test_share_groups_bad_input(cli: CLI, broker: BrokerProcess, admin: Admin) -
             (("reset-offsets", "--group", group, "--topic", topic, "--to-datetime",
               "yesterday"), 2, "ISO-8601"),
             (("list", "--state", "Rebalancing"), 2, "unknown share group state"),
-            (("describe", group, "--members", "--state"), 2, "not allowed")]:
+            (("describe", group, "--members", "--state"), 2, "not allowed"),
+            (("describe", group, "--all-groups"), 2, "not allowed"),
+            (("describe", "--members"), 2, "required")]:
         r = cli("share-groups", *argv)
         assert r.rc == code and text in r.err and r.err.count("\n") == 1, (argv, r)
     assert group not in {g["group"] for g in cli("share-groups", "list", "-o", "json").json()}

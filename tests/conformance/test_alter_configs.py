@@ -158,7 +158,9 @@ def test_group_configs(broker: BrokerProcess) -> None:
         "share.auto.offset.reset": ("latest", ConfigSource.DEFAULT_CONFIG.value),
         "share.isolation.level": ("read_uncommitted", ConfigSource.DEFAULT_CONFIG.value),
         "errors.deadletterqueue.topic.name": ("", ConfigSource.DEFAULT_CONFIG.value),
+        "share.renew.acknowledge.enable": ("true", ConfigSource.DEFAULT_CONFIG.value),
         "share.delivery.count.limit": ("5", ConfigSource.DEFAULT_CONFIG.value),
+        "share.partition.max.record.locks": ("2000", ConfigSource.DEFAULT_CONFIG.value),
         "share.heartbeat.interval.ms": ("5000", ConfigSource.DEFAULT_CONFIG.value),
         "share.record.lock.duration.ms": ("30000", ConfigSource.DEFAULT_CONFIG.value),
         "share.session.timeout.ms": ("45000", ConfigSource.DEFAULT_CONFIG.value)}
@@ -183,6 +185,8 @@ def test_group_configs(broker: BrokerProcess) -> None:
                ("share.auto.offset.reset", "sometimes", SET),
                ("share.isolation.level", "read_mostly", SET),
                ("share.delivery.count.limit", "1", SET),
+               ("share.partition.max.record.locks", "99", SET),
+               ("share.renew.acknowledge.enable", "1", SET),
                ("no.such.config", "1", SET)]:
         assert _error(admin, _resource("GROUP", group, op)).code() == KafkaError.INVALID_CONFIG
     _alter(admin, _resource("GROUP", group, ("consumer.heartbeat.interval.ms", "7000", SET)),
@@ -212,19 +216,23 @@ def test_group_configs(broker: BrokerProcess) -> None:
 def test_share_group_configs_within_the_broker_bounds(broker: BrokerProcess) -> None:
     """A share group's overrides are checked against the broker's min/max settings
     (KIP-932, KIP-1240: lock duration 15000-60000, delivery count limit 2-10, session
-    timeout 45000-60000, heartbeat 5000-15000 by default): INVALID_CONFIG, nothing kept."""
+    timeout 45000-60000, heartbeat 5000-15000, record locks 100-4000 by default):
+    INVALID_CONFIG, nothing kept."""
     admin = _admin(broker)
     group = _name("sgroup")
     _alter(admin, _resource("GROUP", group, ("share.record.lock.duration.ms", "20000", SET),
                             ("share.delivery.count.limit", "10", SET),
-                            ("share.session.timeout.ms", "50000", SET)))
+                            ("share.session.timeout.ms", "50000", SET),
+                            ("share.partition.max.record.locks", "4000", SET),
+                            ("share.renew.acknowledge.enable", "false", SET)))
     for op in [("share.record.lock.duration.ms", "10000", SET),   # below the broker's min
                ("share.record.lock.duration.ms", "70000", SET),   # above its max
                ("share.delivery.count.limit", "11", SET),
                ("share.session.timeout.ms", "40000", SET),
                ("share.session.timeout.ms", "70000", SET),
                ("share.heartbeat.interval.ms", "4000", SET),
-               ("share.heartbeat.interval.ms", "16000", SET)]:
+               ("share.heartbeat.interval.ms", "16000", SET),
+               ("share.partition.max.record.locks", "4001", SET)]:
         err = _error(admin, _resource("GROUP", group, op))
         assert err.code() == KafkaError.INVALID_CONFIG, op
         assert op[0] in err.str(), err
@@ -232,9 +240,12 @@ def test_share_group_configs_within_the_broker_bounds(broker: BrokerProcess) -> 
     assert {k: configs[k].value for k in ("share.record.lock.duration.ms",
                                           "share.delivery.count.limit",
                                           "share.session.timeout.ms",
-                                          "share.heartbeat.interval.ms")} == {
+                                          "share.heartbeat.interval.ms",
+                                          "share.partition.max.record.locks",
+                                          "share.renew.acknowledge.enable")} == {
         "share.record.lock.duration.ms": "20000", "share.delivery.count.limit": "10",
-        "share.session.timeout.ms": "50000", "share.heartbeat.interval.ms": "5000"}
+        "share.session.timeout.ms": "50000", "share.heartbeat.interval.ms": "5000",
+        "share.partition.max.record.locks": "4000", "share.renew.acknowledge.enable": "false"}
 
 
 def _produce(bootstrap: str, topic: str, values: list[bytes], **kw: Any) -> list[Any]:

@@ -92,7 +92,7 @@ def test_java_admin_lists_and_describes_share_groups(share_broker: BrokerProcess
     v1) see a share group's members, epochs and assignments; a group that does not exist is
     not found; Admin.listShareGroupOffsets (DescribeShareGroupOffsets v1) gives each
     partition's start offset and lag; alterShareGroupOffsets and deleteShareGroupOffsets
-    change them once the group is empty."""
+    change them once the group is empty; alterShareGroupOffsets creates a missing group."""
     topic, group, _ = _setup(share_broker, 2)
     members = [_member(java, share_broker, group, topic, f"a{i}") for i in range(2)]
     wait_assigned(share_broker.bootstrap, group, 2)
@@ -134,6 +134,15 @@ def test_java_admin_lists_and_describes_share_groups(share_broker: BrokerProcess
         assert offsets()["offsets"][f"{topic}:1"] == {"start": 2, "lag": 6}
         assert admin.request(f"delete-share-offsets {group} {topic}")["all"] is None
         assert offsets()["offsets"] == {}
+        # altering a group that does not exist creates it, empty, as Kafka does
+        fresh = unique("fresh")
+        assert admin.request(f"alter-share-offsets {fresh} {topic}:0=1")["all"] is None
+        made = admin.request(f"describe-share-groups {fresh}")["groups"][fresh]
+        assert (made["state"], made["members"]) == ("Empty", []), made
+        assert admin.request(f"list-share-offsets {fresh}")["offsets"] == {
+            f"{topic}:0": {"start": 1, "lag": 7}}
+        assert {"group": fresh, "state": "Empty", "type": "Share", "protocol": "share"} in \
+            admin.request("list-share-groups")["groups"]
     finally:
         admin.close()
         for m in members:

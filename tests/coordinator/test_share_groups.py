@@ -12,6 +12,7 @@ from samsa.coordinator.events import (
     FetchTopic,
     OffsetDelete,
     OffsetFetch,
+    ShareGroupOffsetsChange,
     SyncGroup,
 )
 from samsa.coordinator.responses import (
@@ -20,6 +21,7 @@ from samsa.coordinator.responses import (
     OffsetCommitResponse,
     OffsetDeleteResponse,
     OffsetFetchResponse,
+    ShareGroupOffsetsChangeResponse,
 )
 from samsa.coordinator.share.records import (
     ShareGroupCurrentMemberAssignmentKey,
@@ -190,3 +192,36 @@ def test_the_offsets_expiry_sweep_keeps_an_empty_share_group() -> None:
     ctx.shb("a", -1)
     ctx.sleep(3_001)
     assert ctx.share_group().epoch == 2 and not ctx.share_group().members
+
+
+def test_altering_offsets_creates_a_missing_share_group_empty() -> None:
+    """AlterShareGroupOffsets' group step (Kafka's ``alterShareGroupOffsets``): a missing
+    group is created, empty at epoch 0, and described and listed from then on (and after a
+    reload); a group with members, or of another type, is refused; DeleteShareGroupOffsets'
+    step creates nothing."""
+    ctx = SCtx()
+
+    def change(gid: str, create: bool) -> tuple[int, str | None]:
+        r = ctx.reply(ctx.call(ShareGroupOffsetsChange(gid, create)))
+        assert isinstance(r, ShareGroupOffsetsChangeResponse)
+        return r.error_code, r.error_message
+
+    assert change("new", False)[0] == E.group_id_not_found
+    assert "new" not in ctx.shard().hard.share.groups
+    assert change("new", True) == (E.none, None)
+    described = ctx.sdescribe("new").groups[0]
+    assert (described.error_code, described.group_state, described.group_epoch,
+            described.members) == (E.none, "Empty", 0, ())
+    listed = ctx.reply(ctx.call(ListGroups(types_filter=("share",))))
+    assert [(g.group_id, g.state) for g in listed.groups] == [("new", "Empty")]  # type: ignore[union-attr]
+    assert change("new", True) == (E.none, None)  # exists: nothing more written
+    assert [type(r.key) for r in ctx.records].count(ShareGroupMetadataKey) == 1
+    ctx.absorb(ctx.coord.unload(0))
+    ctx.absorb(ctx.coord.load(0, [(r.key, r.value) for r in ctx.records], ctx.now))
+    assert ctx.sdescribe("new").groups[0].group_state == "Empty"
+    # its first member joins it at epoch 1
+    r = ctx.shb("a", 0, group_id="new")
+    assert (r.error_code, r.member_epoch) == (E.none, 1)
+    assert change("new", True)[0] == E.non_empty_group
+    ctx.hb("c1", 0)  # a consumer group "g"
+    assert change("g", True)[0] == E.group_id_not_found

@@ -138,7 +138,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("group.share.max.delivery.count.limit", int, 10,
             "Largest share.delivery.count.limit a group may set (KIP-1240; 2-10)."),
     Setting("group.share.partition.max.record.locks", int, 2000,
-            "Most in-flight records per share partition."),
+            "Most in-flight records per share partition (100-10000)."),
+    Setting("group.share.min.partition.max.record.locks", int, 100,
+            "Smallest share.partition.max.record.locks a group may set (100-10000)."),
+    Setting("group.share.max.partition.max.record.locks", int, 4000,
+            "Largest share.partition.max.record.locks a group may set (100-10000)."),
     Setting("group.share.max.share.sessions", int, 2000,
             "Most share sessions a broker keeps (SHARE_SESSION_LIMIT_REACHED beyond)."),
     Setting("share.coordinator.state.topic.num.partitions", int, 50,
@@ -363,20 +367,24 @@ _SHARE_RANGES = (
     ("group.share.delivery.count.limit", 2, 10),
     ("group.share.min.delivery.count.limit", 2, 10),
     ("group.share.max.delivery.count.limit", 2, 10),
+    ("group.share.partition.max.record.locks", 100, 10_000),
+    ("group.share.min.partition.max.record.locks", 100, 10_000),
+    ("group.share.max.partition.max.record.locks", 100, 10_000),
 )
 
 
 def _check_share_settings(values: Mapping[str, Any]) -> None:
-    """Kafka's ShareGroupConfig checks: the lock duration and delivery count limit within
-    their ranges and within their min/max settings (a group's overrides are checked against
-    the same bounds, :meth:`samsa.broker.dynamic_config.DynamicConfigs.check_group`)."""
+    """Kafka's ShareGroupConfig checks: the lock duration, delivery count limit and record
+    locks per partition within their ranges and within their min/max settings (a group's
+    overrides are checked against the same bounds,
+    :meth:`samsa.broker.dynamic_config.DynamicConfigs.check_group`)."""
     def value(name: str) -> int:
         return int(values.get(name, _DEFAULTS[name]))
 
     for name, least, most in _SHARE_RANGES:
         if not least <= value(name) <= most:
             raise ConfigError(f"{name}: must be between {least} and {most}, got {value(name)}")
-    for kind in ("record.lock.duration.ms", "delivery.count.limit"):
+    for kind in ("record.lock.duration.ms", "delivery.count.limit", "partition.max.record.locks"):
         name, low, high = (f"group.share.{kind}", f"group.share.min.{kind}",
                            f"group.share.max.{kind}")
         if value(high) < value(low):

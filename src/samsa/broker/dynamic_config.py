@@ -45,11 +45,13 @@ GROUP_SYNONYMS = {
     "share.heartbeat.interval.ms": "group.share.heartbeat.interval.ms",
     "share.record.lock.duration.ms": "group.share.record.lock.duration.ms",
     "share.delivery.count.limit": "group.share.delivery.count.limit",
+    "share.partition.max.record.locks": "group.share.partition.max.record.locks",
 }
 """Group config name -> the broker setting that supplies its default (Kafka's GroupConfig)."""
 
 GROUP_STRING_DEFAULTS = {"share.auto.offset.reset": "latest",
                          "share.isolation.level": "read_uncommitted",
+                         "share.renew.acknowledge.enable": "true",
                          "errors.deadletterqueue.topic.name": ""}
 """Group configs without a broker setting behind them, and Kafka's default."""
 
@@ -58,7 +60,7 @@ _GROUP_BOOLEANS = frozenset({"consumer.assignor.offload.enable"})
 _GROUP_MINIMUM = {"consumer.session.timeout.ms": 1, "consumer.heartbeat.interval.ms": 1,
                   "consumer.assignment.interval.ms": 0, "share.record.lock.duration.ms": 1000,
                   "share.delivery.count.limit": 2, "share.session.timeout.ms": 1,
-                  "share.heartbeat.interval.ms": 1}
+                  "share.heartbeat.interval.ms": 1, "share.partition.max.record.locks": 100}
 
 #: int group configs -> the broker settings bounding them (Kafka's GroupConfig and, for
 #: share.delivery.count.limit, KIP-1240)
@@ -67,7 +69,8 @@ _GROUP_BOUNDS = {
     for kind, name in (("consumer", "heartbeat.interval.ms"), ("consumer", "session.timeout.ms"),
                        ("consumer", "assignment.interval.ms"),
                        ("share", "heartbeat.interval.ms"), ("share", "session.timeout.ms"),
-                       ("share", "record.lock.duration.ms"), ("share", "delivery.count.limit"))}
+                       ("share", "record.lock.duration.ms"), ("share", "delivery.count.limit"),
+                       ("share", "partition.max.record.locks"))}
 
 _KNOWN = {s.name for s in SETTINGS}
 _INT32_MAX = 2**31 - 1
@@ -186,6 +189,11 @@ class DynamicConfigs:
             except ValueError as exc:
                 raise ConfigError(f"Invalid value {reset} for configuration "
                                   f"share.auto.offset.reset: {exc}") from None
+        renew = props.get("share.renew.acknowledge.enable")
+        if renew is not None and str(renew).strip().lower() not in ("true", "false"):
+            raise ConfigError(f"Invalid value {renew} for configuration "
+                              "share.renew.acknowledge.enable: Expected value to be either "
+                              "true or false")
         isolation = props.get("share.isolation.level")
         if isolation is not None and isolation not in ("read_committed", "read_uncommitted"):
             raise ConfigError(f"Invalid value {isolation} for configuration "

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from samsa.coordinator import Coordinator
     from samsa.security.authorizer import Authorizer
     from samsa.security.limits import ConnectionLimits
-    from samsa.share import DurableState, SharePartition
+    from samsa.share import Acquired, DurableState, SharePartition
     from samsa.transactions import TxnValue
 
 
@@ -71,6 +71,8 @@ class ShareCounters:
     """Records rejected or archived at the delivery limit."""
     dead_letters: int = 0
     """Records copied to a dead-letter topic (KIP-1191)."""
+    redelivered: int = 0
+    """Records acquired again: delivered with a delivery count above 1 (ShareFetch)."""
 
     def observe(self, update: ShareUpdate, dead: int) -> None:
         """A share partition's durable state changed by ``update``; ``dead`` records were
@@ -78,6 +80,12 @@ class ShareCounters:
         self.released += sum(b.last_offset - b.first_offset + 1 for b in update.batches
                              if b.state is RecordState.AVAILABLE and b.delivery_count > 0)
         self.archived += dead
+
+    def observe_acquired(self, acquired: Iterable[Acquired]) -> None:
+        """A ShareFetch acquired ``acquired``: those past their first delivery are
+        redeliveries."""
+        self.redelivered += sum(a.last_offset - a.first_offset + 1 for a in acquired
+                                if a.delivery_count > 1)
 
 
 class _Shares(Protocol):
@@ -403,6 +411,9 @@ class BrokerMetrics:
         yield CounterMetricFamily(
             "samsa_share_dead_letters", "Records copied to a share group's dead-letter "
             "topic (KIP-1191)", value=c.dead_letters)
+        yield CounterMetricFamily(
+            "samsa_share_records_redelivered", "Records acquired again by a share fetch "
+            "(delivery count above 1)", value=c.redelivered)
 
     def registry(self) -> CollectorRegistry:
         registry = CollectorRegistry(auto_describe=False)

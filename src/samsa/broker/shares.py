@@ -8,7 +8,8 @@ of :mod:`samsa.share`.
   (early fires re-arm, stale ones are ignored: no expiry is lost);
 * share sessions, one per (group, member), at most ``group.share.max.share.sessions``
   (SHARE_SESSION_LIMIT_REACHED beyond): ShareFetch epoch 0 opens one (replacing an old
-  one), each later ShareFetch/ShareAcknowledge must carry the next epoch (else
+  one without releasing the member's records, as Kafka 4.3: they stay the member's),
+  each later ShareFetch/ShareAcknowledge must carry the next epoch (else
   INVALID_SHARE_SESSION_EPOCH; SHARE_SESSION_NOT_FOUND without a session), epoch -1 closes
   it. A closed session, the connection it was last used on closing, and the member leaving
   the group (or missing its session timeout: the group runtime tells,
@@ -134,7 +135,8 @@ class ShareRuntime:
     """This node's share partitions and share sessions. ``group_configs(group_id)`` gives
     the group configs set for a group (``share.auto.offset.reset``,
     ``share.record.lock.duration.ms``, ``share.delivery.count.limit``,
-    ``share.isolation.level``: KIP-932/KIP-1240)."""
+    ``share.partition.max.record.locks``, ``share.isolation.level``,
+    ``share.renew.acknowledge.enable``: KIP-932/KIP-1240/KIP-1222)."""
 
     def __init__(self, config: BrokerConfig, topics: TopicManager,
                  group_configs: Callable[[str], Mapping[str, str]],
@@ -306,8 +308,14 @@ class ShareRuntime:
                                                 config["group.share.record.lock.duration.ms"])),
             delivery_count_limit=int(own.get("share.delivery.count.limit",
                                              config["group.share.delivery.count.limit"])),
-            max_record_locks=int(config["group.share.partition.max.record.locks"]),
+            max_record_locks=int(own.get("share.partition.max.record.locks",
+                                         config["group.share.partition.max.record.locks"])),
         )
+
+    def renew_enabled(self, group_id: str) -> bool:
+        """The group's ``share.renew.acknowledge.enable`` (KIP-1222; default true)."""
+        value = self.group_configs(group_id).get("share.renew.acknowledge.enable", "true")
+        return str(value).strip().lower() == "true"
 
     def read_committed(self, group_id: str) -> bool:
         """The group's ``share.isolation.level`` is ``read_committed`` (default
@@ -321,7 +329,8 @@ class ShareRuntime:
     # ------------------------------------------------------------------ partitions
 
     def partition(self, group_id: str, topic_id: uuid.UUID, part: Partition) -> SharePartition:
-        """The group's share partition, created at its reset offset on first use."""
+        """The group's share partition, created at its reset offset on first use, with the
+        group's current share-partition configs."""
         key = (group_id, topic_id, part.index)
         found = self.partitions.get(key)
         if found is None:
@@ -343,6 +352,8 @@ class ShareRuntime:
                 found = SharePartition(key, start, self.timer, config)
                 self._persist(found)  # the start offset, as Kafka's InitializeShareGroupState
             self.partitions[key] = found
+        else:  # the group's configs as they are now (Kafka reads them at each use)
+            found.config = self.partition_config(group_id)
         return found
 
     def state(self, group_id: str, topic_id: uuid.UUID, index: int) -> DurableState | None:

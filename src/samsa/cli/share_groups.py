@@ -1,12 +1,12 @@
 """``samsa share-groups``: list, describe, reset-offsets, delete-offsets and delete share
 groups (KIP-932), as Kafka's ``kafka-share-groups.sh``.
 
-``describe`` shows a group's share partitions (the default, ``--offsets``: start offset and
-lag, from DescribeShareGroupOffsets v1, KIP-1226), its members and their assignments
-(``--members``) or its state (``--state``). In-flight, acquired and archived record counts
-are no field of any Kafka API: they are read from the Prometheus endpoint of the broker
-that leads each partition (``--metrics-url``, repeatable: each partition's counts are on
-its leader; the ``samsa_share_partition_records`` gauge).
+``describe`` (a group, or ``--all-groups``) shows share partitions (the default,
+``--offsets``: start offset and lag, from DescribeShareGroupOffsets v1, KIP-1226), members
+and their assignments (``--members``) or state (``--state``). In-flight, acquired and
+archived record counts are no field of any Kafka API: they are read from the Prometheus
+endpoint of the broker that leads each partition (``--metrics-url``, repeatable: each
+partition's counts are on its leader; the ``samsa_share_partition_records`` gauge).
 
 ``reset-offsets`` plans (the default, ``--dry-run``) or sets (``--execute``) new start
 offsets with AlterShareGroupOffsets; ``delete`` deletes a share group with DeleteGroups.
@@ -59,7 +59,9 @@ def add_parser(sub: Any) -> None:
     c.set_defaults(run=run_list)
 
     c = cmds.add_parser("describe", help="start offsets and lag, members, or state")
-    c.add_argument("group")
+    which = c.add_mutually_exclusive_group(required=True)
+    which.add_argument("group", nargs="?")
+    which.add_argument("--all-groups", action="store_true", help="every share group")
     view = c.add_mutually_exclusive_group()
     view.add_argument("--offsets", action="store_true",
                       help="one row per share partition (the default)")
@@ -177,26 +179,34 @@ def offset_rows(admin: Any, group_id: str, urls: list[str],
 def run_describe(args: argparse.Namespace) -> int:
     out = Output(args.output)
     with open_admin(args) as admin:
-        desc = describe_group(admin, args.group)
+        if args.all_groups:
+            names = sorted(g.group_id for g in admin.list_group_listings(types=["share"]))
+        else:
+            names = [args.group]
+        described = [(name, describe_group(admin, name)) for name in names]
         if args.state:
-            node, host, port = admin.find_coordinator(args.group)
-            row = {"group": args.group, "coordinator": f"{host}:{port} ({node})",
-                   "state": desc.state, "members": len(desc.members),
-                   "group_epoch": desc.group_epoch, "assignment_epoch": desc.assignment_epoch}
+            state_rows = []
+            for name, desc in described:
+                node, host, port = admin.find_coordinator(name)
+                state_rows.append({
+                    "group": name, "coordinator": f"{host}:{port} ({node})",
+                    "state": desc.state, "members": len(desc.members),
+                    "group_epoch": desc.group_epoch,
+                    "assignment_epoch": desc.assignment_epoch})
             columns = STATE_COLUMNS + ([("group_epoch", "GROUP-EPOCH"),
                                         ("assignment_epoch", "ASSIGNMENT-EPOCH")]
                                        if args.verbose else [])
             if out.json:
-                out.data(row)
+                out.data(state_rows if args.all_groups else state_rows[0])
             else:
-                out.table([row], columns)
+                out.table(state_rows, columns, empty="No share groups.")
             return 0
         if args.members:
-            rows = [{"group": args.group, "consumer_id": m.member_id, "host": m.client_host,
+            rows = [{"group": name, "consumer_id": m.member_id, "host": m.client_host,
                      "client_id": m.client_id, "partitions": len(m.assignment),
                      "member_epoch": m.member_epoch, "topics": list(m.topics),
                      "assignment": [[tp.topic, tp.partition] for tp in m.assignment]}
-                    for m in desc.members]
+                    for name, desc in described for m in desc.members]
             if out.json:
                 out.data(rows)
                 return 0
@@ -204,10 +214,12 @@ def run_describe(args: argparse.Namespace) -> int:
                      for r in rows]
             columns = MEMBER_COLUMNS + ([("member_epoch", "MEMBER-EPOCH")]
                                         if args.verbose else [])
-            out.table(table, columns,
-                      empty=f"Share group '{args.group}' has no active members.")
+            empty = ("No share group has active members." if args.all_groups
+                     else f"Share group '{args.group}' has no active members.")
+            out.table(table, columns, empty=empty)
             return 0
-        rows = offset_rows(admin, args.group, args.metrics_url, args.timeout)
+        rows = [row for name, _ in described
+                for row in offset_rows(admin, name, args.metrics_url, args.timeout)]
     if out.json:
         out.data(rows)
         return 0
@@ -216,9 +228,13 @@ def run_describe(args: argparse.Namespace) -> int:
         columns.append(("leader_epoch", "LEADER-EPOCH"))
     if args.metrics_url:
         columns += RECORD_COLUMNS
-    if not desc.members:
-        out.message(f"Share group '{args.group}' has no active members.")
-    out.table(rows, columns, empty=f"Share group '{args.group}' has no share partitions.")
+    for name, desc in described:
+        if not desc.members:
+            out.message(f"Share group '{name}' has no active members.")
+    empty = ("No share groups." if args.all_groups and not described else
+             "No share partitions." if args.all_groups else
+             f"Share group '{args.group}' has no share partitions.")
+    out.table(rows, columns, empty=empty)
     return 0
 
 

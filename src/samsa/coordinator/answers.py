@@ -19,6 +19,7 @@ from samsa.coordinator.events import (
     OffsetFetch,
     ShareGroupDescribe,
     ShareGroupHeartbeat,
+    ShareGroupOffsetsChange,
     SyncGroup,
     TxnOffsetCommit,
 )
@@ -42,6 +43,7 @@ from samsa.coordinator.responses import (
     Response,
     ShareGroupDescribeResponse,
     ShareGroupHeartbeatResponse,
+    ShareGroupOffsetsChangeResponse,
     SyncGroupResponse,
     TopicErrors,
 )
@@ -112,6 +114,8 @@ def error_response(event: Event, error: int) -> Response:
         case ShareGroupDescribe():
             return ShareGroupDescribeResponse(
                 tuple(ConsumerDescribedGroup(g, error) for g in event.groups))
+        case ShareGroupOffsetsChange():
+            return ShareGroupOffsetsChangeResponse(error)
     raise TypeError(f"not a coordinator event: {event!r}")
 
 

@@ -229,6 +229,16 @@ class ShareGroupDescribe:
     include_authorized_operations: bool = False
 
 
+@dataclass(frozen=True)
+class ShareGroupOffsetsChange:
+    """The coordinator's part of AlterShareGroupOffsets (91) / DeleteShareGroupOffsets (92):
+    the group must be a share group without members; ``create``: one that does not exist
+    yet is created, empty (Kafka's ``alterShareGroupOffsets``)."""
+
+    group_id: str
+    create: bool = False
+
+
 Event = (
     JoinGroup
     | SyncGroup
@@ -245,4 +255,5 @@ Event = (
     | ConsumerGroupDescribe
     | ShareGroupHeartbeat
     | ShareGroupDescribe
+    | ShareGroupOffsetsChange
 )

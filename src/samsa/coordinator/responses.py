@@ -238,6 +238,12 @@ class ShareGroupDescribeResponse:
     groups: tuple[ConsumerDescribedGroup, ...]
 
 
+@dataclass(frozen=True)
+class ShareGroupOffsetsChangeResponse:
+    error_code: int
+    error_message: str | None = None
+
+
 Response = (
     JoinGroupResponse
     | SyncGroupResponse
@@ -253,4 +259,5 @@ Response = (
     | ConsumerGroupDescribeResponse
     | ShareGroupHeartbeatResponse
     | ShareGroupDescribeResponse
+    | ShareGroupOffsetsChangeResponse
 )

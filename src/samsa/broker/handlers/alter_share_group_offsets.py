@@ -2,7 +2,8 @@
 ``kafka-share-groups.sh --reset-offsets``): each named partition starts afresh at the given
 offset (kept within the log), its in-flight records forgotten. The group must have no
 members (NON_EMPTY_GROUP) and be a share group or not exist yet (GROUP_ID_NOT_FOUND for a
-group of another type). Needs READ on the group and on each topic. Built as v0, typed.
+group of another type): a missing group is created, empty, in the coordinator first, as
+Kafka does. Needs READ on the group and on each topic. Built as v0, typed.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from kio.static.primitive import i32
 
 from samsa.broker import access
 from samsa.broker.context import RequestContext
-from samsa.broker.handlers.describe_share_group_offsets import group_refusal
+from samsa.broker.handlers.describe_share_group_offsets import change_refusal
 from samsa.broker.shares import Mark
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE
@@ -27,7 +28,7 @@ VERSIONS = (0, 0)
 async def handle(ctx: RequestContext) -> wire.AlterShareGroupOffsetsResponse:
     body = ctx.body
     group_id = str(body.group_id)
-    refusal = group_refusal(ctx, group_id, AclOperation.READ, changing=True)
+    refusal = await change_refusal(ctx, group_id, create=True)
     if refusal is not None:
         return wire.AlterShareGroupOffsetsResponse(
             throttle_time=NO_THROTTLE, error_code=refusal[0], error_message=refusal[1],

@@ -12,7 +12,7 @@ from kio.schema.types import TopicName
 
 from samsa.broker import access
 from samsa.broker.context import RequestContext
-from samsa.broker.handlers.describe_share_group_offsets import group_refusal
+from samsa.broker.handlers.describe_share_group_offsets import change_refusal
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE
 from samsa.security.acl import AclOperation, ResourceType
@@ -24,10 +24,7 @@ VERSIONS = (0, 0)
 async def handle(ctx: RequestContext) -> wire.DeleteShareGroupOffsetsResponse:
     body = ctx.body
     group_id = str(body.group_id)
-    refusal = group_refusal(ctx, group_id, AclOperation.READ, changing=True)
-    if refusal is None and (ctx.broker.groups.coordinator is None or
-                            ctx.broker.groups.coordinator.group_summary(group_id) is None):
-        refusal = ErrorCode.group_id_not_found, f"Group {group_id} not found."
+    refusal = await change_refusal(ctx, group_id, create=False)
     if refusal is not None:
         return wire.DeleteShareGroupOffsetsResponse(
             throttle_time=NO_THROTTLE, error_code=refusal[0], error_message=refusal[1],

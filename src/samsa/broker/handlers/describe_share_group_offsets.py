@@ -22,6 +22,8 @@ from kio.static.primitive import i32, i64
 from samsa.broker import access, leadership
 from samsa.broker.context import RequestContext
 from samsa.broker.topics import Topic
+from samsa.coordinator.events import ShareGroupOffsetsChange
+from samsa.coordinator.responses import ShareGroupOffsetsChangeResponse
 from samsa.coordinator.share.group import SHARE_GROUP_TYPE
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import NO_THROTTLE
@@ -32,12 +34,10 @@ API_KEY = ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS
 VERSIONS = (0, 1)
 
 
-def group_refusal(ctx: RequestContext, group_id: str, op: AclOperation,
-                  changing: bool = False) -> tuple[ErrorCode, str | None] | None:
+def group_refusal(ctx: RequestContext, group_id: str,
+                  op: AclOperation) -> tuple[ErrorCode, str | None] | None:
     """Why the share-group offsets APIs refuse ``group_id``: ``op`` on the group is not
-    allowed, this node is not its coordinator, or it is not a share group. ``changing``
-    (Alter/DeleteShareGroupOffsets): the group may also not exist yet, and must have no
-    members."""
+    allowed, this node is not its coordinator, or it is not a share group."""
     if not access.allowed(ctx, op, ResourceType.GROUP, group_id):
         return ErrorCode.group_authorization_failed, None
     groups = ctx.broker.groups
@@ -45,12 +45,26 @@ def group_refusal(ctx: RequestContext, group_id: str, op: AclOperation,
     if status != ErrorCode.none:
         return ErrorCode(status), None
     summary = None if groups.coordinator is None else groups.coordinator.group_summary(group_id)
-    if summary is None and changing:
-        return None
     if summary is None or summary.group_type != SHARE_GROUP_TYPE:
         return ErrorCode.group_id_not_found, f"Group {group_id} is not a share group."
-    if changing and summary.members:
-        return ErrorCode.non_empty_group, f"Share group {group_id} has members."
+    return None
+
+
+async def change_refusal(ctx: RequestContext, group_id: str,
+                         create: bool) -> tuple[ErrorCode, str | None] | None:
+    """Why Alter/DeleteShareGroupOffsets refuse ``group_id`` (READ on the group, its
+    coordinator, a share group without members: the coordinator's
+    :class:`~samsa.coordinator.events.ShareGroupOffsetsChange`, which with ``create``
+    creates a missing group, empty)."""
+    if not access.allowed(ctx, AclOperation.READ, ResourceType.GROUP, group_id):
+        return ErrorCode.group_authorization_failed, None
+    status = ctx.broker.groups.coordinator_error(group_id)
+    if status != ErrorCode.none:
+        return ErrorCode(status), None
+    resp = await ctx.broker.groups.call(ShareGroupOffsetsChange(group_id, create))
+    assert isinstance(resp, ShareGroupOffsetsChangeResponse)
+    if resp.error_code != ErrorCode.none:
+        return ErrorCode(resp.error_code), resp.error_message
     return None
 
 

@@ -26,6 +26,7 @@ from kio.schema.errors import ErrorCode
 
 from samsa.broker import access, leadership
 from samsa.broker.context import RequestContext
+from samsa.broker.parking import park
 from samsa.broker.partition import Partition
 from samsa.log import OffsetOutOfRange
 from samsa.protocol.api_keys import ApiKey
@@ -173,9 +174,7 @@ async def handle(ctx: RequestContext) -> Any:
             for part in parts:
                 part.waiters.add(fut)
             try:
-                await asyncio.wait_for(fut, remaining)
-            except TimeoutError:
-                pass
+                await park(fut, remaining)
             finally:
                 for part in parts:
                     part.waiters.discard(fut)

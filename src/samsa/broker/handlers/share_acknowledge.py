@@ -1,7 +1,8 @@
 """ShareAcknowledge (key 79, v1-v2): a share group member acknowledges records it acquired
 (KIP-932): per offset range one type for all, or one per offset — 0 GAP, 1 ACCEPT,
-2 RELEASE, 3 REJECT, 4 RENEW (KIP-1222, v2). All or nothing per partition: an offset the
-member does not hold makes the partition INVALID_RECORD_STATE.
+2 RELEASE, 3 REJECT, 4 RENEW (KIP-1222, v2; INVALID_RECORD_STATE for the partition when the
+group's ``share.renew.acknowledge.enable`` is false, as Kafka). All or nothing per partition:
+an offset the member does not hold makes the partition INVALID_RECORD_STATE.
 
 The share session must exist and the request carry its next epoch (epoch 0 is
 INVALID_SHARE_SESSION_EPOCH: only ShareFetch opens sessions); epoch -1 closes it after the
@@ -83,6 +84,9 @@ def apply(ctx: RequestContext, group_id: str, member_id: str,
             error = ErrorCode.invalid_record_state
         if error != ErrorCode.none or share is None:
             out[(topic_id, index)] = error
+            continue
+        if not shares.renew_enabled(group_id) and any(4 in types for _, _, types in batches):
+            out[(topic_id, index)] = ErrorCode.invalid_record_state  # RENEW is off (KIP-1222)
             continue
         code, update = share.acknowledge(member_id, batches, now)
         marks.append(((topic_id, index), shares.changed(share, update)))

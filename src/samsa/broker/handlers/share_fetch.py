@@ -1,6 +1,7 @@
 """ShareFetch (key 78, v1-v2): a share group member's fetch (KIP-932).
 
-One request: the share session step (epoch 0 opens, -1 closes, otherwise the next epoch;
+One request: the share session step (epoch 0 opens, replacing the member's session if it
+has one, and may carry no acknowledgements; -1 closes; otherwise the next epoch;
 :mod:`samsa.broker.shares`), the piggybacked acknowledgements of each partition (answered
 in ``acknowledge_error_code``), then records: per session partition, the log is read from
 the share partition's first available offset and what can be acquired is acquired for the
@@ -40,6 +41,7 @@ from samsa.broker.handlers.share_acknowledge import (
     refused,
     settle,
 )
+from samsa.broker.parking import park
 from samsa.broker.shares import Mark, SessionError, ShareSession
 from samsa.log.producer_state import AbortedTxn
 from samsa.protocol.api_keys import ApiKey
@@ -73,6 +75,10 @@ async def handle(ctx: RequestContext) -> wire.ShareFetchResponse:
     if epoch == -1 and wanted:
         return _error(ctx, ErrorCode.invalid_request,
                       "A request closing the share session cannot fetch.")
+    if epoch == 0 and any(p.acknowledgement_batches for t in body.topics
+                          for p in t.partitions):
+        return _error(ctx, ErrorCode.invalid_request,
+                      "A request opening a share session cannot acknowledge.")
     shares = ctx.broker.shares
     try:
         session = shares.session(group_id, member_id, epoch, ctx.connection, opening=True)
@@ -144,15 +150,13 @@ async def _fetch_waiting(ctx: RequestContext, session: ShareSession, max_records
         for part in parts:
             part.waiters.add(fut)
         try:
-            await asyncio.wait_for(fut, remaining)
-        except TimeoutError:
-            pass
+            await park(fut, remaining)
         finally:
             shares.forget(fut)
             for part in parts:
                 part.waiters.discard(fut)
         if shares.sessions.get((session.group_id, session.member_id)) is not session:
-            return {}  # closed meanwhile (its connection too: wait_for may hide the cancel)
+            return {}  # closed meanwhile (epoch -1, or replaced at epoch 0)
         got = _fetch(ctx, session, max_records, whole, max_bytes)
         if any(p.acquired or p.error for p in got.values()):
             return got
@@ -237,6 +241,7 @@ def _fetch(ctx: RequestContext, session: ShareSession, max_records: int, whole: 
         got = _Part()
         got.records, got.acquired = data, acquired
         got.saved = ctx.broker.shares.acquired(share)
+        shares.counters.observe_acquired(acquired)
         out[(topic_id, index)] = got
         budget_records -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
         budget_bytes -= len(data)

@@ -1,8 +1,8 @@
 """The share (KIP-932) group type's part of a shard (:class:`~..family.GroupFamily`):
-ShareGroupHeartbeat and ShareGroupDescribe, the refusals of the classic and consumer APIs
-naming a share group (Kafka's: a classic join is INCONSISTENT_GROUP_PROTOCOL, the others
-GROUP_ID_NOT_FOUND; the offsets APIs are refused by the group itself,
-:class:`.group.ShareGroup`), the member session timers."""
+ShareGroupHeartbeat, ShareGroupDescribe, the offsets admin APIs' group step, the
+refusals of the classic and consumer APIs naming a share group (Kafka's: a classic join is
+INCONSISTENT_GROUP_PROTOCOL, the others GROUP_ID_NOT_FOUND; the offsets APIs are refused by
+the group itself, :class:`.group.ShareGroup`), the member session timers."""
 
 from __future__ import annotations
 
@@ -21,11 +21,12 @@ from samsa.coordinator.events import (
     LeaveGroup,
     ShareGroupDescribe,
     ShareGroupHeartbeat,
+    ShareGroupOffsetsChange,
     SyncGroup,
 )
 from samsa.coordinator.family import CommitCheck, Handler, OffsetsGroup
 from samsa.coordinator.jobs import Job, JobKind
-from samsa.coordinator.share import describe, heartbeat
+from samsa.coordinator.share import admin, describe, heartbeat
 from samsa.coordinator.share.group import SHARE_GROUP_TYPE, ShareGroup
 from samsa.coordinator.share.records import SHARE_KEY_TYPES, ShareRecordKey, ShareRecordValue
 from samsa.coordinator.timers import TimerKey, TimerKind
@@ -42,6 +43,7 @@ def _refuse(error: int) -> Handler:
 _HOME: dict[type, Handler] = {
     ShareGroupHeartbeat: heartbeat.handle_heartbeat,
     ShareGroupDescribe: describe.handle_describe,
+    ShareGroupOffsetsChange: admin.handle_offsets_change,
 }
 
 
