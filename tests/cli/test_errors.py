@@ -56,7 +56,7 @@ def test_unknown_group_and_topic(broker: BrokerProcess) -> None:
     ["bogus"],
     ["groups"],
     ["groups", "describe"],
-    ["topics", "create", "x"],
+    ["topics", "create"],
     ["topics", "create", "x", "--partitions", "-1"],
     ["groups", "list", "--bootstrap-server", "no-port"],
     ["groups", "list", "--output", "xml"],
