@@ -7,7 +7,8 @@ is INVALID_PRODUCER_EPOCH below v4. An idempotent producer needs
 IDEMPOTENT_WRITE on the cluster or WRITE on some topic (Kafka 2.8+, KIP-679), else
 CLUSTER_AUTHORIZATION_FAILED. Versions: v2 flexible; v3
 producer_id and producer_epoch (KIP-360: a producer that knows its id bumps its epoch
-instead of getting a new id); v4 is v3's schema. The answer is built as v4, typed.
+instead of getting a new id); v4 is v3's schema; v5 (KIP-890) is v4's too and may answer
+TRANSACTION_ABORTABLE, which samsa never needs to. The answer is built as v4, typed.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from samsa.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from samsa.transactions import InitProducerId
 
 API_KEY = ApiKey.INIT_PRODUCER_ID
-VERSIONS = (0, 4)
+VERSIONS = (0, 5)
 
 MAX_EPOCH = 32767
 FENCED_VERSION = 4
