@@ -191,3 +191,21 @@ def test_batch_optimized_acquires_whole_batches_record_limit_does_not(
                           share_acquire_mode=1)) == [(0, 2, 1)]
     assert acquired(fetch(wire, 2, strict, "c", 0, topic_id, max_records=3,
                           share_acquire_mode=0)) == [(3, 9, 1)]
+
+
+def test_batch_optimized_acquires_the_batch_the_window_cuts(
+        share_broker: BrokerProcess, wire: WireClient) -> None:
+    """As Kafka: the window (``group.share.partition.max.record.locks``, 2000) bounds how
+    many records a fetch asks for, and batch-optimized mode rounds that up to the end of the
+    log batch, so a batch of 2,500 is acquired whole (record-limit mode stops at 2,000)."""
+    name, topic_id, group = _topic(share_broker, wire, 0)
+    one_batch = Producer({"bootstrap.servers": share_broker.bootstrap, "linger.ms": 1000})
+    for i in range(2_500):
+        one_batch.produce(name, str(i).encode(), partition=0)
+    assert one_batch.flush(15) == 0
+    strict = unique("swg")
+    set_group_configs(share_broker.bootstrap, strict, {"share.auto.offset.reset": "earliest"})
+    assert acquired(fetch(wire, 2, group, "a", 0, topic_id, max_records=5_000,
+                          batch_size=5_000)) == [(0, 2_499, 1)]
+    assert acquired(fetch(wire, 2, strict, "b", 0, topic_id, max_records=5_000,
+                          batch_size=5_000, share_acquire_mode=1)) == [(0, 1_999, 1)]
