@@ -4,8 +4,13 @@
    acknowledgement: each poll accepts the previous one) against a consumer group of 4
    ``Consumer`` members (``group.protocol=consumer``), each member in its own thread, on the
    same 4-partition topic of 100 B records; timed from the first record to the last, with
-   the broker's CPU seconds over that time. The ratio is the figure (aim: share >= 0.5x
-   consumer). ``--runs N`` repeats the pair on fresh groups.
+   the broker's CPU seconds over that time and the client's CPU per record (this
+   process's: every member's thread and librdkafka's). The ratio is the figure (aim:
+   share >= 0.5x consumer). ``--runs N`` repeats the pair on fresh groups; ``--java`` adds
+   the Java client's pair in each run (``KafkaShareConsumer`` against ``KafkaConsumer``,
+   4 threads in one JVM: tests/conformance/java/GroupRate.java, the JVM's CPU per
+   record); ``--window N`` sets the broker's ``group.share.partition.max.record.locks``
+   and ``--partitions N`` the topic's partitions.
 2. ShareFetch round trips on a raw connection (max_records 500, the previous batch
    accepted in the same request): p50 and p99 in ms of the fetches that acquired records.
 3. The cost of 100,000 in-flight records in one share partition (pure core, in process,
@@ -14,7 +19,8 @@
    2,000 split into one run per record.
 
     .venv/bin/python benchmarks/share.py [--records N] [--runs N] [--fetches N]
-        [--max-poll-records N] [--baseline CHECKOUT] [--py-spy OUT.svg]
+        [--max-poll-records N] [--window N] [--partitions N] [--java]
+        [--baseline CHECKOUT] [--py-spy OUT.svg]
 
 ``--baseline`` measures a broker run from another checkout's ``src`` after this one's (a
 before/after in one run); ``--py-spy`` profiles this broker during the share-group runs
@@ -24,6 +30,7 @@ before/after in one run); ``--py-spy`` profiles this broker during the share-gro
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -33,8 +40,9 @@ import threading
 import time
 import tracemalloc
 import uuid
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -76,13 +84,18 @@ def _cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _drain(make: Any, total: int, poll: Any, pid: int) -> tuple[float, float]:
+Rate = tuple[float, float, float]
+
+
+def _drain(make: Any, total: int, poll: Any, pid: int) -> Rate:
     """Run MEMBERS consumers in threads until ``total`` records came; (records/s, broker
-    CPU seconds per second, from the first record to the last)."""
+    CPU seconds per second, client CPU µs per record: this process's, from the first
+    record to the last)."""
     seen = [0] * MEMBERS
     first: list[float] = []
     last = [0.0]
     cpu: list[float] = []
+    client: list[float] = []
     lock = threading.Lock()
 
     def run(i: int) -> None:
@@ -95,10 +108,12 @@ def _drain(make: Any, total: int, poll: Any, pid: int) -> tuple[float, float]:
                         if not first:
                             first.append(time.perf_counter())
                             cpu.append(_cpu(pid))
+                            client.append(time.process_time())
                         seen[i] += n
                         last[0] = time.perf_counter()
-                        if sum(seen) >= total:
+                        if sum(seen) >= total and len(client) == 1:
                             cpu.append(_cpu(pid))
+                            client.append(time.process_time())
         finally:
             c.close()
 
@@ -108,10 +123,10 @@ def _drain(make: Any, total: int, poll: Any, pid: int) -> tuple[float, float]:
     for t in threads:
         t.join(300)
     elapsed = last[0] - first[0]
-    return total / elapsed, (cpu[-1] - cpu[0]) / elapsed
+    return total / elapsed, (cpu[-1] - cpu[0]) / elapsed, (client[-1] - client[0]) / total * 1e6
 
 
-def _share_rate(bootstrap: str, topic: str, total: int, pid: int) -> tuple[float, float]:
+def _share_rate(bootstrap: str, topic: str, total: int, pid: int) -> Rate:
     group = f"bench-share-{uuid.uuid4().hex[:6]}"
     set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest"})
 
@@ -125,7 +140,7 @@ def _share_rate(bootstrap: str, topic: str, total: int, pid: int) -> tuple[float
                   pid)
 
 
-def _consumer_rate(bootstrap: str, topic: str, total: int, pid: int) -> tuple[float, float]:
+def _consumer_rate(bootstrap: str, topic: str, total: int, pid: int) -> Rate:
     group = f"bench-cg-{uuid.uuid4().hex[:6]}"
 
     def make(i: int) -> Consumer:
@@ -226,40 +241,81 @@ def _split(records: int) -> tuple[float, float]:
     return size / records, (time.perf_counter() - start) / records * 1e6
 
 
+class _Tmp:
+    """What :func:`tests.conformance.javakit._build` needs of pytest's tmp_path_factory."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def mktemp(self, name: str) -> Path:
+        return Path(tempfile.mkdtemp(prefix=name, dir=self.root))
+
+
+def _java_rate(kit: Any, bootstrap: str, topic: str, total: int, pid: int,
+               kind: str) -> Rate:
+    """The Java client's pair (tests/conformance/java/GroupRate.java, MEMBERS threads in one
+    JVM): (records/s, broker CPU per second, the JVM's CPU µs per record)."""
+    group = f"bench-j{kind}-{uuid.uuid4().hex[:6]}"
+    if kind == "share":
+        set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    before = _cpu(pid)
+    start = time.perf_counter()
+    done = subprocess.run(["java", "-Xmx512m", "-cp", kit.classpath, "GroupRate", bootstrap,
+                           group, topic, kind, str(MEMBERS), str(total)],
+                          capture_output=True, text=True, timeout=600, check=True)
+    broker_cpu = (_cpu(pid) - before) / (time.perf_counter() - start)  # JVM start included
+    event = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")][-1]
+    rate, cpu = float(event["rate"]), float(event["cpu"])
+    return rate, broker_cpu, cpu / rate * 1e6
+
+
 def _measure(args: argparse.Namespace, label: str, env: dict[str, str]) -> dict[str, Any]:
     """One broker (``env`` may point PYTHONPATH at another checkout): the group rates of
-    ``args.runs`` runs, then the ShareFetch round trips."""
+    ``args.runs`` runs (each a consumer group then a share group on the same records, side
+    by side; with ``--java`` the Java client's pair too), then the ShareFetch round trips."""
     per_partition = args.records // PARTITIONS
     total = per_partition * PARTITIONS
-    out: dict[str, Any] = {"consumer": [], "share": [], "c_cpu": [], "s_cpu": []}
+    out: dict[str, Any] = {}
+    configs = {"group.consumer.heartbeat.interval.ms": "5000"}
+    if args.window:
+        configs["group.share.partition.max.record.locks"] = str(args.window)
+    kit = None
     with tempfile.TemporaryDirectory() as tmp:
-        broker = BrokerProcess(Path(tmp) / "data", {"group.consumer.heartbeat.interval.ms":
-                                                    "5000"}, env=env).start()
+        if args.java:
+            from tests.conformance.javakit import _build
+            kit = _build(cast(Any, _Tmp(tmp)))
+            assert not isinstance(kit, str), kit
+        broker = BrokerProcess(Path(tmp) / "data", configs, env=env).start()
         assert broker.proc is not None
         pid = broker.proc.pid
         try:
             topic = f"bench-{uuid.uuid4().hex[:6]}"
             create_topic(broker.bootstrap, topic, PARTITIONS)
             _produce(broker.bootstrap, topic, per_partition)
+            pairs: list[tuple[str, Any, Any]] = [("rdkafka", _consumer_rate, _share_rate)]
+            if kit is not None:
+                pairs.append(("java", partial(_java_rate, kit, kind="consumer"),
+                              partial(_java_rate, kit, kind="share")))
             for _ in range(args.runs):
-                consumer, c_cpu = _consumer_rate(broker.bootstrap, topic, total, pid)
-                spy = None
-                if args.py_spy and not env:
-                    spy = subprocess.Popen(
-                        [str(Path(sys.executable).parent / "py-spy"), "record", "-p",
-                         str(pid), "-o", args.py_spy, "-r", "200",
-                         *(["-f", "raw"] if not args.py_spy.endswith(".svg") else [])],
-                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                share, s_cpu = _share_rate(broker.bootstrap, topic, total, pid)
-                if spy is not None:
-                    spy.send_signal(2)
-                    spy.wait(60)
-                for k, v in (("consumer", consumer), ("share", share), ("c_cpu", c_cpu),
-                             ("s_cpu", s_cpu)):
-                    out[k].append(v)
-                print(f"{label}: consumer group {consumer:10,.0f} records/s (broker CPU "
-                      f"{c_cpu:.2f}), share group {share:10,.0f} records/s (broker CPU "
-                      f"{s_cpu:.2f}): {share / consumer:.2f}x", flush=True)
+                for client, consumer_rate, share_rate in pairs:
+                    consumer = consumer_rate(broker.bootstrap, topic, total, pid)
+                    spy = None
+                    if args.py_spy and not env:
+                        spy = subprocess.Popen(
+                            [str(Path(sys.executable).parent / "py-spy"), "record", "-p",
+                             str(pid), "-o", args.py_spy, "-r", "200",
+                             *(["-f", "raw"] if not args.py_spy.endswith(".svg") else [])],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    share = share_rate(broker.bootstrap, topic, total, pid)
+                    if spy is not None:
+                        spy.send_signal(2)
+                        spy.wait(60)
+                    out.setdefault(client, []).append((consumer, share))
+                    print(f"{label} {client}: consumer group {consumer[0]:10,.0f} records/s "
+                          f"(broker CPU {consumer[1]:.2f}, client {consumer[2]:.2f} "
+                          f"µs/record), share group {share[0]:10,.0f} records/s (broker CPU "
+                          f"{share[1]:.2f}, client {share[2]:.2f} µs/record): "
+                          f"{share[0] / consumer[0]:.2f}x", flush=True)
             out["p50"], out["p99"] = _fetch_latency(broker.bootstrap, topic, args.fetches)
             print(f"{label}: ShareFetch (500 records, acks piggybacked): p50 "
                   f"{out['p50']:.2f} ms, p99 {out['p99']:.2f} ms", flush=True)
@@ -269,17 +325,24 @@ def _measure(args: argparse.Namespace, label: str, env: dict[str, str]) -> dict[
 
 
 def main() -> None:
+    global PARTITIONS
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=400_000)
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--fetches", type=int, default=200)
     parser.add_argument("--max-poll-records", type=int, default=0,
                         help="the share consumers' max.poll.records (librdkafka: 500)")
+    parser.add_argument("--window", type=int, default=0,
+                        help="the broker's group.share.partition.max.record.locks (2000)")
+    parser.add_argument("--partitions", type=int, default=PARTITIONS)
+    parser.add_argument("--java", action="store_true",
+                        help="also the Java client's pair (KafkaShareConsumer, KafkaConsumer)")
     parser.add_argument("--baseline", default="",
                         help="another checkout (its src/ is used), measured after this one")
     parser.add_argument("--py-spy", default="", help="profile of the share runs (.svg: a "
                         "flame graph, else py-spy's raw stacks)")
     args = parser.parse_args()
+    PARTITIONS = args.partitions
     if args.max_poll_records:
         EXTRA["max.poll.records"] = args.max_poll_records
     print(f"{args.records // PARTITIONS * PARTITIONS:,} records of {len(VALUE)} B, "
@@ -288,13 +351,22 @@ def main() -> None:
     if args.baseline:
         brokers.append(("baseline", {"PYTHONPATH": str(Path(args.baseline) / "src")}))
     results = {label: _measure(args, label, env) for label, env in brokers}
-    if args.baseline:
-        print("summary (median of runs):")
-        for label, r in results.items():
-            c, s = statistics.median(r["consumer"]), statistics.median(r["share"])
-            print(f"  {label:8}: consumer {c:10,.0f}/s, share {s:9,.0f}/s ({s / c:.2f}x), "
-                  f"share broker CPU {statistics.median(r['s_cpu']):.2f}, ShareFetch p99 "
-                  f"{r['p99']:.1f} ms")
+    print("summary (median of runs; ratio: the median of each run's share/consumer):")
+    for label, r in results.items():
+        for client in ("rdkafka", "java"):
+            if client not in r:
+                continue
+            runs = r[client]
+            c = statistics.median(x[0][0] for x in runs)
+            s = statistics.median(x[1][0] for x in runs)
+            ratio = statistics.median(x[1][0] / x[0][0] for x in runs)
+            print(f"  {label:8} {client:7}: consumer {c:10,.0f}/s "
+                  f"({statistics.median(x[0][2] for x in runs):.2f} µs client CPU/record), "
+                  f"share {s:9,.0f}/s ({statistics.median(x[1][2] for x in runs):.2f} µs/"
+                  f"record, broker CPU {statistics.median(x[1][1] for x in runs):.2f}): "
+                  f"{ratio:.2f}x (runs {min(x[1][0] / x[0][0] for x in runs):.2f}-"
+                  f"{max(x[1][0] / x[0][0] for x in runs):.2f}x)")
+        print(f"  {label:8} ShareFetch p99 {r['p99']:.1f} ms")
     per, acquire, expire = _in_flight(100_000)
     print(f"100,000 in-flight records: {per:.0f} B each, acquire {acquire:.2f} µs/record, "
           f"lock expiry {expire:.2f} µs/record")

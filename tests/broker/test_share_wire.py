@@ -175,17 +175,24 @@ def test_a_parked_fetch_of_a_closed_connection_acquires_nothing(
     assert got == [(0, 2, 2)]
 
 
+def _one_batch(broker: BrokerProcess, c: WireClient,
+               records: int) -> tuple[uuid.UUID, str, str]:
+    """A topic holding one log batch of ``records``; two groups reading it from the start."""
+    name, topic_id, group = _topic(broker, c, 0)
+    one_batch = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 1000})
+    for i in range(records):
+        one_batch.produce(name, str(i).encode(), partition=0)
+    assert one_batch.flush(15) == 0
+    strict = unique("swg")
+    set_group_configs(broker.bootstrap, strict, {"share.auto.offset.reset": "earliest"})
+    return topic_id, group, strict
+
+
 def test_batch_optimized_acquires_whole_batches_record_limit_does_not(
         share_broker: BrokerProcess, wire: WireClient) -> None:
     """KIP-1206: ``max_records`` is a soft limit for v1 and v2's BATCH_OPTIMIZED mode (the
     log batch that reaches it is acquired whole) and a hard one for RECORD_LIMIT."""
-    name, topic_id, group = _topic(share_broker, wire, 0)
-    one_batch = Producer({"bootstrap.servers": share_broker.bootstrap, "linger.ms": 1000})
-    for i in range(10):
-        one_batch.produce(name, str(i).encode(), partition=0)
-    assert one_batch.flush(15) == 0
-    strict = unique("swg")
-    set_group_configs(share_broker.bootstrap, strict, {"share.auto.offset.reset": "earliest"})
+    topic_id, group, strict = _one_batch(share_broker, wire, 10)
     assert acquired(fetch(wire, 1, group, "a", 0, topic_id, max_records=3)) == [(0, 9, 1)]
     assert acquired(fetch(wire, 2, strict, "b", 0, topic_id, max_records=3,
                           share_acquire_mode=1)) == [(0, 2, 1)]
@@ -239,3 +246,15 @@ def test_a_group_config_change_applies_to_a_share_partition_in_use(
     set_group_configs(share_broker.bootstrap, group, {"share.partition.max.record.locks": "150"})
     assert acquired(fetch(wire, 2, group, "a", 1, max_records=500,
                           share_acquire_mode=1)) == [(100, 149, 1)]
+
+
+def test_batch_optimized_acquires_the_batch_the_window_cuts(
+        share_broker: BrokerProcess, wire: WireClient) -> None:
+    """As Kafka: the window (``group.share.partition.max.record.locks``, 2000) bounds how
+    many records a fetch asks for, and batch-optimized mode rounds that up to the end of the
+    log batch, so a batch of 2,500 is acquired whole (record-limit mode stops at 2,000)."""
+    topic_id, group, strict = _one_batch(share_broker, wire, 2_500)
+    assert acquired(fetch(wire, 2, group, "a", 0, topic_id, max_records=5_000,
+                          batch_size=5_000)) == [(0, 2_499, 1)]
+    assert acquired(fetch(wire, 2, strict, "b", 0, topic_id, max_records=5_000,
+                          batch_size=5_000, share_acquire_mode=1)) == [(0, 1_999, 1)]

@@ -11,6 +11,8 @@ types splits it, an expiring lock releases whole runs):
 * no delivery count passes the limit;
 * every lock whose deadline passed has released its offsets (no lost expiry);
 * SPSO moves only over offsets acknowledged or archived;
+* the window passes ``max_record_locks`` by less than a log batch (batch-optimized
+  acquisition ends with a batch);
 * the runs tile the window and each lock holds exactly the ACQUIRED runs naming it;
 * replaying the durable updates gives the partition's durable state, it survives its
   ``__share_group_state`` snapshot encoding, and a partition rebuilt from it has the same
@@ -34,6 +36,9 @@ from samsa.share import (
 from samsa.share.records import ShareSnapshot, decode_snapshot, encode_snapshot
 
 OWNER = ("g", "t", 0)
+LOG_BATCH = 4
+"""Records per log batch; half the fetches acquire in batch-optimized mode (whole batches,
+which may pass ``max_record_locks`` by less than one)."""
 
 
 class SimTimer:
@@ -102,7 +107,9 @@ class Sim:
         return f"m{self.rng.randrange(self.members)}"
 
     def fetch(self, member: str) -> None:
-        got = self.part.acquire(member, self.log_end, self.rng.randint(1, 10), self.now)
+        ends = range(LOG_BATCH, self.log_end + LOG_BATCH, LOG_BATCH) \
+            if self.rng.random() < 0.5 else ()
+        got = self.part.acquire(member, self.log_end, self.rng.randint(1, 10), self.now, ends)
         for acq in got:
             assert acq.delivery_count <= self.config.delivery_count_limit
             for offset in range(acq.first_offset, acq.last_offset + 1):
@@ -279,7 +286,7 @@ class Sim:
             key = LockKey(OWNER, lock_id)
             assert self.timer.deadlines.get(key) == lock.deadline_ms, "lock without a timer"
             assert lock.deadline_ms > self.now, "a lock outlived its deadline"
-        assert part.end_offset - part.start_offset <= self.config.max_record_locks
+        assert part.end_offset - part.start_offset < self.config.max_record_locks + LOG_BATCH
         durable = part.durable()
         assert self.replayed == durable, (self.replayed, durable)
         snapshot = ShareSnapshot(0, durable.start_offset, durable.batches())

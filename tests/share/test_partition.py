@@ -105,6 +105,23 @@ def test_max_record_locks_bounds_the_window() -> None:
     assert part.acquire("b", 100, 10, 0) == (Acquired(14, 15, 1),)
 
 
+def test_batch_optimized_acquisition_ends_with_a_log_batch_past_the_window() -> None:
+    # log batches [10, 16), [16, 30), [30, 40); a window of 8 cuts the second one
+    part, _ = _part(locks=8)
+    ends = [16, 30, 40]
+    assert part.acquire("a", 40, 100, 0, ends) == (Acquired(10, 29, 1),)
+    assert part.acquire("b", 40, 100, 0, ends) == ()  # the window is full (20 > 8)
+    part.acknowledge("a", [(10, 25, [ACC])], 0)
+    # room for 4 more: the whole batch [30, 40) (a budget of 2 rounds up the same way)
+    assert part.acquire("b", 40, 2, 0, ends) == (Acquired(30, 39, 1),)
+    # the fetch read up to 25 only: never past what was read
+    part2, _ = _part(locks=8)
+    assert part2.acquire("a", 25, 100, 0, ends) == (Acquired(10, 24, 1),)
+    # without batch ends (record-limit mode) the window bounds it exactly
+    part3, _ = _part(locks=8)
+    assert part3.acquire("a", 40, 100, 0) == (Acquired(10, 17, 1),)
+
+
 @pytest.mark.parametrize(("value", "expected"), [
     ("latest", OffsetReset("latest")),
     ("EARLIEST", OffsetReset("earliest")),

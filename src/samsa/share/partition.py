@@ -8,8 +8,9 @@ as runs of offsets sharing one state (:class:`InFlight`, Kafka's in-flight batch
 acquisition of fresh records is one run, and a run splits only when part of it changes.
 
 * :meth:`SharePartition.acquire` hands a member the AVAILABLE offsets of the window, then
-  fresh ones past SPEO (while the window holds fewer than ``max_record_locks`` offsets),
-  each with its delivery count raised by one, under one new lock that expires
+  fresh ones past SPEO (while the window holds fewer than ``max_record_locks`` offsets;
+  in batch-optimized mode up to the end of a log batch, which may pass that by less than
+  a batch), each with its delivery count raised by one, under one new lock that expires
   ``record_lock_duration_ms`` later;
 * :meth:`SharePartition.acknowledge` applies a member's ACCEPT / RELEASE / REJECT / RENEW /
   GAP to offsets it holds (all or none: any offset it does not hold fails the call with
@@ -352,11 +353,14 @@ class SharePartition:
     # ------------------------------------------------------------------ acquire
 
     def acquire(self, member_id: str, log_end_offset: int, max_records: int,
-                now_ms: int) -> tuple[Acquired, ...]:
+                now_ms: int, batch_ends: Sequence[int] = ()) -> tuple[Acquired, ...]:
         """Acquire up to ``max_records`` offsets below ``log_end_offset`` (the end of what
         the fetch read) for ``member_id``: AVAILABLE window offsets first, then fresh
         offsets past SPEO (one new run) while the window has room. One lock covers them
-        all."""
+        all. ``batch_ends`` (ascending: the offset after each log batch the fetch read;
+        KIP-1206's batch-optimized mode) round the fresh run up to the end of the log batch
+        its last offset is in, as Kafka does: the rest of that batch is sent anyway, and
+        the window may pass ``max_record_locks`` by less than a batch."""
         budget = max(max_records, 0)
         picked: list[InFlight] = []
         for first in sorted(self._available):
@@ -368,6 +372,10 @@ class SharePartition:
             budget -= run.size
         room = self.start_offset + self.config.max_record_locks - self.end_offset
         fresh = min(budget, log_end_offset - self.end_offset, room)
+        if fresh > 0 and batch_ends:
+            i = bisect_right(batch_ends, self.end_offset + fresh - 1)
+            if i < len(batch_ends):
+                fresh = min(batch_ends[i], log_end_offset) - self.end_offset
         if not picked and fresh <= 0:
             return ()
         lock_id = self._new_lock(member_id, now_ms)

@@ -13,8 +13,10 @@ waits until the acknowledgements' state write is durable; records are acquired f
 that write (coalesced with the other changes of the loop pass) holds the whole request.
 
 v1 and v2's ``share_acquire_mode`` BATCH_OPTIMIZED (KIP-1206, Kafka 4.2's default) acquire
-up to the end of the log batch that reaches ``max_records``; RECORD_LIMIT never more than
-``max_records``. v2's ``is_renew_ack`` (KIP-1222): acknowledgements only, no fetch.
+up to the end of the log batch that reaches ``max_records`` or the window's room
+(``group.share.partition.max.record.locks``: as Kafka, the window may pass it by less than
+a batch, so a batch the answer carries is never sent again for its rest); RECORD_LIMIT
+never more than ``max_records``. v2's ``is_renew_ack`` (KIP-1222): acknowledgements only, no fetch.
 Needs READ on the group (else a top-level GROUP_AUTHORIZATION_FAILED) and READ on each
 topic (else its partitions are TOPIC_AUTHORIZATION_FAILED). Built as v2, typed.
 """
@@ -219,8 +221,9 @@ def _fetch(ctx: RequestContext, session: ShareSession, max_records: int, whole: 
                 break
             # enough whole batches to acquire the budget past SPEO (fewer bytes to copy)
             enough = max(start, share.end_offset) + budget_records
-            data, upto = _batches(log.read(start, min(PARTITION_BYTES, budget_bytes)),
+            data, ends = _batches(log.read(start, min(PARTITION_BYTES, budget_bytes)),
                                   enough, end)
+            upto = ends[-1] if ends else 0
             if not data:
                 break
             archived = None
@@ -230,9 +233,10 @@ def _fetch(ctx: RequestContext, session: ShareSession, max_records: int, whole: 
                     archived = share.archive(aborted)
                     shares.changed(share, archived)
                     data = _without(data, {first for first, _ in aborted})
+            # batch-optimized: whole batches, also where the window cuts one (as Kafka)
             acquired = share.acquire(session.member_id, upto,
                                      budget_records + (max(0, upto - enough) if whole else 0),
-                                     now)
+                                     now, ends if whole else ())
             if not acquired and archived is None:
                 break  # (after archiving, read on: what follows may be acquired)
         if not acquired:
@@ -249,20 +253,22 @@ def _fetch(ctx: RequestContext, session: ShareSession, max_records: int, whole: 
     return out
 
 
-def _batches(data: bytes | memoryview, enough: int, end: int) -> tuple[bytes, int]:
+def _batches(data: bytes | memoryview, enough: int, end: int) -> tuple[bytes, list[int]]:
     """The whole batches of ``data`` that start below ``end`` (the log end, or the last
     stable offset), up to the first that reaches offset ``enough``, and the offset after
-    them."""
+    each of them."""
     view = memoryview(data)
-    pos, nxt = 0, 0
+    pos = 0
+    ends: list[int] = []
     while pos + 61 <= len(view):
         header = parse_header(view, pos)
         if header.end > len(view) or header.base_offset >= end:
             break
-        nxt, pos = header.next_offset, header.end
-        if nxt >= enough:
+        pos = header.end
+        ends.append(header.next_offset)
+        if header.next_offset >= enough:
             break
-    return bytes(view[:pos]), nxt
+    return bytes(view[:pos]), ends
 
 
 def _aborted(data: bytes, aborted: list[AbortedTxn]) -> list[tuple[int, int]]:
