@@ -141,7 +141,7 @@ def bump_epoch(core: ShardCore, group: ShareGroup, metadata_hash: int | None = N
 def _compute_target(core: ShardCore, group: ShareGroup) -> None:
     gid = group.group_id
     target = assign({m.member_id: m.subscribed_topic_names for m in group.members.values()},
-                    core.topics.by_name)
+                    core.topics.by_name, group.target)
     for mid in [m for m in group.target if m not in target]:
         core.write(*records.target_member_tombstone(gid, mid))
     for mid, assignment in target.items():
