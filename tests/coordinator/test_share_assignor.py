@@ -190,3 +190,9 @@ def test_members_behind_the_newest_target_still_cover_every_partition() -> None:
     ctx.shb("d", epoch("d"))
     assert sorted(len(ctx.assigned(m)[T1]) for m in "abcd") == [4, 4, 4, 4]
     assert covered() == set(range(16))
+
+
+def test_a_heterogeneous_group_evens_out_the_counts_over_topics() -> None:
+    out = assign({"a": ("t1", "t2"), "b": ("t1", "t2"), "c": ("t3",)},
+                 _topics(t1=3, t2=3, t3=1))
+    assert (len(_parts(out["a"])), len(_parts(out["b"])), out["c"]) == (3, 3, {T3: (0,)})

@@ -46,11 +46,12 @@ def assign(subscriptions: Mapping[str, tuple[str, ...]],
     subscribed = {frozenset(names) for names in subscriptions.values()}
     if len(subscribed) == 1:  # homogeneous
         parts = _partitions(next(iter(subscribed)), topics)
-        given.update(_share(parts, sorted(subscriptions), before))
+        given.update(_share(parts, sorted(subscriptions), before, {}))
     else:
         for name in sorted({t for names in subscriptions.values() for t in names}):
             members = sorted(m for m, names in subscriptions.items() if name in names)
-            for m, got in _share(_partitions((name,), topics), members, before).items():
+            load = {m: len(given[m]) for m in members}
+            for m, got in _share(_partitions((name,), topics), members, before, load).items():
                 given[m] |= got
     return {m: _as_assignment(got) for m, got in given.items()}
 
@@ -68,17 +69,18 @@ def _as_assignment(parts: set[Part]) -> Assignment:
     return {t: tuple(ps) for t, ps in out.items()}
 
 
-def _share(parts: list[Part], members: list[str],
-           before: Mapping[str, set[Part]]) -> dict[str, set[Part]]:
-    """Each of ``members`` (sorted) -> its partitions of ``parts`` (sorted)."""
+def _share(parts: list[Part], members: list[str], before: Mapping[str, set[Part]],
+           load: Mapping[str, int]) -> dict[str, set[Part]]:
+    """Each of ``members`` (sorted) -> its partitions of ``parts`` (sorted); ``load``: what
+    each member got from other topics (a heterogeneous group's)."""
     if not parts or not members:
         return {m: set() for m in members}
     sharing = -(-len(members) // len(parts))
     base, extra = divmod(sharing * len(parts), len(members))
     valid = set(parts)
     kept = {m: before.get(m, set()) & valid for m in members}
-    # 1. the members keeping the most get the larger counts
-    by_kept = sorted(members, key=lambda m: (-len(kept[m]), m))
+    # 1. the members keeping the most (then with the least elsewhere) get the larger counts
+    by_kept = sorted(members, key=lambda m: (-len(kept[m]), load.get(m, 0), m))
     quota = {m: base + (1 if i < extra else 0) for i, m in enumerate(by_kept)}
     holders: dict[Part, set[str]] = {p: set() for p in parts}
     for m in members:
