@@ -1,0 +1,132 @@
+"""A cluster node keeps serving its other connections while a request waits on PostgreSQL.
+
+The delay is real and injected at the database: the test holds a table lock from a
+connection of its own, so the node's query for one request waits on it (seen in
+``pg_stat_activity``); meanwhile ApiVersions on another connection must be answered (a
+node blocking its event loop on the database would stall it, and every heartbeat and
+fetch with it). Once the lock goes, the waiting request gets its right answer.
+
+* ListOffsets by timestamp (``samsa_batches`` locked);
+* IncrementalAlterConfigs of a group config (``samsa_configs`` locked against writes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import asyncpg
+import pytest
+from kio.schema.errors import ErrorCode
+
+from samsa.protocol.api_keys import ApiKey
+from tests.cluster.nodes import ClusterNodeProcess, query
+from tests.cluster.test_cluster_clients import TOPIC, Cluster, create_topic
+from tests.conformance.groupkit import produce
+from tests.pg import PostgresServer
+from tests.security.kit import call
+from tests.wire import WireClient
+
+pytestmark = [pytest.mark.slow]
+
+GROUP = 32
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory,
+         postgres: PostgresServer) -> Iterator[tuple[ClusterNodeProcess, str]]:
+    dsn = postgres.create_database()
+    cluster = Cluster(tmp_path_factory.mktemp("pg-loop"), dsn)
+    try:
+        one = cluster.start(1)
+        create_topic(one.bootstrap, 1)
+        produce(one.bootstrap, TOPIC, 1, 3)
+        cluster.settled()
+        yield one, dsn
+    finally:
+        cluster.stop()
+
+
+def api_versions(bootstrap: str) -> int:
+    c = WireClient(bootstrap, timeout=5.0)
+    try:
+        return int(call(c, ApiKey.API_VERSIONS, 3, client_software_name="t",
+                        client_software_version="1").error_code)
+    finally:
+        c.close()
+
+
+def while_locked(dsn: str, lock: str, waits_on: str, request: Callable[[], Any],
+                 bootstrap: str) -> Any:
+    """Hold ``lock``; send ``request`` (blocking, on its own connection) and once the node's
+    query matching ``waits_on`` waits on the lock, check another connection is served; then
+    release the lock and return the request's answer."""
+
+    async def scenario() -> Any:
+        holder = await asyncpg.connect(dsn)
+        watcher = await asyncpg.connect(dsn)
+        tx = holder.transaction()
+        await tx.start()
+        try:
+            await holder.execute(lock)
+            pending = asyncio.ensure_future(asyncio.to_thread(request))
+            for _ in range(200):  # until the node's query waits on the lock
+                if await watcher.fetchval(
+                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                        "AND query LIKE $1", f"%{waits_on}%"):
+                    break
+                assert not pending.done(), pending.result()
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError(f"the node never queried {waits_on!r}")
+            assert await asyncio.to_thread(api_versions, bootstrap) == ErrorCode.none
+            assert not pending.done()  # still waiting on the database
+        finally:
+            await tx.rollback()
+            await holder.close()
+            await watcher.close()
+        return await pending
+
+    return asyncio.run(scenario())
+
+
+def test_list_offsets_by_timestamp_waits_off_the_event_loop(
+        node: tuple[ClusterNodeProcess, str]) -> None:
+    one, dsn = node
+
+    def by_timestamp() -> Any:
+        c = WireClient(one.bootstrap, timeout=30.0)
+        try:
+            return call(c, ApiKey.LIST_OFFSETS, 8, replica_id=-1, isolation_level=0,
+                        topics=[{"name": TOPIC, "partitions": [
+                            {"partition_index": 0, "timestamp": 0,
+                             "current_leader_epoch": -1}]}])
+        finally:
+            c.close()
+
+    resp = while_locked(dsn, "LOCK TABLE samsa_batches IN ACCESS EXCLUSIVE MODE",
+                        "max_ts >=", by_timestamp, one.bootstrap)
+    (p,) = resp.topics[0].partitions
+    assert (p.error_code, p.offset) == (ErrorCode.none, 0)
+
+
+def test_group_config_change_waits_off_the_event_loop(
+        node: tuple[ClusterNodeProcess, str]) -> None:
+    one, dsn = node
+
+    def alter() -> Any:
+        c = WireClient(one.bootstrap, timeout=30.0)
+        try:
+            return call(c, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, validate_only=False,
+                        resources=[{"resource_type": GROUP, "resource_name": "g",
+                                    "configs": [{"name": "consumer.session.timeout.ms",
+                                                 "config_operation": 0, "value": "50000"}]}])
+        finally:
+            c.close()
+
+    resp = while_locked(dsn, "LOCK TABLE samsa_configs IN EXCLUSIVE MODE",
+                        "INTO samsa_configs", alter, one.bootstrap)
+    assert resp.responses[0].error_code == ErrorCode.none
+    (row,) = query(dsn, "SELECT configs::text FROM samsa_configs WHERE name = 'g'")
+    assert '"consumer.session.timeout.ms": "50000"' in row["configs"]
