@@ -7,7 +7,10 @@ node blocking its event loop on the database would stall it, and every heartbeat
 fetch with it). Once the lock goes, the waiting request gets its right answer.
 
 * ListOffsets by timestamp (``samsa_batches`` locked);
-* IncrementalAlterConfigs of a group config (``samsa_configs`` locked against writes).
+* IncrementalAlterConfigs of a group config (``samsa_configs`` locked against writes);
+* Metadata asking for a topic the node does not know (``samsa_topics`` locked): it reads
+  the catalog again before answering, so a topic written to the database a moment ago
+  (as another node's CreateTopics would, before this node's tick) is found.
 """
 
 from __future__ import annotations
@@ -130,3 +133,37 @@ def test_group_config_change_waits_off_the_event_loop(
     assert resp.responses[0].error_code == ErrorCode.none
     (row,) = query(dsn, "SELECT configs::text FROM samsa_configs WHERE name = 'g'")
     assert '"consumer.session.timeout.ms": "50000"' in row["configs"]
+
+
+def metadata(bootstrap: str, name: str) -> Any:
+    c = WireClient(bootstrap, timeout=30.0)
+    try:
+        return call(c, ApiKey.METADATA, 12, topics=[{"name": name, "topic_id": None}],
+                    allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    finally:
+        c.close()
+
+
+def test_unknown_topic_lookup_waits_off_the_event_loop(
+        node: tuple[ClusterNodeProcess, str]) -> None:
+    one, dsn = node
+    resp = while_locked(dsn, "LOCK TABLE samsa_topics IN ACCESS EXCLUSIVE MODE",
+                        "FROM samsa_topics", lambda: metadata(one.bootstrap, "nowhere"),
+                        one.bootstrap)
+    assert resp.topics[0].error_code == ErrorCode.unknown_topic_or_partition
+
+    async def create_behind_the_node() -> None:  # no NOTIFY: the node's tick is not woken
+        conn = await asyncpg.connect(dsn)
+        try:
+            async with conn.transaction():
+                await conn.execute("INSERT INTO samsa_topics (name, id, configs) "
+                                   "VALUES ('fresh', gen_random_uuid(), '{}'::jsonb)")
+                await conn.execute("INSERT INTO samsa_partitions (topic, idx) VALUES ('fresh', 0)")
+                await conn.execute(
+                    "UPDATE samsa_meta SET v = v + 1 WHERE k = 'topics_version'")
+        finally:
+            await conn.close()
+
+    asyncio.run(create_behind_the_node())
+    (topic,) = metadata(one.bootstrap, "fresh").topics
+    assert (topic.error_code, len(topic.partitions)) == (ErrorCode.none, 1)

@@ -314,6 +314,9 @@ class MemoryTopics:
         self._seen = self.db.version
         return list(self.db.topics.values())
 
+    async def fetch(self) -> list[TopicRecord] | None:
+        return self.snapshot()
+
     def open_partition(self, topic: str, index: int, config: LogConfig, now_ms: int,
                        wake: Callable[[], None]) -> MemoryPartition:
         return MemoryPartition(self.db, self.node, topic, index, config, wake)

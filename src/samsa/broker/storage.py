@@ -166,6 +166,10 @@ class TopicStore(Protocol):
         """The stored topics if they changed since the last snapshot, else None (a shared
         catalog is read again; may block on I/O)."""
 
+    async def fetch(self) -> list[TopicRecord] | None:
+        """:meth:`snapshot` without holding up the event loop (a shared catalog is read on
+        the engine's own thread)."""
+
     def open_partition(self, topic: str, index: int, config: LogConfig, now_ms: int,
                        wake: Callable[[], None]) -> PartitionStore:
         """The store of a partition of the current snapshot; ``wake`` wakes the fetches

@@ -113,6 +113,9 @@ async def handle(ctx: RequestContext) -> MetadataResponse | MetadataResponseV10:
         entries = [topic_entry(ctx, t) for t in broker.topics
                    if access.allowed(ctx, DESCRIBE, TOPIC, t.name, log=False)]
     else:
+        if any(broker.topics.by_id(tid) is None if tid is not None else
+               name is not None and broker.topics.get(name) is None for name, tid in requested):
+            await broker.topics.catch_up()  # another node may have just created it
         for name, tid in requested:
             entries.append(_lookup(ctx, name, tid, allow_create))
     if getattr(ctx.body, "include_topic_authorized_operations", False):
