@@ -51,13 +51,20 @@ def node(tmp_path_factory: pytest.TempPathFactory,
         cluster.stop()
 
 
-def api_versions(bootstrap: str) -> int:
-    c = WireClient(bootstrap, timeout=5.0)
+def ask(bootstrap: str, api: ApiKey, version: int, timeout: float = 30.0,
+        **fields: Any) -> Any:
+    """One request on a connection of its own (``timeout``: for the answer)."""
+    c = WireClient(bootstrap, timeout=timeout)
     try:
-        return int(call(c, ApiKey.API_VERSIONS, 3, client_software_name="t",
-                        client_software_version="1").error_code)
+        return call(c, api, version, **fields)
     finally:
         c.close()
+
+
+def api_versions(bootstrap: str) -> int:
+    """ApiVersions' error code; a TimeoutError if not answered within 5 s."""
+    return int(ask(bootstrap, ApiKey.API_VERSIONS, 3, timeout=5.0, client_software_name="t",
+                   client_software_version="1").error_code)
 
 
 def while_locked(dsn: str, lock: str, waits_on: str, request: Callable[[], Any],
@@ -99,14 +106,9 @@ def test_list_offsets_by_timestamp_waits_off_the_event_loop(
     one, dsn = node
 
     def by_timestamp() -> Any:
-        c = WireClient(one.bootstrap, timeout=30.0)
-        try:
-            return call(c, ApiKey.LIST_OFFSETS, 8, replica_id=-1, isolation_level=0,
-                        topics=[{"name": TOPIC, "partitions": [
-                            {"partition_index": 0, "timestamp": 0,
-                             "current_leader_epoch": -1}]}])
-        finally:
-            c.close()
+        return ask(one.bootstrap, ApiKey.LIST_OFFSETS, 8, replica_id=-1, isolation_level=0,
+                   topics=[{"name": TOPIC, "partitions": [
+                       {"partition_index": 0, "timestamp": 0, "current_leader_epoch": -1}]}])
 
     resp = while_locked(dsn, "LOCK TABLE samsa_batches IN ACCESS EXCLUSIVE MODE",
                         "max_ts >=", by_timestamp, one.bootstrap)
@@ -119,14 +121,10 @@ def test_group_config_change_waits_off_the_event_loop(
     one, dsn = node
 
     def alter() -> Any:
-        c = WireClient(one.bootstrap, timeout=30.0)
-        try:
-            return call(c, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, validate_only=False,
-                        resources=[{"resource_type": GROUP, "resource_name": "g",
-                                    "configs": [{"name": "consumer.session.timeout.ms",
-                                                 "config_operation": 0, "value": "50000"}]}])
-        finally:
-            c.close()
+        return ask(one.bootstrap, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, validate_only=False,
+                   resources=[{"resource_type": GROUP, "resource_name": "g",
+                               "configs": [{"name": "consumer.session.timeout.ms",
+                                            "config_operation": 0, "value": "50000"}]}])
 
     resp = while_locked(dsn, "LOCK TABLE samsa_configs IN EXCLUSIVE MODE",
                         "INTO samsa_configs", alter, one.bootstrap)
@@ -136,12 +134,8 @@ def test_group_config_change_waits_off_the_event_loop(
 
 
 def metadata(bootstrap: str, name: str) -> Any:
-    c = WireClient(bootstrap, timeout=30.0)
-    try:
-        return call(c, ApiKey.METADATA, 12, topics=[{"name": name, "topic_id": None}],
-                    allow_auto_topic_creation=False, include_topic_authorized_operations=False)
-    finally:
-        c.close()
+    return ask(bootstrap, ApiKey.METADATA, 12, topics=[{"name": name, "topic_id": None}],
+               allow_auto_topic_creation=False, include_topic_authorized_operations=False)
 
 
 def test_unknown_topic_lookup_waits_off_the_event_loop(
