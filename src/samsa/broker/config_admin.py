@@ -97,6 +97,7 @@ async def alter(broker: Services, rtype: int, name: str, change: Change,
         reason = validate_topic_name(name)
         if reason:
             raise AlterFailed(E.invalid_topic_exception, reason)
+        await broker.topics.resolve([name])  # another node may have just created one
         topic = broker.topics.get(name)
         new = change(dict(topic.overrides) if topic else {})
         try:

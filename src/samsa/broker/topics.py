@@ -6,14 +6,15 @@ in-memory view the handlers read synchronously, and leaves persistence to the en
 single node, tables shared by a cluster): after each change the view is brought to the
 store's snapshot. A lookup answers from the view, as Kafka's brokers answer from their
 metadata cache (a cluster's engine refreshes it when another node changes the catalog);
-Metadata asking for a topic the view lacks awaits :meth:`TopicManager.catch_up` first.
+Metadata (and OffsetCommit, OffsetFetch by topic id) asking for a topic the view lacks
+awaits :meth:`TopicManager.resolve` first.
 """
 
 from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
@@ -158,6 +159,14 @@ class TopicManager:
         """:meth:`refresh` reading the store without holding up the event loop (a topic
         asked for that the view lacks: another node may have just created it)."""
         return self._take(await self.store.fetch())
+
+    async def resolve(self, names: Iterable[str | None] = (),
+                      ids: Iterable[uuid.UUID | None] = ()) -> None:
+        """:meth:`catch_up` if any of ``names`` or ``ids`` is missing from the view (a
+        request naming a topic another node may have just created)."""
+        if any(n is not None and n not in self._topics for n in names) or any(
+                i is not None and i not in self._by_id for i in ids):
+            await self.catch_up()
 
     def _take(self, snapshot: list[TopicRecord] | None) -> bool:
         if snapshot is None:
