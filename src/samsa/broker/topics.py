@@ -6,8 +6,8 @@ in-memory view the handlers read synchronously, and leaves persistence to the en
 single node, tables shared by a cluster): after each change the view is brought to the
 store's snapshot. A lookup answers from the view, as Kafka's brokers answer from their
 metadata cache (a cluster's engine refreshes it when another node changes the catalog);
-Metadata (and OffsetCommit, OffsetFetch by topic id) asking for a topic the view lacks
-awaits :meth:`TopicManager.resolve` first.
+a request naming a topic the view lacks (Metadata, the topic admin requests, OffsetCommit
+and OffsetFetch by id) awaits :meth:`TopicManager.resolve` first.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Every change (create, grow, alter, delete) is one transaction bumping ``topics_v
 and notifying the other nodes; the broker's catalog validated it first and re-reads the
 snapshot after. A node's snapshot is read again when the version moved: on its lease tick
 (read there without blocking and handed over with :meth:`PgTopicStore.offer`), after a
-change of its own (blocking), or awaited when Metadata asks for a topic the node's view
+change of its own (blocking), or awaited when a request names a topic the node's view
 lacks (:meth:`PgTopicStore.fetch`).
 """
 
