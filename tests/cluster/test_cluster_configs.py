@@ -227,11 +227,12 @@ def test_the_store_answers_every_nodes_changes(pg_dsn: str) -> None:
         assert one.snapshot() == two.snapshot() == StoredConfigs({}, {})
         assert one.snapshot() is None  # nothing new
         stale = await e1.db.run(fetch_configs)
-        assert one.save_group("g", {"share.auto.offset.reset": "earliest"}) == StoredConfigs(
-            {}, {"g": {"share.auto.offset.reset": "earliest"}})
-        assert two.save_broker("", {"log.retention.ms": "1000"}) == StoredConfigs(
+        earliest = {"share.auto.offset.reset": "earliest"}
+        assert await one.save_group("g", earliest) == StoredConfigs({}, {"g": earliest})
+        assert await two.save_broker("", {"log.retention.ms": "1000"}) == StoredConfigs(
             {"": {"log.retention.ms": "1000"}}, {"g": {"share.auto.offset.reset": "earliest"}})
-        assert two.save_broker("2", {"log.roll.ms": "5000"}).brokers == {
+        saved = await two.save_broker("2", {"log.roll.ms": "5000"})
+        assert saved is not None and saved.brokers == {
             "": {"log.retention.ms": "1000"}, "2": {"log.roll.ms": "5000"}}
         one.offer(stale)  # read before the node's own save: dropped
         assert one.snapshot() is None
@@ -239,7 +240,8 @@ def test_the_store_answers_every_nodes_changes(pg_dsn: str) -> None:
         assert one.snapshot() == StoredConfigs(
             {"": {"log.retention.ms": "1000"}, "2": {"log.roll.ms": "5000"}},
             {"g": {"share.auto.offset.reset": "earliest"}})
-        assert one.save_group("g", {}).groups == {}  # forgotten
+        forgotten = await one.save_group("g", {})
+        assert forgotten is not None and forgotten.groups == {}
         assert two.snapshot() == StoredConfigs(
             {"": {"log.retention.ms": "1000"}, "2": {"log.roll.ms": "5000"}}, {})
 

@@ -260,9 +260,13 @@ class MemoryPartition:
                 return record_at_or_after(data, header, ts_ms, start)
         return None
 
-    def max_timestamp_offset(self) -> tuple[int, int] | None:
-        tops = [h.max_timestamp for h, _ in self.row.batches if h.max_timestamp >= 0]
-        return None if not tops else self.offset_for_timestamp(max(tops))
+    async def find_timestamp(self, ts_ms: int | None) -> tuple[int, int] | None:
+        if ts_ms is None:
+            tops = [h.max_timestamp for h, _ in self.row.batches if h.max_timestamp >= 0]
+            if not tops:
+                return None
+            ts_ms = max(tops)
+        return self.offset_for_timestamp(ts_ms)
 
     def reconfigure(self, config: LogConfig) -> None:
         self.config = config
@@ -309,6 +313,9 @@ class MemoryTopics:
             return None
         self._seen = self.db.version
         return list(self.db.topics.values())
+
+    async def fetch(self) -> list[TopicRecord] | None:
+        return self.snapshot()
 
     def open_partition(self, topic: str, index: int, config: LogConfig, now_ms: int,
                        wake: Callable[[], None]) -> MemoryPartition:

@@ -177,11 +177,12 @@ def test_compaction_keeps_the_latest_record_of_each_key(kit: Kit) -> None:
 def test_offsets_by_timestamp(kit: Kit) -> None:
     async def scenario(kit: Kit) -> None:
         store = await kit.lead()
-        assert store.max_timestamp_offset() is None
+        assert await store.find_timestamp(None) is None
         await append(store, *(make_batch([(None, b"%d" % t)], timestamp_ms=t)
                               for t in (1000, 3000, 2000)))
-        assert store.offset_for_timestamp(1500) == (1, 3000)
-        assert store.offset_for_timestamp(3001) is None
-        assert store.max_timestamp_offset() == (1, 3000)
+        assert await store.find_timestamp(1500) == (1, 3000)
+        assert store.offset_for_timestamp(1500) == (1, 3000)  # blocking, for share starts
+        assert await store.find_timestamp(3001) is None
+        assert await store.find_timestamp(None) == (1, 3000)
 
     run(kit, scenario)

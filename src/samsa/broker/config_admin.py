@@ -58,7 +58,7 @@ Refusal = Callable[[int, str], "tuple[ErrorCode, str] | None"]
 """The authorization of a resource: None, or the error and message refusing it."""
 
 
-def alter_all(broker: Services, resources: Sequence[Any], validate_only: bool,
+async def alter_all(broker: Services, resources: Sequence[Any], validate_only: bool,
               incremental: bool, refuse: Refusal = lambda rtype, name: None
               ) -> list[dict[str, Any]]:
     """Apply every resource of an (Incremental)AlterConfigs request; one result each.
@@ -79,7 +79,7 @@ def alter_all(broker: Services, resources: Sequence[Any], validate_only: bool,
             ops = [Op(c.name, int(getattr(c, "config_operation", SET)), c.value)
                    for c in r.configs]
             change = _incremental(rtype, ops) if incremental else _replace_all(ops)
-            alter(broker, rtype, name, change, validate_only)
+            await alter(broker, rtype, name, change, validate_only)
             code, message = ErrorCode.none, None
         except AlterFailed as exc:
             code, message = exc.code, exc.message
@@ -88,7 +88,8 @@ def alter_all(broker: Services, resources: Sequence[Any], validate_only: bool,
     return results
 
 
-def alter(broker: Services, rtype: int, name: str, change: Change, validate_only: bool) -> None:
+async def alter(broker: Services, rtype: int, name: str, change: Change,
+                validate_only: bool) -> None:
     """Change one resource's dynamic configs; raises :class:`AlterFailed`."""
     if rtype == TOPIC:
         if not name:
@@ -96,6 +97,7 @@ def alter(broker: Services, rtype: int, name: str, change: Change, validate_only
         reason = validate_topic_name(name)
         if reason:
             raise AlterFailed(E.invalid_topic_exception, reason)
+        await broker.topics.resolve([name])  # another node may have just created one
         topic = broker.topics.get(name)
         new = change(dict(topic.overrides) if topic else {})
         try:
@@ -105,27 +107,29 @@ def alter(broker: Services, rtype: int, name: str, change: Change, validate_only
     elif rtype == BROKER:
         _check_broker_name(name, broker.config.node_id)
         dynamic = broker.topics.dynamic
-        new = change(dynamic.broker(name))
-        try:
-            effective = dynamic.check_broker(name, new)
-            broker.topics.check_broker_defaults(effective)
-            broker.topics.log_config({}, "", dynamic.check_broker(name, new, alone=True))
-        except (ConfigError, ValueError) as exc:
-            raise AlterFailed(E.invalid_request, str(exc)) from None
-        if not validate_only:
-            dynamic.set_broker(name, new)
-            broker.topics.reconfigure_all()
+        async with dynamic.changing:
+            new = change(dynamic.broker(name))
+            try:
+                effective = dynamic.check_broker(name, new)
+                broker.topics.check_broker_defaults(effective)
+                broker.topics.log_config({}, "", dynamic.check_broker(name, new, alone=True))
+            except (ConfigError, ValueError) as exc:
+                raise AlterFailed(E.invalid_request, str(exc)) from None
+            if not validate_only:
+                await dynamic.set_broker(name, new)
+                broker.topics.reconfigure_all()
     elif rtype == GROUP:
         if not name:
             raise AlterFailed(E.invalid_request, "Group name must not be empty")
         dynamic = broker.topics.dynamic
-        new = change(dynamic.group(name))
-        try:
-            dynamic.check_group(new)
-        except ConfigError as exc:
-            raise AlterFailed(E.invalid_config, str(exc)) from None
-        if not validate_only:
-            dynamic.set_group(name, new)
+        async with dynamic.changing:
+            new = change(dynamic.group(name))
+            try:
+                dynamic.check_group(new)
+            except ConfigError as exc:
+                raise AlterFailed(E.invalid_config, str(exc)) from None
+            if not validate_only:
+                await dynamic.set_group(name, new)
     else:
         raise AlterFailed(E.invalid_request, f"Unknown resource type {rtype}")
 

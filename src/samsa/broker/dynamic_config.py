@@ -11,6 +11,7 @@ their next cluster tick: :meth:`DynamicConfigs.refresh`).
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -105,6 +106,9 @@ class DynamicConfigs:
         self._brokers: dict[str, dict[str, str]] = {}
         self._groups: dict[str, dict[str, str]] = {}
         self.effective = static
+        self.changing = asyncio.Lock()
+        """Held by a change from reading the settings it replaces until they are stored
+        (one node's changes of a resource never overwrite each other)."""
 
     # -- reading ------------------------------------------------------------------------
     def broker(self, name: str) -> dict[str, str]:
@@ -227,19 +231,20 @@ class DynamicConfigs:
                                   f"{kind}.heartbeat.interval.ms")
 
     # -- changing -----------------------------------------------------------------------
-    def set_broker(self, name: str, props: Mapping[str, str]) -> None:
+    async def set_broker(self, name: str, props: Mapping[str, str]) -> None:
         """Replace the dynamic settings of ``BROKER`` resource ``name`` (validated by
-        :meth:`check_broker`) and persist them."""
+        :meth:`check_broker`) and persist them (awaiting the store: hold :attr:`changing`
+        from reading the old settings on)."""
         if self.store is None:
             self._apply(StoredConfigs(_put(self._brokers, name, props), self._groups))
         else:
-            self._apply(self.store.save_broker(name, props))
+            self._take(await self.store.save_broker(name, props))
 
-    def set_group(self, group_id: str, props: Mapping[str, str]) -> None:
+    async def set_group(self, group_id: str, props: Mapping[str, str]) -> None:
         if self.store is None:
             self._groups = _put(self._groups, group_id, props)
         else:
-            self._apply(self.store.save_group(group_id, props))
+            self._take(await self.store.save_group(group_id, props))
 
     def load(self) -> None:
         """Read the stored configs; a layer that no longer validates is skipped (and
@@ -257,6 +262,10 @@ class DynamicConfigs:
         return self._brokers != before
 
     # -- internals ----------------------------------------------------------------------
+    def _take(self, stored: StoredConfigs | None) -> None:
+        if stored is not None:  # None: a snapshot as new was taken while the store wrote
+            self._apply(stored)
+
     def _resolve(self, layers: Mapping[str, Mapping[str, str]]) -> BrokerConfig:
         merged: dict[str, Any] = dict(self.static.values or {})
         merged.update(layers.get("", {}))

@@ -7,7 +7,7 @@ against these protocols only:
 * :class:`PartitionStore`: one partition's log: append whole batches at the log end (its
   producer state tracks idempotent producers and open and aborted transactions), read
   whole batches from an offset, wait until an offset is durable, read everything (loading a
-  coordinator shard), look offsets up by timestamp, apply retention and compaction;
+  coordinator shard), look offsets up by timestamp (awaitable), apply retention and compaction;
 * :class:`TopicStore`: where the topic catalog (:class:`~samsa.broker.topics.TopicManager`,
   which validates and keeps the in-memory view) is persisted, and the partition stores it
   opens;
@@ -122,9 +122,15 @@ class PartitionStore(Protocol):
         """Every batch from the log start, once every append accepted so far is durable
         (loading a coordinator shard); an OSError if this node lost the partition."""
 
-    def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int] | None: ...
+    async def find_timestamp(self, ts_ms: int | None) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record whose timestamp is ``ts_ms`` or later
+        (ListOffsets by timestamp), or with None of the first record with the largest
+        timestamp (MAX_TIMESTAMP); None when there is none. A shared engine reads its
+        database without holding up the event loop; a local one answers at once."""
 
-    def max_timestamp_offset(self) -> tuple[int, int] | None: ...
+    def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int] | None:
+        """:meth:`find_timestamp`, blocking (a shared engine waits for its database): for
+        callers that cannot await (a share partition's ``by_duration`` start)."""
 
     def reconfigure(self, config: LogConfig) -> None: ...
 
@@ -160,6 +166,10 @@ class TopicStore(Protocol):
         """The stored topics if they changed since the last snapshot, else None (a shared
         catalog is read again; may block on I/O)."""
 
+    async def fetch(self) -> list[TopicRecord] | None:
+        """:meth:`snapshot` without holding up the event loop (a shared catalog is read on
+        the engine's own thread)."""
+
     def open_partition(self, topic: str, index: int, config: LogConfig, now_ms: int,
                        wake: Callable[[], None]) -> PartitionStore:
         """The store of a partition of the current snapshot; ``wake`` wakes the fetches
@@ -194,11 +204,14 @@ class ConfigStore(Protocol):
         """The stored configs if they changed since the last snapshot or save, else None
         (a shared store is read again; may block on I/O)."""
 
-    def save_broker(self, name: str, props: Mapping[str, str]) -> StoredConfigs:
+    async def save_broker(self, name: str, props: Mapping[str, str]) -> StoredConfigs | None:
         """Replace the settings of ``BROKER`` resource ``name`` (empty: forget them);
-        returns every stored config afterwards (other nodes' changes too)."""
+        returns every stored config afterwards (other nodes' changes too), or None when a
+        snapshot taken meanwhile is already as new. A shared store writes its database
+        without holding up the event loop."""
 
-    def save_group(self, group_id: str, props: Mapping[str, str]) -> StoredConfigs:
+    async def save_group(self, group_id: str, props: Mapping[str, str]
+                         ) -> StoredConfigs | None:
         """Replace the configs of group ``group_id`` (empty: forget them); as
         :meth:`save_broker`."""
 

@@ -3,15 +3,18 @@
 :class:`TopicManager` validates every change with Kafka's rules and error codes, keeps the
 in-memory view the handlers read synchronously, and leaves persistence to the engine's
 :class:`~samsa.broker.storage.TopicStore` (``topics.json`` and partition directories on a
-single node, tables shared by a cluster): after each change, and when a name or id it does
-not know is asked for, the view is brought to the store's snapshot.
+single node, tables shared by a cluster): after each change the view is brought to the
+store's snapshot. A lookup answers from the view, as Kafka's brokers answer from their
+metadata cache (a cluster's engine refreshes it when another node changes the catalog);
+a request naming a topic the view lacks (Metadata, the topic admin requests, OffsetCommit
+and OffsetFetch by id) awaits :meth:`TopicManager.resolve` first.
 """
 
 from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
@@ -98,16 +101,11 @@ class TopicManager:
 
     # -- lookup -------------------------------------------------------------------------
     def get(self, name: str) -> Topic | None:
-        topic = self._topics.get(name)
-        if topic is None and not validate_topic_name(name) and self.refresh():
-            topic = self._topics.get(name)
-        return topic
+        """From the view (never waits for the store: see :meth:`catch_up`)."""
+        return self._topics.get(name)
 
     def by_id(self, topic_id: uuid.UUID) -> Topic | None:
-        topic = self._by_id.get(topic_id)
-        if topic is None and self.refresh():
-            topic = self._by_id.get(topic_id)
-        return topic
+        return self._by_id.get(topic_id)
 
     def partition(self, name: str, index: int) -> Partition | None:
         topic = self._topics.get(name)
@@ -155,7 +153,22 @@ class TopicManager:
 
     def refresh(self) -> bool:
         """Bring the view to the store's snapshot; True if anything changed."""
-        snapshot = self.store.snapshot()
+        return self._take(self.store.snapshot())
+
+    async def catch_up(self) -> bool:
+        """:meth:`refresh` reading the store without holding up the event loop (a topic
+        asked for that the view lacks: another node may have just created it)."""
+        return self._take(await self.store.fetch())
+
+    async def resolve(self, names: Iterable[str | None] = (),
+                      ids: Iterable[uuid.UUID | None] = ()) -> None:
+        """:meth:`catch_up` if any of ``names`` or ``ids`` is missing from the view (a
+        request naming a topic another node may have just created)."""
+        if any(n is not None and n not in self._topics for n in names) or any(
+                i is not None and i not in self._by_id for i in ids):
+            await self.catch_up()
+
+    def _take(self, snapshot: list[TopicRecord] | None) -> bool:
         if snapshot is None:
             return False
         seen = set()

@@ -36,8 +36,8 @@ def result(r: dict[str, Any]) -> AlterConfigsResourceResponse:
 
 
 async def handle(ctx: RequestContext) -> AlterConfigsResponse:
-    results = alter_all(ctx.broker, ctx.body.resources, bool(ctx.body.validate_only),
-                        refuse=access.config_refusals(ctx, AclOperation.ALTER_CONFIGS),
-                        incremental=False)
+    results = await alter_all(ctx.broker, ctx.body.resources, bool(ctx.body.validate_only),
+                              refuse=access.config_refusals(ctx, AclOperation.ALTER_CONFIGS),
+                              incremental=False)
     return AlterConfigsResponse(throttle_time=NO_THROTTLE,
                                 responses=tuple(result(r) for r in results))

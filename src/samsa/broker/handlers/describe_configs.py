@@ -171,6 +171,9 @@ async def handle(ctx: RequestContext) -> DescribeConfigsResponse:
     synonyms = bool(getattr(ctx.body, "include_synonyms", False))
     docs = bool(getattr(ctx.body, "include_documentation", False))
     results = []
+    # a topic another node has just created may be missing from the view
+    await ctx.broker.topics.resolve([r.resource_name for r in ctx.body.resources
+                                     if r.resource_type == TOPIC])
     for r in ctx.body.resources:
         keys = set(r.configuration_keys) if r.configuration_keys is not None else None
         describe = {TOPIC: _topic, BROKER: _broker, GROUP: _group}.get(r.resource_type)

@@ -28,9 +28,9 @@ VERSIONS = (0, 1)
 
 
 async def handle(ctx: RequestContext) -> IncrementalAlterConfigsResponse:
-    results = alter_all(ctx.broker, ctx.body.resources, bool(ctx.body.validate_only),
-                        refuse=access.config_refusals(ctx, AclOperation.ALTER_CONFIGS),
-                        incremental=True)
+    results = await alter_all(ctx.broker, ctx.body.resources, bool(ctx.body.validate_only),
+                              refuse=access.config_refusals(ctx, AclOperation.ALTER_CONFIGS),
+                              incremental=True)
     return IncrementalAlterConfigsResponse(throttle_time=NO_THROTTLE, responses=tuple(
         AlterConfigsResourceResponse(
             error_code=ErrorCode(r["error_code"]), error_message=r["error_message"],

@@ -42,7 +42,7 @@ def _answer(partition: i32, code: ErrorCode = ErrorCode.none, offset: i64 = _UNK
                                         timestamp=timestamp, offset=offset, leader_epoch=epoch)
 
 
-def _lookup(ctx: RequestContext, topic: str, partition: i32, ts: int,
+async def _lookup(ctx: RequestContext, topic: str, partition: i32, ts: int,
             current_leader_epoch: int, committed: bool) -> ListOffsetsPartitionResponse:
     part = ctx.broker.topics.partition(topic, partition)
     if part is None:
@@ -62,11 +62,11 @@ def _lookup(ctx: RequestContext, topic: str, partition: i32, ts: int,
     if ts == MAX_TIMESTAMP:
         if ctx.version < 7:
             return _answer(partition, ErrorCode.unsupported_version)
-        found = log.max_timestamp_offset()
+        found = await log.find_timestamp(None)
     elif ts < 0:
         return _answer(partition, ErrorCode.invalid_request)
-    else:
-        found = log.offset_for_timestamp(ts)
+    else:  # a shared engine reads its database: other requests are served meanwhile
+        found = await log.find_timestamp(ts)
     if found is None or (committed and found[0] >= log.producers.last_stable_offset(
             log.log_end_offset)):
         return _answer(partition)  # read_committed looks below the last stable offset only
@@ -89,7 +89,7 @@ async def handle(ctx: RequestContext) -> ListOffsetsResponse:
                 parts.append(_answer(p.partition_index, ErrorCode.invalid_request))
                 continue
             seen.add(p.partition_index)
-            parts.append(_lookup(ctx, t.name, p.partition_index, p.timestamp,
-                                 getattr(p, "current_leader_epoch", -1), committed))
+            parts.append(await _lookup(ctx, t.name, p.partition_index, p.timestamp,
+                                       getattr(p, "current_leader_epoch", -1), committed))
         topics.append(ListOffsetsTopicResponse(name=t.name, partitions=tuple(parts)))
     return ListOffsetsResponse(throttle_time=NO_THROTTLE, topics=tuple(topics))

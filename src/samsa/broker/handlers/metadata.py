@@ -113,6 +113,8 @@ async def handle(ctx: RequestContext) -> MetadataResponse | MetadataResponseV10:
         entries = [topic_entry(ctx, t) for t in broker.topics
                    if access.allowed(ctx, DESCRIBE, TOPIC, t.name, log=False)]
     else:
+        # a topic another node has just created may be missing from the view
+        await broker.topics.resolve([n for n, _ in requested], [i for _, i in requested])
         for name, tid in requested:
             entries.append(_lookup(ctx, name, tid, allow_create))
     if getattr(ctx.body, "include_topic_authorized_operations", False):

@@ -99,7 +99,8 @@ async def handle(ctx: RequestContext) -> (v7.OffsetFetchResponse | v8.OffsetFetc
     topics = ctx.broker.topics
     require_stable = bool(getattr(body, "require_stable", False))
     ids: dict[uuid.UUID, str] | None = None
-    if ctx.version >= TOPIC_IDS_VERSION:
+    if ctx.version >= TOPIC_IDS_VERSION:  # resolve: another node may have just made one
+        await topics.resolve(ids=[t.topic_id for g in body.groups for t in g.topics or ()])
         ids = {t.topic_id: topic.name for g in body.groups for t in g.topics or ()
                if t.topic_id is not None and (topic := topics.by_id(t.topic_id)) is not None}
     if ctx.version >= 8:

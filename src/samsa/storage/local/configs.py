@@ -31,11 +31,11 @@ class LocalConfigStore:
             self._groups = _layers(data.get("groups", {}))
         return self._stored()
 
-    def save_broker(self, name: str, props: Mapping[str, str]) -> StoredConfigs:
+    async def save_broker(self, name: str, props: Mapping[str, str]) -> StoredConfigs:
         _put(self._brokers, name, props)
         return self._save()
 
-    def save_group(self, group_id: str, props: Mapping[str, str]) -> StoredConfigs:
+    async def save_group(self, group_id: str, props: Mapping[str, str]) -> StoredConfigs:
         _put(self._groups, group_id, props)
         return self._save()
 

@@ -52,6 +52,10 @@ class LocalPartition(PartitionLog):
             offset = after
         return out
 
+    async def find_timestamp(self, ts_ms: int | None) -> tuple[int, int] | None:
+        """Answered at once, from the segments' time indexes."""
+        return self.max_timestamp_offset() if ts_ms is None else self.offset_for_timestamp(ts_ms)
+
     async def run_compaction(self, now_ms: int) -> None:
         """Choose segments and swap the cleaned files in here, on the loop; rewriting them
         (seconds for a large segment) runs on a worker thread meanwhile."""

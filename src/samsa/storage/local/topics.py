@@ -51,6 +51,9 @@ class LocalTopicStore:
         return [TopicRecord(name, uuid.UUID(rec["id"]), dict(rec.get("configs", {})),
                             int(rec["partitions"])) for name, rec in self._records.items()]
 
+    async def fetch(self) -> list[TopicRecord] | None:
+        return self.snapshot()  # nothing to wait for: only this node writes the catalog
+
     def open_partition(self, topic: str, index: int, config: LogConfig, now_ms: int,
                        wake: Callable[[], None]) -> LocalPartition:
         log = LocalPartition.open_with(self._dir(topic, index), config, self.flusher,

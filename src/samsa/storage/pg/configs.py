@@ -54,13 +54,15 @@ class PgConfigStore:
         offered, self._offered = self._offered, None
         return self._take(offered if offered is not None else self.db.run_sync(fetch_configs))
 
-    def save_broker(self, name: str, props: Mapping[str, str]) -> StoredConfigs:
-        return self._save(BROKER, name, props)
+    async def save_broker(self, name: str, props: Mapping[str, str]) -> StoredConfigs | None:
+        return await self._save(BROKER, name, props)
 
-    def save_group(self, group_id: str, props: Mapping[str, str]) -> StoredConfigs:
-        return self._save(GROUP, group_id, props)
+    async def save_group(self, group_id: str, props: Mapping[str, str]
+                         ) -> StoredConfigs | None:
+        return await self._save(GROUP, group_id, props)
 
-    def _save(self, kind: str, name: str, props: Mapping[str, str]) -> StoredConfigs:
+    async def _save(self, kind: str, name: str, props: Mapping[str, str]
+                    ) -> StoredConfigs | None:
         data = json.dumps(dict(props), sort_keys=True)
 
         async def job(pool: Any) -> Snapshot:
@@ -80,9 +82,8 @@ class PgConfigStore:
                 await conn.execute("NOTIFY samsa_cluster")
             return int(version), list(rows)
 
-        stored = self._take(self.db.run_sync(job))
-        assert stored is not None
-        return stored
+        # on the database thread; a tick may take a newer snapshot meanwhile (then None)
+        return self._take(await self.db.run(job))
 
     def _take(self, snapshot: Snapshot) -> StoredConfigs | None:
         version, rows = snapshot

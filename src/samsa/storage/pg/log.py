@@ -331,21 +331,37 @@ class PgPartitionLog:
         return out
 
     # -- timestamps ---------------------------------------------------------------------
+    async def find_timestamp(self, ts_ms: int | None) -> tuple[int, int] | None:
+        """Read on the database thread: the event loop serves other requests meanwhile."""
+        if ts_ms is None:
+            top = await self.engine.db.run(self._max_ts_job())
+            if top is None or top < 0:
+                return None
+            ts_ms = int(top)
+        row = await self.engine.db.run(self._at_ts_job(ts_ms))
+        return self._found(row, ts_ms)
+
     def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int] | None:
-        row = self.engine.db.run_sync(lambda pool: pool.fetchrow(
+        return self._found(self.engine.db.run_sync(self._at_ts_job(ts_ms)), ts_ms)
+
+    def _at_ts_job(self, ts_ms: int) -> Callable[[Any], Any]:
+        start, end = self._start, self._committed
+        return lambda pool: pool.fetchrow(
             "SELECT data FROM samsa_batches WHERE pid = $1 AND max_ts >= $2 "
             "AND last_offset >= $3 AND base_offset < $4 ORDER BY base_offset LIMIT 1",
-            self.pid, ts_ms, self._start, self._committed))
+            self.pid, ts_ms, start, end)
+
+    def _max_ts_job(self) -> Callable[[Any], Any]:
+        start, end = self._start, self._committed
+        return lambda pool: pool.fetchval(
+            "SELECT max(max_ts) FROM samsa_batches WHERE pid = $1 AND last_offset >= $2 "
+            "AND base_offset < $3", self.pid, start, end)
+
+    def _found(self, row: Any, ts_ms: int) -> tuple[int, int] | None:
         if row is None:
             return None
         data = bytes(row["data"])
         return record_at_or_after(data, parse_header(data), ts_ms, self._start)
-
-    def max_timestamp_offset(self) -> tuple[int, int] | None:
-        top = self.engine.db.run_sync(lambda pool: pool.fetchval(
-            "SELECT max(max_ts) FROM samsa_batches WHERE pid = $1 AND last_offset >= $2 "
-            "AND base_offset < $3", self.pid, self._start, self._committed))
-        return None if top is None or top < 0 else self.offset_for_timestamp(int(top))
 
     # -- retention and compaction (background, leader only) -----------------------------
     def apply_retention(self, now_ms: int) -> int:

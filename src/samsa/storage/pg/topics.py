@@ -4,8 +4,9 @@
 Every change (create, grow, alter, delete) is one transaction bumping ``topics_version``
 and notifying the other nodes; the broker's catalog validated it first and re-reads the
 snapshot after. A node's snapshot is read again when the version moved: on its lease tick
-(read there without blocking and handed over with :meth:`PgTopicStore.offer`) or, blocking,
-when the catalog is asked for a name or id it does not know.
+(read there without blocking and handed over with :meth:`PgTopicStore.offer`), after a
+change of its own (blocking), or awaited when a request names a topic the node's view
+lacks (:meth:`PgTopicStore.fetch`).
 """
 
 from __future__ import annotations
@@ -48,8 +49,15 @@ class PgTopicStore:
 
     def snapshot(self) -> list[TopicRecord] | None:
         offered, self._offered = self._offered, None
-        version, topic_rows, part_rows = (offered if offered is not None
-                                          else self.host.db.run_sync(fetch_topics))
+        return self._take(offered if offered is not None else self.host.db.run_sync(fetch_topics))
+
+    async def fetch(self) -> list[TopicRecord] | None:
+        offered, self._offered = self._offered, None
+        # on the database thread; a snapshot taken meanwhile as new makes this one None
+        return self._take(offered if offered is not None else await self.host.db.run(fetch_topics))
+
+    def _take(self, snapshot: Snapshot) -> list[TopicRecord] | None:
+        version, topic_rows, part_rows = snapshot
         if version <= self.version:  # nothing new (or read before the last one taken)
             return None
         self.version = version

@@ -1,0 +1,163 @@
+"""A cluster node keeps serving its other connections while a request waits on PostgreSQL.
+
+The delay is real and injected at the database: the test holds a table lock from a
+connection of its own, so the node's query for one request waits on it (seen in
+``pg_stat_activity``); meanwhile ApiVersions on another connection must be answered (a
+node blocking its event loop on the database would stall it, and every heartbeat and
+fetch with it). Once the lock goes, the waiting request gets its right answer.
+
+* ListOffsets by timestamp (``samsa_batches`` locked);
+* IncrementalAlterConfigs of a group config (``samsa_configs`` locked against writes);
+* Metadata asking for a topic the node does not know (``samsa_topics`` locked): it reads
+  the catalog again before answering, so a topic written to the database a moment ago
+  (as another node's CreateTopics would, before this node's tick) is found.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import asyncpg
+import pytest
+from kio.schema.errors import ErrorCode
+
+from samsa.protocol.api_keys import ApiKey
+from tests.cluster.nodes import ClusterNodeProcess, query
+from tests.cluster.test_cluster_clients import TOPIC, Cluster, create_topic
+from tests.conformance.groupkit import produce
+from tests.pg import PostgresServer
+from tests.security.kit import call
+from tests.wire import WireClient
+
+pytestmark = [pytest.mark.slow]
+
+GROUP = 32
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory,
+         postgres: PostgresServer) -> Iterator[tuple[ClusterNodeProcess, str]]:
+    dsn = postgres.create_database()
+    cluster = Cluster(tmp_path_factory.mktemp("pg-loop"), dsn)
+    try:
+        one = cluster.start(1)
+        create_topic(one.bootstrap, 1)
+        produce(one.bootstrap, TOPIC, 1, 3)
+        cluster.settled()
+        yield one, dsn
+    finally:
+        cluster.stop()
+
+
+def ask(bootstrap: str, api: ApiKey, version: int, timeout: float = 30.0,
+        **fields: Any) -> Any:
+    """One request on a connection of its own (``timeout``: for the answer)."""
+    c = WireClient(bootstrap, timeout=timeout)
+    try:
+        return call(c, api, version, **fields)
+    finally:
+        c.close()
+
+
+def api_versions(bootstrap: str) -> int:
+    """ApiVersions' error code; a TimeoutError if not answered within 5 s."""
+    return int(ask(bootstrap, ApiKey.API_VERSIONS, 3, timeout=5.0, client_software_name="t",
+                   client_software_version="1").error_code)
+
+
+def while_locked(dsn: str, lock: str, waits_on: str, request: Callable[[], Any],
+                 bootstrap: str) -> Any:
+    """Hold ``lock``; send ``request`` (blocking, on its own connection) and once the node's
+    query matching ``waits_on`` waits on the lock, check another connection is served; then
+    release the lock and return the request's answer."""
+
+    async def scenario() -> Any:
+        holder = await asyncpg.connect(dsn)
+        watcher = await asyncpg.connect(dsn)
+        tx = holder.transaction()
+        await tx.start()
+        try:
+            await holder.execute(lock)
+            pending = asyncio.ensure_future(asyncio.to_thread(request))
+            for _ in range(200):  # until the node's query waits on the lock
+                if await watcher.fetchval(
+                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                        "AND query LIKE $1", f"%{waits_on}%"):
+                    break
+                assert not pending.done(), pending.result()
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError(f"the node never queried {waits_on!r}")
+            assert await asyncio.to_thread(api_versions, bootstrap) == ErrorCode.none
+            assert not pending.done()  # still waiting on the database
+        finally:
+            await tx.rollback()
+            await holder.close()
+            await watcher.close()
+        return await pending
+
+    return asyncio.run(scenario())
+
+
+def test_list_offsets_by_timestamp_waits_off_the_event_loop(
+        node: tuple[ClusterNodeProcess, str]) -> None:
+    one, dsn = node
+
+    def by_timestamp() -> Any:
+        return ask(one.bootstrap, ApiKey.LIST_OFFSETS, 8, replica_id=-1, isolation_level=0,
+                   topics=[{"name": TOPIC, "partitions": [
+                       {"partition_index": 0, "timestamp": 0, "current_leader_epoch": -1}]}])
+
+    resp = while_locked(dsn, "LOCK TABLE samsa_batches IN ACCESS EXCLUSIVE MODE",
+                        "max_ts >=", by_timestamp, one.bootstrap)
+    (p,) = resp.topics[0].partitions
+    assert (p.error_code, p.offset) == (ErrorCode.none, 0)
+
+
+def test_group_config_change_waits_off_the_event_loop(
+        node: tuple[ClusterNodeProcess, str]) -> None:
+    one, dsn = node
+
+    def alter() -> Any:
+        return ask(one.bootstrap, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, validate_only=False,
+                   resources=[{"resource_type": GROUP, "resource_name": "g",
+                               "configs": [{"name": "consumer.session.timeout.ms",
+                                            "config_operation": 0, "value": "50000"}]}])
+
+    resp = while_locked(dsn, "LOCK TABLE samsa_configs IN EXCLUSIVE MODE",
+                        "INTO samsa_configs", alter, one.bootstrap)
+    assert resp.responses[0].error_code == ErrorCode.none
+    (row,) = query(dsn, "SELECT configs::text FROM samsa_configs WHERE name = 'g'")
+    assert '"consumer.session.timeout.ms": "50000"' in row["configs"]
+
+
+def metadata(bootstrap: str, name: str) -> Any:
+    return ask(bootstrap, ApiKey.METADATA, 12, topics=[{"name": name, "topic_id": None}],
+               allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+
+
+def test_unknown_topic_lookup_waits_off_the_event_loop(
+        node: tuple[ClusterNodeProcess, str]) -> None:
+    one, dsn = node
+    resp = while_locked(dsn, "LOCK TABLE samsa_topics IN ACCESS EXCLUSIVE MODE",
+                        "FROM samsa_topics", lambda: metadata(one.bootstrap, "nowhere"),
+                        one.bootstrap)
+    assert resp.topics[0].error_code == ErrorCode.unknown_topic_or_partition
+
+    async def create_behind_the_node() -> None:  # no NOTIFY: the node's tick is not woken
+        conn = await asyncpg.connect(dsn)
+        try:
+            async with conn.transaction():
+                await conn.execute("INSERT INTO samsa_topics (name, id, configs) "
+                                   "VALUES ('fresh', gen_random_uuid(), '{}'::jsonb)")
+                await conn.execute("INSERT INTO samsa_partitions (topic, idx) VALUES ('fresh', 0)")
+                await conn.execute(
+                    "UPDATE samsa_meta SET v = v + 1 WHERE k = 'topics_version'")
+        finally:
+            await conn.close()
+
+    asyncio.run(create_behind_the_node())
+    (topic,) = metadata(one.bootstrap, "fresh").topics
+    assert (topic.error_code, len(topic.partitions)) == (ErrorCode.none, 1)
