@@ -67,6 +67,14 @@ class RequestContext:
     def body(self) -> Any:
         return self.request.body
 
+    def hold(self) -> None:
+        """Hold this connection's later requests back until this one is answered: a handler
+        that waits before it takes effect (or reads) calls it before its first wait, so
+        that the connection's requests take effect in the order sent, as Kafka's do."""
+        hold = getattr(self.connection, "hold", None)
+        if hold is not None:
+            hold()
+
     def respond(self, **fields: Any) -> Any:
         """The response entity of this request's API version, built from ``fields``."""
         return build(_response_class(self.request.api_key, self.request.api_version), fields)

@@ -6,7 +6,19 @@ It listens on each of its listeners (``listeners``; one PLAINTEXT listener on
 ``--listen`` by default). Each connection reads size-prefixed frames and starts a handler
 per request in arrival order, run at once up to its first wait (so a handler's synchronous
 part, e.g. a log append, runs in order, and an answer ready at once costs no task); the
-responses are written back strictly in request order, all those ready in one write. Frames
+responses are written back strictly in request order, all those ready in one write.
+
+Ordering: Kafka handles a connection's requests one at a time, so they take effect in the
+order sent. samsa keeps that while it overlaps their waits: a handler takes effect (or
+reads) in its synchronous part, before its first wait, and a later request of the
+connection may start while it waits for what comes after (Produce's durability, a parked
+JoinGroup's answer, the group coordinator's write of a commit applied already). A handler
+that must wait *before* it takes effect (share-offset resets, ACL and SCRAM changes,
+transaction coordinator calls: :meth:`RequestContext.hold
+<samsa.broker.context.RequestContext.hold>`) holds the connection's later requests until it
+is answered, as Kafka would. One deliberate difference: a Fetch or ShareFetch parked for
+data does not hold; it may return records a later Produce of the same connection appended.
+Frames
 that are too large or do not decode close the connection; an unsupported ApiVersions
 version is answered with UNSUPPORTED_VERSION in a v0 body, as Kafka does.
 
@@ -342,6 +354,10 @@ class Connection(asyncio.BufferedProtocol):
         self._memory_paused = False
         self._counted = False
         self._writer: asyncio.Task[None] | None = None
+        #: the effect a later request must wait for before it starts (see :meth:`hold`)
+        self._held: asyncio.Future[None] | None = None
+        self._starting = False  # a handler runs its part up to its first wait
+        self._hold: asyncio.Future[None] | None = None  # the one it asked for
         self.opened_at = self.last_active = time.monotonic()
 
     # -- transport callbacks ---------------------------------------------------------------
@@ -470,13 +486,60 @@ class Connection(asyncio.BufferedProtocol):
             self._len = rest
 
     def _submit(self, frame: bytes | memoryview, taken: bool = False) -> None:
-        self._queue.append((_start(self._handle(frame)), len(frame)))
+        held = self._held
+        if held is None or held.done():
+            fut = self._begin(frame)
+            self._held = self._took_hold(fut)
+        else:  # an earlier request has not taken effect: this one starts after it
+            gate = asyncio.get_running_loop().create_future()
+            self._held = gate
+            fut = asyncio.get_running_loop().create_task(self._after(held, gate, frame))
+        self._queue.append((fut, len(frame)))
         if not taken:
             self._take_memory(len(frame))
         self._ready.set()
         if len(self._queue) >= MAX_IN_FLIGHT and not self._paused and self.transport:
             self._paused = True
             self.transport.pause_reading()
+
+    def hold(self) -> None:
+        """Start this connection's later requests only once the current one is answered
+        (:meth:`RequestContext.hold <samsa.broker.context.RequestContext.hold>`): asked
+        by a handler, before its first wait, that waits before it takes effect."""
+        if not self._starting:
+            raise RuntimeError("hold() after the handler's first wait")
+        if self._hold is None:
+            self._hold = asyncio.get_running_loop().create_future()
+
+    def _begin(self, frame: bytes | memoryview) -> asyncio.Future[Outgoing]:
+        """Start a request's handler (up to its first wait)."""
+        self._starting = True
+        try:
+            return _start(self._handle(frame))
+        finally:
+            self._starting = False
+
+    def _took_hold(self, fut: asyncio.Future[Outgoing]) -> asyncio.Future[None] | None:
+        """The hold the request just started asked for, released once ``fut`` is done;
+        None when it asked for none or is answered already."""
+        hold, self._hold = self._hold, None
+        if hold is None or fut.done():
+            return None
+        fut.add_done_callback(lambda _: _release(hold))
+        return hold
+
+    async def _after(self, held: asyncio.Future[None], gate: asyncio.Future[None],
+                     frame: bytes | memoryview) -> Outgoing:
+        """A request that arrived while ``held``: started once it is released; ``gate``
+        (what the next request waits for) opens once this one started and holds nothing."""
+        await held
+        fut = self._begin(frame)
+        hold = self._took_hold(fut)
+        if hold is None:
+            _release(gate)
+        else:
+            hold.add_done_callback(lambda _: _release(gate))
+        return await fut
 
     def _fail(self, reason: str) -> None:
         log.info("closing connection from %s on %s: %s", self.host, self.listener, reason)
@@ -618,6 +681,11 @@ class Connection(asyncio.BufferedProtocol):
         if ready and self.transport is not None and not self._closed:
             self.transport.writelines(ready)
         ready.clear()
+
+
+def _release(hold: asyncio.Future[None]) -> None:
+    if not hold.done():
+        hold.set_result(None)
 
 
 def _start(coro: Coroutine[Any, Any, Outgoing]) -> asyncio.Future[Outgoing]:

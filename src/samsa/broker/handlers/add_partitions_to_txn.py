@@ -30,6 +30,7 @@ FENCED_VERSION = 2
 
 
 async def handle(ctx: RequestContext) -> v3.AddPartitionsToTxnResponse:
+    ctx.hold()  # in order: the coordinator may wait before it handles it
     body = ctx.body
     tid = body.v3_and_below_transactional_id
     wanted = [(t.name, int(p)) for t in body.v3_and_below_topics for p in t.partitions]

@@ -26,6 +26,7 @@ VERSIONS = (0, 0)
 
 
 async def handle(ctx: RequestContext) -> wire.AlterShareGroupOffsetsResponse:
+    ctx.hold()  # in order: resets after the coordinator's write
     body = ctx.body
     group_id = str(body.group_id)
     refusal = await change_refusal(ctx, group_id, create=True)

@@ -72,6 +72,7 @@ def _check(ctx: RequestContext) -> dict[str, Error]:
 
 
 async def handle(ctx: RequestContext) -> AlterUserScramCredentialsResponse:
+    ctx.hold()  # in order: applied once stored
     body = ctx.body
     users = dict.fromkeys(c.name for c in (*body.deletions, *body.upsertions))
     if not access.cluster_allowed(ctx, AclOperation.ALTER):

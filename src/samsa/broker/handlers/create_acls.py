@@ -46,6 +46,7 @@ def _all(ctx: RequestContext, code: ErrorCode, message: str) -> CreateAclsRespon
 
 
 async def handle(ctx: RequestContext) -> CreateAclsResponse:
+    ctx.hold()  # in order: applied once stored
     if not access.cluster_allowed(ctx, AclOperation.ALTER):
         return _all(ctx, ErrorCode.cluster_authorization_failed,
                     access.DENIED_MESSAGES[ErrorCode.cluster_authorization_failed])

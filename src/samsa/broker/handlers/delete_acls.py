@@ -41,6 +41,7 @@ def _result(code: ErrorCode, message: str | None,
 
 
 async def handle(ctx: RequestContext) -> DeleteAclsResponse:
+    ctx.hold()  # in order: applied once stored
     filters = ctx.body.filters
     if not access.cluster_allowed(ctx, AclOperation.ALTER):
         return DeleteAclsResponse(throttle_time=NO_THROTTLE, filter_results=tuple(

@@ -25,6 +25,7 @@ VERSIONS = (0, 2)
 
 
 async def handle(ctx: RequestContext) -> DeleteGroupsResponse:
+    ctx.hold()  # in order: share states dropped after the coordinator's write
     resp = await access.call_group(ctx, DeleteGroups(tuple(ctx.body.groups_names)),
                                    AclOperation.DELETE)
     assert isinstance(resp, co.DeleteGroupsResponse)

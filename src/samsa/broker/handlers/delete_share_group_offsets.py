@@ -22,6 +22,7 @@ VERSIONS = (0, 0)
 
 
 async def handle(ctx: RequestContext) -> wire.DeleteShareGroupOffsetsResponse:
+    ctx.hold()  # in order: deletes after the coordinator's write
     body = ctx.body
     group_id = str(body.group_id)
     refusal = await change_refusal(ctx, group_id, create=False)

@@ -119,6 +119,7 @@ def _topics(ctx: RequestContext, group_id: str,
 
 
 async def handle(ctx: RequestContext) -> wire.DescribeShareGroupOffsetsResponse:
+    ctx.hold()  # in order: reads after a cluster's refresh
     groups = []
     for g in ctx.body.groups:
         error = group_refusal(ctx, str(g.group_id), AclOperation.DESCRIBE)

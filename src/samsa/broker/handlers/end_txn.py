@@ -30,6 +30,7 @@ FENCED_VERSION = 2
 
 
 async def handle(ctx: RequestContext) -> EndTxnResponse:
+    ctx.hold()  # in order: the coordinator may wait before it handles it
     body = ctx.body
     if not access.allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
                           body.transactional_id):

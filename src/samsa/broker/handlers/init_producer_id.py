@@ -34,6 +34,7 @@ FENCED_VERSION = 4
 
 
 async def handle(ctx: RequestContext) -> InitProducerIdResponse:
+    ctx.hold()  # in order: the coordinator may wait before it handles it
     body = ctx.body
     if body.transactional_id is not None:
         tid = body.transactional_id

@@ -39,6 +39,7 @@ FENCED_VERSION = 3
 
 
 async def handle(ctx: RequestContext) -> v4.TxnOffsetCommitResponse:
+    ctx.hold()  # in order: committed after the implicit add
     body = ctx.body
     asked = [(t.name, int(p.partition_index)) for t in body.topics for p in t.partitions]
     errors: dict[tuple[str, int], int] = {}
