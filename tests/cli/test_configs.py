@@ -74,7 +74,9 @@ def test_broker_and_group_configs(cli: CLI, admin: Admin) -> None:
         "share.delivery.count.limit": ("5", "DEFAULT_CONFIG"),
         "share.heartbeat.interval.ms": ("5000", "DEFAULT_CONFIG"),
         "share.record.lock.duration.ms": ("30000", "DEFAULT_CONFIG"),
-        "share.session.timeout.ms": ("45000", "DEFAULT_CONFIG")}
+        "share.session.timeout.ms": ("45000", "DEFAULT_CONFIG"),
+        "share.partition.max.record.locks": ("2000", "DEFAULT_CONFIG"),
+        "share.renew.acknowledge.enable": ("true", "DEFAULT_CONFIG")}
 
 
 def test_config_errors(cli: CLI, admin: Admin) -> None:

@@ -61,6 +61,8 @@ SHARE_DEFAULTS = {"share.session.timeout.ms": ("45000", DEFAULT),
                   "share.delivery.count.limit": ("5", DEFAULT),
                   "share.auto.offset.reset": ("latest", DEFAULT),
                   "share.isolation.level": ("read_uncommitted", DEFAULT),
+                  "share.partition.max.record.locks": ("2000", DEFAULT),
+                  "share.renew.acknowledge.enable": ("true", DEFAULT),
                   "errors.deadletterqueue.topic.name": ("", DEFAULT)}
 
 

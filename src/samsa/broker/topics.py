@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
@@ -161,11 +161,16 @@ class TopicManager:
         return self._take(await self.store.fetch())
 
     async def resolve(self, names: Iterable[str | None] = (),
-                      ids: Iterable[uuid.UUID | None] = ()) -> None:
+                      ids: Iterable[uuid.UUID | None] = (),
+                      hold: Callable[[], None] | None = None) -> None:
         """:meth:`catch_up` if any of ``names`` or ``ids`` is missing from the view (a
-        request naming a topic another node may have just created)."""
+        request naming a topic another node may have just created); ``hold`` is called
+        first then (the request's :meth:`~samsa.broker.context.RequestContext.hold`: its
+        connection's later requests wait for it), and the call does not wait otherwise."""
         if any(n is not None and n not in self._topics for n in names) or any(
                 i is not None and i not in self._by_id for i in ids):
+            if hold is not None:
+                hold()
             await self.catch_up()
 
     def _take(self, snapshot: list[TopicRecord] | None) -> bool:

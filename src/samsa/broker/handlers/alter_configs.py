@@ -36,6 +36,7 @@ def result(r: dict[str, Any]) -> AlterConfigsResourceResponse:
 
 
 async def handle(ctx: RequestContext) -> AlterConfigsResponse:
+    ctx.hold()  # the change may wait on the config store: later requests see it
     results = await alter_all(ctx.broker, ctx.body.resources, bool(ctx.body.validate_only),
                               refuse=access.config_refusals(ctx, AclOperation.ALTER_CONFIGS),
                               incremental=False)

@@ -28,7 +28,7 @@ VERSIONS = (0, 3)
 async def handle(ctx: RequestContext) -> CreatePartitionsResponse:
     results = []
     # a topic another node has just created may be missing from the view
-    await ctx.broker.topics.resolve([t.name for t in ctx.body.topics])
+    await ctx.broker.topics.resolve([t.name for t in ctx.body.topics], hold=ctx.hold)
     alterable = access.allowed_names(ctx, AclOperation.ALTER, ResourceType.TOPIC,
                                      [t.name for t in ctx.body.topics])
     for t in ctx.body.topics:

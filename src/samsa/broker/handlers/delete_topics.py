@@ -36,7 +36,8 @@ async def handle(ctx: RequestContext) -> DeleteTopicsResponse:
         targets = [(name, None) for name in ctx.body.topic_names]
     # a topic another node has just created may be missing from the view
     await ctx.broker.topics.resolve([n for n, _ in targets],
-                                    [t for _, t in targets if t != _ZERO_UUID])
+                                    [t for _, t in targets if t != _ZERO_UUID],
+                                    hold=ctx.hold)
     return DeleteTopicsResponse(throttle_time=NO_THROTTLE, responses=tuple(
         _delete_one(ctx, name, tid) for name, tid in targets))
 

@@ -173,7 +173,7 @@ async def handle(ctx: RequestContext) -> DescribeConfigsResponse:
     results = []
     # a topic another node has just created may be missing from the view
     await ctx.broker.topics.resolve([r.resource_name for r in ctx.body.resources
-                                     if r.resource_type == TOPIC])
+                                     if r.resource_type == TOPIC], hold=ctx.hold)
     for r in ctx.body.resources:
         keys = set(r.configuration_keys) if r.configuration_keys is not None else None
         describe = {TOPIC: _topic, BROKER: _broker, GROUP: _group}.get(r.resource_type)

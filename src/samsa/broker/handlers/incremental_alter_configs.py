@@ -28,6 +28,7 @@ VERSIONS = (0, 1)
 
 
 async def handle(ctx: RequestContext) -> IncrementalAlterConfigsResponse:
+    ctx.hold()  # the change may wait on the config store: later requests see it
     results = await alter_all(ctx.broker, ctx.body.resources, bool(ctx.body.validate_only),
                               refuse=access.config_refusals(ctx, AclOperation.ALTER_CONFIGS),
                               incremental=True)

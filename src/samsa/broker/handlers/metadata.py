@@ -114,7 +114,8 @@ async def handle(ctx: RequestContext) -> MetadataResponse | MetadataResponseV10:
                    if access.allowed(ctx, DESCRIBE, TOPIC, t.name, log=False)]
     else:
         # a topic another node has just created may be missing from the view
-        await broker.topics.resolve([n for n, _ in requested], [i for _, i in requested])
+        await broker.topics.resolve([n for n, _ in requested], [i for _, i in requested],
+                                    hold=ctx.hold)
         for name, tid in requested:
             entries.append(_lookup(ctx, name, tid, allow_create))
     if getattr(ctx.body, "include_topic_authorized_operations", False):

@@ -48,7 +48,8 @@ async def handle(ctx: RequestContext) -> v8.OffsetCommitResponse | v10.OffsetCom
     # (name, id, partitions) as asked; name None: an id this broker does not know
     order: list[tuple[str | None, uuid.UUID | None, list[int]]] = []
     if by_ids:  # a topic another node has just created may be missing from the view
-        await topics.resolve(ids=[t.topic_id for t in body.topics if t.topic_id])
+        await topics.resolve(ids=[t.topic_id for t in body.topics if t.topic_id],
+                             hold=ctx.hold)
     for t in body.topics:
         indexes = [p.partition_index for p in t.partitions]
         if by_ids:

@@ -100,7 +100,8 @@ async def handle(ctx: RequestContext) -> (v7.OffsetFetchResponse | v8.OffsetFetc
     require_stable = bool(getattr(body, "require_stable", False))
     ids: dict[uuid.UUID, str] | None = None
     if ctx.version >= TOPIC_IDS_VERSION:  # resolve: another node may have just made one
-        await topics.resolve(ids=[t.topic_id for g in body.groups for t in g.topics or ()])
+        await topics.resolve(ids=[t.topic_id for g in body.groups for t in g.topics or ()],
+                             hold=ctx.hold)
         ids = {t.topic_id: topic.name for g in body.groups for t in g.topics or ()
                if t.topic_id is not None and (topic := topics.by_id(t.topic_id)) is not None}
     if ctx.version >= 8:
