@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from samsa.broker.parking import park
+from samsa.broker.parking import park, wait_event
 
 Park = Callable[[asyncio.Future[Any], float], Awaitable[Any]]
 
@@ -55,3 +55,28 @@ def test_park_returns_on_wake_up_and_on_timeout() -> None:
 def test_wait_for_loses_the_cancellation_on_python_3_11() -> None:
     """Why :func:`park` exists: the same scenario with ``asyncio.wait_for``."""
     assert asyncio.run(_woken_and_cancelled(asyncio.wait_for)) == "served a closed connection"
+
+
+def test_a_loop_waiting_on_an_event_is_cancelled_even_when_woken() -> None:
+    """:func:`wait_event` (the cluster node's and the console's loops, the transaction
+    coordinator's wait for markers): the same race, an :class:`asyncio.Event`."""
+
+    async def scenario() -> tuple[str, bool, bool]:
+        event = asyncio.Event()
+
+        async def loop_round() -> str:
+            await wait_event(event, 10)
+            return "ran another round"
+
+        task = asyncio.ensure_future(loop_round())
+        await asyncio.sleep(0)  # waiting
+        event.set()  # woken ...
+        task.cancel()  # ... as it is stopped
+        try:
+            outcome = await task
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+        idle = asyncio.Event()
+        return outcome, await wait_event(idle, 0.01), await wait_event(event, 10)
+
+    assert asyncio.run(scenario()) == ("cancelled", False, True)

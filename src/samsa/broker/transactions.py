@@ -31,7 +31,6 @@ forwards them to the node that does (:class:`AddForwarder`, the same database ma
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Iterator, Sequence
@@ -42,6 +41,7 @@ from kio.schema.errors import ErrorCode
 
 from samsa.broker.clock import now_ms
 from samsa.broker.groups import LoopTimer
+from samsa.broker.parking import wait_event
 from samsa.broker.topics import OFFSETS_TOPIC, TRANSACTION_TOPIC, Topic, TopicError
 from samsa.coordinator.runtime import Load, ShardRuntime, partitions_of
 from samsa.coordinator.timers import TimerKey
@@ -304,10 +304,9 @@ class TxnRuntime:
         retry would get."""
         answer = await self._call_once(event)
         ending = self._ending.get(event.transactional_id)
-        if answer.error_code == ErrorCode.concurrent_transactions and ending is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(ending.wait(), CONCURRENT_WAIT_S)
-                answer = await self._call_once(event)
+        if (answer.error_code == ErrorCode.concurrent_transactions and ending is not None
+                and await wait_event(ending, CONCURRENT_WAIT_S)):
+            answer = await self._call_once(event)
         return answer
 
     async def add_implicitly(self, event: AddPartitions) -> TxnAnswer:

@@ -51,6 +51,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from samsa.broker.config import BrokerConfig
+from samsa.broker.parking import wait_event
 from samsa.broker.storage import (
     ClusterStatus,
     Node,
@@ -191,8 +192,7 @@ class ClusterNode:
 
     async def _loop(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.tick_s)
+            await wait_event(self._wake, self.tick_s)
             self._wake.clear()
             try:
                 await self.tick()
@@ -398,8 +398,7 @@ class ClusterNode:
                 raise TimeoutError(f"markers of producer {markers.producer_id} not written "
                                    f"in {MARKER_WAIT_S}s")
             self._markers_read.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._markers_read.wait(), self.tick_s)
+            await wait_event(self._markers_read, self.tick_s)
 
     async def _mail(self) -> None:
         """The transaction mailboxes: implicit adds to answer, markers to write."""
@@ -450,8 +449,7 @@ class ClusterNode:
                 if time.monotonic() > deadline:
                     return int(ErrorCode.coordinator_not_available)
                 self._markers_read.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._markers_read.wait(), self.tick_s)
+                await wait_event(self._markers_read, self.tick_s)
             return code
         finally:
             await self.adds.forget(add_id)

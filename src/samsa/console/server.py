@@ -38,6 +38,7 @@ from typing import Any
 
 from aiohttp import web
 
+from samsa.broker.parking import wait_event
 from samsa.console.source import ActionError, Source, now_ms
 from samsa.console.views import API_VERSION
 
@@ -159,8 +160,7 @@ class HttpServer:
             await self._pause(self.interval)
 
     async def _pause(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._closing.wait(), seconds)
+        await wait_event(self._closing, seconds)
 
     # ------------------------------------------------------------------ pages
 
