@@ -46,6 +46,8 @@ def run_status(args: argparse.Namespace) -> int:
         name = f"{x['topic']}-{x['idx']}"
         if x["topic"] == "__consumer_offsets":
             name = f"shard {x['idx']} ({name})"
+        elif x["topic"] == "__transaction_state":
+            name = f"txn shard {x['idx']} ({name})"
         print(f"{name:<32} {owner:>5} {x['epoch']:>5} {x['log_start']:>10} {x['log_end']:>10}")
     return 0
 
