@@ -54,7 +54,8 @@ def secured(secure: Secure, tmp_path_factory: pytest.TempPathFactory  # noqa: F8
             ) -> Iterator[tuple[BrokerProcess, str, WireClient]]:
     """(the broker, its console's URL, the super user's connection): topics ``app-t``
     (3 records) and ``hidden-t`` (1), groups ``app-seen`` (offsets in both topics),
-    ``app-other`` and ``zz-hidden`` (in ``app-t``)."""
+    ``app-other`` and ``zz-hidden`` (in ``app-t``), share groups ``app-share`` and
+    ``zz-share`` (made by AlterShareGroupOffsets, with share partitions of both topics)."""
     data = tmp_path_factory.mktemp("secured-console") / "data"
     prepare(data)
     for group in (SEEN, SHARE_SEEN):
@@ -100,7 +101,8 @@ def test_the_console_shows_only_what_its_principal_may_describe(
     _, base, _ = secured
     _, info = api(base, "")
     assert info["principal"] == READER
-    assert groups(base) == {SEEN}
+    # the share groups exist since their offsets were altered (as Kafka creates them)
+    assert groups(base) == {SEEN, SHARE_SEEN}
     assert api(base, f"/groups/{SEEN}")[0] == 200
     for path in ("", "/history", "/lag"):
         status, body = api(base, f"/groups/{OTHER}{path}")
@@ -159,7 +161,8 @@ def test_samsa_console_acts_with_the_credentials_of_its_command_config(
         assert info["principal"] == READER  # mTLS: as given (the broker maps the subject)
         row = wait_for(lambda: next((g for g in api(base, "/groups")[1]["groups"]
                                      if g["lag"]["verdict"]), None), what="a sampled group")
-        assert groups(base) == {SEEN}  # ListGroups answers what bob may DESCRIBE
+        # ListGroups answers what bob may DESCRIBE
+        assert groups(base) == {SEEN, SHARE_SEEN}
         assert row["group_id"] == SEEN and row["lag"]["seconds"] > 0  # a fetch as bob
         assert lag_topics(base, SEEN) == {TOPIC}
         status, body = api(base, f"/groups/{SEEN}/offsets/preview", {"mode": "latest"})
