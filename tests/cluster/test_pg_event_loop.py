@@ -33,7 +33,7 @@ from tests.wire import WireClient
 
 pytestmark = [pytest.mark.slow]
 
-GROUP = 32
+TOPIC_RESOURCE, GROUP = 2, 32
 
 
 @pytest.fixture(scope="module")
@@ -161,3 +161,81 @@ def test_unknown_topic_lookup_waits_off_the_event_loop(
     asyncio.run(create_behind_the_node())
     (topic,) = metadata(one.bootstrap, "fresh").topics
     assert (topic.error_code, len(topic.partitions)) == (ErrorCode.none, 1)
+
+
+# -- topic changes: each writes the catalog on the database thread ----------------------------
+def admin(bootstrap: str, api: ApiKey, version: int, **fields: Any) -> Any:
+    """A topic admin request (with its own ``timeout`` field) on a connection of its own."""
+    c = WireClient(bootstrap, timeout=30.0)
+    try:
+        return call(c, api, version, timeout=30000, **fields)
+    finally:
+        c.close()
+
+
+def create_topics(bootstrap: str, name: str, partitions: int = 1) -> Any:
+    return admin(bootstrap, ApiKey.CREATE_TOPICS, 7, validate_only=False,
+                 topics=[{"name": name, "num_partitions": partitions, "replication_factor": -1,
+                          "assignments": [], "configs": []}])
+
+
+def test_create_topics_waits_off_the_event_loop(node: tuple[ClusterNodeProcess, str]) -> None:
+    one, dsn = node
+    resp = while_locked(dsn, "LOCK TABLE samsa_topics IN EXCLUSIVE MODE",
+                        "INTO samsa_topics", lambda: create_topics(one.bootstrap, "made", 2),
+                        one.bootstrap)
+    assert resp.topics[0].error_code == ErrorCode.none
+    (topic,) = metadata(one.bootstrap, "made").topics
+    assert (topic.error_code, len(topic.partitions)) == (ErrorCode.none, 2)
+    # the same name again: refused as before
+    assert create_topics(one.bootstrap, "made").topics[0].error_code == \
+        ErrorCode.topic_already_exists
+
+
+def test_create_partitions_waits_off_the_event_loop(
+        node: tuple[ClusterNodeProcess, str]) -> None:
+    one, dsn = node
+    assert create_topics(one.bootstrap, "grown").topics[0].error_code == ErrorCode.none
+
+    def grow() -> Any:
+        return admin(one.bootstrap, ApiKey.CREATE_PARTITIONS, 3, validate_only=False,
+                     topics=[{"name": "grown", "count": 3, "assignments": None}])
+
+    resp = while_locked(dsn, "LOCK TABLE samsa_partitions IN EXCLUSIVE MODE",
+                        "INTO samsa_partitions", grow, one.bootstrap)
+    assert resp.results[0].error_code == ErrorCode.none
+    (topic,) = metadata(one.bootstrap, "grown").topics
+    assert len(topic.partitions) == 3
+
+
+def test_topic_config_change_waits_off_the_event_loop(
+        node: tuple[ClusterNodeProcess, str]) -> None:
+    one, dsn = node
+    assert create_topics(one.bootstrap, "altered").topics[0].error_code == ErrorCode.none
+
+    def alter() -> Any:
+        return ask(one.bootstrap, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, validate_only=False,
+                   resources=[{"resource_type": TOPIC_RESOURCE, "resource_name": "altered",
+                               "configs": [{"name": "retention.ms", "config_operation": 0,
+                                            "value": "123456"}]}])
+
+    resp = while_locked(dsn, "LOCK TABLE samsa_topics IN EXCLUSIVE MODE",
+                        "UPDATE samsa_topics", alter, one.bootstrap)
+    assert resp.responses[0].error_code == ErrorCode.none
+    (row,) = query(dsn, "SELECT configs::text FROM samsa_topics WHERE name = 'altered'")
+    assert '"retention.ms": "123456"' in row["configs"]
+
+
+def test_delete_topics_waits_off_the_event_loop(node: tuple[ClusterNodeProcess, str]) -> None:
+    one, dsn = node
+    assert create_topics(one.bootstrap, "doomed").topics[0].error_code == ErrorCode.none
+
+    def delete() -> Any:
+        return admin(one.bootstrap, ApiKey.DELETE_TOPICS, 6,
+                     topics=[{"name": "doomed", "topic_id": None}])
+
+    resp = while_locked(dsn, "LOCK TABLE samsa_topics IN EXCLUSIVE MODE",
+                        "DELETE FROM samsa_topics", delete, one.bootstrap)
+    assert resp.responses[0].error_code == ErrorCode.none
+    assert metadata(one.bootstrap, "doomed").topics[0].error_code == \
+        ErrorCode.unknown_topic_or_partition
