@@ -10,7 +10,11 @@ fetch with it). Once the lock goes, the waiting request gets its right answer.
 * IncrementalAlterConfigs of a group config (``samsa_configs`` locked against writes);
 * Metadata asking for a topic the node does not know (``samsa_topics`` locked): it reads
   the catalog again before answering, so a topic written to the database a moment ago
-  (as another node's CreateTopics would, before this node's tick) is found.
+  (as another node's CreateTopics would, before this node's tick) is found;
+* topic changes: CreateTopics, CreatePartitions, IncrementalAlterConfigs of a topic,
+  DeleteTopics (``samsa_topics`` or ``samsa_partitions`` locked against writes);
+* a share partition's ``by_duration`` start, looked up by timestamp at the group's first
+  ShareFetch (``samsa_batches`` locked).
 """
 
 from __future__ import annotations
@@ -24,9 +28,11 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from samsa.protocol.api_keys import ApiKey
+from tests.broker.test_share_wire import acquired, fetch
 from tests.cluster.nodes import ClusterNodeProcess, query
 from tests.cluster.test_cluster_clients import TOPIC, Cluster, create_topic
 from tests.conformance.groupkit import produce
+from tests.conformance.sharekit import SHARE_BROKER_CONFIG, set_group_configs
 from tests.pg import PostgresServer
 from tests.security.kit import call
 from tests.wire import WireClient
@@ -40,7 +46,7 @@ TOPIC_RESOURCE, GROUP = 2, 32
 def node(tmp_path_factory: pytest.TempPathFactory,
          postgres: PostgresServer) -> Iterator[tuple[ClusterNodeProcess, str]]:
     dsn = postgres.create_database()
-    cluster = Cluster(tmp_path_factory.mktemp("pg-loop"), dsn)
+    cluster = Cluster(tmp_path_factory.mktemp("pg-loop"), dsn, SHARE_BROKER_CONFIG)
     try:
         one = cluster.start(1)
         create_topic(one.bootstrap, 1)
@@ -239,3 +245,24 @@ def test_delete_topics_waits_off_the_event_loop(node: tuple[ClusterNodeProcess, 
     assert resp.responses[0].error_code == ErrorCode.none
     assert metadata(one.bootstrap, "doomed").topics[0].error_code == \
         ErrorCode.unknown_topic_or_partition
+
+
+def test_share_partition_by_duration_start_waits_off_the_event_loop(
+        node: tuple[ClusterNodeProcess, str]) -> None:
+    """A share partition starting ``by_duration`` looks its start offset up by timestamp
+    before it is created (the first ShareFetch of the group)."""
+    one, dsn = node
+    set_group_configs(one.bootstrap, "by-hour", {"share.auto.offset.reset": "by_duration:PT1H"})
+    (topic,) = metadata(one.bootstrap, TOPIC).topics
+
+    def first_fetch() -> Any:
+        c = WireClient(one.bootstrap, timeout=30.0)
+        try:
+            return fetch(c, 1, "by-hour", "m", 0, topic.topic_id, max_wait=10000)
+        finally:
+            c.close()
+
+    resp = while_locked(dsn, "LOCK TABLE samsa_batches IN ACCESS EXCLUSIVE MODE",
+                        "max_ts >= $2 AND last_offset", first_fetch, one.bootstrap)
+    assert resp.error_code == ErrorCode.none
+    assert acquired(resp)[0][0] == 0  # the records of the last hour: all three ("latest": none)
