@@ -28,6 +28,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from samsa.protocol.api_keys import ApiKey
+from tests.broker.test_connection_order import pipelined
 from tests.broker.test_share_wire import acquired, fetch
 from tests.cluster.nodes import ClusterNodeProcess, query
 from tests.cluster.test_cluster_clients import TOPIC, Cluster, create_topic
@@ -196,6 +197,32 @@ def test_create_topics_waits_off_the_event_loop(node: tuple[ClusterNodeProcess, 
     # the same name again: refused as before
     assert create_topics(one.bootstrap, "made").topics[0].error_code == \
         ErrorCode.topic_already_exists
+
+
+def test_a_request_sent_after_create_topics_sees_the_topic(
+        node: tuple[ClusterNodeProcess, str]) -> None:
+    """CreateTopics waiting on the database holds its connection's later requests back: a
+    Metadata pipelined behind it is answered after it, and finds the topic."""
+    one, dsn = node
+
+    def create_then_describe() -> list[Any]:
+        c = WireClient(one.bootstrap, timeout=30.0)
+        try:
+            return pipelined(c, (ApiKey.CREATE_TOPICS, 7, {
+                "timeout": 30000, "validate_only": False, "topics": [{
+                    "name": "ordered", "num_partitions": 1, "replication_factor": -1,
+                    "assignments": [], "configs": []}]}),
+                (ApiKey.METADATA, 12, {
+                    "topics": [{"name": "ordered", "topic_id": None}],
+                    "allow_auto_topic_creation": False,
+                    "include_topic_authorized_operations": False}))
+        finally:
+            c.close()
+
+    made, described = while_locked(dsn, "LOCK TABLE samsa_topics IN EXCLUSIVE MODE",
+                                   "INTO samsa_topics", create_then_describe, one.bootstrap)
+    assert made.topics[0].error_code == ErrorCode.none
+    assert described.topics[0].error_code == ErrorCode.none
 
 
 def test_create_partitions_waits_off_the_event_loop(

@@ -203,20 +203,11 @@ class TopicManager:
             self._forget(self._topics[name])
         return True
 
-    def create(
-        self,
-        name: str,
-        num_partitions: int,
-        overrides: Mapping[str, str] | None = None,
-        *,
-        now_ms: int,
-        validate_only: bool = False,
-    ) -> Topic:
+    def create(self, name: str, num_partitions: int,
+               overrides: Mapping[str, str] | None = None, *, now_ms: int) -> Topic:
         """Create a topic, blocking on a shared store (an auto-created or internal topic:
         a caller that cannot await); raises :class:`TopicError` with Kafka's error codes."""
         record = self._new_topic(name, num_partitions, overrides)
-        if validate_only:
-            return Topic(name, record.topic_id, dict(record.overrides))
         created = self.store.create_now(record)
         self._now_ms = now_ms
         self.refresh()
@@ -231,7 +222,8 @@ class TopicManager:
         now_ms: int,
         validate_only: bool = False,
     ) -> Topic:
-        """:meth:`create` without holding up the event loop (CreateTopics)."""
+        """:meth:`create` without holding up the event loop (CreateTopics; with
+        ``validate_only`` nothing is created)."""
         record = self._new_topic(name, num_partitions, overrides)
         if validate_only:
             return Topic(name, record.topic_id, dict(record.overrides))
