@@ -130,7 +130,8 @@ class PartitionStore(Protocol):
 
     def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int] | None:
         """:meth:`find_timestamp`, blocking (a shared engine waits for its database): for
-        callers that cannot await (a share partition's ``by_duration`` start)."""
+        callers that cannot await (a share partition's ``by_duration`` start that ShareFetch
+        did not look up first)."""
 
     def reconfigure(self, config: LogConfig) -> None: ...
 
