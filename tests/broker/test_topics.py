@@ -3,6 +3,7 @@ version the group coordinator's topic snapshot is checked against."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from samsa.broker.config import BrokerConfig
@@ -36,7 +37,7 @@ def test_delete_moves_data_aside_and_load_sweeps_leftovers(tmp_path: Path) -> No
     data = tmp_path / "data"
     topics = _manager(data)
     topics.create("gone", 2, now_ms=0)
-    topics.delete("gone")
+    asyncio.run(topics.delete("gone"))
     assert not list(data.glob("gone-*"))
     (data / "gone-0.abc.deleted").mkdir()  # as if a crash interrupted the removal
     topics.close()
@@ -51,11 +52,12 @@ def test_the_version_moves_when_a_topic_appears_grows_or_goes(tmp_path: Path) ->
     seen = [topics.version]
     topics.create("t", 1, now_ms=0)
     seen.append(topics.version)
-    topics.alter("t", {"retention.ms": "1000"})  # not what the coordinator's snapshot holds
+    # not what the coordinator's snapshot holds:
+    asyncio.run(topics.alter("t", {"retention.ms": "1000"}))
     seen.append(topics.version)
-    topics.add_partitions("t", 3, now_ms=0)
+    asyncio.run(topics.add_partitions("t", 3, now_ms=0))
     seen.append(topics.version)
-    topics.delete("t")
+    asyncio.run(topics.delete("t"))
     seen.append(topics.version)
     assert seen[0] < seen[1] == seen[2] < seen[3] < seen[4]
     topics.close()

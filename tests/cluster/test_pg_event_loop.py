@@ -10,7 +10,11 @@ fetch with it). Once the lock goes, the waiting request gets its right answer.
 * IncrementalAlterConfigs of a group config (``samsa_configs`` locked against writes);
 * Metadata asking for a topic the node does not know (``samsa_topics`` locked): it reads
   the catalog again before answering, so a topic written to the database a moment ago
-  (as another node's CreateTopics would, before this node's tick) is found.
+  (as another node's CreateTopics would, before this node's tick) is found;
+* topic changes: CreateTopics, CreatePartitions, IncrementalAlterConfigs of a topic,
+  DeleteTopics (``samsa_topics`` or ``samsa_partitions`` locked against writes);
+* a share partition's ``by_duration`` start, looked up by timestamp at the group's first
+  ShareFetch (``samsa_batches`` locked).
 """
 
 from __future__ import annotations
@@ -24,23 +28,26 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from samsa.protocol.api_keys import ApiKey
+from tests.broker.test_connection_order import pipelined
+from tests.broker.test_share_wire import acquired, fetch
 from tests.cluster.nodes import ClusterNodeProcess, query
 from tests.cluster.test_cluster_clients import TOPIC, Cluster, create_topic
 from tests.conformance.groupkit import produce
+from tests.conformance.sharekit import SHARE_BROKER_CONFIG, set_group_configs
 from tests.pg import PostgresServer
 from tests.security.kit import call
 from tests.wire import WireClient
 
 pytestmark = [pytest.mark.slow]
 
-GROUP = 32
+TOPIC_RESOURCE, GROUP = 2, 32
 
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory,
          postgres: PostgresServer) -> Iterator[tuple[ClusterNodeProcess, str]]:
     dsn = postgres.create_database()
-    cluster = Cluster(tmp_path_factory.mktemp("pg-loop"), dsn)
+    cluster = Cluster(tmp_path_factory.mktemp("pg-loop"), dsn, SHARE_BROKER_CONFIG)
     try:
         one = cluster.start(1)
         create_topic(one.bootstrap, 1)
@@ -161,3 +168,128 @@ def test_unknown_topic_lookup_waits_off_the_event_loop(
     asyncio.run(create_behind_the_node())
     (topic,) = metadata(one.bootstrap, "fresh").topics
     assert (topic.error_code, len(topic.partitions)) == (ErrorCode.none, 1)
+
+
+# -- topic changes: each writes the catalog on the database thread ----------------------------
+def admin(bootstrap: str, api: ApiKey, version: int, **fields: Any) -> Any:
+    """A topic admin request (with its own ``timeout`` field) on a connection of its own."""
+    c = WireClient(bootstrap, timeout=30.0)
+    try:
+        return call(c, api, version, timeout=30000, **fields)
+    finally:
+        c.close()
+
+
+def create_topics(bootstrap: str, name: str, partitions: int = 1) -> Any:
+    return admin(bootstrap, ApiKey.CREATE_TOPICS, 7, validate_only=False,
+                 topics=[{"name": name, "num_partitions": partitions, "replication_factor": -1,
+                          "assignments": [], "configs": []}])
+
+
+def test_create_topics_waits_off_the_event_loop(node: tuple[ClusterNodeProcess, str]) -> None:
+    one, dsn = node
+    resp = while_locked(dsn, "LOCK TABLE samsa_topics IN EXCLUSIVE MODE",
+                        "INTO samsa_topics", lambda: create_topics(one.bootstrap, "made", 2),
+                        one.bootstrap)
+    assert resp.topics[0].error_code == ErrorCode.none
+    (topic,) = metadata(one.bootstrap, "made").topics
+    assert (topic.error_code, len(topic.partitions)) == (ErrorCode.none, 2)
+    # the same name again: refused as before
+    assert create_topics(one.bootstrap, "made").topics[0].error_code == \
+        ErrorCode.topic_already_exists
+
+
+def test_a_request_sent_after_create_topics_sees_the_topic(
+        node: tuple[ClusterNodeProcess, str]) -> None:
+    """CreateTopics waiting on the database holds its connection's later requests back: a
+    Metadata pipelined behind it is answered after it, and finds the topic."""
+    one, dsn = node
+
+    def create_then_describe() -> list[Any]:
+        c = WireClient(one.bootstrap, timeout=30.0)
+        try:
+            return pipelined(c, (ApiKey.CREATE_TOPICS, 7, {
+                "timeout": 30000, "validate_only": False, "topics": [{
+                    "name": "ordered", "num_partitions": 1, "replication_factor": -1,
+                    "assignments": [], "configs": []}]}),
+                (ApiKey.METADATA, 12, {
+                    "topics": [{"name": "ordered", "topic_id": None}],
+                    "allow_auto_topic_creation": False,
+                    "include_topic_authorized_operations": False}))
+        finally:
+            c.close()
+
+    made, described = while_locked(dsn, "LOCK TABLE samsa_topics IN EXCLUSIVE MODE",
+                                   "INTO samsa_topics", create_then_describe, one.bootstrap)
+    assert made.topics[0].error_code == ErrorCode.none
+    assert described.topics[0].error_code == ErrorCode.none
+
+
+def test_create_partitions_waits_off_the_event_loop(
+        node: tuple[ClusterNodeProcess, str]) -> None:
+    one, dsn = node
+    assert create_topics(one.bootstrap, "grown").topics[0].error_code == ErrorCode.none
+
+    def grow() -> Any:
+        return admin(one.bootstrap, ApiKey.CREATE_PARTITIONS, 3, validate_only=False,
+                     topics=[{"name": "grown", "count": 3, "assignments": None}])
+
+    resp = while_locked(dsn, "LOCK TABLE samsa_partitions IN EXCLUSIVE MODE",
+                        "INTO samsa_partitions", grow, one.bootstrap)
+    assert resp.results[0].error_code == ErrorCode.none
+    (topic,) = metadata(one.bootstrap, "grown").topics
+    assert len(topic.partitions) == 3
+
+
+def test_topic_config_change_waits_off_the_event_loop(
+        node: tuple[ClusterNodeProcess, str]) -> None:
+    one, dsn = node
+    assert create_topics(one.bootstrap, "altered").topics[0].error_code == ErrorCode.none
+
+    def alter() -> Any:
+        return ask(one.bootstrap, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, validate_only=False,
+                   resources=[{"resource_type": TOPIC_RESOURCE, "resource_name": "altered",
+                               "configs": [{"name": "retention.ms", "config_operation": 0,
+                                            "value": "123456"}]}])
+
+    resp = while_locked(dsn, "LOCK TABLE samsa_topics IN EXCLUSIVE MODE",
+                        "UPDATE samsa_topics", alter, one.bootstrap)
+    assert resp.responses[0].error_code == ErrorCode.none
+    (row,) = query(dsn, "SELECT configs::text FROM samsa_topics WHERE name = 'altered'")
+    assert '"retention.ms": "123456"' in row["configs"]
+
+
+def test_delete_topics_waits_off_the_event_loop(node: tuple[ClusterNodeProcess, str]) -> None:
+    one, dsn = node
+    assert create_topics(one.bootstrap, "doomed").topics[0].error_code == ErrorCode.none
+
+    def delete() -> Any:
+        return admin(one.bootstrap, ApiKey.DELETE_TOPICS, 6,
+                     topics=[{"name": "doomed", "topic_id": None}])
+
+    resp = while_locked(dsn, "LOCK TABLE samsa_topics IN EXCLUSIVE MODE",
+                        "DELETE FROM samsa_topics", delete, one.bootstrap)
+    assert resp.responses[0].error_code == ErrorCode.none
+    assert metadata(one.bootstrap, "doomed").topics[0].error_code == \
+        ErrorCode.unknown_topic_or_partition
+
+
+def test_share_partition_by_duration_start_waits_off_the_event_loop(
+        node: tuple[ClusterNodeProcess, str]) -> None:
+    """A share partition starting ``by_duration`` looks its start offset up by timestamp
+    before it is created (the first ShareFetch of the group)."""
+    one, dsn = node
+    set_group_configs(one.bootstrap, "by-hour", {"share.auto.offset.reset": "by_duration:PT1H"})
+    (topic,) = metadata(one.bootstrap, TOPIC).topics
+
+    def first_fetch() -> Any:
+        c = WireClient(one.bootstrap, timeout=30.0)
+        try:
+            return fetch(c, 1, "by-hour", "m", 0, topic.topic_id, max_wait=10000)
+        finally:
+            c.close()
+
+    resp = while_locked(dsn, "LOCK TABLE samsa_batches IN ACCESS EXCLUSIVE MODE",
+                        "max_ts >= $2 AND last_offset", first_fetch, one.bootstrap)
+    assert resp.error_code == ErrorCode.none
+    assert acquired(resp)[0][0] == 0  # the records of the last hour: all three ("latest": none)

@@ -1,5 +1,6 @@
 """One kit per storage engine for the contract test: a partition led by node 1, taken over
-by node 2 (engines with leases), opened again (a restart), compacted."""
+by node 2 (engines with leases), opened again (a restart), compacted; the engine's topic
+store."""
 
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from samsa.broker.storage import PartitionStore
+from samsa.broker.storage import PartitionStore, TopicStore
 from samsa.log import LogConfig
-from samsa.storage.local import LocalPartition
+from samsa.storage.local import LocalPartition, LocalTopicStore
 from samsa.storage.local.flusher import Flusher
 from samsa.storage.pg.engine import PgEngine
 from samsa.storage.pg.log import PgPartitionLog
-from tests.storage.memory import MemoryDatabase, MemoryPartition, Row
+from tests.storage.memory import MemoryDatabase, MemoryPartition, MemoryTopics, Row
 
 
 def now_ms() -> int:
@@ -44,6 +45,10 @@ class Kit:
         """A compaction pass, finished."""
         await store.run_compaction(now)
 
+    def topics(self) -> TopicStore:
+        """Node 1's topic store, loaded."""
+        raise NotImplementedError
+
     def close(self) -> None:
         pass
 
@@ -69,6 +74,11 @@ class LocalKit(Kit):
     async def reopen(self, store: PartitionStore) -> PartitionStore:
         store.close()
         return self._open(self.dirs[id(store)], store.config)
+
+    def topics(self) -> TopicStore:
+        store = LocalTopicStore(self.tmp / "catalog", self.flusher)
+        store.load(now_ms())
+        return store
 
     def close(self) -> None:
         for log in self.open:
@@ -119,6 +129,9 @@ class PgKit(Kit):
         store.close()
         return await self._claim(store.engine.node_id, store.pid, store.config)
 
+    def topics(self) -> TopicStore:
+        return self._engine(1).topics
+
     async def compact(self, store: PartitionStore, now: int) -> None:
         assert isinstance(store, PgPartitionLog)
         await store.run_compaction(now)
@@ -146,6 +159,9 @@ class MemoryKit(Kit):
         topic = f"t{len(self.db.rows)}"
         self.db.rows[(topic, 0)] = Row()
         return self._open(1, topic, config or LogConfig())
+
+    def topics(self) -> TopicStore:
+        return MemoryTopics(self.db, 1)
 
     async def take_over(self, store: PartitionStore) -> PartitionStore:
         assert isinstance(store, MemoryPartition)

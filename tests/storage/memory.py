@@ -321,7 +321,10 @@ class MemoryTopics:
                        wake: Callable[[], None]) -> MemoryPartition:
         return MemoryPartition(self.db, self.node, topic, index, config, wake)
 
-    def create(self, record: TopicRecord) -> bool:
+    async def create(self, record: TopicRecord) -> bool:
+        return self.create_now(record)
+
+    def create_now(self, record: TopicRecord) -> bool:
         if record.name in self.db.topics:
             return False
         self.db.topics[record.name] = record
@@ -330,19 +333,19 @@ class MemoryTopics:
         self.db.version += 1
         return True
 
-    def add_partitions(self, name: str, current: int, total: int) -> None:
+    async def add_partitions(self, name: str, current: int, total: int) -> None:
         rec = self.db.topics[name]
         self.db.topics[name] = TopicRecord(name, rec.topic_id, rec.overrides, total)
         for i in range(current, total):
             self.db.rows[(name, i)] = Row()
         self.db.version += 1
 
-    def alter(self, name: str, overrides: Mapping[str, str]) -> None:
+    async def alter(self, name: str, overrides: Mapping[str, str]) -> None:
         rec = self.db.topics[name]
         self.db.topics[name] = TopicRecord(name, rec.topic_id, dict(overrides), rec.partitions)
         self.db.version += 1
 
-    def delete(self, name: str) -> None:
+    async def delete(self, name: str) -> None:
         rec = self.db.topics.pop(name)
         for i in range(rec.partitions):
             self.db.rows.pop((name, i), None)

@@ -1,18 +1,20 @@
-"""The storage contract (:class:`samsa.broker.storage.PartitionStore`), run against every
+"""The storage contract (:class:`samsa.broker.storage.PartitionStore` and
+:class:`~samsa.broker.storage.TopicStore`), run against every
 engine: local segment files, PostgreSQL and the in-memory engine of :mod:`tests.storage.memory`
 (see :mod:`tests.storage.kits`). An object-storage engine would join ``KITS`` and pass the
 same tests: appends, reads, durability waits, the idempotent producer, fencing, loading
-after a restart or a takeover, compaction and timestamps."""
+after a restart or a takeover, compaction and timestamps; topic changes."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Callable
 
 import pytest
 from kio.schema.errors import ErrorCode
 
-from samsa.broker.storage import PartitionStore
+from samsa.broker.storage import PartitionStore, TopicRecord
 from samsa.log import (
     LogConfig,
     LogError,
@@ -184,5 +186,30 @@ def test_offsets_by_timestamp(kit: Kit) -> None:
         assert store.offset_for_timestamp(1500) == (1, 3000)  # blocking, for share starts
         assert await store.find_timestamp(3001) is None
         assert await store.find_timestamp(None) == (1, 3000)
+
+    run(kit, scenario)
+
+
+def test_topic_changes_are_awaited_and_seen_in_the_next_snapshot(kit: Kit) -> None:
+    async def scenario(kit: Kit) -> None:
+        store = kit.topics()
+        await store.fetch()
+        made = TopicRecord("made", uuid.uuid4(), {"retention.ms": "1000"}, 2)
+
+        async def now() -> dict[str, TopicRecord]:
+            return {r.name: r for r in await store.fetch() or []}
+
+        assert await store.create(made)
+        assert (await now())["made"] == made
+        assert not await store.create(TopicRecord("made", uuid.uuid4(), {}, 1))  # taken
+        assert not store.create_now(TopicRecord("made", uuid.uuid4(), {}, 1))
+        assert store.create_now(TopicRecord("other", uuid.uuid4(), {}, 1))
+        await store.add_partitions("made", 2, 5)
+        await store.alter("made", {"cleanup.policy": "compact"})
+        assert (await now())["made"] == TopicRecord("made", made.topic_id,
+                                                    {"cleanup.policy": "compact"}, 5)
+        await store.delete("made")
+        assert set(await now()) == {"other"}
+        assert await store.fetch() is None  # nothing changed since
 
     run(kit, scenario)

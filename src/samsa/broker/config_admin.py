@@ -101,7 +101,7 @@ async def alter(broker: Services, rtype: int, name: str, change: Change,
         topic = broker.topics.get(name)
         new = change(dict(topic.overrides) if topic else {})
         try:
-            broker.topics.alter(name, new, validate_only=validate_only)
+            await broker.topics.alter(name, new, validate_only=validate_only)
         except TopicError as exc:
             raise AlterFailed(exc.error_code, exc.message) from None
     elif rtype == BROKER:

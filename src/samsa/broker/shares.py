@@ -52,6 +52,7 @@ Read/Write/InitializeShareGroupState) are not served.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -161,6 +162,9 @@ class ShareRuntime:
         self._waiters: set[asyncio.Future[None]] = set()
         #: durable states read at start, not yet taken by a share partition
         self.stored: dict[SharePartitionKey, DurableState] = {}
+        #: ``by_duration`` starts looked up (:meth:`find_start`), not yet taken by a share
+        #: partition: (offset, timestamp) of the first record late enough, or None
+        self._found: dict[SharePartitionKey, tuple[int, int] | None] = {}
         self.state_topic: Topic | None = None
         self.counters = ShareCounters()
         #: share partitions changed since the last coalesced write, and that write
@@ -328,18 +332,37 @@ class ShareRuntime:
 
     # ------------------------------------------------------------------ partitions
 
+    async def find_start(self, group_id: str, topic_id: uuid.UUID, part: Partition) -> None:
+        """Look up the ``by_duration`` start of the group's share partition before
+        :meth:`partition` creates it (ShareFetch awaits this first): a shared engine reads
+        its database without holding up the event loop. Returns at once, without waiting,
+        when the share partition exists or has a stored state, or starts otherwise."""
+        key = (group_id, topic_id, part.index)
+        if key in self.partitions or key in self.stored:
+            return
+        reset = self._reset(group_id)
+        if reset.strategy == "by_duration":
+            with contextlib.suppress(OSError):  # moved meanwhile: the fetch answers for it
+                self._found[key] = await part.log.find_timestamp(now_ms() - reset.duration_ms)
+
+    def _reset(self, group_id: str) -> OffsetReset:
+        return OffsetReset.parse(
+            self.group_configs(group_id).get("share.auto.offset.reset", "latest"))
+
     def partition(self, group_id: str, topic_id: uuid.UUID, part: Partition) -> SharePartition:
         """The group's share partition, created at its reset offset on first use, with the
-        group's current share-partition configs."""
+        group's current share-partition configs (a ``by_duration`` start as
+        :meth:`find_start` found it; else looked up blocking)."""
         key = (group_id, topic_id, part.index)
         found = self.partitions.get(key)
         if found is None:
             log = part.log
-            reset = OffsetReset.parse(
-                self.group_configs(group_id).get("share.auto.offset.reset", "latest"))
+            reset = self._reset(group_id)
+            looked_up = key in self._found
+            hit_found = self._found.pop(key, None)
 
             def by_time(ts: int) -> int | None:
-                hit = log.offset_for_timestamp(ts)
+                hit = hit_found if looked_up else log.offset_for_timestamp(ts)
                 return None if hit is None else hit[0]
 
             start = reset.start_offset(log.log_start_offset, log.log_end_offset, now_ms(),

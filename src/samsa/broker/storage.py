@@ -130,7 +130,8 @@ class PartitionStore(Protocol):
 
     def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int] | None:
         """:meth:`find_timestamp`, blocking (a shared engine waits for its database): for
-        callers that cannot await (a share partition's ``by_duration`` start)."""
+        callers that cannot await (a share partition's ``by_duration`` start that ShareFetch
+        did not look up first)."""
 
     def reconfigure(self, config: LogConfig) -> None: ...
 
@@ -175,14 +176,20 @@ class TopicStore(Protocol):
         """The store of a partition of the current snapshot; ``wake`` wakes the fetches
         waiting on it (an engine that loads data in the background calls it)."""
 
-    def create(self, record: TopicRecord) -> bool:
-        """Persist a new topic; False if its name is taken (another node created it)."""
+    async def create(self, record: TopicRecord) -> bool:
+        """Persist a new topic; False if its name is taken (another node created it). A
+        shared catalog is written without holding up the event loop (as are the changes
+        below); a local one answers at once."""
 
-    def add_partitions(self, name: str, current: int, total: int) -> None: ...
+    def create_now(self, record: TopicRecord) -> bool:
+        """:meth:`create`, blocking (a shared catalog waits for its database): for callers
+        that cannot await (an auto-created or internal topic)."""
 
-    def alter(self, name: str, overrides: Mapping[str, str]) -> None: ...
+    async def add_partitions(self, name: str, current: int, total: int) -> None: ...
 
-    def delete(self, name: str) -> None:
+    async def alter(self, name: str, overrides: Mapping[str, str]) -> None: ...
+
+    async def delete(self, name: str) -> None:
         """Forget a topic and its data (its partition stores are closed first)."""
 
 

@@ -4,7 +4,10 @@
 in-memory view the handlers read synchronously, and leaves persistence to the engine's
 :class:`~samsa.broker.storage.TopicStore` (``topics.json`` and partition directories on a
 single node, tables shared by a cluster): after each change the view is brought to the
-store's snapshot. A lookup answers from the view, as Kafka's brokers answer from their
+store's snapshot. A change a request asks for (CreateTopics, CreatePartitions, AlterConfigs
+of a topic, DeleteTopics) is awaited, so a shared store writes it without holding up the
+event loop; an auto-created or internal topic is created blocking (:meth:`TopicManager.create`).
+A lookup answers from the view, as Kafka's brokers answer from their
 metadata cache (a cluster's engine refreshes it when another node changes the catalog);
 a request naming a topic the view lacks (Metadata, the topic admin requests, OffsetCommit
 and OffsetFetch by id) awaits :meth:`TopicManager.resolve` first.
@@ -200,7 +203,17 @@ class TopicManager:
             self._forget(self._topics[name])
         return True
 
-    def create(
+    def create(self, name: str, num_partitions: int,
+               overrides: Mapping[str, str] | None = None, *, now_ms: int) -> Topic:
+        """Create a topic, blocking on a shared store (an auto-created or internal topic:
+        a caller that cannot await); raises :class:`TopicError` with Kafka's error codes."""
+        record = self._new_topic(name, num_partitions, overrides)
+        created = self.store.create_now(record)
+        self._now_ms = now_ms
+        self.refresh()
+        return self._created(record, created)
+
+    async def create_topic(
         self,
         name: str,
         num_partitions: int,
@@ -209,7 +222,19 @@ class TopicManager:
         now_ms: int,
         validate_only: bool = False,
     ) -> Topic:
-        """Create a topic; raises :class:`TopicError` with Kafka's error codes."""
+        """:meth:`create` without holding up the event loop (CreateTopics; with
+        ``validate_only`` nothing is created)."""
+        record = self._new_topic(name, num_partitions, overrides)
+        if validate_only:
+            return Topic(name, record.topic_id, dict(record.overrides))
+        created = await self.store.create(record)
+        self._now_ms = now_ms
+        await self.catch_up()
+        return self._created(record, created)
+
+    def _new_topic(self, name: str, num_partitions: int,
+                   overrides: Mapping[str, str] | None) -> TopicRecord:
+        """The record of a new topic, validated; raises :class:`TopicError`."""
         reason = validate_topic_name(name)
         if reason:
             raise TopicError(ErrorCode.invalid_topic_exception, reason)
@@ -223,17 +248,17 @@ class TopicManager:
             self.log_config(overrides, name)
         except ValueError as exc:
             raise TopicError(ErrorCode.invalid_config, str(exc)) from None
-        topic_id = uuid.uuid4()
-        if validate_only:
-            return Topic(name, topic_id, overrides)
-        created = self.store.create(TopicRecord(name, topic_id, overrides, num_partitions))
-        self._changed(now_ms)
-        topic = self._topics.get(name)
-        if not created or topic is None or topic.topic_id != topic_id:
-            raise TopicError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+        return TopicRecord(name, uuid.uuid4(), overrides, num_partitions)
+
+    def _created(self, record: TopicRecord, created: bool) -> Topic:
+        """The topic ``record`` made, once the view was brought to the store."""
+        topic = self._topics.get(record.name)
+        if not created or topic is None or topic.topic_id != record.topic_id:
+            raise TopicError(ErrorCode.topic_already_exists,
+                             f"Topic '{record.name}' already exists.")
         return topic
 
-    def add_partitions(
+    async def add_partitions(
         self, name: str, total: int, *, now_ms: int, validate_only: bool = False
     ) -> Topic:
         """Grow ``name`` to ``total`` partitions (CreatePartitions)."""
@@ -249,12 +274,13 @@ class TopicManager:
             )
         if validate_only:
             return topic
-        self.store.add_partitions(name, current, total)
-        self._changed(now_ms)
+        await self.store.add_partitions(name, current, total)
+        self._now_ms = now_ms
+        await self.catch_up()
         return topic
 
-    def alter(self, name: str, overrides: Mapping[str, str], *,
-              validate_only: bool = False) -> Topic:
+    async def alter(self, name: str, overrides: Mapping[str, str], *,
+                    validate_only: bool = False) -> Topic:
         """Replace a topic's config overrides (AlterConfigs): validated, persisted and
         applied to its partitions at once; raises :class:`TopicError` (INVALID_CONFIG,
         UNKNOWN_TOPIC_OR_PARTITION) and then changes nothing."""
@@ -269,10 +295,11 @@ class TopicManager:
                              f"Topic '{name}' does not exist.")
         if validate_only:
             return topic
-        self.store.alter(name, overrides)
-        topic.overrides = overrides
-        for part in topic.partitions:
-            part.log.reconfigure(config)
+        await self.store.alter(name, overrides)
+        if self._topics.get(name) is topic:  # not deleted meanwhile
+            topic.overrides = overrides
+            for part in topic.partitions:
+                part.log.reconfigure(config)
         return topic
 
     def check_broker_defaults(self, broker: BrokerConfig) -> None:
@@ -289,7 +316,7 @@ class TopicManager:
             for part in topic.partitions:
                 part.log.reconfigure(config)
 
-    def delete(self, name: str) -> Topic:
+    async def delete(self, name: str) -> Topic:
         """Delete a topic and its data."""
         topic = self.get(name)
         if topic is None:
@@ -298,9 +325,10 @@ class TopicManager:
         if topic.internal:
             raise TopicError(ErrorCode.invalid_topic_exception,
                              f"Internal topic {name} cannot be deleted.")
-        self.store.delete(name)
-        self._forget(topic)
-        self.refresh()
+        await self.store.delete(name)
+        if self._topics.get(name) is topic:  # not already forgotten by a refresh meanwhile
+            self._forget(topic)
+        await self.catch_up()
         return topic
 
     def close(self) -> None:
@@ -309,10 +337,6 @@ class TopicManager:
                 part.log.close()
 
     # -- internals ----------------------------------------------------------------------
-    def _changed(self, now_ms: int) -> None:
-        self._now_ms = now_ms
-        self.refresh()
-
     def _open(self, name: str, index: int, config: LogConfig) -> Partition:
         part: Partition
 

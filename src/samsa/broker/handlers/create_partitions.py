@@ -27,8 +27,9 @@ VERSIONS = (0, 3)
 
 async def handle(ctx: RequestContext) -> CreatePartitionsResponse:
     results = []
+    ctx.hold()  # the change is awaited (and maybe the lookup): later requests see it
     # a topic another node has just created may be missing from the view
-    await ctx.broker.topics.resolve([t.name for t in ctx.body.topics], hold=ctx.hold)
+    await ctx.broker.topics.resolve([t.name for t in ctx.body.topics])
     alterable = access.allowed_names(ctx, AclOperation.ALTER, ResourceType.TOPIC,
                                      [t.name for t in ctx.body.topics])
     for t in ctx.body.topics:
@@ -41,8 +42,8 @@ async def handle(ctx: RequestContext) -> CreatePartitionsResponse:
             code, message = ErrorCode.invalid_replica_assignment, "Unknown broker in assignment."
         else:
             try:
-                ctx.broker.topics.add_partitions(t.name, t.count, now_ms=now_ms(),
-                                                 validate_only=ctx.body.validate_only)
+                await ctx.broker.topics.add_partitions(t.name, t.count, now_ms=now_ms(),
+                                                       validate_only=ctx.body.validate_only)
             except TopicError as exc:
                 code, message = ErrorCode(exc.error_code), exc.message
         results.append(CreatePartitionsTopicResult(name=t.name, error_code=code,

@@ -43,6 +43,7 @@ _TOPIC_CONFIG, _DEFAULT_CONFIG = i8(1), i8(5)
 
 async def handle(ctx: RequestContext) -> CreateTopicsResponse:
     validate_only = bool(getattr(ctx.body, "validate_only", False))
+    ctx.hold()  # a shared catalog is written awaited: later requests see the topics
     seen: set[str] = set()
     dupes = {t.name for t in ctx.body.topics if t.name in seen or seen.add(t.name)}  # type: ignore[func-returns-value]
     results: list[CreatableTopicResult] = []
@@ -60,7 +61,7 @@ async def handle(ctx: RequestContext) -> CreateTopicsResponse:
             results.append(_error(req.name, ErrorCode.topic_authorization_failed,
                                   "Authorization failed."))
             continue
-        result = _create_one(ctx, req, validate_only)
+        result = await _create_one(ctx, req, validate_only)
         if not result.error_code and req.name not in describable:
             result = replace(result, num_partitions=i32(-1), replication_factor=i16(-1),
                              configs=(), topic_config_error_code=i16(
@@ -74,7 +75,8 @@ def _error(name: TopicName, code: ErrorCode, message: str) -> CreatableTopicResu
                                 num_partitions=i32(-1), replication_factor=i16(-1), configs=None)
 
 
-def _create_one(ctx: RequestContext, req: Any, validate_only: bool) -> CreatableTopicResult:
+async def _create_one(ctx: RequestContext, req: Any,
+                      validate_only: bool) -> CreatableTopicResult:
     broker = ctx.broker
     node = broker.config.node_id
     if req.assignments:
@@ -102,8 +104,8 @@ def _create_one(ctx: RequestContext, req: Any, validate_only: bool) -> Creatable
                           f"{rf} cannot be reached because only 1 broker(s) are registered.")
     overrides = {c.name: c.value for c in req.configs if c.value is not None}
     try:
-        topic = broker.topics.create(req.name, count, overrides, now_ms=now_ms(),
-                                     validate_only=validate_only)
+        topic = await broker.topics.create_topic(req.name, count, overrides, now_ms=now_ms(),
+                                                 validate_only=validate_only)
     except TopicError as exc:
         return _error(req.name, ErrorCode(exc.error_code), exc.message)
     config = broker.topics.log_config(topic.overrides, topic.name).to_mapping()

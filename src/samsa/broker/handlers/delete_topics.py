@@ -34,16 +34,16 @@ async def handle(ctx: RequestContext) -> DeleteTopicsResponse:
         targets = [(t.name, t.topic_id) for t in ctx.body.topics]
     else:
         targets = [(name, None) for name in ctx.body.topic_names]
+    ctx.hold()  # the deletions are awaited (and maybe the lookup): later requests see them
     # a topic another node has just created may be missing from the view
     await ctx.broker.topics.resolve([n for n, _ in targets],
-                                    [t for _, t in targets if t != _ZERO_UUID],
-                                    hold=ctx.hold)
+                                    [t for _, t in targets if t != _ZERO_UUID])
     return DeleteTopicsResponse(throttle_time=NO_THROTTLE, responses=tuple(
-        _delete_one(ctx, name, tid) for name, tid in targets))
+        [await _delete_one(ctx, name, tid) for name, tid in targets]))
 
 
-def _delete_one(ctx: RequestContext, name: TopicName | None,
-                tid: uuid.UUID | None) -> DeletableTopicResult:
+async def _delete_one(ctx: RequestContext, name: TopicName | None,
+                      tid: uuid.UUID | None) -> DeletableTopicResult:
     broker = ctx.broker
     if tid is not None and tid != _ZERO_UUID:
         topic = broker.topics.by_id(tid)
@@ -63,7 +63,7 @@ def _delete_one(ctx: RequestContext, name: TopicName | None,
                                     error_code=ErrorCode.topic_deletion_disabled,
                                     error_message="Topic deletion is disabled.")
     try:
-        topic = broker.topics.delete(name or "")  # neither name nor id: unknown topic
+        topic = await broker.topics.delete(name or "")  # neither name nor id: unknown topic
     except TopicError as exc:
         return DeletableTopicResult(name=name, topic_id=tid or _ZERO_UUID,
                                     error_code=ErrorCode(exc.error_code),

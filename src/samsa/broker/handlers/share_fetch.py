@@ -137,6 +137,7 @@ async def _fetch_waiting(ctx: RequestContext, session: ShareSession, max_records
                          whole: bool,
                          max_bytes: int, wait_ms: int,
                          wait: bool) -> dict[tuple[uuid.UUID | None, int], _Part]:
+    await _find_starts(ctx, session)
     got = _fetch(ctx, session, max_records, whole, max_bytes)
     if not wait or wait_ms <= 0 or any(p.acquired or p.error for p in got.values()):
         return got
@@ -162,6 +163,17 @@ async def _fetch_waiting(ctx: RequestContext, session: ShareSession, max_records
         got = _fetch(ctx, session, max_records, whole, max_bytes)
         if any(p.acquired or p.error for p in got.values()):
             return got
+
+
+async def _find_starts(ctx: RequestContext, session: ShareSession) -> None:
+    """The ``by_duration`` starts of the session's share partitions not created yet, looked
+    up without holding up the event loop before :func:`_fetch` creates them."""
+    topics, shares = ctx.broker.topics, ctx.broker.shares
+    for topic_id, index in list(session.partitions):
+        topic = topics.by_id(topic_id) if topic_id is not None else None
+        part = None if topic is None else topics.partition(topic.name, index)
+        if part is not None and shares.serves(topic_id, index):
+            await shares.find_start(session.group_id, topic_id, part)
 
 
 def _served(ctx: RequestContext, session: ShareSession) -> list[Any]:

@@ -61,7 +61,10 @@ class LocalTopicStore:
         self._logs[(topic, index)] = log
         return log
 
-    def create(self, record: TopicRecord) -> bool:
+    async def create(self, record: TopicRecord) -> bool:
+        return self.create_now(record)  # nothing to wait for: a local file
+
+    def create_now(self, record: TopicRecord) -> bool:
         if record.name in self._records:
             return False
         self._clear_orphans(record.name, 0, record.partitions)
@@ -69,14 +72,14 @@ class LocalTopicStore:
                                    "configs": dict(record.overrides)})
         return True
 
-    def add_partitions(self, name: str, current: int, total: int) -> None:
+    async def add_partitions(self, name: str, current: int, total: int) -> None:
         self._clear_orphans(name, current, total)
         self._change(name, {**self._records[name], "partitions": total})
 
-    def alter(self, name: str, overrides: Mapping[str, str]) -> None:
+    async def alter(self, name: str, overrides: Mapping[str, str]) -> None:
         self._change(name, {**self._records[name], "configs": dict(overrides)})
 
-    def delete(self, name: str) -> None:
+    async def delete(self, name: str) -> None:
         """Close the topic's logs and move their directories aside before ``topics.json``
         forgets it, then remove them."""
         rec = self._records[name]

@@ -2,18 +2,20 @@
 :class:`~samsa.broker.storage.TopicStore`).
 
 Every change (create, grow, alter, delete) is one transaction bumping ``topics_version``
-and notifying the other nodes; the broker's catalog validated it first and re-reads the
-snapshot after. A node's snapshot is read again when the version moved: on its lease tick
-(read there without blocking and handed over with :meth:`PgTopicStore.offer`), after a
-change of its own (blocking), or awaited when a request names a topic the node's view
-lacks (:meth:`PgTopicStore.fetch`).
+and notifying the other nodes, written on the database thread while the event loop goes on
+(:meth:`PgTopicStore.create_now` blocks instead, for an auto-created or internal topic); the
+broker's catalog validated it first and re-reads the snapshot after. A node's snapshot is
+read again when the version moved: on its lease tick (read there without blocking and
+handed over with :meth:`PgTopicStore.offer`), awaited after a change of its own or when a
+request names a topic the node's view lacks (:meth:`PgTopicStore.fetch`), or blocking
+after an auto-created or internal topic (:meth:`PgTopicStore.snapshot`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from samsa.broker.storage import TopicRecord
@@ -85,60 +87,69 @@ class PgTopicStore:
         return plog
 
     # -- changes ------------------------------------------------------------------------------
-    def create(self, record: TopicRecord) -> bool:
-        name, overrides = record.name, json.dumps(dict(record.overrides))
+    async def create(self, record: TopicRecord) -> bool:
+        return bool(await self.host.db.run(_create_job(record)))
 
-        async def job(pool: Any) -> bool:
-            async with pool.acquire() as conn, conn.transaction():
-                done = await conn.fetchval(
-                    "INSERT INTO samsa_topics (name, id, configs) VALUES ($1, $2, $3::jsonb) "
-                    "ON CONFLICT DO NOTHING RETURNING true", name, record.topic_id, overrides)
-                if not done:
-                    return False
-                await conn.execute(
-                    "INSERT INTO samsa_partitions (topic, idx) SELECT $1, g "
-                    "FROM generate_series(0, $2 - 1) g", name, record.partitions)
-                await conn.execute(_BUMP)
-                await conn.execute("NOTIFY samsa_cluster")
-                return True
+    def create_now(self, record: TopicRecord) -> bool:
+        return bool(self.host.db.run_sync(_create_job(record)))
 
-        return bool(self.host.db.run_sync(job))
-
-    def add_partitions(self, name: str, current: int, total: int) -> None:
+    async def add_partitions(self, name: str, current: int, total: int) -> None:
         async def job(pool: Any) -> None:
             async with pool.acquire() as conn, conn.transaction():
                 await conn.execute(
                     "INSERT INTO samsa_partitions (topic, idx) SELECT $1, g "
                     "FROM generate_series($2, $3 - 1) g ON CONFLICT DO NOTHING",
                     name, current, total)
-                await conn.execute(_BUMP)
-                await conn.execute("NOTIFY samsa_cluster")
+                await _bump(conn)
 
-        self.host.db.run_sync(job)
+        await self.host.db.run(job)
 
-    def alter(self, name: str, overrides: Mapping[str, str]) -> None:
+    async def alter(self, name: str, overrides: Mapping[str, str]) -> None:
         configs = json.dumps(dict(overrides))
 
         async def job(pool: Any) -> None:
             async with pool.acquire() as conn, conn.transaction():
                 await conn.execute("UPDATE samsa_topics SET configs = $2::jsonb WHERE name = $1",
                                    name, configs)
-                await conn.execute(_BUMP)
-                await conn.execute("NOTIFY samsa_cluster")
+                await _bump(conn)
 
-        self.host.db.run_sync(job)
+        await self.host.db.run(job)
 
-    def delete(self, name: str) -> None:
+    async def delete(self, name: str) -> None:
         async def job(pool: Any) -> None:
             async with pool.acquire() as conn, conn.transaction():
                 await conn.execute(
                     "DELETE FROM samsa_batches WHERE pid IN "
                     "(SELECT pid FROM samsa_partitions WHERE topic = $1)", name)
                 await conn.execute("DELETE FROM samsa_topics WHERE name = $1", name)
-                await conn.execute(_BUMP)
-                await conn.execute("NOTIFY samsa_cluster")
+                await _bump(conn)
 
-        self.host.db.run_sync(job)
+        await self.host.db.run(job)
+
+
+def _create_job(record: TopicRecord) -> Callable[[Any], Awaitable[bool]]:
+    name, overrides = record.name, json.dumps(dict(record.overrides))
+
+    async def job(pool: Any) -> bool:
+        async with pool.acquire() as conn, conn.transaction():
+            done = await conn.fetchval(
+                "INSERT INTO samsa_topics (name, id, configs) VALUES ($1, $2, $3::jsonb) "
+                "ON CONFLICT DO NOTHING RETURNING true", name, record.topic_id, overrides)
+            if not done:
+                return False
+            await conn.execute(
+                "INSERT INTO samsa_partitions (topic, idx) SELECT $1, g "
+                "FROM generate_series(0, $2 - 1) g", name, record.partitions)
+            await _bump(conn)
+            return True
+
+    return job
+
+
+async def _bump(conn: Any) -> None:
+    """A change is made: move ``topics_version`` and tell the other nodes."""
+    await conn.execute(_BUMP)
+    await conn.execute("NOTIFY samsa_cluster")
 
 
 async def fetch_topics(pool: Any) -> Snapshot:
