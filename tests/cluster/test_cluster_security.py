@@ -48,7 +48,12 @@ def nodes(pg_dsn: str, tmp_path: Path) -> Iterator[list[ClusterNodeProcess]]:
 def test_users_and_listeners_across_nodes(nodes: list[ClusterNodeProcess]) -> None:
     one, two = nodes
     admin = AdminClient(_sasl(one, "admin", "admin-pw"))  # the offline user, on node 1
-    md = admin.list_topics(timeout=15)
+    deadline = time.monotonic() + 30
+    while True:  # node 2 is in the metadata once its registration is read (a tick)
+        md = admin.list_topics(timeout=15)
+        if len(md.brokers) == 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert {b.id: f"{b.host}:{b.port}" for b in md.brokers.values()} == {
         1: one.address("SASL_PLAINTEXT"), 2: two.address("SASL_PLAINTEXT")}
     plain = AdminClient({"bootstrap.servers": two.address("PLAINTEXT")})
