@@ -52,8 +52,10 @@ logging.getLogger("kafka").setLevel(logging.CRITICAL)  # rebalance chatter on co
 class KpMember:
     """A kafka-python consumer behind the interface :func:`settle` polls.
 
-    It polls in a thread of its own with a long poll timeout, and rescues a join that
-    kafka-python 3.0.12 strands (see :meth:`_rescue_stranded_join`).
+    It polls in a thread of its own with a long poll timeout: kafka-python 3.0.12 loses a
+    leader's completed join when ``poll()`` times out while that join is in flight (the
+    next poll sees no rejoin needed and never applies the assignment), a client bug that a
+    short poll from a shared test thread hits.
     """
 
     def __init__(self, bootstrap: str, group: str, name: str, log: OwnershipLog,
@@ -85,22 +87,8 @@ class KpMember:
         self._thread.start()
         return self
 
-    def _rescue_stranded_join(self) -> None:
-        """Work around a kafka-python 3.0.12 bug: when ``poll()`` times out while a join is
-        in flight, the join task is kept for the next poll to await, but a leader that
-        rejoined because metadata changed has already made ``need_rejoin()`` false (its own
-        assignment matches the metadata), so no poll ever awaits the task: the assignment
-        is never applied, heartbeats stay disabled and the member never rejoins once the
-        coordinator expires it. Seen under load, with any strategy, as a lone leader stuck
-        with no partitions. Exactly that state (a join task left in flight, and no rejoin
-        pending) asks for a rejoin, so the next poll awaits the task or joins again."""
-        coordinator = self.consumer._coordinator
-        if coordinator._join_task is not None and not coordinator.need_rejoin():
-            coordinator.request_rejoin()
-
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._rescue_stranded_join()
             for records in self.consumer.poll(timeout_ms=500).values():
                 with self._lock:
                     self.seen.extend(r.value for r in records)
