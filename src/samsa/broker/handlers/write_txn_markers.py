@@ -13,8 +13,8 @@ node that does not lead it, INVALID_PRODUCER_EPOCH for a marker older than the p
 current epoch there (the transaction belongs to a newer instance). Answered once the
 markers are durable. Versions (v1-2 served; v0 was removed in Kafka 4.0): v1 flexible; v2
 ``transaction_version`` per marker (the epoch check is the same here). samsa's markers
-carry coordinator epoch 0 and the producer state keeps none, so TRANSACTION_COORDINATOR_FENCED
-is never answered. Built as v2, typed.
+carry the coordinator shard's lease epoch, but the producer state keeps none, so
+TRANSACTION_COORDINATOR_FENCED is never answered. Built as v2, typed.
 """
 
 from __future__ import annotations
