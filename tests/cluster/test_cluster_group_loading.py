@@ -43,10 +43,10 @@ WHILE_MOVING = {E.none, E.coordinator_load_in_progress, E.not_coordinator,
 
 
 @contextlib.asynccontextmanager
-async def node(tmp_path: Path, dsn: str) -> AsyncIterator[Broker]:
+async def node(tmp_path: Path, dsn: str, **values: Any) -> AsyncIterator[Broker]:
     config = BrokerConfig(port=0, data_dir=tmp_path / "data", values={
         "node.id": 1, "offsets.topic.num.partitions": SHARDS,
-        "group.initial.rebalance.delay.ms": 0, "cluster.lease.ttl.ms": 10_000})
+        "group.initial.rebalance.delay.ms": 0, "cluster.lease.ttl.ms": 10_000, **values})
     broker = Broker(config, ClusterEngine(config, dsn))
     await broker.start()
     try:
@@ -57,12 +57,13 @@ async def node(tmp_path: Path, dsn: str) -> AsyncIterator[Broker]:
         await broker.stop()
 
 
-def heartbeat(member_id: str, epoch: int, group: str = GROUP) -> ConsumerGroupHeartbeat:
+def heartbeat(member_id: str, epoch: int, group: str = GROUP,
+              topics: tuple[str, ...] = (TOPIC,)) -> ConsumerGroupHeartbeat:
     joining = epoch == 0
     return ConsumerGroupHeartbeat(
         group_id=group, member_id=member_id, member_epoch=epoch, instance_id=None,
         rack_id=None, rebalance_timeout_ms=30_000 if joining else -1,
-        subscribed_topic_names=(TOPIC,) if joining else None, subscribed_topic_regex=None,
+        subscribed_topic_names=topics if joining else None, subscribed_topic_regex=None,
         server_assignor=None, topic_partitions=() if joining else None, client_id=member_id,
         client_host="/127.0.0.1", api_version=1)
 
@@ -278,3 +279,56 @@ def test_a_node_that_lost_the_lease_never_says_a_group_is_gone(
         assert coord is not None and coord.shard_for(GROUP) is None
 
     run(tmp_path, pg_dsn, body)
+
+
+def test_a_group_taken_over_is_assigned_from_the_topics_the_node_has_now(
+        tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A group waits for its next target (a member joined within the assignment interval)
+    when its shard moves to a node. That node learned of a subscribed topic after it started
+    (another node created it) and no member has called it yet: the target computed as the
+    shard loads must include the topic. Before, the coordinator still had the topics of the
+    node's start, gave every member an empty target, and, the group's metadata hash being
+    unchanged, never computed another (the CI failure of test_cluster_failover)."""
+    later = "t2"
+    read_all = PgPartitionLog.read_all
+    gate = asyncio.Event()
+
+    async def held(self: PgPartitionLog) -> list[bytes]:
+        if self.topic == "__consumer_offsets" and self.index == partition_for(GROUP, SHARDS):
+            await gate.wait()
+        return await read_all(self)
+
+    async def join(broker: Broker, member_id: str) -> None:
+        r = await asyncio.wait_for(
+            broker.groups.call(heartbeat(member_id, 0, topics=(TOPIC, later))), 20)
+        assert isinstance(r, ConsumerGroupHeartbeatResponse) and r.error_code == E.none, r
+
+    async def main() -> None:
+        slow = {"group.consumer.assignment.interval.ms": 60_000,
+                "group.consumer.max.assignment.interval.ms": 60_000}
+        async with node(tmp_path, pg_dsn, **slow) as broker:
+            await loaded(broker)
+            await join(broker, "a")  # the first target is computed at once
+            await join(broker, "b")  # the next one waits for the interval
+        monkeypatch.setattr(PgPartitionLog, "read_all", held)
+        async with node(tmp_path, pg_dsn, **{"group.consumer.assignment.interval.ms": 0}
+                        ) as broker:
+            try:
+                await taken(broker, partition_for(GROUP, SHARDS))
+                assert broker.topics.get(later) is None
+                broker.topics.create(later, 2, now_ms=0)
+            finally:
+                gate.set()
+            await loaded(broker)
+            for _ in range(200):  # the target is a job: until it has landed
+                described = await broker.groups.call(ConsumerGroupDescribe((GROUP,)))
+                assert isinstance(described, ConsumerGroupDescribeResponse)
+                group = described.groups[0]
+                assert group.error_code == E.none, group
+                if group.assignment_epoch == group.group_epoch:
+                    break
+                await asyncio.sleep(0.05)
+            names = {t.topic_name for m in group.members for t in m.target_assignment}
+            assert names == {TOPIC, later}, group
+
+    asyncio.run(main())

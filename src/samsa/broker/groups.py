@@ -63,12 +63,7 @@ from samsa.coordinator import (
     error_response,
 )
 from samsa.coordinator.consumer.topics import TopicInfo, TopicsSnapshot
-from samsa.coordinator.events import (
-    ConsumerGroupDescribe,
-    ConsumerGroupHeartbeat,
-    ShareGroupDescribe,
-    ShareGroupHeartbeat,
-)
+from samsa.coordinator.events import ConsumerGroupHeartbeat
 from samsa.coordinator.history import LoadInfo
 from samsa.coordinator.jobs import Job
 from samsa.coordinator.records import RecordKey, RecordValue, deserialize, serialize
@@ -264,9 +259,7 @@ class GroupRuntime:
 
     async def call(self, event: Event) -> Response:
         """Handle one request event; returns its (possibly deferred) response."""
-        if isinstance(event, (ConsumerGroupHeartbeat, ConsumerGroupDescribe,
-                              ShareGroupHeartbeat, ShareGroupDescribe)):
-            self.sync_topics()
+        self.sync_topics()
         fut: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         result = self._coord().handle(event, now_ms(), reply_to=fut)
         if result.records or not isinstance(event, _QUIET):
@@ -291,11 +284,13 @@ class GroupRuntime:
         return await self.broker.leadership.confirm(part.log)
 
     def fire(self, key: TimerKey) -> None:
+        self.sync_topics()
         self._apply(self._coord().fire(key, now_ms()))
         self.broker.metrics.observe_group(self._coord(), key.group_id)
 
     def _job_done(self, job: Job, outcome: object) -> None:
         if self.coordinator is not None:
+            self.sync_topics()
             self._apply(self.coordinator.complete(job, outcome, now_ms()))
             self.broker.metrics.observe_group(self.coordinator, job.group_id)
 
@@ -351,8 +346,13 @@ class GroupRuntime:
 
     def sync_topics(self) -> None:
         """Hand the coordinator a new :class:`TopicsSnapshot` if topics were created, deleted
-        or grew since the last one (a single node: every replica is on this broker's rack)."""
-        if self.broker.topics.version == self._topics_version:
+        or grew since the last one (a single node: every replica is on this broker's rack).
+
+        Called before anything the coordinator does that may compute a target assignment
+        (a request, a timer, a job's completion, a shard's load) and whenever a cluster
+        node reads changed topics: a node that takes a group over must not assign it from
+        the topics it knew when it started (an empty target, never computed again)."""
+        if self.coordinator is None or self.broker.topics.version == self._topics_version:
             return  # nothing appeared, disappeared or grew: O(1) per heartbeat
         self._topics_version = self.broker.topics.version
         topics = list(self.broker.topics)
@@ -400,6 +400,7 @@ class GroupRuntime:
                 backoff = min(backoff * 2, 2.0)
         start = store.log_start_offset
         replayer = Replayer()
+        self.sync_topics()  # a group waiting for a target computes it now, on these topics
         result = shards.finish(load, _records(batches, start, replayer), now_ms())
         if result is None:
             return  # lost or reloaded meanwhile

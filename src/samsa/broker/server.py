@@ -152,7 +152,7 @@ class Broker:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         await self.engine.open(Node(
             self.config, lambda: self.endpoints, self.groups.gain, self.groups.drop_shard,
-            self.topics.refresh, self._acls_changed, self.transactions.gain,
+            self._topics_changed, self._acls_changed, self.transactions.gain,
             self.transactions.lose, self.transactions.write_forwarded,
             self.transactions.add_for_peer,
             on_partition_gained=self.shares.lead, on_partition_lost=self.shares.unlead,
@@ -187,6 +187,13 @@ class Broker:
             log.info("samsa listening on %s:%d (%s, %s)", sec.listener.host,
                      self.listener_port(sec.listener.name), sec.listener.name,
                      sec.listener.protocol)
+
+    def _topics_changed(self) -> None:
+        """Another node changed the shared catalog: the topic view re-reads it and the group
+        coordinator takes the new topics at once (a group it is handed later is assigned
+        from them, before any of its members has called)."""
+        self.topics.refresh()
+        self.groups.sync_topics()
 
     async def _acls_changed(self, version: int) -> None:
         """The engine's ACLs are at ``version`` (another node changed them): reload."""
