@@ -15,7 +15,9 @@ group is seen Stable with every partition assigned *and* every partition deliver
 produced after the kill. The killed node is then restarted and handed its share back (the
 group's shard moves again, by hand-off, under the same members), and more records are
 produced. It returns what the test asserts: every acknowledged record consumed, commits equal
-to the end offsets, no partition owned twice at once, no fatal error.
+to the end offsets, no partition owned twice at once (unless its earlier holder had been
+fenced and was told so: see :func:`~tests.conformance.consumer_protocol_kit.double_owners`),
+no fatal error.
 """
 
 from __future__ import annotations
@@ -62,11 +64,12 @@ PROTOCOLS = ("classic", "consumer")
 MOMENTS = ("stable", "reconcile")
 
 #: Broker settings of the failover cluster: consumer-protocol sessions outlive a failover
-#: on a loaded machine; heartbeats a second apart keep a reconciliation visible long enough
-#: to kill the coordinator in the middle of it.
+#: and the hand-back on a loaded machine (librdkafka was seen to take 19 s to find the
+#: restarted coordinator after a NOT_COORDINATOR); heartbeats a second apart keep a
+#: reconciliation visible long enough to kill the coordinator in the middle of it.
 CLUSTER_CONFIG = {
     "group.coordinator.rebalance.protocols": "classic,consumer",
-    "group.consumer.session.timeout.ms": "10000",
+    "group.consumer.session.timeout.ms": "30000",
     "group.consumer.min.session.timeout.ms": "1000",
     "group.consumer.heartbeat.interval.ms": "1000",
     "group.consumer.min.heartbeat.interval.ms": "100",
@@ -441,6 +444,9 @@ class Outcome:
     acked: set[str] = field(default_factory=set)
     missing: set[str] = field(default_factory=set)
     double_owned: list[str] = field(default_factory=list)
+    fenced: list[str] = field(default_factory=list)
+    """Overlaps whose earlier holder was fenced (told later that it lost the partition):
+    Kafka's zombie window, allowed (see :func:`double_owners`)."""
     fatal: dict[str, list[str]] = field(default_factory=dict)
     errors: dict[str, list[str]] = field(default_factory=dict)
 
@@ -448,7 +454,8 @@ class Outcome:
         client, protocol = self.kind
         return (f"{client:>10} {protocol:<8} {self.moment:<9} {self.seconds:5.1f} s "
                 f"(Stable again after {self.stable_after:.1f} s, every partition delivering "
-                f"after {self.resumed_after:.1f} s; state at the kill: {self.state_at_kill})")
+                f"after {self.resumed_after:.1f} s; state at the kill: {self.state_at_kill}"
+                f"{'; fenced: ' + str(self.fenced) if self.fenced else ''})")
 
 
 def run(cluster: Cluster, kind: tuple[str, str], moment: str, group: str,
@@ -538,12 +545,14 @@ def run(cluster: Cluster, kind: tuple[str, str], moment: str, group: str,
             wait_until(commits_at_end, 60, "commits equal to the end offsets")
         finally:
             checker.close()
+        fenced: list[str] = []
+        double_owned = double_owners(members, fenced)
         outcome = Outcome(
             kind, moment, coordinator, state, handed_back,
             seconds=(max(stable_at[0], resumed) - killed) / 1000,
             stable_after=(stable_at[0] - killed) / 1000, resumed_after=(resumed - killed) / 1000,
             acked=acked, missing=acked - consumed().keys(),
-            double_owned=double_owners(members),
+            double_owned=double_owned, fenced=fenced,
             fatal={m.name: m.fatal() for m in members if m.fatal()},
             errors={m.name: m.errors() for m in members if m.errors()})
     finally:

@@ -153,11 +153,18 @@ class Reporting(Protocol):
     def rebalances(self) -> list[Event]: ...
 
 
-def double_owners(members: Sequence[Reporting]) -> list[str]:
+def double_owners(members: Sequence[Reporting], fenced: list[str] | None = None) -> list[str]:
     """Times a partition was assigned to a member while another live member still held it.
 
     The members' callbacks are replayed in wall-clock order (``ts``, one machine); on a tie
     a revocation counts first. A killed member holds nothing once it was killed.
+
+    With ``fenced`` (a list to fill), an overlap whose earlier holder later learns it *lost*
+    the partition (its next callback for it is ``lost``: the coordinator had fenced it, its
+    session having expired while it could not reach the coordinator) is Kafka's documented
+    zombie window (``onPartitionsLost``: the partitions "may already be owned by other
+    members"), not a coordinator fault: it goes to ``fenced`` instead of the result. An
+    overlap the earlier holder ends by revoking is always a fault.
     """
     killed = {m.name: m.killed_at for m in members if m.killed_at is not None}
     timeline: list[tuple[int, int, str, str, set[Tp]]] = []
@@ -167,15 +174,26 @@ def double_owners(members: Sequence[Reporting]) -> list[str]:
             parts = tps(e["partitions"])
             timeline.append((int(e["ts"]), 0 if kind != "assigned" else 1, m.name, kind, parts))
     timeline.sort(key=lambda x: (x[0], x[1]))
+
+    def lost_later(holder: str, tp: Tp, after: int) -> bool:
+        for _ts, _, name, kind, parts in timeline[after + 1:]:
+            if name == holder and tp in parts:
+                return kind == "lost"
+        return False
+
     owner: dict[Tp, str] = {}
     bad = []
-    for ts, _, name, kind, parts in timeline:
+    for i, (ts, _, name, kind, parts) in enumerate(timeline):
         for tp in parts:
             if kind == "assigned":
                 other = owner.get(tp)
                 gone = other in killed and killed[other] <= ts
                 if other is not None and other != name and not gone:
-                    bad.append(f"{tp} assigned to {name} at {ts} while {other} held it")
+                    what = f"{tp} assigned to {name} at {ts} while {other} held it"
+                    if fenced is not None and lost_later(other, tp, i):
+                        fenced.append(what)
+                    else:
+                        bad.append(what)
                 owner[tp] = name
             elif owner.get(tp) == name:
                 del owner[tp]
