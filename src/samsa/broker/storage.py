@@ -183,7 +183,7 @@ class TopicStore(Protocol):
 
     def create_now(self, record: TopicRecord) -> bool:
         """:meth:`create`, blocking (a shared catalog waits for its database): for callers
-        that cannot await (an auto-created or internal topic)."""
+        that cannot await (a single node's ``__share_group_state``)."""
 
     async def add_partitions(self, name: str, current: int, total: int) -> None: ...
 

@@ -3,12 +3,12 @@
 
 Every change (create, grow, alter, delete) is one transaction bumping ``topics_version``
 and notifying the other nodes, written on the database thread while the event loop goes on
-(:meth:`PgTopicStore.create_now` blocks instead, for an auto-created or internal topic); the
-broker's catalog validated it first and re-reads the snapshot after. A node's snapshot is
-read again when the version moved: on its lease tick (read there without blocking and
-handed over with :meth:`PgTopicStore.offer`), awaited after a change of its own or when a
-request names a topic the node's view lacks (:meth:`PgTopicStore.fetch`), or blocking
-after an auto-created or internal topic (:meth:`PgTopicStore.snapshot`).
+(auto-created and internal topics too; :meth:`PgTopicStore.create_now`, blocking, is the
+port's for a caller that cannot await, which a cluster node has none of); the broker's
+catalog validated it first and re-reads the snapshot after. A node's snapshot is read again
+when the version moved: on its lease tick (read there without blocking and handed over
+with :meth:`PgTopicStore.offer`), or awaited after a change of its own or when a request
+names a topic the node's view lacks (:meth:`PgTopicStore.fetch`).
 """
 
 from __future__ import annotations
