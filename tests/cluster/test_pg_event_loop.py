@@ -83,31 +83,43 @@ def while_locked(dsn: str, lock: str, waits_on: str, request: Callable[[], Any],
     """Hold ``lock``; send ``request`` (blocking, on its own connection) and once the node's
     query matching ``waits_on`` waits on the lock, check another connection is served; then
     release the lock and return the request's answer."""
+    (answer,) = while_locked_all(dsn, lock, waits_on, [request], bootstrap)
+    return answer
 
-    async def scenario() -> Any:
+
+def while_locked_all(dsn: str, lock: str, waits_on: str, requests: list[Callable[[], Any]],
+                     bootstrap: str) -> list[Any]:
+    """:func:`while_locked` with several requests, sent in turn: each once the queries of
+    those before it wait on the lock (so that they wait in that order, as PostgreSQL grants
+    a row lock); the answers in the order sent."""
+
+    async def scenario() -> list[Any]:
         holder = await asyncpg.connect(dsn)
         watcher = await asyncpg.connect(dsn)
         tx = holder.transaction()
         await tx.start()
+        pending: list[asyncio.Future[Any]] = []
         try:
             await holder.execute(lock)
-            pending = asyncio.ensure_future(asyncio.to_thread(request))
-            for _ in range(200):  # until the node's query waits on the lock
-                if await watcher.fetchval(
-                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                        "AND query LIKE $1", f"%{waits_on}%"):
-                    break
-                assert not pending.done(), pending.result()
-                await asyncio.sleep(0.05)
-            else:
-                raise AssertionError(f"the node never queried {waits_on!r}")
+            for request in requests:
+                pending.append(asyncio.ensure_future(asyncio.to_thread(request)))
+                for _ in range(200):  # until the node's query waits on the lock
+                    if await watcher.fetchval(
+                            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = "
+                            "'Lock' AND query LIKE $1", f"%{waits_on}%") >= len(pending):
+                        break
+                    for p in pending:
+                        assert not p.done(), p.result()
+                    await asyncio.sleep(0.05)
+                else:
+                    raise AssertionError(f"the node never queried {waits_on!r}")
             assert await asyncio.to_thread(api_versions, bootstrap) == ErrorCode.none
-            assert not pending.done()  # still waiting on the database
+            assert not any(p.done() for p in pending)  # still waiting on the database
         finally:
             await tx.rollback()
             await holder.close()
             await watcher.close()
-        return await pending
+        return [await p for p in pending]
 
     return asyncio.run(scenario())
 

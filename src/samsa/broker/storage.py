@@ -189,8 +189,10 @@ class TopicStore(Protocol):
 
     async def alter(self, name: str, overrides: Mapping[str, str]) -> None: ...
 
-    async def delete(self, name: str) -> None:
-        """Forget a topic and its data (its partition stores are closed first)."""
+    async def delete(self, name: str, topic_id: uuid.UUID) -> bool:
+        """Forget the topic ``name`` of id ``topic_id`` and its data (its partition stores
+        are closed first); False if no such topic is stored (another node or request
+        deleted it first: only one deletion of a topic succeeds)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -336,7 +336,9 @@ class TopicManager:
                 part.log.reconfigure(config)
 
     async def delete(self, name: str) -> Topic:
-        """Delete a topic and its data."""
+        """Delete a topic and its data; UNKNOWN_TOPIC_OR_PARTITION if the view lacks it, or
+        if another node or request deleted it first (as Kafka answers the second of two
+        deletions)."""
         topic = self.get(name)
         if topic is None:
             raise TopicError(ErrorCode.unknown_topic_or_partition,
@@ -344,10 +346,13 @@ class TopicManager:
         if topic.internal:
             raise TopicError(ErrorCode.invalid_topic_exception,
                              f"Internal topic {name} cannot be deleted.")
-        await self.store.delete(name)
+        deleted = await self.store.delete(name, topic.topic_id)
         if self._topics.get(name) is topic:  # not already forgotten by a refresh meanwhile
             self._forget(topic)
         await self.catch_up()
+        if not deleted:
+            raise TopicError(ErrorCode.unknown_topic_or_partition,
+                             "This server does not host this topic-partition.")
         return topic
 
     def close(self) -> None:
