@@ -216,8 +216,9 @@ class BrokerSource(Source):
         if cluster is not None:
             out["cluster"] = {
                 "live_nodes": [n.node_id for n in self.broker.leadership.live_nodes()],
-                "coordinator_leases": [{"partition": index, "owner": owner, "epoch": epoch}
-                                       for index, owner, epoch in cluster.coordinator_leases],
+                "coordinator_leases": [
+                    {"type": x.type, "topic": x.topic, "partition": x.partition,
+                     "owner": x.owner, "epoch": x.epoch} for x in cluster.coordinator_leases],
                 "takeovers": cluster.takeovers, "handoffs": cluster.handoffs,
                 "lost": cluster.lost}
         return out

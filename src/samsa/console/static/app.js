@@ -400,8 +400,8 @@ function healthView() {
         ${h.shards.map(s => `<tr><td>${s.partition}</td><td>${badge(s.status)}</td><td class="num">${s.groups}</td>
           <td class="num">${ms(s.load_ms)}</td><td>${clock(s.loaded_at_ms)}</td><td>${s.previous_node ?? "–"}</td>
           <td class="num">${s.lease_epoch ?? "–"}</td></tr>`).join("")}</tbody></table></div>
-      ${cluster ? `<div class="card"><h2>Coordinator shard leases</h2><table><thead><tr><th>Shard</th><th>Owner</th><th class="num">Epoch</th></tr></thead><tbody>
-        ${cluster.coordinator_leases.map(l => `<tr><td>${l.partition}</td><td>${l.owner ?? "–"}</td><td class="num">${l.epoch}</td></tr>`).join("")}
+      ${cluster ? `<div class="card"><h2>Coordinator shard leases</h2><table data-testid="coordinator-leases"><thead><tr><th>Coordinator</th><th>Shard</th><th>Owner</th><th class="num">Epoch</th></tr></thead><tbody>
+        ${cluster.coordinator_leases.map(l => `<tr><td>${l.type === "TRANSACTION" ? "transaction" : "group"}</td><td>${esc(l.topic)}-${l.partition}</td><td>${l.owner ?? "–"}</td><td class="num">${l.epoch}</td></tr>`).join("")}
         </tbody></table></div>` : ""}</div>`;
   };
   load();
