@@ -14,13 +14,17 @@ fetch with it). Once the lock goes, the waiting request gets its right answer.
 * topic changes: CreateTopics, CreatePartitions, IncrementalAlterConfigs of a topic,
   DeleteTopics (``samsa_topics`` or ``samsa_partitions`` locked against writes);
 * a share partition's ``by_duration`` start, looked up by timestamp at the group's first
-  ShareFetch (``samsa_batches`` locked).
+  ShareFetch (``samsa_batches`` locked);
+* a topic auto-created by Metadata, and ``__transaction_state`` created by the first
+  transactional request (``samsa_topics`` locked against writes).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import asyncpg
@@ -79,31 +83,43 @@ def while_locked(dsn: str, lock: str, waits_on: str, request: Callable[[], Any],
     """Hold ``lock``; send ``request`` (blocking, on its own connection) and once the node's
     query matching ``waits_on`` waits on the lock, check another connection is served; then
     release the lock and return the request's answer."""
+    (answer,) = while_locked_all(dsn, lock, waits_on, [request], bootstrap)
+    return answer
 
-    async def scenario() -> Any:
+
+def while_locked_all(dsn: str, lock: str, waits_on: str, requests: list[Callable[[], Any]],
+                     bootstrap: str) -> list[Any]:
+    """:func:`while_locked` with several requests, sent in turn: each once the queries of
+    those before it wait on the lock (so that they wait in that order, as PostgreSQL grants
+    a row lock); the answers in the order sent."""
+
+    async def scenario() -> list[Any]:
         holder = await asyncpg.connect(dsn)
         watcher = await asyncpg.connect(dsn)
         tx = holder.transaction()
         await tx.start()
+        pending: list[asyncio.Future[Any]] = []
         try:
             await holder.execute(lock)
-            pending = asyncio.ensure_future(asyncio.to_thread(request))
-            for _ in range(200):  # until the node's query waits on the lock
-                if await watcher.fetchval(
-                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                        "AND query LIKE $1", f"%{waits_on}%"):
-                    break
-                assert not pending.done(), pending.result()
-                await asyncio.sleep(0.05)
-            else:
-                raise AssertionError(f"the node never queried {waits_on!r}")
+            for request in requests:
+                pending.append(asyncio.ensure_future(asyncio.to_thread(request)))
+                for _ in range(200):  # until the node's query waits on the lock
+                    if await watcher.fetchval(
+                            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = "
+                            "'Lock' AND query LIKE $1", f"%{waits_on}%") >= len(pending):
+                        break
+                    for p in pending:
+                        assert not p.done(), p.result()
+                    await asyncio.sleep(0.05)
+                else:
+                    raise AssertionError(f"the node never queried {waits_on!r}")
             assert await asyncio.to_thread(api_versions, bootstrap) == ErrorCode.none
-            assert not pending.done()  # still waiting on the database
+            assert not any(p.done() for p in pending)  # still waiting on the database
         finally:
             await tx.rollback()
             await holder.close()
             await watcher.close()
-        return await pending
+        return [await p for p in pending]
 
     return asyncio.run(scenario())
 
@@ -140,9 +156,9 @@ def test_group_config_change_waits_off_the_event_loop(
     assert '"consumer.session.timeout.ms": "50000"' in row["configs"]
 
 
-def metadata(bootstrap: str, name: str) -> Any:
+def metadata(bootstrap: str, name: str, create: bool = False) -> Any:
     return ask(bootstrap, ApiKey.METADATA, 12, topics=[{"name": name, "topic_id": None}],
-               allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+               allow_auto_topic_creation=create, include_topic_authorized_operations=False)
 
 
 def test_unknown_topic_lookup_waits_off_the_event_loop(
@@ -293,3 +309,53 @@ def test_share_partition_by_duration_start_waits_off_the_event_loop(
                         "max_ts >= $2 AND last_offset", first_fetch, one.bootstrap)
     assert resp.error_code == ErrorCode.none
     assert acquired(resp)[0][0] == 0  # the records of the last hour: all three ("latest": none)
+
+
+# -- topics created without a CreateTopics: written on the database thread too ---------------
+def test_auto_created_topic_waits_off_the_event_loop(
+        node: tuple[ClusterNodeProcess, str]) -> None:
+    """Metadata auto-creating a topic on two connections at once: the node serves a third
+    meanwhile, and both are answered with the one topic created (neither is told it
+    already exists)."""
+    one, dsn = node
+
+    def twice() -> list[Any]:
+        with ThreadPoolExecutor(2) as pool:
+            return list(pool.map(lambda _: metadata(one.bootstrap, "auto-made", create=True),
+                                 range(2)))
+
+    answers = while_locked(dsn, "LOCK TABLE samsa_topics IN EXCLUSIVE MODE",
+                           "INTO samsa_topics", twice, one.bootstrap)
+    (row,) = query(dsn, "SELECT t.id, count(p.pid) AS n FROM samsa_topics t JOIN "
+                        "samsa_partitions p ON p.topic = t.name WHERE t.name = 'auto-made' "
+                        "GROUP BY t.id")
+    assert row["n"] == 1  # num.partitions
+    for resp in answers:
+        (topic,) = resp.topics
+        assert (topic.error_code, topic.name, topic.topic_id, len(topic.partitions)) == \
+            (ErrorCode.none, "auto-made", row["id"], 1)
+
+
+def find_txn_coordinator(bootstrap: str) -> Any:
+    """FindCoordinator of a transactional id, asked until answered with a coordinator (the
+    first one starts creating ``__transaction_state``)."""
+    for _ in range(600):
+        (found,) = ask(bootstrap, ApiKey.FIND_COORDINATOR, 4, key_type=1,
+                       coordinator_keys=["tx"]).coordinators
+        if found.error_code == ErrorCode.none:
+            return found
+        time.sleep(0.05)
+    raise AssertionError("no transaction coordinator")
+
+
+def test_transaction_state_topic_waits_off_the_event_loop(
+        node: tuple[ClusterNodeProcess, str]) -> None:
+    one, dsn = node
+    assert not query(dsn, "SELECT 1 FROM samsa_topics WHERE name = '__transaction_state'")
+    found = while_locked(dsn, "LOCK TABLE samsa_topics IN EXCLUSIVE MODE",
+                         "INTO samsa_topics", lambda: find_txn_coordinator(one.bootstrap),
+                         one.bootstrap)
+    assert found.node_id == 1
+    (row,) = query(dsn, "SELECT count(*) AS n FROM samsa_partitions "
+                        "WHERE topic = '__transaction_state'")
+    assert row["n"] == 50  # transaction.state.log.num.partitions

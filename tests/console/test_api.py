@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, Producer
 
 from samsa import TopicPartition
 from samsa.client import Admin
@@ -232,3 +232,73 @@ def test_the_history_survives_a_broker_restart(tmp_path: Path) -> None:
         assert int(loaded["detail"]["load_ms"]) >= 0
     finally:
         proc.stop()
+
+
+def test_cluster_health_lists_group_and_transaction_coordinator_shards(
+        tmp_path: Path, pg_dsn: str) -> None:
+    """A cluster node's health names the lease of every coordinator shard, of the group
+    coordinator (``__consumer_offsets``) and of the transaction coordinator
+    (``__transaction_state``) alike, with the owner and epoch the database holds (another
+    node's too), and lists the shards of both it holds (a transaction shard with its
+    transactional ids); its metrics count the transaction shards it holds apart from
+    partitions."""
+    from samsa.broker.topics import OFFSETS_TOPIC, TRANSACTION_TOPIC
+    from samsa.coordinator.hashing import partition_for
+    from tests.cluster.nodes import ClusterNodeProcess, all_owned, leases, wait_until
+    from tests.cluster.test_pg_event_loop import find_txn_coordinator
+    from tests.security.test_authorization import scrape
+
+    nodes: list[ClusterNodeProcess] = []
+    try:
+        for i in (1, 2):
+            node = ClusterNodeProcess(tmp_path, i, pg_dsn,
+                                      {"transaction.state.log.num.partitions": "3"})
+            node.extra_args += ["--metrics-port", "0"]
+            nodes.append(node.start())
+        find_txn_coordinator(nodes[0].bootstrap)  # creates __transaction_state
+        wait_until(lambda: all_owned(pg_dsn, {1, 2}), 30, "every lease held")
+        base = http_url(nodes[0])
+        kinds = {OFFSETS_TOPIC: "GROUP", TRANSACTION_TOPIC: "TRANSACTION"}
+
+        def shown() -> dict[tuple[str, int], tuple[str, int | None, int]]:
+            _, health = api(base, "/health")
+            return {(x["topic"], x["partition"]): (x["type"], x["owner"], x["epoch"])
+                    for x in health["cluster"]["coordinator_leases"]}
+
+        def held() -> dict[tuple[str, int], tuple[str, int | None, int]]:
+            return {k: (kinds[k[0]], owner, epoch)
+                    for k, (owner, epoch) in leases(pg_dsn).items() if k[0] in kinds}
+
+        wait_until(lambda: shown() == held(), 20, "the health naming every shard's lease")
+        assert sorted(k for k in shown() if k[0] == TRANSACTION_TOPIC) == [
+            (TRANSACTION_TOPIC, i) for i in range(3)]
+        assert len(shown()) == 6 + 3
+        assert {owner for _, owner, _ in shown().values()} == {1, 2}
+
+        producer = Producer({"bootstrap.servers": nodes[0].bootstrap,
+                             "transactional.id": "console-tx"})
+        producer.init_transactions(30)
+        urls = [base, http_url(nodes[1])]
+
+        def txn_shards() -> dict[tuple[int, int], tuple[str, int]]:
+            """(node, shard) -> (status, transactional ids) of each node's own."""
+            return {(node, s["partition"]): (s["status"], s["groups"])
+                    for node, url in enumerate(urls, 1)
+                    for s in api(url, "/health")[1]["shards"] if s["type"] == "TRANSACTION"}
+
+        owners = {(owner, i) for (topic, i), (owner, _) in leases(pg_dsn).items()
+                  if topic == TRANSACTION_TOPIC}
+        wait_until(lambda: set(txn_shards()) == owners, 20, "each node listing its txn shards")
+        tid_shard = partition_for("console-tx", 3)
+        assert txn_shards() == {
+            (node, i): ("active", 1 if i == tid_shard else 0) for node, i in owners}
+
+        def counted(kind: str) -> float:
+            return sum(scrape(n)[("samsa_cluster_leases", frozenset({("kind", kind)}))]
+                       for n in nodes)
+
+        wait_until(lambda: (counted("coordinator_shard"), counted("transaction_coordinator_shard"),
+                            counted("partition")) == (6, 3, 0), 20, "the lease gauges adding up")
+    finally:
+        for n in nodes:
+            n.kill()

@@ -21,6 +21,7 @@ from samsa import TopicPartition
 from samsa.client import Admin
 from tests.brokerproc import BrokerProcess
 from tests.cluster.nodes import ClusterNodeProcess, all_owned, wait_until
+from tests.cluster.test_pg_event_loop import find_txn_coordinator
 from tests.conformance.consumer_protocol_kit import BROKER_CONFIG, CpMember
 from tests.conformance.groupkit import create_topic, produce
 from tests.conformance.sharekit import SHARE_BROKER_CONFIG, hold_records, set_group_configs
@@ -248,8 +249,15 @@ def test_the_history_continues_on_the_new_coordinator_after_a_failover(
             assert page.locator("[data-testid=event][data-cause=member-joined]").count() >= 1
             page.wait_for_selector("#g-members tr[data-member]", timeout=30_000)
             page.screenshot(path=str(screenshots / "cluster-failover.png"), full_page=True)
+            find_txn_coordinator(nodes[second].bootstrap)  # __transaction_state: leased too
+            wait_for(lambda: len(api(urls[second], "/health")[1]["cluster"][
+                "coordinator_leases"]) == 6 + 50, 30, "the transaction shards' leases")
             page.goto(f"{urls[second]}/console/#/health")
             page.wait_for_selector("[data-testid=since-failover] .clock")
+            rows = page.locator("[data-testid=coordinator-leases] tbody tr").all_inner_texts()
+            assert [r.split("\t")[:2] for r in (rows[0], rows[6], rows[-1])] == [
+                ["group", "__consumer_offsets-0"], ["transaction", "__transaction_state-0"],
+                ["transaction", "__transaction_state-49"]]
             page.screenshot(path=str(screenshots / "health.png"), full_page=True)
             _, health = api(urls[second], "/health")
             assert health["cluster"]["takeovers"] >= 1 and first not in \

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -345,11 +346,15 @@ class MemoryTopics:
         self.db.topics[name] = TopicRecord(name, rec.topic_id, dict(overrides), rec.partitions)
         self.db.version += 1
 
-    async def delete(self, name: str) -> None:
-        rec = self.db.topics.pop(name)
+    async def delete(self, name: str, topic_id: uuid.UUID) -> bool:
+        rec = self.db.topics.get(name)
+        if rec is None or rec.topic_id != topic_id:
+            return False
+        del self.db.topics[name]
         for i in range(rec.partitions):
             self.db.rows.pop((name, i), None)
         self.db.version += 1
+        return True
 
 
 class MemoryProducerIds:

@@ -208,8 +208,10 @@ def test_topic_changes_are_awaited_and_seen_in_the_next_snapshot(kit: Kit) -> No
         await store.alter("made", {"cleanup.policy": "compact"})
         assert (await now())["made"] == TopicRecord("made", made.topic_id,
                                                     {"cleanup.policy": "compact"}, 5)
-        await store.delete("made")
+        assert not await store.delete("made", uuid.uuid4())  # not the topic of that id
+        assert await store.delete("made", made.topic_id)
         assert set(await now()) == {"other"}
+        assert not await store.delete("made", made.topic_id)  # deleted already
         assert await store.fetch() is None  # nothing changed since
 
     run(kit, scenario)

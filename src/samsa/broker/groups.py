@@ -51,7 +51,7 @@ from kio.schema.errors import ErrorCode
 
 from samsa.broker.clock import now_ms
 from samsa.broker.group_jobs import JobRunner
-from samsa.broker.topics import OFFSETS_TOPIC, Topic, TopicError
+from samsa.broker.topics import OFFSETS_TOPIC, Topic
 from samsa.coordinator import (
     Coordinator,
     CoordinatorConfig,
@@ -212,15 +212,8 @@ class GroupRuntime:
         cluster node loads those it is given: :meth:`gain`)."""
         config = self.broker.config
         topics = self.broker.topics
-        topic = topics.get(OFFSETS_TOPIC)
-        if topic is None:
-            try:
-                topic = topics.create(OFFSETS_TOPIC, int(config["offsets.topic.num.partitions"]),
-                                      now_ms=now_ms())
-            except TopicError:  # another cluster node created it meanwhile
-                topic = topics.get(OFFSETS_TOPIC)
-                if topic is None:
-                    raise
+        topic = await topics.ensure(OFFSETS_TOPIC, int(config["offsets.topic.num.partitions"]),
+                                    now_ms=now_ms())
         self.topic = topic
         props: dict[str, object] = {s.name: value for s, value, _ in config.items()
                                     if s.name.startswith(COORDINATOR_PREFIXES)}

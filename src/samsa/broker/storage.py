@@ -54,6 +54,7 @@ from samsa.transactions.coordinator import AddPartitions, Markers
 __all__ = [
     "ClusterStatus",
     "ConfigStore",
+    "CoordinatorLease",
     "Engine",
     "Leadership",
     "Node",
@@ -183,14 +184,16 @@ class TopicStore(Protocol):
 
     def create_now(self, record: TopicRecord) -> bool:
         """:meth:`create`, blocking (a shared catalog waits for its database): for callers
-        that cannot await (an auto-created or internal topic)."""
+        that cannot await (a single node's ``__share_group_state``)."""
 
     async def add_partitions(self, name: str, current: int, total: int) -> None: ...
 
     async def alter(self, name: str, overrides: Mapping[str, str]) -> None: ...
 
-    async def delete(self, name: str) -> None:
-        """Forget a topic and its data (its partition stores are closed first)."""
+    async def delete(self, name: str, topic_id: uuid.UUID) -> bool:
+        """Forget the topic ``name`` of id ``topic_id`` and its data (its partition stores
+        are closed first); False if no such topic is stored (another node or request
+        deleted it first: only one deletion of a topic succeeds)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,16 +282,33 @@ class NodeInfo:
         return None
 
 
+@dataclass(frozen=True, slots=True, order=True)
+class CoordinatorLease:
+    """The lease of a coordinator shard, as a cluster node last read it."""
+
+    #: Kafka's CoordinatorType name (what FindCoordinator's key_type stands for): ``GROUP``
+    #: for a ``__consumer_offsets`` partition, ``TRANSACTION`` for a ``__transaction_state`` one
+    type: str
+    topic: str
+    partition: int
+    owner: int | None
+    epoch: int
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterStatus:
     """A node's view of the cluster's leases (the console and the metrics)."""
 
     live_nodes: tuple[int, ...]
     """The nodes the last read found live."""
-    #: (shard index, owner or None, epoch) of every ``__consumer_offsets`` partition
-    coordinator_leases: tuple[tuple[int, int | None, int], ...]
+    #: every coordinator shard's lease (group shards, then transaction shards)
+    coordinator_leases: tuple[CoordinatorLease, ...]
+    #: leases of partitions held (coordinator shards not counted)
     partitions_held: int
+    #: group coordinator shards held
     shards_held: int
+    #: transaction coordinator shards held
+    txn_shards_held: int = 0
     claims: int = 0
     takeovers: int = 0
     handoffs: int = 0

@@ -6,7 +6,8 @@ in-memory view the handlers read synchronously, and leaves persistence to the en
 single node, tables shared by a cluster): after each change the view is brought to the
 store's snapshot. A change a request asks for (CreateTopics, CreatePartitions, AlterConfigs
 of a topic, DeleteTopics) is awaited, so a shared store writes it without holding up the
-event loop; an auto-created or internal topic is created blocking (:meth:`TopicManager.create`).
+event loop, and so is an auto-created or internal topic (:meth:`TopicManager.ensure`); only a
+single node's ``__share_group_state`` is created blocking (:meth:`TopicManager.create`).
 A lookup answers from the view, as Kafka's brokers answer from their
 metadata cache (a cluster's engine refreshes it when another node changes the catalog);
 a request naming a topic the view lacks (Metadata, the topic admin requests, OffsetCommit
@@ -205,13 +206,30 @@ class TopicManager:
 
     def create(self, name: str, num_partitions: int,
                overrides: Mapping[str, str] | None = None, *, now_ms: int) -> Topic:
-        """Create a topic, blocking on a shared store (an auto-created or internal topic:
-        a caller that cannot await); raises :class:`TopicError` with Kafka's error codes."""
+        """Create a topic, blocking on a shared store: for a caller that cannot await (a
+        single node's ``__share_group_state``: a cluster keeps share states in its engine);
+        raises :class:`TopicError` with Kafka's error codes."""
         record = self._new_topic(name, num_partitions, overrides)
         created = self.store.create_now(record)
         self._now_ms = now_ms
         self.refresh()
         return self._created(record, created)
+
+    async def ensure(self, name: str, num_partitions: int,
+                     overrides: Mapping[str, str] | None = None, *, now_ms: int) -> Topic:
+        """The topic ``name``, created by :meth:`create_topic` if the view lacks it (an
+        auto-created or internal topic): another node or request creating it meanwhile is
+        no error; raises :class:`TopicError` otherwise."""
+        topic = self.get(name)
+        if topic is not None:
+            return topic
+        try:
+            return await self.create_topic(name, num_partitions, overrides, now_ms=now_ms)
+        except TopicError as exc:
+            topic = self.get(name)  # the view was brought to the store: the winner's topic
+            if exc.error_code != ErrorCode.topic_already_exists or topic is None:
+                raise
+            return topic
 
     async def create_topic(
         self,
@@ -222,8 +240,9 @@ class TopicManager:
         now_ms: int,
         validate_only: bool = False,
     ) -> Topic:
-        """:meth:`create` without holding up the event loop (CreateTopics; with
-        ``validate_only`` nothing is created)."""
+        """:meth:`create` without holding up the event loop (CreateTopics, and through
+        :meth:`ensure` auto-created and internal topics; with ``validate_only`` nothing is
+        created)."""
         record = self._new_topic(name, num_partitions, overrides)
         if validate_only:
             return Topic(name, record.topic_id, dict(record.overrides))
@@ -317,7 +336,9 @@ class TopicManager:
                 part.log.reconfigure(config)
 
     async def delete(self, name: str) -> Topic:
-        """Delete a topic and its data."""
+        """Delete a topic and its data; UNKNOWN_TOPIC_OR_PARTITION if the view lacks it, or
+        if another node or request deleted it first (as Kafka answers the second of two
+        deletions)."""
         topic = self.get(name)
         if topic is None:
             raise TopicError(ErrorCode.unknown_topic_or_partition,
@@ -325,10 +346,13 @@ class TopicManager:
         if topic.internal:
             raise TopicError(ErrorCode.invalid_topic_exception,
                              f"Internal topic {name} cannot be deleted.")
-        await self.store.delete(name)
+        deleted = await self.store.delete(name, topic.topic_id)
         if self._topics.get(name) is topic:  # not already forgotten by a refresh meanwhile
             self._forget(topic)
         await self.catch_up()
+        if not deleted:
+            raise TopicError(ErrorCode.unknown_topic_or_partition,
+                             "This server does not host this topic-partition.")
         return topic
 
     def close(self) -> None:

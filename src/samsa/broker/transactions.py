@@ -42,7 +42,7 @@ from kio.schema.errors import ErrorCode
 from samsa.broker.clock import now_ms
 from samsa.broker.groups import LoopTimer
 from samsa.broker.parking import wait_event
-from samsa.broker.topics import OFFSETS_TOPIC, TRANSACTION_TOPIC, Topic, TopicError
+from samsa.broker.topics import OFFSETS_TOPIC, TRANSACTION_TOPIC, Topic
 from samsa.coordinator.runtime import Load, ShardRuntime, partitions_of
 from samsa.coordinator.timers import TimerKey
 from samsa.protocol.records import ProducerRecordData, encode_batch, encode_marker, log_entries
@@ -172,18 +172,13 @@ class TxnRuntime:
         return ErrorCode.coordinator_not_available
 
     async def _create(self) -> None:
-        topics = self.broker.topics
-        topic = topics.get(TRANSACTION_TOPIC)
-        if topic is None:
-            try:
-                topic = topics.create(TRANSACTION_TOPIC, self.config.num_partitions,
-                                      now_ms=now_ms())
-            except TopicError:  # another cluster node created it meanwhile
-                topic = topics.get(TRANSACTION_TOPIC)
-                if topic is None:
-                    log.exception("creating %s failed", TRANSACTION_TOPIC)
-                    self._starting = None
-                    return
+        try:
+            topic = await self.broker.topics.ensure(TRANSACTION_TOPIC, self.config.num_partitions,
+                                                    now_ms=now_ms())
+        except Exception:  # the next transactional request tries again
+            log.exception("creating %s failed", TRANSACTION_TOPIC)
+            self._starting = None
+            return
         await self._open(topic)
 
     def _opened(self) -> ShardRuntime[TxnShard, TxnResult] | None:

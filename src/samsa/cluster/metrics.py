@@ -23,6 +23,7 @@ class ClusterCollector:
                                    "Leases this node holds, by kind", labels=["kind"])
         leases.add_metric(["partition"], status.partitions_held)
         leases.add_metric(["coordinator_shard"], status.shards_held)
+        leases.add_metric(["transaction_coordinator_shard"], status.txn_shards_held)
         yield leases
         yield GaugeMetricFamily("samsa_cluster_live_nodes", "Live nodes of the cluster",
                                 value=len(status.live_nodes))

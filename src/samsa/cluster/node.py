@@ -44,6 +44,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +55,7 @@ from samsa.broker.config import BrokerConfig
 from samsa.broker.parking import wait_event
 from samsa.broker.storage import (
     ClusterStatus,
+    CoordinatorLease,
     Node,
     NodeInfo,
     PartitionStore,
@@ -86,6 +88,9 @@ MARKER_WAIT_S = 10.0
 """How long a coordinator waits for forwarded markers before it posts them again."""
 ADD_WAIT_S = 5.0
 """How long a node waits for the answer to an implicit add it forwarded."""
+_COORDINATOR_TYPES = {OFFSETS_TOPIC: "GROUP", TRANSACTION_TOPIC: "TRANSACTION"}
+"""The topics whose partitions are coordinator shards, and the coordinator's type (Kafka's
+CoordinatorType names: what FindCoordinator's key_type stands for)."""
 
 
 class MarkersNotForwarded(Exception):
@@ -534,12 +539,13 @@ class ClusterNode:
 
     def status(self) -> ClusterStatus:
         by_pid = self.topics.by_pid
-        shards = sum(1 for pid in self.owned
-                     if pid in by_pid and by_pid[pid].topic == OFFSETS_TOPIC)
-        leases = sorted((by_pid[pid].index, owner, epoch)
-                        for pid, (owner, epoch) in self.lease_view.items()
-                        if pid in by_pid and by_pid[pid].topic == OFFSETS_TOPIC)
+        held = Counter(by_pid[pid].topic for pid in self.owned if pid in by_pid)
+        leases = sorted(
+            CoordinatorLease(_COORDINATOR_TYPES[plog.topic], plog.topic, plog.index, owner, epoch)
+            for pid, (owner, epoch) in self.lease_view.items()
+            if (plog := by_pid.get(pid)) is not None and plog.topic in _COORDINATOR_TYPES)
+        shards, txn_shards = held[OFFSETS_TOPIC], held[TRANSACTION_TOPIC]
         stats = self.stats
         return ClusterStatus(tuple(sorted(self.nodes)), tuple(leases),
-                             len(self.owned) - shards, shards, stats.claims, stats.takeovers,
-                             stats.handoffs, stats.lost)
+                             len(self.owned) - shards - txn_shards, shards, txn_shards,
+                             stats.claims, stats.takeovers, stats.handoffs, stats.lost)

@@ -32,6 +32,7 @@ from samsa.broker.metrics import share_partitions
 from samsa.console import views
 from samsa.console.lag import LagSample
 from samsa.console.source import ConsoleOptions, Source, now_ms
+from samsa.coordinator.history.model import LoadInfo
 from samsa.coordinator.shard import ShardStatus
 from samsa.protocol.records import decode_batches
 from samsa.security.acl import AclOperation, ResourceType
@@ -181,29 +182,25 @@ class BrokerSource(Source):
         return rows
 
     async def health(self) -> dict[str, Any] | None:
-        runtime = self.broker.groups
-        coordinator = runtime.coordinator
         cluster = self.broker.leadership.status()
         now = now_ms()
-        shards = []
-        if coordinator is not None:
+        groups, txns = self.broker.groups, self.broker.transactions
+        shards: list[dict[str, Any]] = []
+        takeovers = _takeovers(groups.loads, groups.loaded_at)
+        if groups.coordinator is not None:
             counts: dict[int, int] = {}
-            for s in coordinator.group_summaries():
+            for s in groups.coordinator.group_summaries():
                 counts[s.partition] = counts.get(s.partition, 0) + 1
-            for index, shard in sorted(coordinator.shards.items()):
-                info = runtime.loads.get(index)
-                done = runtime.loaded_at.get(index)
-                shards.append({
-                    "partition": index, "status": shard.status.value,
-                    "groups": counts.get(index, 0),
-                    "loaded_at_ms": done,
-                    "load_ms": None if info is None or done is None else done - info.started_ms,
-                    "previous_node": None if info is None or info.previous_node == info.node_id
-                    else info.previous_node,
-                    "lease_epoch": None if info is None else info.lease_epoch})
-        takeovers = [runtime.loaded_at[i] for i, info in runtime.loads.items()
-                     if info.previous_node is not None and info.previous_node != info.node_id
-                     and i in runtime.loaded_at]
+            shards += _shard_rows("GROUP", {
+                i: (shard.status.value, counts.get(i, 0))
+                for i, shard in groups.coordinator.shards.items()}, groups.loads,
+                groups.loaded_at)
+        if txns.coordinator is not None and txns.shards is not None:
+            shards += _shard_rows("TRANSACTION", {
+                i: ((ShardStatus.ACTIVE if shard.loaded else ShardStatus.LOADING).value,
+                    len(shard.txns)) for i, shard in txns.coordinator.shards.items()},
+                txns.shards.loads, txns.shards.loaded_at)
+            takeovers += _takeovers(txns.shards.loads, txns.shards.loaded_at)
         out: dict[str, Any] = {
             "node_id": self.broker.config.node_id, "at_ms": now,
             "shards": shards,
@@ -216,8 +213,9 @@ class BrokerSource(Source):
         if cluster is not None:
             out["cluster"] = {
                 "live_nodes": [n.node_id for n in self.broker.leadership.live_nodes()],
-                "coordinator_leases": [{"partition": index, "owner": owner, "epoch": epoch}
-                                       for index, owner, epoch in cluster.coordinator_leases],
+                "coordinator_leases": [
+                    {"type": x.type, "topic": x.topic, "partition": x.partition,
+                     "owner": x.owner, "epoch": x.epoch} for x in cluster.coordinator_leases],
                 "takeovers": cluster.takeovers, "handoffs": cluster.handoffs,
                 "lost": cluster.lost}
         return out
@@ -327,3 +325,28 @@ def _only_topics(group: dict[str, Any], seen: Callable[[str], bool]) -> dict[str
             if m[key] is not None:
                 m[key] = [tp for tp in m[key] if seen(tp[0])]
     return group
+
+
+def _shard_rows(kind: str, shards: dict[int, tuple[str, int]], loads: dict[int, LoadInfo],
+                loaded_at: dict[int, int]) -> list[dict[str, Any]]:
+    """The health of the shards of one coordinator (``kind``: Kafka's CoordinatorType name)
+    this node holds, from shard index -> (status, groups or transactional ids held)."""
+    rows = []
+    for index, (status, count) in sorted(shards.items()):
+        info = loads.get(index)
+        done = loaded_at.get(index)
+        rows.append({
+            "type": kind, "partition": index, "status": status, "groups": count,
+            "loaded_at_ms": done,
+            "load_ms": None if info is None or done is None else done - info.started_ms,
+            "previous_node": None if info is None or info.previous_node == info.node_id
+            else info.previous_node,
+            "lease_epoch": None if info is None else info.lease_epoch})
+    return rows
+
+
+def _takeovers(loads: dict[int, LoadInfo], loaded_at: dict[int, int]) -> list[int]:
+    """When each shard this node took over from another node finished loading."""
+    return [loaded_at[i] for i, info in loads.items()
+            if info.previous_node is not None and info.previous_node != info.node_id
+            and i in loaded_at]

@@ -1,5 +1,7 @@
 """DeleteTopics (key 20): delete topics and their data.
 
+Of two deletions of one topic (on one node or two of a cluster) only the first succeeds: the
+other is UNKNOWN_TOPIC_OR_PARTITION, or UNKNOWN_TOPIC_ID when asked by id, as Kafka answers.
 Needs DELETE on the cluster or on each topic, else TOPIC_AUTHORIZATION_FAILED; a topic the
 caller may not even DESCRIBE is refused so whether it exists or not (and, asked by id,
 without its name), as Kafka's controller answers.
@@ -48,9 +50,7 @@ async def _delete_one(ctx: RequestContext, name: TopicName | None,
     if tid is not None and tid != _ZERO_UUID:
         topic = broker.topics.by_id(tid)
         if topic is None:
-            return DeletableTopicResult(name=name, topic_id=tid,
-                                        error_code=ErrorCode.unknown_topic_id,
-                                        error_message="This server does not host this topic ID.")
+            return _unknown_id(name, tid)
         name = TopicName(topic.name)
     refused = _refused(ctx, name or "")
     if refused is not None:
@@ -65,11 +65,18 @@ async def _delete_one(ctx: RequestContext, name: TopicName | None,
     try:
         topic = await broker.topics.delete(name or "")  # neither name nor id: unknown topic
     except TopicError as exc:
+        if tid not in (None, _ZERO_UUID) and exc.error_code == ErrorCode.unknown_topic_or_partition:
+            return _unknown_id(name, tid)  # deleted meanwhile by another node or request
         return DeletableTopicResult(name=name, topic_id=tid or _ZERO_UUID,
                                     error_code=ErrorCode(exc.error_code),
                                     error_message=exc.message)
     return DeletableTopicResult(name=name, topic_id=topic.topic_id, error_code=ErrorCode.none,
                                 error_message=None)
+
+
+def _unknown_id(name: TopicName | None, tid: uuid.UUID) -> DeletableTopicResult:
+    return DeletableTopicResult(name=name, topic_id=tid, error_code=ErrorCode.unknown_topic_id,
+                                error_message="This server does not host this topic ID.")
 
 
 def _refused(ctx: RequestContext, name: str) -> bool | None:

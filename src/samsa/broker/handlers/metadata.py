@@ -1,4 +1,6 @@
-"""Metadata (key 3): brokers, topics and partitions; auto-creates topics like Kafka.
+"""Metadata (key 3): brokers, topics and partitions; auto-creates topics like Kafka (awaited:
+a cluster node writes the catalog off its event loop; a topic another request or node
+creates meanwhile is answered as found).
 
 Authorization as Kafka's: all topics lists only those the caller may DESCRIBE; a topic
 asked for by name that it may not is TOPIC_AUTHORIZATION_FAILED (whether it exists or not),
@@ -117,7 +119,7 @@ async def handle(ctx: RequestContext) -> MetadataResponse | MetadataResponseV10:
         await broker.topics.resolve([n for n, _ in requested], [i for _, i in requested],
                                     hold=ctx.hold)
         for name, tid in requested:
-            entries.append(_lookup(ctx, name, tid, allow_create))
+            entries.append(await _lookup(ctx, name, tid, allow_create))
     if getattr(ctx.body, "include_topic_authorized_operations", False):
         entries = [replace(e, topic_authorized_operations=i32(access.operations(
             ctx, TOPIC, e.name))) if e.name is not None and e.error_code not in _HIDDEN else e
@@ -143,8 +145,8 @@ _HIDDEN = (ErrorCode.topic_authorization_failed, ErrorCode.unknown_topic_id)
 """Topic answers that carry no authorized operations."""
 
 
-def _lookup(ctx: RequestContext, name: str | None, tid: uuid.UUID | None,
-            allow_create: bool) -> MetadataResponseTopic:
+async def _lookup(ctx: RequestContext, name: str | None, tid: uuid.UUID | None,
+                  allow_create: bool) -> MetadataResponseTopic:
     topics = ctx.broker.topics
     if tid is not None:
         topic = topics.by_id(tid)
@@ -165,8 +167,9 @@ def _lookup(ctx: RequestContext, name: str | None, tid: uuid.UUID | None,
     if not (access.cluster_allowed(ctx, AclOperation.CREATE, log=False)
             or access.allowed(ctx, AclOperation.CREATE, TOPIC, name)):
         return _error_entry(name, ErrorCode.topic_authorization_failed)
-    try:
-        topic = topics.create(name, int(ctx.broker.config["num.partitions"]), now_ms=now_ms())
+    try:  # the connection's later requests were held by resolve: they see the topic
+        topic = await topics.ensure(name, int(ctx.broker.config["num.partitions"]),
+                                    now_ms=now_ms())
     except TopicError as exc:
         return _error_entry(name, ErrorCode(exc.error_code))
     return topic_entry(ctx, topic)

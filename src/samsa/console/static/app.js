@@ -377,6 +377,11 @@ function groupView(gid) {
 
 // ------------------------------------------------------------------ health (panel 6)
 
+/** A coordinator shard's kind, from Kafka's CoordinatorType name. */
+function coordinatorType(type) {
+  return type === "TRANSACTION" ? "transaction" : "group";
+}
+
 function healthView() {
   const v = $("#view");
   v.innerHTML = `<h1>Coordinator health</h1><div id="health" data-testid="health"><p class="muted">Loading…</p></div>`;
@@ -395,13 +400,13 @@ function healthView() {
         ${cluster ? `<div class="kv"><div class="k">Live nodes</div><div class="v">${cluster.live_nodes.join(", ")}</div></div>
         <div class="kv"><div class="k">Take-overs / hand-offs / lost</div><div class="v">${cluster.takeovers} / ${cluster.handoffs} / ${cluster.lost}</div></div>` : ""}
       </div></div>
-      <div class="two"><div class="card"><h2>Shards on this node</h2><table><thead><tr><th>Shard</th><th>Status</th>
-        <th class="num">Groups</th><th class="num">Load time</th><th>Loaded</th><th>From node</th><th class="num">Lease epoch</th></tr></thead><tbody>
-        ${h.shards.map(s => `<tr><td>${s.partition}</td><td>${badge(s.status)}</td><td class="num">${s.groups}</td>
+      <div class="two"><div class="card"><h2>Shards on this node</h2><table data-testid="node-shards"><thead><tr><th>Coordinator</th><th>Shard</th><th>Status</th>
+        <th class="num">Groups / txn ids</th><th class="num">Load time</th><th>Loaded</th><th>From node</th><th class="num">Lease epoch</th></tr></thead><tbody>
+        ${h.shards.map(s => `<tr><td>${coordinatorType(s.type)}</td><td>${s.partition}</td><td>${badge(s.status)}</td><td class="num">${s.groups}</td>
           <td class="num">${ms(s.load_ms)}</td><td>${clock(s.loaded_at_ms)}</td><td>${s.previous_node ?? "–"}</td>
           <td class="num">${s.lease_epoch ?? "–"}</td></tr>`).join("")}</tbody></table></div>
-      ${cluster ? `<div class="card"><h2>Coordinator shard leases</h2><table><thead><tr><th>Shard</th><th>Owner</th><th class="num">Epoch</th></tr></thead><tbody>
-        ${cluster.coordinator_leases.map(l => `<tr><td>${l.partition}</td><td>${l.owner ?? "–"}</td><td class="num">${l.epoch}</td></tr>`).join("")}
+      ${cluster ? `<div class="card"><h2>Coordinator shard leases</h2><table data-testid="coordinator-leases"><thead><tr><th>Coordinator</th><th>Shard</th><th>Owner</th><th class="num">Epoch</th></tr></thead><tbody>
+        ${cluster.coordinator_leases.map(l => `<tr><td>${coordinatorType(l.type)}</td><td>${esc(l.topic)}-${l.partition}</td><td>${l.owner ?? "–"}</td><td class="num">${l.epoch}</td></tr>`).join("")}
         </tbody></table></div>` : ""}</div>`;
   };
   load();

@@ -79,10 +79,12 @@ class LocalTopicStore:
     async def alter(self, name: str, overrides: Mapping[str, str]) -> None:
         self._change(name, {**self._records[name], "configs": dict(overrides)})
 
-    async def delete(self, name: str) -> None:
+    async def delete(self, name: str, topic_id: uuid.UUID) -> bool:
         """Close the topic's logs and move their directories aside before ``topics.json``
         forgets it, then remove them."""
-        rec = self._records[name]
+        rec = self._records.get(name)
+        if rec is None or uuid.UUID(rec["id"]) != topic_id:
+            return False
         doomed = []
         for index in range(int(rec["partitions"])):
             log = self._logs.pop((name, index), None)
@@ -96,6 +98,7 @@ class LocalTopicStore:
         self._change(name, None)
         for aside in doomed:
             shutil.rmtree(aside, ignore_errors=True)
+        return True
 
     # -- internals ----------------------------------------------------------------------
     def _clear_orphans(self, name: str, first: int, end: int) -> None:

@@ -1,10 +1,10 @@
 """A connection pool on a thread of its own.
 
 The broker's loop calls :meth:`Database.run` (awaitable) for nearly everything (appends,
-reads, lease ticks, the topic admin requests) and :meth:`Database.run_sync` where nothing can
-await (an auto-created or internal topic, the start). Both hand a coroutine function the
-pool on the database thread's own event loop, so a synchronous call never needs the
-broker's loop to turn.
+reads, lease ticks, topic changes) and :meth:`Database.run_sync` where nothing can await
+(the start, and the port's blocking fallbacks for callers that cannot await). Both hand a
+coroutine function the pool on the database thread's own event loop, so a synchronous call
+never needs the broker's loop to turn.
 """
 
 from __future__ import annotations

@@ -3,18 +3,19 @@
 
 Every change (create, grow, alter, delete) is one transaction bumping ``topics_version``
 and notifying the other nodes, written on the database thread while the event loop goes on
-(:meth:`PgTopicStore.create_now` blocks instead, for an auto-created or internal topic); the
-broker's catalog validated it first and re-reads the snapshot after. A node's snapshot is
-read again when the version moved: on its lease tick (read there without blocking and
-handed over with :meth:`PgTopicStore.offer`), awaited after a change of its own or when a
-request names a topic the node's view lacks (:meth:`PgTopicStore.fetch`), or blocking
-after an auto-created or internal topic (:meth:`PgTopicStore.snapshot`).
+(auto-created and internal topics too; :meth:`PgTopicStore.create_now`, blocking, is the
+port's for a caller that cannot await, which a cluster node has none of); the broker's
+catalog validated it first and re-reads the snapshot after. A node's snapshot is read again
+when the version moved: on its lease tick (read there without blocking and handed over
+with :meth:`PgTopicStore.offer`), or awaited after a change of its own or when a request
+names a topic the node's view lacks (:meth:`PgTopicStore.fetch`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -115,16 +116,23 @@ class PgTopicStore:
 
         await self.host.db.run(job)
 
-    async def delete(self, name: str) -> None:
-        async def job(pool: Any) -> None:
+    async def delete(self, name: str, topic_id: uuid.UUID) -> bool:
+        async def job(pool: Any) -> bool:
             async with pool.acquire() as conn, conn.transaction():
-                await conn.execute(
-                    "DELETE FROM samsa_batches WHERE pid IN "
-                    "(SELECT pid FROM samsa_partitions WHERE topic = $1)", name)
-                await conn.execute("DELETE FROM samsa_topics WHERE name = $1", name)
+                # the topic's row first: a deletion racing this one (another node's) waits
+                # for it, then finds nothing to delete (its partitions go with the row)
+                gone = await conn.fetch(
+                    "WITH gone AS (DELETE FROM samsa_topics WHERE name = $1 AND id = $2 "
+                    "RETURNING name) SELECT p.pid FROM gone "
+                    "LEFT JOIN samsa_partitions p ON p.topic = gone.name", name, topic_id)
+                if not gone:
+                    return False
+                await conn.execute("DELETE FROM samsa_batches WHERE pid = ANY($1::bigint[])",
+                                   [r["pid"] for r in gone if r["pid"] is not None])
                 await _bump(conn)
+                return True
 
-        await self.host.db.run(job)
+        return bool(await self.host.db.run(job))
 
 
 def _create_job(record: TopicRecord) -> Callable[[Any], Awaitable[bool]]:
