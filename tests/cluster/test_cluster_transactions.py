@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from samsa.broker.topics import OFFSETS_TOPIC
+from samsa.coordinator.hashing import partition_for
 from tests.cluster.nodes import query, wait_until
 from tests.cluster.test_cluster_clients import Cluster
 from tests.cluster.txn_cluster import coordinator_node, txn_cluster
@@ -23,6 +25,8 @@ from tests.conformance.test_transactions import batches, committed, make_topic, 
 pytestmark = [pytest.mark.conformance, pytest.mark.slow]
 
 TIMEOUT_S = 30
+#: ``offsets.topic.num.partitions`` of the test clusters (tests/cluster/nodes.py)
+OFFSETS_PARTITIONS = 6
 
 
 @pytest.fixture
@@ -91,13 +95,13 @@ def _rewind(c: Consumer) -> None:
         c.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
 
 
-def transform(bootstrap: str, source: str, sink: str, total: int, tid: str,
+def transform(bootstrap: str, source: str, sink: str, total: int, tid: str, group: str,
               after_commit: Callable[[int], None], errors: list[str]) -> int:
     """Consume-transform-produce until the group's committed offsets reach ``total``:
     batches of up to 10 records, each a transaction with its offsets; abortable errors
     abort and rewind, fatal ones start a new producer (fencing the old). The number of
     transactions committed."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{tid}",
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                   "isolation.level": "read_committed", "enable.auto.commit": False,
                   "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
                   "heartbeat.interval.ms": 500})
@@ -155,22 +159,34 @@ def test_coordinator_node_killed_during_a_stream_of_commits(cluster: Cluster) ->
         plain.produce(source, value=b"%04d" % i, partition=i % 3)
     assert plain.flush(TIMEOUT_S) == 0
     tid = f"eos-{uuid.uuid4().hex[:6]}"
+    producer(bootstrap, tid).flush(TIMEOUT_S)  # __transaction_state exists: tid's node known
+    cluster.settled()
+    # The group's coordinator is on a node that is not killed: librdkafka 2.x caches the
+    # group coordinator, forgets (decommissions) a broker gone from the metadata, and a
+    # send_offsets_to_transaction to a decommissioned coordinator then waits for ever,
+    # past its timeout and out of reach of pytest's (librdkafka issues #5456 and #5511).
+    # The transaction coordinator's node is the one killed; the group's offsets still go
+    # through every transaction.
+    doomed = coordinator_node(cluster, tid)
+    group = next(g for g in (f"g-{tid}-{i}" for i in range(1000))
+                 if cluster.owner(OFFSETS_TOPIC, partition_for(g, OFFSETS_PARTITIONS)) != doomed)
     killed: list[int] = []
 
     def after_commit(n: int) -> None:
         if n == 5:  # kill in a background thread: commits keep flowing meanwhile
             node = coordinator_node(cluster, tid)
+            assert node == doomed
             killed.append(node)
             threading.Thread(target=cluster.nodes[node].kill, daemon=True).start()
 
     errors: list[str] = []
-    commits = transform(bootstrap, source, sink, total, tid, after_commit, errors)
+    commits = transform(bootstrap, source, sink, total, tid, group, after_commit, errors)
     assert killed and commits > 5
     survivor = next(n for n in cluster.nodes.values() if n.alive())
     want = sorted(f"out-{i:04d}" for i in range(total))
     assert committed_values(survivor.bootstrap, sink, 3, total) == want
     # the offsets committed in the transactions, as a new read_committed member fetches them
-    assert [committed(survivor.bootstrap, f"g-{tid}", source, p) for p in range(3)] == [
+    assert [committed(survivor.bootstrap, group, source, p) for p in range(3)] == [
         total // 3] * 3
     assert coordinator_node(cluster, tid) != killed[0]
 
