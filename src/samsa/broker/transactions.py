@@ -326,6 +326,12 @@ class TxnRuntime:
                         exc_info=True)
             return TxnAnswer(ErrorCode.coordinator_not_available)
 
+    async def verify(self, event: AddPartitions) -> TxnAnswer:
+        """KIP-890 part 1: are ``event``'s partitions (``verify_only``) in the producer's
+        open transaction? Asked by this node as their leader, before a transactions-v1
+        producer's first batch opens a transaction there."""
+        return await self.call(event)
+
     async def add_for_peer(self, event: AddPartitions) -> int:
         """An implicit add another cluster node forwarded: its error code."""
         return (await self.call(event)).error_code
