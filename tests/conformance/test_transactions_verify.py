@@ -81,15 +81,17 @@ class Txn:
         (code,) = codes
         return code
 
-    def produce(self, topic: str, partition: int, version: int = 9,
-                value: bytes = b"v") -> int:
-        """One transactional batch; its error code (the sequence moves on when it is 0)."""
+    def produce(self, topic: str, partition: int, version: int = 9, value: bytes = b"v",
+                via: WireClient | None = None) -> int:
+        """One transactional batch (sent ``via`` the partition's leader on a cluster); its
+        error code (the sequence moves on when it is 0)."""
         seq = self.seq.get((topic, partition), 0)
         builder = BatchBuilder()
         builder.append(None, None, value, None)
         batch = builder.build(producer_id=self.pid, producer_epoch=self.epoch,
                               base_sequence=seq, transactional=True)
-        resp = call(self.client, ApiKey.PRODUCE, version, transactional_id=self.tid, acks=-1,
+        resp = call(via or self.client, ApiKey.PRODUCE, version, transactional_id=self.tid,
+                    acks=-1,
                     timeout=10000, topic_data=[{"name": topic, "partition_data": [
                         {"index": partition, "records": batch}]}])
         code = int(resp.responses[0].partition_responses[0].error_code)
