@@ -6,7 +6,7 @@ was granted at InitProducerId, as in Kafka 2.8+.
 A transactional producer also needs WRITE on its transactional id (else
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED); its batches open its transaction on each partition
 (the log's producer state), its coordinator's markers close it.
-Versions (v3-9 served): v3 transactional_id and record batch v2 only, one batch per
+Versions (v3-12 served): v3 transactional_id and record batch v2 only, one batch per
 partition; v4 KAFKA_STORAGE_ERROR; v5 log_start_offset in the answer; v7 zstd; v8
 record_errors and error_message for batches refused because of some records (KIP-467); v9
 flexible; v10-11 the same here (current_leader and node_endpoints, KIP-951, are never
