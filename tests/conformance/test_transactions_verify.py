@@ -4,7 +4,8 @@ transaction (``transaction.partition.verification.enable``, default true). librd
 pipelined transactions still commit and abort as before; a raw Produce v3-11 for a
 partition never added gets INVALID_TXN_STATE (v11 TRANSACTION_ABORTABLE) and nothing is
 appended; a late produce after its transaction was aborted cannot open a hanging
-transaction; AddPartitionsToTxn v4-5 (the brokers' batched form, ``verify_only``) answers
+transaction; TxnOffsetCommit v0-4 for a group whose offsets partition was never added is
+refused; AddPartitionsToTxn v4-5 (the brokers' batched form, ``verify_only``) answers
 per transaction and partition; with the setting turned off at run time (a dynamic broker
 config, through confluent-kafka's AdminClient) the old behaviour holds."""
 
@@ -33,6 +34,7 @@ from tests.conformance.test_transactions import (
     CONFIG,
     TIMEOUT_S,
     batches,
+    committed,
     lso,
     make_topic,
     producer,
@@ -98,6 +100,21 @@ class Txn:
         if code == 0:
             self.seq[(topic, partition)] = seq + 1
         return code
+
+    def add_offsets(self, group: str) -> int:
+        return int(call(self.client, ApiKey.ADD_OFFSETS_TO_TXN, 3, transactional_id=self.tid,
+                        producer_id=self.pid, producer_epoch=self.epoch,
+                        group_id=group).error_code)
+
+    def commit_offsets(self, group: str, topic: str, offset: int, version: int = 3) -> int:
+        """TxnOffsetCommit of ``topic``-0 (as a group's coordinator answers it)."""
+        resp = call(self.client, ApiKey.TXN_OFFSET_COMMIT, version, transactional_id=self.tid,
+                    group_id=group, producer_id=self.pid, producer_epoch=self.epoch,
+                    generation_id=-1, member_id="", group_instance_id=None, topics=[{
+                        "name": topic, "partitions": [{
+                            "partition_index": 0, "committed_offset": offset,
+                            "committed_leader_epoch": -1, "committed_metadata": ""}]}])
+        return int(resp.topics[0].partitions[0].error_code)
 
     def end(self, commit: bool) -> int:
         resp = call(self.client, ApiKey.END_TXN, 3, transactional_id=self.tid,
@@ -195,6 +212,31 @@ def test_a_late_produce_after_an_abort_opens_no_hanging_transaction(
         assert txn.produce(topic, 0) == 0
         assert txn.end(commit=True) == 0
         assert read_all(bootstrap, topic, 1, "read_committed", expect=1) == ["v"]
+    finally:
+        txn.close()
+
+
+def test_offsets_of_a_group_never_added_are_refused(txn_broker: BrokerProcess) -> None:
+    """TxnOffsetCommit v0-4 (transactions v1) is verified too: without AddOffsetsToTxn the
+    group's ``__consumer_offsets`` partition is not in the transaction, so its offsets are
+    refused (INVALID_TXN_STATE; v4 TRANSACTION_ABORTABLE) and never staged; after it they
+    are staged and committed with the transaction."""
+    bootstrap = txn_broker.bootstrap
+    topic = make_topic(bootstrap, 1)
+    group = f"g-{topic}"
+    txn = Txn(bootstrap)
+    try:
+        assert txn.add(topic, 0) == 0
+        assert txn.commit_offsets(group, topic, 5, 3) == ErrorCode.invalid_txn_state
+        assert txn.commit_offsets(group, topic, 5, 4) == ErrorCode.transaction_abortable
+        assert txn.add_offsets(group) == 0
+        assert txn.commit_offsets(group, topic, 7, 3) == 0
+        assert txn.produce(topic, 0) == 0
+        assert txn.end(commit=True) == 0
+        deadline = time.monotonic() + TIMEOUT_S
+        while committed(bootstrap, group, topic) != 7:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
     finally:
         txn.close()
 

@@ -199,12 +199,14 @@ def _add_offsets_to_txn(c: Case) -> int:
 
 
 def _txn_offset_commit(c: Case) -> int:
-    return int(call(
+    """Granted, the transaction coordinator is asked whether the group's offsets partition
+    is in the transaction (KIP-890 part 1): it does not know the id."""
+    return _until_started(lambda: int(call(
         c.subject, ApiKey.TXN_OFFSET_COMMIT, 3, transactional_id=c.txn, group_id=c.group,
         producer_id=1, producer_epoch=0, generation_id=-1, member_id="",
         group_instance_id=None, topics=[{"name": c.topic, "partitions": [
             {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
-             "committed_metadata": ""}]}]).topics[0].partitions[0].error_code)
+             "committed_metadata": ""}]}]).topics[0].partitions[0].error_code))
 
 
 def _describe_transactions(c: Case) -> int:
@@ -382,7 +384,7 @@ ROWS = [
     Row("AddOffsetsToTxn", ((X, Op.WRITE), (G, Op.READ)), _add_offsets_to_txn,
         granted=E.invalid_producer_id_mapping),
     Row("TxnOffsetCommit", ((X, Op.WRITE), (G, Op.READ), (T, Op.READ)), _txn_offset_commit,
-        setup=_topic),
+        granted=E.invalid_producer_id_mapping, setup=_topic),
     Row("JoinGroup", ((G, Op.READ),), _join, granted=E.member_id_required),
     Row("SyncGroup", ((G, Op.READ),), lambda c: int(call(
         c.subject, ApiKey.SYNC_GROUP, 5, group_id=c.group, generation_id=1, member_id="m",
