@@ -28,19 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import (
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    NewTopic,
-    ResourceType,
-)
+from confluent_kafka.admin import AdminClient, NewTopic
 
 import samsa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.brokerproc import BrokerProcess
+from tests.conformance.test_transactions_verify import set_verification
 
 VALUE = b"x" * 100
 
@@ -151,15 +145,6 @@ def fetch(bootstrap: str, topic: str, records: int, isolation: str) -> float:
     return records / max(elapsed, 1e-9)
 
 
-def verification(admin: AdminClient, on: bool) -> None:
-    """Turn the broker's (node 0) partition verification on or off."""
-    entry = ConfigEntry("transaction.partition.verification.enable", "true" if on else "false",
-                        incremental_operation=AlterConfigOpType.SET)
-    resource = ConfigResource(ResourceType.BROKER, "0", incremental_configs=[entry])
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result(30)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=100_000)
@@ -179,7 +164,7 @@ def main() -> None:
             reads: dict[str, float] = {"read_uncommitted": 0.0, "read_committed": 0.0}
             for _ in range(args.repeat):
                 for name, size in cases.items():
-                    verification(admin, not name.endswith("unverified"))
+                    set_verification(broker.bootstrap, not name.endswith("unverified"))
                     topic = f"bench-{uuid.uuid4().hex[:8]}"
                     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
                     best[name] = max(best[name],
@@ -190,7 +175,7 @@ def main() -> None:
                             reads[isolation] = max(reads[isolation], fetch(
                                 broker.bootstrap, topic, args.records + 1, isolation))
                     admin.delete_topics([topic])[topic].result(30)
-            verification(admin, True)
+            set_verification(broker.bootstrap, True)
             topic = f"bench-{uuid.uuid4().hex[:8]}"
             admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
             split = phases(broker.bootstrap, topic)
