@@ -3,7 +3,10 @@ producer (``--client samsa``) on one samsa broker.
 
 Produces the same records (100 B values, acks=all) three ways: idempotent, in transactions
 of 10,000 records and in transactions of 100, and prints records/s and each transactional
-rate as a ratio of the idempotent one (the aim: >= 0.7x for large transactions). Then
+rate as a ratio of the idempotent one (the aim: >= 0.7x for large transactions). The
+transactional cases run twice, with the partition leader's verification of each
+transaction's first batch (KIP-890 part 1, ``transaction.partition.verification.enable``)
+on and turned off (dynamically, between cases), to show what it costs. Then
 fetches the topic written transactionally with read_committed and with read_uncommitted
 and prints both rates and their ratio, and where a 100-record transaction spends its time
 (:func:`phases`: median and p90 per phase). Each producer is warmed up (connections, producer id,
@@ -31,6 +34,7 @@ import samsa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.brokerproc import BrokerProcess
+from tests.conformance.test_transactions_verify import set_verification
 
 VALUE = b"x" * 100
 
@@ -154,11 +158,13 @@ def main() -> None:
             "offsets.topic.num.partitions": "1"}).start()
         try:
             admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-            cases = {"idempotent": None, "txn 10000": 10_000, "txn 100": 100}
+            cases = {"idempotent": None, "txn 10000": 10_000, "txn 100": 100,
+                     "txn 10000 unverified": 10_000, "txn 100 unverified": 100}
             best: dict[str, float] = dict.fromkeys(cases, 0.0)
             reads: dict[str, float] = {"read_uncommitted": 0.0, "read_committed": 0.0}
             for _ in range(args.repeat):
                 for name, size in cases.items():
+                    set_verification(broker.bootstrap, not name.endswith("unverified"))
                     topic = f"bench-{uuid.uuid4().hex[:8]}"
                     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
                     best[name] = max(best[name],
@@ -169,18 +175,19 @@ def main() -> None:
                             reads[isolation] = max(reads[isolation], fetch(
                                 broker.bootstrap, topic, args.records + 1, isolation))
                     admin.delete_topics([topic])[topic].result(30)
+            set_verification(broker.bootstrap, True)
             topic = f"bench-{uuid.uuid4().hex[:8]}"
             admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
             split = phases(broker.bootstrap, topic)
         finally:
             broker.stop()
     base = best["idempotent"]
-    print(f"{'case':<22}{'records/s':>12}{'ratio':>8}")
+    print(f"{'case':<33}{'records/s':>12}{'ratio':>8}")
     for name, rate in best.items():
-        print(f"{'produce ' + name:<22}{rate:>12,.0f}{rate / base:>8.2f}")
+        print(f"{'produce ' + name:<33}{rate:>12,.0f}{rate / base:>8.2f}")
     plain = reads["read_uncommitted"]
     for name, rate in reads.items():
-        print(f"{'fetch ' + name:<22}{rate:>12,.0f}{rate / plain:>8.2f}")
+        print(f"{'fetch ' + name:<33}{rate:>12,.0f}{rate / plain:>8.2f}")
     print(f"\n{'100-record txn phase':<24}{'median ms':>10}{'p90 ms':>10}")
     for name, took in split.items():
         ordered = sorted(took)

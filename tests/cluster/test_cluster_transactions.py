@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from kio.schema.errors import ErrorCode
 
 from samsa.broker.topics import OFFSETS_TOPIC
 from samsa.coordinator.hashing import partition_for
@@ -20,7 +21,9 @@ from tests.cluster.nodes import query, wait_until
 from tests.cluster.test_cluster_clients import Cluster
 from tests.cluster.txn_cluster import coordinator_node, txn_cluster
 from tests.conformance.javakit import JavaKit
-from tests.conformance.test_transactions import batches, committed, make_topic, read_all
+from tests.conformance.test_transactions import batches, committed, lso, make_topic, read_all
+from tests.conformance.test_transactions_verify import Txn
+from tests.wire import WireClient
 
 pytestmark = [pytest.mark.conformance, pytest.mark.slow]
 
@@ -87,6 +90,37 @@ def test_commit_and_abort_across_nodes_survive_leader_kills(cluster: Cluster) ->
     survivor = next(n for n in cluster.nodes.values() if n.alive())
     assert committed_values(survivor.bootstrap, topic, 6, 7) == committed
     p.flush(5)
+
+
+def test_first_batches_verified_by_a_coordinator_on_another_node(cluster: Cluster) -> None:
+    """KIP-890 part 1 across nodes: a partition's leader that does not hold the
+    transactional id's shard asks its holder through the database. A transactional batch
+    for a partition never added is refused there (INVALID_TXN_STATE, nothing appended), an
+    added one is written, and once the transaction is aborted a late batch cannot open a
+    hanging transaction. (librdkafka's transactions across nodes, verified the same way,
+    are the other tests of this module.)"""
+    bootstrap = cluster.bootstrap
+    topic = make_topic(bootstrap, 6)
+    producer(bootstrap, f"t-{uuid.uuid4().hex[:6]}")  # __transaction_state exists
+    cluster.settled()
+    tid = f"v-{uuid.uuid4().hex[:6]}"
+    coordinator = coordinator_node(cluster, tid)
+    part = next(i for i in range(6) if cluster.owner(topic, i) != coordinator)
+    leader = cluster.nodes[cluster.owner(topic, part)].bootstrap
+    txn = Txn(cluster.nodes[coordinator].bootstrap, tid)
+    via = WireClient(leader)
+    try:
+        assert txn.produce(topic, part, via=via) == ErrorCode.invalid_txn_state
+        assert batches(leader, topic, part) == []
+        assert txn.add(topic, part) == 0
+        assert txn.produce(topic, part, via=via) == 0
+        assert txn.end(commit=False) == 0
+        wait_until(lambda: lso(bootstrap, topic, part) == 2, TIMEOUT_S, "the abort marker")
+        assert txn.produce(topic, part, via=via) == ErrorCode.invalid_txn_state
+        assert len(batches(leader, topic, part)) == 2
+    finally:
+        via.close()
+        txn.close()
 
 
 def _rewind(c: Consumer) -> None:

@@ -47,7 +47,10 @@ pytestmark = [pytest.mark.conformance, pytest.mark.slow]
 
 @pytest.fixture
 def txn_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path / "data", CONFIG).start()
+    """A broker that does not verify transactional produce (KIP-890 part 1), so that a
+    test can open a transaction its coordinator does not know, as before Kafka 3.6."""
+    proc = BrokerProcess(tmp_path / "data", {
+        **CONFIG, "transaction.partition.verification.enable": "false"}).start()
     yield proc
     proc.kill()
 
@@ -55,7 +58,8 @@ def txn_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
 def hang(bootstrap: str, topic: str, partition: int) -> int:
     """Open a transaction on ``topic``-``partition`` that no coordinator knows: a
     transactional batch under a fresh producer id whose transactional id never registered
-    (Produce v9 does not verify it, as Kafka before KIP-890). Its producer id."""
+    (the broker does not verify it: ``transaction.partition.verification.enable=false``).
+    Its producer id."""
     client = WireClient(bootstrap)
     try:
         pid = int(call(client, ApiKey.INIT_PRODUCER_ID, 4, transactional_id=None,

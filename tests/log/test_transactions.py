@@ -103,3 +103,25 @@ def test_compaction_judges_transactions_only_once_decided(open_log: OpenLog) -> 
     kept = records_of(log)
     assert (0, b"k", b"committed") in kept  # not shadowed by the aborted write
     assert all(v != b"aborted" for _, _, v in kept)
+
+
+def test_verification_guards(open_log: OpenLog) -> None:
+    """KIP-890's guard: a batch verified before a marker for its producer (the transaction
+    ended while the coordinator was asked) is no longer verified after it; one verified
+    while its transaction opened (another batch was first) still is."""
+    log = open_log()
+    p = log.producers
+    first, second = p.start_verification(1), p.start_verification(1)
+    assert p.verified(1, 0, first) and p.verified(1, 0, second)
+    log.append(txn_batch(1, 0), now_ms=0)  # the first opens the transaction
+    assert p.in_transaction(1, 0) and not p.in_transaction(1, 1)
+    assert p.verified(1, 0, second)  # its transaction is open here
+    late = p.start_verification(1)
+    log.append(encode_marker(False, 1, 0, 0, 0), now_ms=0)
+    assert not p.in_transaction(1, 0)
+    assert not p.verified(1, 0, late) and not p.verified(1, 0, second)
+    kept, dropped = p.start_verification(2), p.start_verification(2)
+    p.end_verification(2, dropped)
+    assert p.verified(2, 0, kept) and not p.verified(2, 0, dropped)
+    p.end_verification(2, kept)
+    assert p.verifying == {}

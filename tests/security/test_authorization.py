@@ -179,6 +179,19 @@ def _add_partitions_to_txn(c: Case) -> int:
     ).results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code))
 
 
+def _verify_partitions_in_txn(c: Case) -> int:
+    """AddPartitionsToTxn v4, a broker's verification (KIP-890 part 1)."""
+    def run() -> int:
+        resp = call(c.subject, ApiKey.ADD_PARTITIONS_TO_TXN, 4, transactions=[{
+            "transactional_id": c.txn, "producer_id": 1, "producer_epoch": 0,
+            "verify_only": True, "topics": [{"name": c.topic, "partitions": [0]}]}])
+        if resp.error_code:
+            return int(resp.error_code)
+        return int(resp.results_by_transaction[0].topic_results[0].results_by_partition[0]
+                   .partition_error_code)
+    return _until_started(run)
+
+
 def _add_offsets_to_txn(c: Case) -> int:
     return _until_started(lambda: int(call(
         c.subject, ApiKey.ADD_OFFSETS_TO_TXN, 3, transactional_id=c.txn, producer_id=1,
@@ -186,12 +199,14 @@ def _add_offsets_to_txn(c: Case) -> int:
 
 
 def _txn_offset_commit(c: Case) -> int:
-    return int(call(
+    """Granted, the transaction coordinator is asked whether the group's offsets partition
+    is in the transaction (KIP-890 part 1): it does not know the id."""
+    return _until_started(lambda: int(call(
         c.subject, ApiKey.TXN_OFFSET_COMMIT, 3, transactional_id=c.txn, group_id=c.group,
         producer_id=1, producer_epoch=0, generation_id=-1, member_id="",
         group_instance_id=None, topics=[{"name": c.topic, "partitions": [
             {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
-             "committed_metadata": ""}]}]).topics[0].partitions[0].error_code)
+             "committed_metadata": ""}]}]).topics[0].partitions[0].error_code))
 
 
 def _describe_transactions(c: Case) -> int:
@@ -364,10 +379,12 @@ ROWS = [
         ).markers[0].topics[0].partitions[0].error_code), setup=_topic),
     Row("AddPartitionsToTxn", ((X, Op.WRITE), (T, Op.WRITE)), _add_partitions_to_txn,
         granted=E.invalid_producer_id_mapping, setup=_topic),
+    Row("AddPartitionsToTxn v4 (brokers' verification)", ((C, Op.CLUSTER_ACTION),),
+        _verify_partitions_in_txn, granted=E.invalid_producer_id_mapping, setup=_topic),
     Row("AddOffsetsToTxn", ((X, Op.WRITE), (G, Op.READ)), _add_offsets_to_txn,
         granted=E.invalid_producer_id_mapping),
     Row("TxnOffsetCommit", ((X, Op.WRITE), (G, Op.READ), (T, Op.READ)), _txn_offset_commit,
-        setup=_topic),
+        granted=E.invalid_producer_id_mapping, setup=_topic),
     Row("JoinGroup", ((G, Op.READ),), _join, granted=E.member_id_required),
     Row("SyncGroup", ((G, Op.READ),), lambda c: int(call(
         c.subject, ApiKey.SYNC_GROUP, 5, group_id=c.group, generation_id=1, member_id="m",

@@ -199,3 +199,29 @@ def test_markers_carry_the_lease_epoch_the_shard_was_loaded_under() -> None:
     h.load(lease_epoch=7)  # another cluster node took the shard before the markers
     (m,) = h.markers
     assert m.commit and m.coordinator_epoch == 7
+
+
+def verify(h: TxnHarness, pid: int, epoch: int, *partitions: tuple[str, int]
+           ) -> tuple[int, tuple[tuple[str, int], ...]]:
+    a = h.call(AddPartitions(T, pid, epoch, partitions, verify_only=True))
+    return a.error_code, a.unverified
+
+
+def test_verification_lists_partitions_not_in_the_open_transaction() -> None:
+    """KIP-890 part 1: a leader's verify-only question writes nothing and names the
+    partitions outside the producer's open transaction; a transaction that ended (the
+    late produce of a hanging transaction) has none."""
+    h = TxnHarness()
+    _, pid, epoch = init(h)
+    assert verify(h, pid, epoch, ("t", 0)) == (E.none, (("t", 0),))  # Empty
+    assert h.call(AddPartitions(T, pid, epoch, (("t", 0),))).error_code == E.none
+    written = len(h.log.get(h.coord.partition_for(T), []))
+    assert verify(h, pid, epoch, ("t", 0), ("t", 1)) == (E.none, (("t", 1),))
+    assert len(h.log[h.coord.partition_for(T)]) == written  # nothing written
+    assert h.state(T).partitions == (("t", 0),)  # type: ignore[union-attr]
+    assert verify(h, pid, epoch + 1, ("t", 0))[0] == E.producer_fenced
+    assert verify(h, pid + 1, epoch, ("t", 0))[0] == E.invalid_producer_id_mapping
+    assert h.call(EndTxn(T, pid, epoch, False)).error_code == E.none
+    assert verify(h, pid, epoch, ("t", 0))[0] == E.concurrent_transactions  # markers due
+    h.write_markers()
+    assert verify(h, pid, epoch, ("t", 0)) == (E.none, (("t", 0),))  # CompleteAbort

@@ -82,6 +82,9 @@ SETTINGS: tuple[Setting, ...] = (
             "Largest transaction timeout a producer may ask for."),
     Setting("transactional.id.expiration.ms", int, 604_800_000,
             "How long an idle transactional id is remembered."),
+    Setting("transaction.partition.verification.enable", bool, True,
+            "KIP-890: a partition's leader asks the transaction coordinator before a "
+            "transactions-v1 producer's first batch opens a transaction there."),
     Setting("transaction.version", int, 2,
             "The transaction.version feature finalized (Kafka sets it with kafka-features): "
             "2 transactions v2 (KIP-890), 0 v1 only."),

@@ -31,9 +31,10 @@ DYNAMIC_BROKER_SETTINGS = frozenset({
     "log.segment.bytes", "log.roll.ms", "log.retention.ms", "log.retention.bytes",
     "log.index.interval.bytes", "log.cleanup.policy", "log.message.timestamp.type",
     "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
-    "message.max.bytes",
+    "message.max.bytes", "transaction.partition.verification.enable",
 })
-"""Broker settings that may change at run time (Kafka's DynamicLogConfig ones samsa has)."""
+"""Broker settings that may change at run time (Kafka's DynamicLogConfig ones samsa has,
+and its ProducerStateManagerConfig's verification switch)."""
 
 BROKER_LIST_SETTINGS = frozenset({"log.cleanup.policy"})
 

@@ -24,8 +24,13 @@ The core's keyed timers run on the loop (the group edge's
   second marker for a closed transaction changes nothing).
 
 KIP-890's implicit adds (Produce v12, TxnOffsetCommit v5) come in through
-:meth:`TxnRuntime.add_implicitly`; a cluster node that does not hold the id's shard
-forwards them to the node that does (:class:`AddForwarder`, the same database mailboxes).
+:meth:`TxnRuntime.add_implicitly`, and its part 1 verifications (a transactions-v1
+producer's first batch on a partition) through :meth:`TxnRuntime.verify`; a cluster node
+that does not hold the id's shard forwards them to the node that does
+(:class:`AddForwarder`, the same database mailboxes). Forwarding through the database
+rather than sending AddPartitionsToTxn v4 over the wire: samsa's nodes talk only through
+PostgreSQL (no node-to-node connections, listeners or credentials), and the mailbox
+already answers a coordinator's question under its shard lease.
 """
 
 from __future__ import annotations
@@ -309,21 +314,63 @@ class TxnRuntime:
         the producer's behalf: on a cluster node that does not hold the id's shard it is
         forwarded to the node that does (:class:`AddForwarder`)."""
         answer = await self.call(event)
-        forwarder = self.broker.leadership
-        if (answer.error_code != ErrorCode.not_coordinator or self.coordinator is None
-                or not isinstance(forwarder, AddForwarder)):
+        forwarder = self._forwarder(answer)
+        if forwarder is None:
             return answer
-        shard = self.coordinator.partition_for(event.transactional_id)
         try:
-            return TxnAnswer(await forwarder.forward_add(event, shard))
+            return TxnAnswer(await forwarder.forward_add(event, self._shard(event)))
         except Exception:
             log.warning("forwarding an implicit add for %s failed", event.transactional_id,
                         exc_info=True)
             return TxnAnswer(ErrorCode.coordinator_not_available)
 
+    async def verify(self, event: AddPartitions) -> TxnAnswer:
+        """KIP-890 part 1: are ``event``'s partitions (``verify_only``) in the producer's
+        open transaction? Asked by this node as their leader, before a transactions-v1
+        producer's first batch opens a transaction there. A cluster node that does not
+        hold the id's shard forwards it like an implicit add, one partition a question (a
+        forwarded answer is one error code: TRANSACTION_ABORTABLE for a partition outside
+        the transaction)."""
+        answer = await self.call(event)
+        forwarder = self._forwarder(answer)
+        if forwarder is None:
+            return answer
+        shard = self._shard(event)
+        try:
+            codes = await asyncio.gather(*(forwarder.forward_add(
+                replace(event, partitions=(tp,)), shard) for tp in event.partitions))
+        except Exception:
+            log.warning("forwarding a verification for %s failed", event.transactional_id,
+                        exc_info=True)
+            return TxnAnswer(ErrorCode.coordinator_not_available)
+        outside = ErrorCode.transaction_abortable
+        failed = [code for code in codes if code not in (ErrorCode.none, outside)]
+        if failed:
+            return TxnAnswer(failed[0])
+        return TxnAnswer(ErrorCode.none, unverified=tuple(
+            tp for tp, code in zip(event.partitions, codes, strict=True) if code == outside))
+
+    def _forwarder(self, answer: TxnAnswer) -> AddForwarder | None:
+        """Where to forward a question this node answered NOT_COORDINATOR (a cluster node
+        not holding the id's shard); None: ``answer`` stands."""
+        forwarder = self.broker.leadership
+        if (answer.error_code != ErrorCode.not_coordinator or self.coordinator is None
+                or not isinstance(forwarder, AddForwarder)):
+            return None
+        return forwarder
+
+    def _shard(self, event: AddPartitions) -> int:
+        assert self.coordinator is not None
+        return self.coordinator.partition_for(event.transactional_id)
+
     async def add_for_peer(self, event: AddPartitions) -> int:
-        """An implicit add another cluster node forwarded: its error code."""
-        return (await self.call(event)).error_code
+        """An implicit add or a verification another cluster node forwarded: its error
+        code (a verification: TRANSACTION_ABORTABLE when a partition is outside the
+        transaction)."""
+        answer = await self.call(event)
+        if answer.error_code == ErrorCode.none and answer.unverified:
+            return ErrorCode.transaction_abortable
+        return answer.error_code
 
     async def _call_once(self, event: TxnEvent) -> TxnAnswer:
         error = self.ensure_started()

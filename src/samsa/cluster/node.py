@@ -446,7 +446,8 @@ class ClusterNode:
         ``event``'s partitions to its transaction (KIP-890's implicit add); its error code,
         COORDINATOR_NOT_AVAILABLE when no answer came in time."""
         add_id = await self.adds.ask(shard, event.transactional_id, event.producer_id,
-                                     event.producer_epoch, list(event.partitions))
+                                     event.producer_epoch, list(event.partitions),
+                                     event.verify_only)
         try:
             await self.store.notify()
             deadline = time.monotonic() + ADD_WAIT_S
@@ -474,7 +475,8 @@ class ClusterNode:
         self._adding.add(row.id)
         try:
             code = await handle(AddPartitions(row.transactional_id, row.producer_id,
-                                              row.producer_epoch, row.partitions))
+                                              row.producer_epoch, row.partitions,
+                                              row.verify_only))
             await self.adds.answer(row.id, code)
         except Exception:
             log.warning("answering an implicit add for %s failed", row.transactional_id,

@@ -26,6 +26,13 @@ an aborted one is kept as (producer id, first offset, marker offset) for read_co
 fetches. The last stable offset is the first offset of the oldest open transaction (or the
 high watermark). The state is rebuilt with the producer state when a log opens
 (:meth:`ProducerStateManager.replay` with the marker's type).
+
+Verification guards (KIP-890 part 1, Kafka's ``VerificationGuard``): before a leader asks
+the transaction coordinator whether a producer's first transactional batch may open a
+transaction here, it takes a guard (:meth:`ProducerStateManager.start_verification`); a
+marker for that producer, or the batch that opens its transaction, drops every guard of
+the producer, so a batch verified before a marker closed the transaction is refused after
+it (:meth:`ProducerStateManager.verified`) instead of opening a transaction nobody ends.
 """
 
 from __future__ import annotations
@@ -165,6 +172,8 @@ class ProducerStateManager:
         self.ongoing: dict[int, int] = {}
         #: aborted transactions, in marker order
         self.aborted: list[AbortedTxn] = []
+        #: producer id -> the verification guards taken for its next transaction
+        self.verifying: dict[int, set[object]] = {}
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -216,12 +225,38 @@ class ProducerStateManager:
         pid = header.producer_id
         if pid < 0 or not header.is_transactional:
             return
+        self.verifying.pop(pid, None)
         if header.is_control:
             first = self.ongoing.pop(pid, None)
             if control == 0 and first is not None:
                 self.aborted.append(AbortedTxn(pid, first, header.base_offset))
         elif pid not in self.ongoing:
             self.ongoing[pid] = header.base_offset
+
+    def in_transaction(self, producer_id: int, epoch: int) -> bool:
+        """Whether ``producer_id`` has an open transaction here, at ``epoch``."""
+        entry = self.entries.get(producer_id)
+        return producer_id in self.ongoing and entry is not None and entry.epoch == epoch
+
+    def start_verification(self, producer_id: int) -> object:
+        """A guard for a verification of ``producer_id``'s next transaction."""
+        guard = object()
+        self.verifying.setdefault(producer_id, set()).add(guard)
+        return guard
+
+    def verified(self, producer_id: int, epoch: int, guard: object) -> bool:
+        """Whether a batch verified under ``guard`` may still be appended: its
+        transaction is open here already, or no marker came since the guard was taken."""
+        return (self.in_transaction(producer_id, epoch)
+                or guard in self.verifying.get(producer_id, ()))
+
+    def end_verification(self, producer_id: int, guard: object) -> None:
+        """Drop ``guard`` (its batch was appended, or refused)."""
+        guards = self.verifying.get(producer_id)
+        if guards is not None:
+            guards.discard(guard)
+            if not guards:
+                del self.verifying[producer_id]
 
     def last_stable_offset(self, high_watermark: int) -> int:
         """The first offset of the oldest open transaction, or ``high_watermark``."""
@@ -245,6 +280,7 @@ class ProducerStateManager:
         }
 
     def clear(self) -> None:
+        self.verifying.clear()
         self.entries.clear()
         self.ongoing.clear()
         self.aborted.clear()

@@ -20,6 +20,12 @@ States and answers (Kafka's ``TransactionState``):
 * AddPartitionsToTxn / AddOffsetsToTxn: producer id INVALID_PRODUCER_ID_MAPPING, epoch
   PRODUCER_FENCED, Prepare* CONCURRENT_TRANSACTIONS; else the partitions join the
   transaction (Ongoing; its timeout starts with the first).
+* Verification (KIP-890 part 1, AddPartitionsToTxn v4+ ``verify_only``: a partition leader
+  asks before it appends a transactions-v1 producer's first transactional batch): the same
+  producer checks and Prepare* CONCURRENT_TRANSACTIONS; else the answer lists the
+  partitions that are not in the producer's open transaction (:attr:`TxnAnswer.unverified`,
+  TRANSACTION_ABORTABLE each, as Kafka's ``handleVerifyPartitionsInTransaction``). Nothing
+  is written.
 * EndTxn: Ongoing goes to PrepareCommit / PrepareAbort, answered once durable; the markers
   follow (:class:`Markers`), and :meth:`TxnCoordinator.markers_written` completes the
   transaction (CompleteCommit / CompleteAbort). A retried EndTxn of a completed transaction
@@ -117,6 +123,8 @@ class AddPartitions:
     producer_id: int
     producer_epoch: int
     partitions: tuple[tuple[str, int], ...]
+    #: only ask whether the partitions are in the open transaction (KIP-890 verification)
+    verify_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -137,6 +145,8 @@ class TxnAnswer:
     error_code: int
     producer_id: int = -1
     producer_epoch: int = -1
+    #: a verification's partitions that are not in the open transaction
+    unverified: tuple[tuple[str, int], ...] = ()
 
 
 # -- results ------------------------------------------------------------------------------
@@ -250,6 +260,9 @@ class TxnShard:
         assert txn is not None
         if txn.state in PREPARING:
             return _reply(token, E.concurrent_transactions)
+        if ev.verify_only:
+            missing = tuple(tp for tp in ev.partitions if tp not in txn.partitions)
+            return TxnResult((), (TxnReply(token, TxnAnswer(E.none, unverified=missing)),))
         wanted = set(ev.partitions)
         if txn.state is S.ONGOING and wanted <= set(txn.partitions):
             return _reply(token, E.none)

@@ -8,9 +8,18 @@ a partition this broker does not have gets UNKNOWN_TOPIC_OR_PARTITION without re
 coordinator.
 Versions (v0-4 served): v2 committed_leader_epoch; v3 flexible, the group metadata
 (generation or member epoch, member id, instance id: zombies are fenced by the group, KIP-447)
-and PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before); v4 TRANSACTION_ABORTABLE may be answered
-(samsa never does); v5 transactions v2 (KIP-890): the group's ``__consumer_offsets``
-partition joins the transaction here (no AddOffsetsToTxn). Built as v4, typed.
+and PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before); v4 TRANSACTION_ABORTABLE; v5
+transactions v2 (KIP-890): the group's ``__consumer_offsets`` partition joins the
+transaction here (no AddOffsetsToTxn). Built as v4, typed.
+
+Verification (KIP-890 part 1, ``transaction.partition.verification.enable``): before v0-4
+(transactions v1) stage offsets, the group's ``__consumer_offsets`` partition must be in
+the producer's open transaction (AddOffsetsToTxn put it there), as the transaction
+coordinator says (:meth:`TxnRuntime.verify
+<samsa.broker.transactions.TxnRuntime.verify>`), unless its transaction is open on that
+partition already; else every partition gets INVALID_TXN_STATE (v4 TRANSACTION_ABORTABLE)
+and nothing is staged. Unlike Produce, no guard covers a marker written between the answer
+and the staging (Kafka's group coordinator takes one).
 """
 
 from __future__ import annotations
@@ -36,6 +45,8 @@ API_KEY = ApiKey.TXN_OFFSET_COMMIT
 VERSIONS = (0, 5)
 TV2_VERSION = 5
 FENCED_VERSION = 3
+ABORTABLE_VERSION = 4
+VERIFICATION = "transaction.partition.verification.enable"
 
 
 async def handle(ctx: RequestContext) -> v4.TxnOffsetCommitResponse:
@@ -71,10 +82,12 @@ async def handle(ctx: RequestContext) -> v4.TxnOffsetCommitResponse:
                 body.transactional_id, body.producer_id, body.producer_epoch,
                 ((OFFSETS_TOPIC, ctx.broker.groups.partition_for(body.group_id)),)))
             added = ErrorCode(answer.error_code)
-            if added != ErrorCode.none:
-                for t in known:
-                    for cp in t.partitions:
-                        errors[(t.name, cp.partition)] = added
+        elif known and ctx.broker.topics.dynamic.effective[VERIFICATION]:
+            added = await _verified(ctx)
+        if added != ErrorCode.none:
+            for t in known:
+                for cp in t.partitions:
+                    errors[(t.name, cp.partition)] = added
         if known and added == ErrorCode.none:
             resp = await ctx.broker.groups.call(TxnOffsetCommit(
                 body.group_id, body.producer_id, body.producer_epoch, tuple(known),
@@ -92,3 +105,25 @@ async def handle(ctx: RequestContext) -> v4.TxnOffsetCommitResponse:
     return v4.TxnOffsetCommitResponse(throttle_time=NO_THROTTLE, topics=tuple(
         v4.TxnOffsetCommitResponseTopic(name=TopicName(name), partitions=tuple(parts))
         for name, parts in topics.items()))
+
+
+async def _verified(ctx: RequestContext) -> ErrorCode:
+    """Whether the group's ``__consumer_offsets`` partition is in the producer's open
+    transaction (transactions v1): NONE, or the error to answer."""
+    body = ctx.body
+    where = (OFFSETS_TOPIC, ctx.broker.groups.partition_for(body.group_id))
+    part = ctx.broker.topics.partition(*where)
+    if part is not None and part.log.producers.in_transaction(body.producer_id,
+                                                              body.producer_epoch):
+        return ErrorCode.none
+    answer = await ctx.broker.transactions.verify(AddPartitions(
+        body.transactional_id, body.producer_id, body.producer_epoch, (where,),
+        verify_only=True))
+    if answer.error_code == ErrorCode.producer_fenced:
+        return ErrorCode.invalid_producer_epoch  # as Kafka's verification answers it
+    if answer.error_code != ErrorCode.none:
+        return ErrorCode(answer.error_code)
+    if answer.unverified:
+        return (ErrorCode.transaction_abortable if ctx.version >= ABORTABLE_VERSION
+                else ErrorCode.invalid_txn_state)
+    return ErrorCode.none

@@ -20,7 +20,9 @@ Produce v12) or the group's coordinator (a TxnOffsetCommit v5) asks the transact
 coordinator. Between nodes that question is a row of ``samsa_txn_adds`` (the id's shard,
 transactional id, producer id and epoch, the partitions), announced with ``NOTIFY``; the
 node holding the shard answers it on its next tick (the error code in ``answer``), and the
-asking node reads the answer and deletes the row (:class:`AddMailbox`).
+asking node reads the answer and deletes the row (:class:`AddMailbox`). The same mailbox
+carries KIP-890 part 1's verifications (``verify_only``: is the partition in the
+producer's open transaction? TRANSACTION_ABORTABLE when it is not), one partition a row.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ CREATE TABLE IF NOT EXISTS samsa_txn_adds (
     answer integer,
     asked_at timestamptz NOT NULL DEFAULT now()
 );
+ALTER TABLE samsa_txn_adds ADD COLUMN IF NOT EXISTS verify_only boolean NOT NULL DEFAULT false;
 """
 
 #: Insert the markers of a transaction for partitions ($6 topics, $7 indexes) if node $2
@@ -142,10 +145,11 @@ class AddRow:
     producer_id: int
     producer_epoch: int
     partitions: tuple[tuple[str, int], ...]
+    verify_only: bool = False
 
 
 _ADDS = """
-SELECT a.id, a.transactional_id, a.producer_id, a.producer_epoch, a.partitions
+SELECT a.id, a.transactional_id, a.producer_id, a.producer_epoch, a.partitions, a.verify_only
 FROM samsa_txn_adds a JOIN samsa_partitions p
   ON p.topic = '__transaction_state' AND p.idx = a.shard
 WHERE p.owner = $1 AND a.answer IS NULL
@@ -160,14 +164,16 @@ class AddMailbox:
         self.node_id = node_id
 
     async def ask(self, shard: int, transactional_id: str, producer_id: int,
-                  producer_epoch: int, partitions: list[tuple[str, int]]) -> int:
+                  producer_epoch: int, partitions: list[tuple[str, int]],
+                  verify_only: bool = False) -> int:
         """Post a question for the holder of ``__transaction_state`` partition ``shard``;
         its id."""
         return int(await self.db.run(lambda pool: pool.fetchval(
             "INSERT INTO samsa_txn_adds (shard, transactional_id, producer_id, "
-            "producer_epoch, partitions) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+            "producer_epoch, partitions, verify_only) VALUES ($1, $2, $3, $4, $5, $6) "
+            "RETURNING id",
             shard, transactional_id, producer_id, producer_epoch,
-            json.dumps([[t, i] for t, i in partitions]))))
+            json.dumps([[t, i] for t, i in partitions]), verify_only)))
 
     async def answer_of(self, add_id: int) -> int | None:
         """The answer to question ``add_id`` (None while unanswered)."""
@@ -190,7 +196,8 @@ class AddMailbox:
 
         rows = await self.db.run(job)
         return [AddRow(r["id"], r["transactional_id"], r["producer_id"], r["producer_epoch"],
-                       tuple((t, int(i)) for t, i in json.loads(r["partitions"])))
+                       tuple((t, int(i)) for t, i in json.loads(r["partitions"])),
+                       r["verify_only"])
                 for r in rows]
 
     async def answer(self, add_id: int, code: int) -> None:
