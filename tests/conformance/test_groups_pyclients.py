@@ -50,12 +50,21 @@ logging.getLogger("kafka").setLevel(logging.CRITICAL)  # rebalance chatter on co
 
 
 class KpMember:
-    """A kafka-python consumer behind the interface :func:`settle` polls.
+    """A kafka-python consumer behind the interface :func:`settle` polls, polled in a thread
+    of its own with a long poll timeout (a short poll from a shared test thread widens the
+    window of the client bug below).
 
-    It polls in a thread of its own with a long poll timeout: kafka-python 3.0.12 loses a
-    leader's completed join when ``poll()`` times out while that join is in flight (the
-    next poll sees no rejoin needed and never applies the assignment), a client bug that a
-    short poll from a shared test thread hits.
+    kafka-python 3.0.12 strands a leader's join that a metadata change started: the leader's
+    ``need_rejoin()`` holds only while its assignment snapshot differs from the metadata,
+    and performing the assignment (inside the join) makes them equal, so when ``poll()``
+    times out between JoinGroup and SyncGroup no later poll awaits the join (the Java
+    client's ``rejoinNeededOrPending()`` also counts a pending join; kafka-python's check
+    ignores its ``_join_task``): the assignment is never applied, heartbeats stay off and
+    the member never rejoins. The change that starts such a join is the subscribed topic's
+    first metadata arriving after a lone first member has joined (the client asks for it
+    up to retry_backoff_ms after subscribing, and the join does not wait for it): an empty
+    assignment, then a rejoin. :meth:`subscribe` therefore loads the metadata before the
+    first join, and the leader never sees it change.
     """
 
     def __init__(self, bootstrap: str, group: str, name: str, log: OwnershipLog,
@@ -84,6 +93,9 @@ class KpMember:
                 member.log.assigned(member.name, [(t.topic, t.partition) for t in assigned])
 
         self.consumer.subscribe(topics, listener=Listener())
+        # A blocking Metadata round trip: the coordinator's metadata snapshot (a listener of
+        # every update) holds the subscribed topics before the first join (see above).
+        self.consumer.topics()
         self._thread.start()
         return self
 
