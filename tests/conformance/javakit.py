@@ -184,10 +184,10 @@ class JavaKit:
         return d.events
 
     def stop_all(self) -> None:
-        """Kill every driver still running (test teardown)."""
+        """Kill every driver still running and reap every driver, exited or not, so no
+        pipe or log file is left for the garbage collector (test teardown)."""
         for d in self.drivers:
-            if d.alive():
-                d.kill()
+            d.kill()
         self.drivers.clear()
 
 

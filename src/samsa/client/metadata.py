@@ -34,6 +34,8 @@ def parse_bootstrap(servers: str | Collection[str]) -> list[tuple[str, int]]:
         if not item:
             continue
         host, _, port = item.rpartition(":")
+        if port and not port.isdigit():
+            raise ValueError(f"bootstrap_servers: {item!r} is not host:port")
         out.append((host.strip("[]") or "localhost", int(port or 9092)))
     if not out:
         raise ValueError("bootstrap_servers is empty")
@@ -92,14 +94,19 @@ class Cluster:
 
 
 class Metadata:
-    """Holds the current :class:`Cluster` and refreshes it through a :class:`NetworkClient`."""
+    """Holds the current :class:`Cluster` and refreshes it through a :class:`NetworkClient`
+    (closed when ``bootstrap`` cannot be parsed: the client being built fails)."""
 
     def __init__(self, net: NetworkClient, bootstrap: str | Collection[str],
                  retry_backoff_ms: int = 100, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.net = net
         self.clock = clock
         """The owner's clock: refresh deadlines, backoffs and waits for answers."""
-        self.bootstrap = parse_bootstrap(bootstrap)
+        try:
+            self.bootstrap = parse_bootstrap(bootstrap)
+        except ValueError:
+            net.close()  # the client being built fails: stop its network thread and sockets
+            raise
         self.retry_backoff = retry_backoff_ms / 1000
         for i, (host, port) in enumerate(self.bootstrap):
             net.set_address(("bootstrap", i), host, port)

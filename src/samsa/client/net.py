@@ -316,10 +316,11 @@ class NetworkClient:
                 self._flush_queue(conn)
 
     def _connect(self, conn: _Connection) -> None:
+        sock: socket.socket | None = None
         try:
-            given = self.connector(conn.address) if self.connector is not None else None
-            if given is not None:  # connected already (in-process)
-                sock, err = given, 0
+            sock = self.connector(conn.address) if self.connector is not None else None
+            if sock is not None:  # connected already (in-process)
+                err = 0
                 sock.setblocking(False)
             else:
                 sock = socket.socket(socket.AF_INET6 if ":" in conn.address[0]
@@ -329,6 +330,8 @@ class NetworkClient:
                 err = sock.connect_ex(conn.address)
         except OSError as exc:
             log.debug("connect to %s failed: %s", conn.address, exc)
+            if sock is not None:  # made, then failed: never leave it to the collector
+                sock.close()
             self._connect_failed(conn.dest)
             return
         conn.sock = sock
@@ -370,10 +373,12 @@ class NetworkClient:
     def _start_tls(self, conn: _Connection) -> None:
         assert conn.sock is not None and self.security.ssl is not None
         self._selector.unregister(conn.sock)
+        raw = conn.sock
         try:
             conn.sock = self.security.ssl.wrap_socket(
-                conn.sock, server_hostname=conn.address[0], do_handshake_on_connect=False)
+                raw, server_hostname=conn.address[0], do_handshake_on_connect=False)
         except (OSError, ValueError) as exc:
+            raw.close()  # a no-op once wrap_socket took the descriptor over
             conn.sock = None
             self._close(conn, KafkaConnectionError(f"TLS to {conn.address}: {exc}"))
             return
