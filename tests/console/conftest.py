@@ -80,7 +80,8 @@ def api(base: str, path: str, body: Any = None, raw: bytes | None = None
         with urllib.request.urlopen(req, timeout=15) as resp:
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
+        with exc:  # its response (and socket) closed here, not by the garbage collector
+            return exc.code, json.loads(exc.read() or b"null")
 
 
 def group_row(base: str, gid: str) -> dict[str, Any] | None:
