@@ -156,7 +156,8 @@ class Metadata:
         nodes inside its deadline, as Kafka's blocking calls get from
         ``default.api.timeout.ms`` (60 s) being twice ``request.timeout.ms`` (30 s), where
         Kafka's timed-out node is then disconnected and ranked last. A request that fails
-        (refused, reset, an error) or times out moves on after ``retry_backoff``.
+        (refused, reset, an error) or times out moves on after ``retry_backoff``; once the
+        client is closed, the refresh fails at once.
         """
         clock = self.clock
         deadline = clock.now() + timeout_s
@@ -192,8 +193,9 @@ class Metadata:
                     return self.cluster
                 exc = fut.exception()
                 if exc is not None and (not isinstance(exc, KafkaError)
-                                        or isinstance(exc, AuthenticationError)):
-                    raise exc  # a bug, or credentials that no retry will fix
+                                        or isinstance(exc, AuthenticationError)
+                                        or self.net.closed):
+                    raise exc  # a bug, credentials or a closed client: no retry will help
                 # a second past the request's own timeout: the network thread enforces that
                 if exc is not None or now >= sent + timeout + 1:
                     waiting.remove(entry)

@@ -199,6 +199,8 @@ class NetworkClient:
         timeout = self.request_timeout if timeout_ms is None else timeout_ms / 1000
         self._tasks.append((dest, _Pending(api_key, body, future, time.monotonic() + timeout,
                                            expect_response, payloads, template)))
+        if self._closed:  # closed meanwhile: the network thread may be gone already
+            self._fail_tasks()
         self._wakeup()
         return future
 
@@ -238,6 +240,11 @@ class NetworkClient:
         if conn is None or conn.state != "ready":
             return None
         return conn.features.get(name, 0)
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called: every request fails from then on."""
+        return self._closed
 
     @property
     def running(self) -> bool:
@@ -282,9 +289,23 @@ class NetworkClient:
         finally:
             for conn in list(self._conns.values()):
                 self._close(conn, KafkaConnectionError("client closed"), by_client=True)
+            self._fail_tasks()
             self._selector.close()
             self._wake_r.close()
             self._wake_w.close()
+
+    def _fail_tasks(self) -> None:
+        """Fail the requests still queued once the client is closed (any thread): nothing
+        else would, and their callers would wait out their whole timeout."""
+        while True:
+            try:
+                _, pending = self._tasks.popleft()
+            except IndexError:
+                return
+            try:
+                pending.future.failure(KafkaConnectionError("client closed"))
+            except Exception:
+                log.exception("failure callback failed")
 
     def _drain_tasks(self) -> None:
         while self._tasks:
