@@ -117,8 +117,12 @@ class BrokerProcess:
         args += self.extra_args
         # line-buffered, so tests can read the log while the broker runs
         log = open(self.log_path, "a", buffering=1)  # noqa: SIM115 - closed with the process
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
+        try:
+            self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True,
+                                         env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
+        except BaseException:
+            log.close()
+            raise
         deadline = time.monotonic() + timeout
         assert self.proc.stdout is not None
         while time.monotonic() < deadline:
