@@ -1,7 +1,9 @@
-"""Start and stop real ``samsa serve`` processes for tests (127.0.0.1, ephemeral ports)."""
+"""Start and stop real ``samsa serve`` processes for tests (127.0.0.1, ephemeral ports);
+:func:`end_process` stops any other subprocess a test started."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -11,6 +13,36 @@ import threading
 import time
 from pathlib import Path
 from typing import TextIO
+
+
+def end_process(proc: subprocess.Popen[str], timeout: float = 20.0,
+                drain: threading.Thread | None = None) -> int:
+    """SIGTERM ``proc`` and return its exit code; one that does not exit within ``timeout``
+    is SIGKILLed and fails the test (AssertionError). Either way it is reaped, ``drain`` (a
+    thread reading its output) is joined and its pipes are closed: a Popen or pipe left
+    behind is found by the garbage collector in some later test, which then fails with an
+    unraisable ResourceWarning."""
+    hung = False
+    try:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                hung = True
+                proc.kill()
+                proc.wait(10)
+    finally:
+        if drain is not None:
+            drain.join(10)
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+    if hung:
+        raise AssertionError(f"{proc.args!r} did not exit within {timeout} s of SIGTERM")
+    return int(proc.returncode)
+
 
 _LISTENING = re.compile(r"samsa listening on ([\d.]+):(\d+)(?: \((\w+),)?")
 
@@ -73,6 +105,8 @@ class BrokerProcess:
         return any("address already in use" in line for line in tail)
 
     def _start_once(self, timeout: float) -> BrokerProcess:
+        if self.proc is not None and self.proc.poll() is not None:
+            self._join_drain()  # the one before exited by itself: close its pipe and log
         names = self._listener_names()
         self.ports = {}
         args = [sys.executable, "-m", "samsa.cli.main", "serve", "--data-dir", str(self.data_dir)]
@@ -83,8 +117,12 @@ class BrokerProcess:
         args += self.extra_args
         # line-buffered, so tests can read the log while the broker runs
         log = open(self.log_path, "a", buffering=1)  # noqa: SIM115 - closed with the process
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
+        try:
+            self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True,
+                                         env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
+        except BaseException:
+            log.close()
+            raise
         deadline = time.monotonic() + timeout
         assert self.proc.stdout is not None
         while time.monotonic() < deadline:

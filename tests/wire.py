@@ -21,11 +21,15 @@ class WireClient:
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout,
                                              source_address=(source, 0) if source else None)
-        if tls is not None:
-            self.sock = tls.wrap_socket(self.sock, server_hostname=host)
         self.correlation = 0
-        if sasl is not None:
-            self.authenticate(*sasl)
+        try:
+            if tls is not None:
+                self.sock = tls.wrap_socket(self.sock, server_hostname=host)
+            if sasl is not None:
+                self.authenticate(*sasl)
+        except BaseException:  # refused: closed here, not by the garbage collector
+            self.sock.close()
+            raise
 
     def authenticate(self, mechanism: str, user: str, password: str) -> None:
         """SaslHandshake v1 and SaslAuthenticate v2 until done (AssertionError if refused)."""

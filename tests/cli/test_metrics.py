@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from samsa import TopicPartition
 from samsa.client import Admin, Consumer
+from tests.brokerproc import end_process
 from tests.cli.conftest import CLI, produce, unique
 from tests.conftest import FAST_GROUPS
 
@@ -36,18 +38,23 @@ class MetricsBroker:
         assert self.proc.stdout is not None
         self.lines: list[str] = []
         ports: dict[str, int] = {}
-        deadline = time.monotonic() + 30
-        while len(ports) < 2 and time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError("broker exited:\n" + "".join(self.lines))
-            self.lines.append(line)
-            for key, pattern in (("broker", r"listening on [\d.]+:(\d+)"),
-                                 ("metrics", r"metrics on http://[\d.]+:(\d+)/metrics")):
-                m = re.search(pattern, line)
-                if m:
-                    ports[key] = int(m.group(1))
-        assert len(ports) == 2, "".join(self.lines)
+        try:  # a broker that fails to start is not left running
+            deadline = time.monotonic() + 30
+            while len(ports) < 2 and time.monotonic() < deadline:
+                line = self.proc.stdout.readline()
+                if not line:
+                    raise RuntimeError("broker exited:\n" + "".join(self.lines))
+                self.lines.append(line)
+                for key, pattern in (("broker", r"listening on [\d.]+:(\d+)"),
+                                     ("metrics", r"metrics on http://[\d.]+:(\d+)/metrics")):
+                    m = re.search(pattern, line)
+                    if m:
+                        ports[key] = int(m.group(1))
+            assert len(ports) == 2, "".join(self.lines)
+        except BaseException:
+            with contextlib.suppress(AssertionError):
+                end_process(self.proc)
+            raise
         self.bootstrap = f"127.0.0.1:{ports['broker']}"
         self.metrics_url = f"http://127.0.0.1:{ports['metrics']}/metrics"
         stdout = self.proc.stdout
@@ -63,12 +70,7 @@ class MetricsBroker:
                 for family in text_string_to_metric_families(text) for s in family.samples}
 
     def stop(self) -> int:
-        self.proc.terminate()
-        code = self.proc.wait(20)
-        self._drain.join(5)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        return code
+        return end_process(self.proc, drain=self._drain)
 
 
 @pytest.fixture

@@ -62,6 +62,7 @@ class FakeNet:
         self.failures: dict[Any, float] = {}
         """dest -> when its connection last failed (what :meth:`last_failure` reports)."""
         self.futures: list[tuple[Any, Future[Any]]] = []
+        self.closed = False
 
     def send(self, dest: Any, api_key: int, body: Mapping[str, Any], *,
              timeout_ms: float | None = None, expect_response: bool = True) -> Future[Any]:

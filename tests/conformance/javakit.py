@@ -51,8 +51,12 @@ class Driver:
         self.events: list[Event] = []
         self._cond = threading.Condition()
         self._stderr = open(stderr_path, "w")  # noqa: SIM115 - closed in _reap
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self._stderr, text=True, bufsize=1)
+        try:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=self._stderr, text=True, bufsize=1)
+        except BaseException:
+            self._stderr.close()
+            raise
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -184,10 +188,10 @@ class JavaKit:
         return d.events
 
     def stop_all(self) -> None:
-        """Kill every driver still running (test teardown)."""
+        """Kill every driver still running and reap every driver, exited or not, so no
+        pipe or log file is left for the garbage collector (test teardown)."""
         for d in self.drivers:
-            if d.alive():
-                d.kill()
+            d.kill()
         self.drivers.clear()
 
 

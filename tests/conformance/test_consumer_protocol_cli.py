@@ -4,6 +4,7 @@ assignment (ConsumerGroupDescribe); the metrics endpoint counts groups by type."
 
 from __future__ import annotations
 
+import contextlib
 import re
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from samsa.cli.main import main
+from tests.brokerproc import end_process
 from tests.cli.conftest import parse_table
 from tests.conformance.consumer_protocol_kit import BROKER_CONFIG, CpMember
 from tests.conformance.groupkit import Member, create_topic, settle, tps_of, unique, wait_until
@@ -37,18 +39,23 @@ class MetricsBroker:
         assert self.proc.stdout is not None
         lines: list[str] = []
         ports: dict[str, int] = {}
-        deadline = time.monotonic() + 30
-        while len(ports) < 2 and time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError("broker exited:\n" + "".join(lines))
-            lines.append(line)
-            for key, pattern in (("broker", r"listening on [\d.]+:(\d+)"),
-                                 ("metrics", r"metrics on http://[\d.]+:(\d+)/metrics")):
-                m = re.search(pattern, line)
-                if m:
-                    ports[key] = int(m.group(1))
-        assert len(ports) == 2, "".join(lines)
+        try:  # a broker that fails to start is not left running
+            deadline = time.monotonic() + 30
+            while len(ports) < 2 and time.monotonic() < deadline:
+                line = self.proc.stdout.readline()
+                if not line:
+                    raise RuntimeError("broker exited:\n" + "".join(lines))
+                lines.append(line)
+                for key, pattern in (("broker", r"listening on [\d.]+:(\d+)"),
+                                     ("metrics", r"metrics on http://[\d.]+:(\d+)/metrics")):
+                    m = re.search(pattern, line)
+                    if m:
+                        ports[key] = int(m.group(1))
+            assert len(ports) == 2, "".join(lines)
+        except BaseException:
+            with contextlib.suppress(AssertionError):
+                end_process(self.proc)
+            raise
         self.bootstrap = f"127.0.0.1:{ports['broker']}"
         self.metrics_url = f"http://127.0.0.1:{ports['metrics']}/metrics"
         stdout = self.proc.stdout
@@ -68,11 +75,7 @@ class MetricsBroker:
         return [(labels, v) for labels, v in self.samples(family) if labels.get("group") == group]
 
     def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(20)
-        self._drain.join(10)
-        assert self.proc.stdout is not None
-        self.proc.stdout.close()
+        end_process(self.proc, drain=self._drain)
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.brokerproc import BrokerProcess
+from tests.brokerproc import BrokerProcess, end_process
 from tests.cluster.conftest import pg_dsn  # noqa: F401 - the cluster tests' database fixture
 from tests.conftest import FAST_GROUPS
 
@@ -67,10 +67,7 @@ def remote_console(bootstrap: str, audit_log: Path) -> Iterator[str]:
         assert base is not None
         yield base
     finally:
-        cmd.terminate()
-        cmd.wait(20)
-        if cmd.stdout is not None:
-            cmd.stdout.close()
+        end_process(cmd)
 
 
 def api(base: str, path: str, body: Any = None, raw: bytes | None = None
@@ -83,7 +80,8 @@ def api(base: str, path: str, body: Any = None, raw: bytes | None = None
         with urllib.request.urlopen(req, timeout=15) as resp:
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
+        with exc:  # its response (and socket) closed here, not by the garbage collector
+            return exc.code, json.loads(exc.read() or b"null")
 
 
 def group_row(base: str, gid: str) -> dict[str, Any] | None:

@@ -22,7 +22,7 @@ import pytest
 
 from samsa.protocol.api_keys import ApiKey
 from samsa.security.acl import AclBinding, PatternType
-from tests.brokerproc import BrokerProcess
+from tests.brokerproc import BrokerProcess, end_process
 from tests.security.conftest import Secure, secure  # noqa: F401 - the session's PKI and settings
 from tests.security.kit import (
     ADMIN,
@@ -170,10 +170,7 @@ def test_samsa_console_acts_with_the_credentials_of_its_command_config(
         status, body = api(base, f"/groups/{OTHER}")
         assert status == 403, body
     finally:
-        cmd.terminate()
-        cmd.wait(20)
-        if cmd.stdout is not None:
-            cmd.stdout.close()
+        end_process(cmd)
 
 
 def _console_url(cmd: subprocess.Popen[str], timeout: float = 30) -> str:

@@ -135,6 +135,9 @@ class StandaloneCluster:
 
     def start_worker(self, i: int, timeout: float = 120) -> None:
         """Start worker ``i`` (again, after :meth:`kill_worker`) and wait until registered."""
+        old = self.workers[i]
+        if old is not None:  # one that exited by itself: reaped, its log closed
+            old.stop()
         work = self.work / f"worker-{i}"
         work.mkdir(exist_ok=True)
         log = self.work / f"worker-{i}-{int(time.time() * 1000)}.log"

@@ -144,8 +144,13 @@ class Broker:
         ours, theirs = socket.socketpair()
         first = self.security[0].listener
         sec = ListenerSecurity(replace(first, protocol="PLAINTEXT"), principal=principal)
-        await asyncio.get_running_loop().connect_accepted_socket(
-            partial(Connection, self, sec), ours)
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(
+                partial(Connection, self, sec), ours)
+        except BaseException:  # stopping, or the caller gave up waiting: close both ends
+            ours.close()
+            theirs.close()
+            raise
         return theirs
 
     async def start(self) -> None:

@@ -34,6 +34,8 @@ def parse_bootstrap(servers: str | Collection[str]) -> list[tuple[str, int]]:
         if not item:
             continue
         host, _, port = item.rpartition(":")
+        if port and not port.isdigit():
+            raise ValueError(f"bootstrap_servers: {item!r} is not host:port")
         out.append((host.strip("[]") or "localhost", int(port or 9092)))
     if not out:
         raise ValueError("bootstrap_servers is empty")
@@ -92,14 +94,19 @@ class Cluster:
 
 
 class Metadata:
-    """Holds the current :class:`Cluster` and refreshes it through a :class:`NetworkClient`."""
+    """Holds the current :class:`Cluster` and refreshes it through a :class:`NetworkClient`
+    (closed when ``bootstrap`` cannot be parsed: the client being built fails)."""
 
     def __init__(self, net: NetworkClient, bootstrap: str | Collection[str],
                  retry_backoff_ms: int = 100, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.net = net
         self.clock = clock
         """The owner's clock: refresh deadlines, backoffs and waits for answers."""
-        self.bootstrap = parse_bootstrap(bootstrap)
+        try:
+            self.bootstrap = parse_bootstrap(bootstrap)
+        except ValueError:
+            net.close()  # the client being built fails: stop its network thread and sockets
+            raise
         self.retry_backoff = retry_backoff_ms / 1000
         for i, (host, port) in enumerate(self.bootstrap):
             net.set_address(("bootstrap", i), host, port)
@@ -149,7 +156,8 @@ class Metadata:
         nodes inside its deadline, as Kafka's blocking calls get from
         ``default.api.timeout.ms`` (60 s) being twice ``request.timeout.ms`` (30 s), where
         Kafka's timed-out node is then disconnected and ranked last. A request that fails
-        (refused, reset, an error) or times out moves on after ``retry_backoff``.
+        (refused, reset, an error) or times out moves on after ``retry_backoff``; once the
+        client is closed, the refresh fails at once.
         """
         clock = self.clock
         deadline = clock.now() + timeout_s
@@ -185,8 +193,9 @@ class Metadata:
                     return self.cluster
                 exc = fut.exception()
                 if exc is not None and (not isinstance(exc, KafkaError)
-                                        or isinstance(exc, AuthenticationError)):
-                    raise exc  # a bug, or credentials that no retry will fix
+                                        or isinstance(exc, AuthenticationError)
+                                        or self.net.closed):
+                    raise exc  # a bug, credentials or a closed client: no retry will help
                 # a second past the request's own timeout: the network thread enforces that
                 if exc is not None or now >= sent + timeout + 1:
                     waiting.remove(entry)

@@ -199,6 +199,8 @@ class NetworkClient:
         timeout = self.request_timeout if timeout_ms is None else timeout_ms / 1000
         self._tasks.append((dest, _Pending(api_key, body, future, time.monotonic() + timeout,
                                            expect_response, payloads, template)))
+        if self._closed:  # closed meanwhile: the network thread may be gone already
+            self._fail_tasks()
         self._wakeup()
         return future
 
@@ -238,6 +240,11 @@ class NetworkClient:
         if conn is None or conn.state != "ready":
             return None
         return conn.features.get(name, 0)
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called: every request fails from then on."""
+        return self._closed
 
     @property
     def running(self) -> bool:
@@ -282,9 +289,23 @@ class NetworkClient:
         finally:
             for conn in list(self._conns.values()):
                 self._close(conn, KafkaConnectionError("client closed"), by_client=True)
+            self._fail_tasks()
             self._selector.close()
             self._wake_r.close()
             self._wake_w.close()
+
+    def _fail_tasks(self) -> None:
+        """Fail the requests still queued once the client is closed (any thread): nothing
+        else would, and their callers would wait out their whole timeout."""
+        while True:
+            try:
+                _, pending = self._tasks.popleft()
+            except IndexError:
+                return
+            try:
+                pending.future.failure(KafkaConnectionError("client closed"))
+            except Exception:
+                log.exception("failure callback failed")
 
     def _drain_tasks(self) -> None:
         while self._tasks:
@@ -316,10 +337,11 @@ class NetworkClient:
                 self._flush_queue(conn)
 
     def _connect(self, conn: _Connection) -> None:
+        sock: socket.socket | None = None
         try:
-            given = self.connector(conn.address) if self.connector is not None else None
-            if given is not None:  # connected already (in-process)
-                sock, err = given, 0
+            sock = self.connector(conn.address) if self.connector is not None else None
+            if sock is not None:  # connected already (in-process)
+                err = 0
                 sock.setblocking(False)
             else:
                 sock = socket.socket(socket.AF_INET6 if ":" in conn.address[0]
@@ -329,6 +351,8 @@ class NetworkClient:
                 err = sock.connect_ex(conn.address)
         except OSError as exc:
             log.debug("connect to %s failed: %s", conn.address, exc)
+            if sock is not None:  # made, then failed: never leave it to the collector
+                sock.close()
             self._connect_failed(conn.dest)
             return
         conn.sock = sock
@@ -370,10 +394,12 @@ class NetworkClient:
     def _start_tls(self, conn: _Connection) -> None:
         assert conn.sock is not None and self.security.ssl is not None
         self._selector.unregister(conn.sock)
+        raw = conn.sock
         try:
             conn.sock = self.security.ssl.wrap_socket(
-                conn.sock, server_hostname=conn.address[0], do_handshake_on_connect=False)
+                raw, server_hostname=conn.address[0], do_handshake_on_connect=False)
         except (OSError, ValueError) as exc:
+            raw.close()  # a no-op once wrap_socket took the descriptor over
             conn.sock = None
             self._close(conn, KafkaConnectionError(f"TLS to {conn.address}: {exc}"))
             return

@@ -108,7 +108,8 @@ class BrokerSource(Source):
         try:
             return made.result(10)
         except Exception as exc:  # the broker is stopping
-            made.cancel()
+            if not made.cancel() and made.done() and made.exception() is None:
+                made.result().close()  # made meanwhile: nobody else will close it
             raise OSError(f"no in-process connection: {exc}") from exc
 
     def close(self) -> None:
