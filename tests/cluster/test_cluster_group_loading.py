@@ -128,6 +128,19 @@ def fail_next_append(plog: PgPartitionLog) -> None:
     plog.append = broken  # type: ignore[method-assign]
 
 
+def reads_held_until(gate: asyncio.Event) -> Callable[[PgPartitionLog], Awaitable[list[bytes]]]:
+    """A ``PgPartitionLog.read_all`` that holds the read of ``GROUP``'s shard until ``gate``
+    is set (patch it in to hold that shard's load)."""
+    read_all = PgPartitionLog.read_all
+
+    async def held(self: PgPartitionLog) -> list[bytes]:
+        if self.topic == "__consumer_offsets" and self.index == partition_for(GROUP, SHARDS):
+            await gate.wait()
+        return await read_all(self)
+
+    return held
+
+
 def run(tmp_path: Path, dsn: str, body: Callable[[Broker], Awaitable[None]]) -> None:
     async def main() -> None:
         async with node(tmp_path, dsn) as broker:
@@ -222,13 +235,8 @@ def test_a_loading_shard_never_answers_group_id_not_found(tmp_path: Path, pg_dsn
     """The node restarts and takes the shard back while a member of a group on it goes on
     heartbeating with its epoch: until the shard's records are replayed the heartbeat and
     ConsumerGroupDescribe are answered COORDINATOR_LOAD_IN_PROGRESS, then as before."""
-    read_all = PgPartitionLog.read_all
     gate = asyncio.Event()
-
-    async def held(self: PgPartitionLog) -> list[bytes]:
-        if self.topic == "__consumer_offsets" and self.index == partition_for(GROUP, SHARDS):
-            await gate.wait()
-        return await read_all(self)
+    held = reads_held_until(gate)
 
     async def main() -> None:
         async with node(tmp_path, pg_dsn) as broker:
@@ -290,13 +298,8 @@ def test_a_group_taken_over_is_assigned_from_the_topics_the_node_has_now(
     node's start, gave every member an empty target, and, the group's metadata hash being
     unchanged, never computed another (the CI failure of test_cluster_failover)."""
     later = "t2"
-    read_all = PgPartitionLog.read_all
     gate = asyncio.Event()
-
-    async def held(self: PgPartitionLog) -> list[bytes]:
-        if self.topic == "__consumer_offsets" and self.index == partition_for(GROUP, SHARDS):
-            await gate.wait()
-        return await read_all(self)
+    held = reads_held_until(gate)
 
     async def join(broker: Broker, member_id: str) -> None:
         r = await asyncio.wait_for(
